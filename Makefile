@@ -1,0 +1,39 @@
+# hongbao: run `make help` for the targets.
+GO ?= go
+PKGS := ./...
+
+.PHONY: help deps test race short lint bench demo build fuzz
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+deps: ## install what the tests need (redis-server) when it is missing
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "installing redis-server"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+test: deps ## vet, then every test under the race detector, on real redis-server processes
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+race: test ## same as test
+
+short: deps ## the tests without the race detector (quicker)
+	$(GO) test -count=1 $(PKGS)
+
+lint: ## go vet and staticcheck
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+
+fuzz: ## run each fuzz test for a while
+	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime 30s ./split
+	$(GO) test -run XXX -fuzz FuzzParseCents -fuzztime 30s .
+
+bench: ## Go benchmarks
+	$(GO) test -run XXX -bench . -benchmem $(PKGS)
+
+build: ## build the binary into ./bin
+	$(GO) build -o bin/hongbao ./cmd/hongbao
+
+demo: ## a full red packet rain on the embedded default
+	$(GO) run ./cmd/hongbao demo

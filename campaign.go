@@ -1,0 +1,151 @@
+package hongbao
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/hongbao/hongbao/split"
+)
+
+// State is where a campaign is in its life.
+//
+//	loading --activate--> scheduled --opens_at--> open --closes_at or operator--> closed --refunded--> settled
+//
+// Opening and closing by time are decided by the Redis clock inside the
+// scripts; Status reports the state in force at the moment of the read.
+type State string
+
+// The states of a campaign.
+const (
+	StateLoading   State = "loading"
+	StateScheduled State = "scheduled"
+	StateOpen      State = "open"
+	StateClosed    State = "closed"
+	StateSettled   State = "settled"
+)
+
+// Why a campaign closed.
+const (
+	CloseSoldOut   = "sold_out"  // the pool ran out
+	CloseTime      = "time"      // its window ended
+	CloseOperator  = "operator"  // an operator closed it
+	CloseCancelled = "cancelled" // closed before it opened
+)
+
+// DefaultWindow is how long a campaign stays open when its spec gives no
+// close time.
+const DefaultWindow = 24 * time.Hour
+
+// DefaultFunding is the account that funds a campaign when its spec names
+// none.
+const DefaultFunding = "platform"
+
+// Spec describes a campaign to create. Amounts are integer cents.
+type Spec struct {
+	// ID names the campaign: 1 to 64 of A-Z a-z 0-9 _ -. Empty: a random id.
+	// Creating a campaign whose id exists fails with ErrCampaignExists.
+	ID string
+	// Total is the amount to hand out, in cents (at most split.MaxTotal).
+	Total int64
+	// Count is the number of packets.
+	Count int
+	// Min is the smallest packet in cents; 0 means 1 cent.
+	Min int64
+	// Max is the largest packet in cents; 0 means no maximum.
+	Max int64
+	// Split is the split algorithm; empty means split.DoubleAverage.
+	Split split.Algorithm
+	// Seed reproduces the split; nil means a fresh one from crypto/rand.
+	// It is recorded with the campaign and is an operator secret: with
+	// the algorithm it reveals the order of the pool.
+	Seed *uint64
+	// OpensAt is when grabs start; zero means at once (by the Redis clock).
+	OpensAt time.Time
+	// ClosesAt is when grabs end; zero means OpensAt + DefaultWindow.
+	ClosesAt time.Time
+	// Funding is the account the money comes from; empty means
+	// DefaultFunding.
+	Funding string
+}
+
+// Campaign is a created campaign.
+type Campaign struct {
+	ID       string
+	State    State
+	Total    int64 // cents
+	Count    int
+	Min      int64 // cents
+	Max      int64 // cents, 0 when unbounded
+	Split    split.Algorithm
+	Seed     uint64
+	OpensAt  time.Time
+	ClosesAt time.Time
+	Funding  string
+}
+
+// Status is a campaign and its counters, read at one instant.
+type Status struct {
+	Campaign
+	// CloseReason says why it closed (CloseSoldOut, ...), when it did.
+	CloseReason string
+	// GrantedCount and GrantedCents count the packets handed out.
+	GrantedCount int64
+	GrantedCents int64
+	// RemainingCount and RemainingCents are what is still in the pool.
+	RemainingCount int64
+	RemainingCents int64
+	// RefundedCents went back to the funding account.
+	RefundedCents int64
+	// Now is the Redis clock at the read.
+	Now time.Time
+}
+
+// Outcome is the answer to a grab.
+type Outcome uint8
+
+// The outcomes of a grab. Their values are the codes grab.lua returns.
+const (
+	// Granted: this call handed the user a packet.
+	Granted Outcome = 1
+	// Already: the user holds a packet of this campaign; it is the one
+	// returned. A retried or double-clicked grab answers this.
+	Already Outcome = 2
+	// SoldOut: no packet is left.
+	SoldOut Outcome = 3
+	// NotOpen: the campaign has not opened yet.
+	NotOpen Outcome = 4
+	// Closed: the campaign's window ended or an operator closed it.
+	Closed Outcome = 5
+)
+
+var outcomeNames = [...]string{"", "GRANTED", "ALREADY", "SOLD_OUT", "NOT_OPEN", "CLOSED"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && o != 0 {
+		return outcomeNames[o]
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// HasPacket reports whether the answer carries the user's packet.
+func (o Outcome) HasPacket() bool { return o == Granted || o == Already }
+
+// Grant is the answer to one user's grab.
+type Grant struct {
+	Campaign string
+	User     string
+	Outcome  Outcome
+	// Seq numbers the packet within its campaign (1..Count); 0 when the
+	// outcome carries no packet.
+	Seq int64
+	// Cents is the packet's amount; 0 when the outcome carries no packet.
+	Cents int64
+}
+
+// PacketID names the packet across campaigns: "<campaign>/<seq>".
+func (g Grant) PacketID() string {
+	if g.Seq == 0 {
+		return ""
+	}
+	return g.Campaign + "/" + strconv.FormatInt(g.Seq, 10)
+}

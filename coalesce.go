@@ -1,0 +1,204 @@
+package hongbao
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+)
+
+// Coalescing. Redis runs one script at a time, and most of what a script
+// call costs Redis is per call (reading the request, looking up the
+// script, writing the reply, the fsync of appendfsync always), not per
+// user. So concurrent grabs of one campaign share calls: while a batch is
+// in flight, new arrivals queue; when it returns, everything queued (up to
+// MaxBatch) goes out as the next batch. There is no timer: a lone grab goes
+// out at once, and batches grow only as fast as traffic does.
+
+// waiter states
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
+type waiter struct {
+	user  string
+	state atomic.Int32
+	done  chan struct{}
+	res   redisstore.GrabResult
+	err   error
+}
+
+// lane is the queue of one campaign.
+type lane struct {
+	id       string
+	keys     []string
+	mu       sync.Mutex
+	queue    []*waiter
+	inflight bool
+}
+
+// coalescer owns the lanes of all campaigns.
+type coalescer struct {
+	store    *redisstore.Store
+	maxBatch int
+	maxQueue int
+	timeout  time.Duration
+
+	mu    sync.Mutex
+	lanes map[string]*lane
+
+	batches atomic.Uint64
+	grabs   atomic.Uint64
+	sizes   [batchBuckets]atomic.Uint64
+}
+
+// batchBuckets are power-of-two upper bounds 1, 2, 4, ... 4096.
+const batchBuckets = 13
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
+
+// grab queues user on campaign id's lane and waits for the answer.
+func (c *coalescer) grab(ctx context.Context, id, user string) (redisstore.GrabResult, error) {
+	w := waiterPool.Get().(*waiter)
+	w.user, w.err, w.res = user, nil, redisstore.GrabResult{}
+	w.state.Store(queued)
+
+	c.mu.Lock()
+	l := c.lanes[id]
+	if l == nil {
+		l = &lane{id: id, keys: redisstore.GrabKeys(id)}
+		c.lanes[id] = l
+	}
+	l.mu.Lock()
+	c.mu.Unlock()
+	if len(l.queue) >= c.maxQueue {
+		l.mu.Unlock()
+		waiterPool.Put(w)
+		return redisstore.GrabResult{}, ErrBusy
+	}
+	l.queue = append(l.queue, w)
+	if !l.inflight {
+		l.inflight = true
+		go c.run(l)
+	}
+	l.mu.Unlock()
+
+	select {
+	case <-w.done:
+		res, err := w.res, w.err
+		waiterPool.Put(w)
+		return res, err
+	case <-ctx.Done():
+		if w.state.CompareAndSwap(queued, abandoned) {
+			// Never sent: nothing was granted. The batch builder drops it
+			// (and recycles nothing: an abandoned waiter is left to the GC).
+			return redisstore.GrabResult{}, ctx.Err()
+		}
+		// In flight: the script may grant a packet, which stays the user's;
+		// a retry returns it.
+		return redisstore.GrabResult{}, &redisstore.UnknownError{Err: ctx.Err()}
+	}
+}
+
+// run sends batches for lane l until its queue is empty.
+func (c *coalescer) run(l *lane) {
+	users := make([]string, 0, c.maxBatch)
+	batch := make([]*waiter, 0, c.maxBatch)
+	results := make([]redisstore.GrabResult, c.maxBatch)
+	for {
+		users, batch = users[:0], batch[:0]
+		l.mu.Lock()
+		n := 0
+		for _, w := range l.queue {
+			if len(batch) == c.maxBatch {
+				break
+			}
+			n++
+			if w.state.CompareAndSwap(queued, taken) {
+				batch = append(batch, w)
+				users = append(users, w.user)
+			}
+		}
+		rest := copy(l.queue, l.queue[n:])
+		clear(l.queue[rest:])
+		l.queue = l.queue[:rest]
+		if len(batch) == 0 {
+			if len(l.queue) == 0 {
+				l.inflight = false
+				l.mu.Unlock()
+				c.retire(l)
+				return
+			}
+			l.mu.Unlock()
+			continue
+		}
+		l.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		err := c.store.Grab(ctx, l.keys, users, results[:len(batch)])
+		cancel()
+		c.batches.Add(1)
+		c.grabs.Add(uint64(len(batch)))
+		c.sizes[min(bits.Len(uint(len(batch)-1)), batchBuckets-1)].Add(1)
+		for i, w := range batch {
+			if err != nil {
+				w.err = err
+			} else {
+				w.res = results[i]
+			}
+			w.done <- struct{}{}
+		}
+	}
+}
+
+// retire drops an idle lane from the map, unless a grab arrived meanwhile.
+func (c *coalescer) retire(l *lane) {
+	c.mu.Lock()
+	l.mu.Lock()
+	if !l.inflight && len(l.queue) == 0 && c.lanes[l.id] == l {
+		delete(c.lanes, l.id)
+	}
+	l.mu.Unlock()
+	c.mu.Unlock()
+}
+
+// Stats are counters of the engine's batching since it started.
+type Stats struct {
+	// Batches counts grab script calls; Grabs counts the grabs they
+	// carried.
+	Batches, Grabs uint64
+	// BatchSizes is the distribution of batch sizes: bucket i counts
+	// batches of more than Max of bucket i-1 and at most Max users.
+	BatchSizes []BatchBucket
+}
+
+// BatchBucket is one bar of the batch size distribution.
+type BatchBucket struct {
+	Max   int
+	Count uint64
+}
+
+func (c *coalescer) stats() Stats {
+	s := Stats{Batches: c.batches.Load(), Grabs: c.grabs.Load()}
+	for i := range c.sizes {
+		s.BatchSizes = append(s.BatchSizes, BatchBucket{Max: 1 << i, Count: c.sizes[i].Load()})
+	}
+	return s
+}
+
+// String draws the distribution in one line, for reports.
+func (s Stats) String() string {
+	out := fmt.Sprintf("%d grabs in %d batches", s.Grabs, s.Batches)
+	for _, b := range s.BatchSizes {
+		if b.Count > 0 {
+			out += fmt.Sprintf(" | <=%d: %d", b.Max, b.Count)
+		}
+	}
+	return out
+}

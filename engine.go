@@ -1,0 +1,315 @@
+package hongbao
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/split"
+)
+
+// Config configures an Engine. Zero fields take their documented defaults.
+type Config struct {
+	// Redis is the client to run the scripts on. Required. Use a client
+	// made with DisableCache when the server does not support client-side
+	// caching (an emulator); hongbao reads no cached data.
+	Redis rueidis.Client
+	// DefaultWindow is how long a campaign stays open when its spec gives
+	// no close time. Default: DefaultWindow (24h).
+	DefaultWindow time.Duration
+	// MaxBatch is the most grabs of one campaign sent in one script call.
+	// Default 512; at most 3000 (Lua's argument limits).
+	MaxBatch int
+	// MaxQueue is the most grabs of one campaign waiting for a batch; a
+	// grab beyond it fails at once with ErrBusy rather than queueing
+	// without bound. Default 20000.
+	MaxQueue int
+	// BatchTimeout bounds one batch call to Redis. It is the batch's own
+	// deadline, never a caller's: a caller whose context ends stops
+	// waiting, and the batch carries on for the others. Default 5s.
+	BatchTimeout time.Duration
+	// LegacyScripts sends the scripts without their "#!lua" flags line, for
+	// servers that cannot parse it: Redis before 7.0 and the in-process
+	// emulator. Default false. Without the flags a Redis out of memory may
+	// fail a script at its first write rather than refuse it up front.
+	LegacyScripts bool
+	// LoadProgress, if not nil, is told how many packets are loaded while
+	// Create loads a pool (for progress bars). Default: nil.
+	LoadProgress func(loaded, count int)
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.Redis == nil {
+		return errors.New("hongbao: Config.Redis is required")
+	}
+	if c.DefaultWindow < 0 {
+		return errors.New("hongbao: Config.DefaultWindow must not be negative")
+	}
+	if c.MaxBatch < 0 || c.MaxBatch > redisstore.MaxBatch {
+		return fmt.Errorf("hongbao: Config.MaxBatch must be within 0..%d", redisstore.MaxBatch)
+	}
+	if c.MaxQueue < 0 || c.BatchTimeout < 0 {
+		return errors.New("hongbao: Config.MaxQueue and BatchTimeout must not be negative")
+	}
+	return nil
+}
+
+// Engine creates campaigns and answers grabs. It is safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	store *redisstore.Store
+	co    *coalescer
+}
+
+// Stats reports the engine's batching counters.
+func (e *Engine) Stats() Stats { return e.co.stats() }
+
+// New returns an Engine.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.DefaultWindow == 0 {
+		cfg.DefaultWindow = DefaultWindow
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 512
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = 20000
+	}
+	if cfg.BatchTimeout == 0 {
+		cfg.BatchTimeout = 5 * time.Second
+	}
+	store := redisstore.New(cfg.Redis)
+	if cfg.LegacyScripts {
+		store = redisstore.NewLegacy(cfg.Redis)
+	}
+	return &Engine{cfg: cfg, store: store, co: &coalescer{
+		store: store, maxBatch: cfg.MaxBatch, maxQueue: cfg.MaxQueue, timeout: cfg.BatchTimeout,
+		lanes: map[string]*lane{},
+	}}, nil
+}
+
+// Create validates spec, splits the total into packets, loads them into
+// Redis and makes the campaign live, in that order: a grab never sees a
+// half-loaded pool. A create that crashed or was interrupted can be run
+// again with the same id; it starts the load over. A campaign that exists
+// past loading is never touched: that is ErrCampaignExists.
+func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
+	c, amounts, err := e.prepare(spec)
+	if err != nil {
+		return nil, err
+	}
+	token := newToken()
+	existing, err := e.store.Begin(ctx, c.ID, token, metaFields(c))
+	if err != nil {
+		return nil, fmt.Errorf("hongbao: create %s: %w", c.ID, mapStoreErr(err))
+	}
+	if existing != "" {
+		return nil, &ExistsError{ID: c.ID, State: State(existing)}
+	}
+	var progress func(int)
+	if p := e.cfg.LoadProgress; p != nil {
+		progress = func(done int) { p(done, c.Count) }
+	}
+	if err := e.store.Load(ctx, c.ID, token, amounts, progress); err != nil {
+		return nil, fmt.Errorf("hongbao: create %s: %w", c.ID, mapStoreErr(err))
+	}
+	act, err := e.store.Activate(ctx, c.ID, token, unixMs(spec.OpensAt), unixMs(spec.ClosesAt), e.cfg.DefaultWindow.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("hongbao: create %s: %w", c.ID, mapStoreErr(err))
+	}
+	c.State = State(act.State)
+	c.OpensAt, c.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
+	// The registry of live campaigns, by close time. Written after
+	// activation: it is another slot, so no campaign script may write it.
+	cl := e.cfg.Redis
+	if err := cl.Do(ctx, cl.B().Zadd().Key(redisstore.CampaignsIndex).ScoreMember().
+		ScoreMember(float64(act.ClosesAt), c.ID).Build()).Error(); err != nil {
+		return nil, fmt.Errorf("hongbao: create %s: register: %w", c.ID, err)
+	}
+	return c, nil
+}
+
+// prepare validates a spec and splits it.
+func (e *Engine) prepare(spec Spec) (*Campaign, []int64, error) {
+	id := spec.ID
+	if id == "" {
+		id = newCampaignID()
+	}
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, nil, err
+	}
+	funding := spec.Funding
+	if funding == "" {
+		funding = DefaultFunding
+	}
+	if err := ValidateAccountID(funding); err != nil {
+		return nil, nil, err
+	}
+	if !spec.OpensAt.IsZero() && !spec.ClosesAt.IsZero() && !spec.ClosesAt.After(spec.OpensAt) {
+		return nil, nil, fmt.Errorf("%w: closes_at %s is not after opens_at %s", ErrInvalidSpec,
+			spec.ClosesAt.Format(time.RFC3339), spec.OpensAt.Format(time.RFC3339))
+	}
+	sp, err := split.Spec{Total: spec.Total, Count: spec.Count, Min: spec.Min, Max: spec.Max, Algorithm: spec.Split}.Normalize()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	var seed uint64
+	if spec.Seed != nil {
+		seed = *spec.Seed
+	} else if seed, err = split.NewSeed(); err != nil {
+		return nil, nil, fmt.Errorf("hongbao: seed: %w", err)
+	}
+	amounts, err := split.Split(sp, seed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	c := &Campaign{
+		ID: id, State: StateLoading, Total: sp.Total, Count: sp.Count, Min: sp.Min, Max: sp.Max,
+		Split: sp.Algorithm, Seed: seed, Funding: funding,
+	}
+	return c, amounts, nil
+}
+
+func metaFields(c *Campaign) []string {
+	return []string{
+		"total", strconv.FormatInt(c.Total, 10),
+		"count", strconv.Itoa(c.Count),
+		"min", strconv.FormatInt(c.Min, 10),
+		"max", strconv.FormatInt(c.Max, 10),
+		"split", string(c.Split),
+		"seed", strconv.FormatUint(c.Seed, 10),
+		"funding", c.Funding,
+	}
+}
+
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// Grab hands user one packet of campaign id, at most once: every later
+// grab by the same user, concurrent or not, answers Already with the same
+// packet. Business outcomes (sold out, not open, closed) are in the Grant;
+// an unknown campaign is ErrCampaignNotFound; a full queue is ErrBusy
+// (nothing was attempted). If ctx ends before the grab was sent, ctx's
+// error is returned and nothing was granted; if it ends while the grab is
+// in flight, or the reply is lost, the error is ErrOutcomeUnknown, and a
+// retry returns the user's packet if one was granted.
+//
+// Concurrent grabs of one campaign are coalesced into batch calls of the
+// grab script (see Config.MaxBatch).
+func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return Grant{}, err
+	}
+	if err := ValidateUserID(user); err != nil {
+		return Grant{}, err
+	}
+	res, err := e.co.grab(ctx, id, user)
+	if err != nil {
+		if err == ErrBusy {
+			return Grant{}, err
+		}
+		return Grant{}, fmt.Errorf("hongbao: grab %s: %w", id, mapStoreErr(err))
+	}
+	return toGrant(id, user, res)
+}
+
+func toGrant(id, user string, r redisstore.GrabResult) (Grant, error) {
+	if r.Outcome == redisstore.NoCampaign {
+		return Grant{}, fmt.Errorf("hongbao: grab %s: %w", id, ErrCampaignNotFound)
+	}
+	if r.Outcome < redisstore.Granted || r.Outcome > redisstore.Closed {
+		return Grant{}, fmt.Errorf("hongbao: grab %s: unknown outcome code %d", id, r.Outcome)
+	}
+	return Grant{Campaign: id, User: user, Outcome: Outcome(r.Outcome), Seq: r.Seq, Cents: r.Cents}, nil
+}
+
+// Status reads a campaign's state and counters at one instant.
+func (e *Engine) Status(ctx context.Context, id string) (*Status, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	snap, err := e.store.Status(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("hongbao: status %s: %w", id, mapStoreErr(err))
+	}
+	return statusFrom(id, snap)
+}
+
+func statusFrom(id string, snap redisstore.Snapshot) (*Status, error) {
+	m := snap.Meta
+	st := &Status{Now: time.UnixMilli(snap.Now)}
+	if State(m["state"]) == StateLoading {
+		return nil, fmt.Errorf("hongbao: status %s: %w", id, ErrCampaignNotFound)
+	}
+	num := func(f string) int64 {
+		v, _ := strconv.ParseInt(m[f], 10, 64)
+		return v
+	}
+	st.ID = id
+	st.State = State(m["state"])
+	st.Total, st.Min, st.Max = num("total"), num("min"), num("max")
+	st.Count = int(num("count"))
+	st.Split = split.Algorithm(m["split"])
+	st.Seed, _ = strconv.ParseUint(m["seed"], 10, 64)
+	st.Funding = m["funding"]
+	st.OpensAt, st.ClosesAt = time.UnixMilli(num("opens_at")), time.UnixMilli(num("closes_at"))
+	st.CloseReason = m["close_reason"]
+	st.GrantedCount, st.GrantedCents = num("granted_count"), num("granted_cents")
+	st.RefundedCents = num("refunded_cents")
+	st.RemainingCount = snap.PoolLen
+	st.RemainingCents = st.Total - st.GrantedCents - st.RefundedCents
+	// The state in force now, as grab.lua sees it.
+	if st.State == StateScheduled || st.State == StateOpen {
+		switch {
+		case snap.Now < num("opens_at"):
+			st.State = StateScheduled
+		case snap.Now >= num("closes_at"):
+			st.State, st.CloseReason = StateClosed, CloseTime
+		default:
+			st.State = StateOpen
+		}
+	}
+	return st, nil
+}
+
+// Close stops grabs of a campaign now. Before it opens this cancels it.
+// Closing a closed campaign changes nothing and is not an error.
+func (e *Engine) Close(ctx context.Context, id string) (*Status, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	if _, _, _, err := e.store.Close(ctx, id, CloseOperator); err != nil {
+		return nil, fmt.Errorf("hongbao: close %s: %w", id, mapStoreErr(err))
+	}
+	return e.Status(ctx, id)
+}
+
+// mapStoreErr turns store errors into the package's sentinels, keeping the
+// cause in the chain.
+func mapStoreErr(err error) error {
+	var unknown *redisstore.UnknownError
+	switch {
+	case errors.Is(err, redisstore.ErrNoCampaign):
+		return fmt.Errorf("%w: %w", ErrCampaignNotFound, err)
+	case errors.Is(err, redisstore.ErrStale):
+		return fmt.Errorf("%w: %w", ErrLoadInterrupted, err)
+	case errors.Is(err, redisstore.ErrWindow):
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	case errors.As(err, &unknown):
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return err
+}

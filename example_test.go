@@ -1,0 +1,84 @@
+package hongbao_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/split"
+)
+
+// exampleClient connects to the tests' redis-server. In an application
+// this is rueidis.NewClient with your own Redis address.
+func exampleClient() rueidis.Client {
+	srv, err := testenv.SharedServer()
+	if err != nil {
+		panic(err)
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// A campaign of three equal packets; a double click returns the same packet.
+func Example() {
+	ctx := context.Background()
+	client := exampleClient()
+	defer client.Close()
+
+	eng, err := hongbao.New(hongbao.Config{Redis: client})
+	if err != nil {
+		panic(err)
+	}
+	total, _ := hongbao.ParseCents("30.00")
+	c, err := eng.Create(ctx, hongbao.Spec{ID: "example-rain", Total: total, Count: 3, Split: split.Fixed})
+	if err != nil {
+		panic(err)
+	}
+	for _, user := range []string{"alice", "alice", "bob", "carol", "dave"} {
+		g, err := eng.Grab(ctx, c.ID, user)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(user, g.Outcome, hongbao.FormatCents(g.Cents))
+	}
+	st, _ := eng.Status(ctx, c.ID)
+	fmt.Println(st.State, st.CloseReason, hongbao.FormatCents(st.GrantedCents), "granted")
+	// Output:
+	// alice GRANTED 10.00
+	// alice ALREADY 10.00
+	// bob GRANTED 10.00
+	// carol GRANTED 10.00
+	// dave SOLD_OUT 0.00
+	// closed sold_out 30.00 granted
+}
+
+// Errors are sentinels to compare with errors.Is.
+func ExampleEngine_Grab_notFound() {
+	ctx := context.Background()
+	client := exampleClient()
+	defer client.Close()
+	eng, _ := hongbao.New(hongbao.Config{Redis: client})
+
+	_, err := eng.Grab(ctx, "no-such-campaign", "alice")
+	fmt.Println(errors.Is(err, hongbao.ErrCampaignNotFound))
+	// Output: true
+}
+
+func ExampleParseCents() {
+	c, err := hongbao.ParseCents("7.10")
+	fmt.Println(c, err)
+	_, err = hongbao.ParseCents("7.105")
+	fmt.Println(err)
+	fmt.Println(hongbao.FormatCents(c))
+	// Output:
+	// 710 <nil>
+	// hongbao: invalid amount "7.105": want at most two decimals, as in 12.34
+	// 7.10
+}

@@ -1,0 +1,58 @@
+package hongbao
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+)
+
+// MaxIDLen is the longest campaign, user or account id.
+const MaxIDLen = 64
+
+// validID checks an id for use inside Redis keys, hash tags and ledger
+// accounts: 1 to 64 bytes of A-Z a-z 0-9 and the given extra characters.
+func validID(kind, id, extra string) error {
+	if id == "" {
+		return &IDError{Kind: kind, ID: id, Reason: "empty"}
+	}
+	if len(id) > MaxIDLen {
+		return &IDError{Kind: kind, ID: id[:MaxIDLen] + "...", Reason: "longer than 64 bytes"}
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		ok := false
+		for j := 0; j < len(extra); j++ {
+			if c == extra[j] {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return &IDError{Kind: kind, ID: id, Reason: "allowed are A-Z a-z 0-9 and " + extra}
+		}
+	}
+	return nil
+}
+
+// ValidateCampaignID checks a campaign id: 1 to 64 of A-Z a-z 0-9 _ -.
+func ValidateCampaignID(id string) error { return validID("campaign", id, "_-") }
+
+// ValidateUserID checks a user id: 1 to 64 of A-Z a-z 0-9 _ - . : @.
+func ValidateUserID(id string) error { return validID("user", id, "_-.:@") }
+
+// ValidateAccountID checks a funding account id, with the user id rules.
+func ValidateAccountID(id string) error { return validID("account", id, "_-.:@") }
+
+func newCampaignID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "c" + hex.EncodeToString(b[:])
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,415 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/split"
+)
+
+func init() {
+	register("demo", "run a simulated red packet rain end to end and check the invariants", runDemo)
+}
+
+type demoFlags struct {
+	redis       string
+	redisServer string
+	total       string
+	packets     int
+	users       int
+	clicks      int
+	concurrency int
+	split       string
+	seed        string
+	json        bool
+}
+
+// demoReport is the --json output of demo.
+type demoReport struct {
+	Campaign         string   `json:"campaign"`
+	Redis            string   `json:"redis"`
+	Split            string   `json:"split"`
+	Packets          int      `json:"packets"`
+	TotalCents       int64    `json:"total_cents"`
+	Users            int      `json:"users"`
+	Clicks           int      `json:"clicks"`
+	Concurrency      int      `json:"concurrency"`
+	Attempts         int64    `json:"attempts"`
+	Granted          int64    `json:"granted"`
+	Already          int64    `json:"already"`
+	SoldOut          int64    `json:"sold_out"`
+	OtherOutcomes    int64    `json:"other_outcomes"`
+	Retries          int64    `json:"retries"`
+	GrantedCents     int64    `json:"granted_cents"`
+	RemainingCents   int64    `json:"remaining_cents"`
+	DuplicateUsers   int64    `json:"duplicate_users"`
+	DuplicatePackets int64    `json:"duplicate_packets"`
+	ConservationOK   bool     `json:"conservation_ok"`
+	Problems         []string `json:"problems,omitempty"`
+	Seconds          float64  `json:"seconds"`
+	GrabsPerSec      float64  `json:"grabs_per_sec"`
+	LuckiestUser     string   `json:"luckiest_user,omitempty"`
+	LuckiestCents    int64    `json:"luckiest_cents,omitempty"`
+}
+
+func runDemo(ctx context.Context, io *IO, args []string) error {
+	var f demoFlags
+	fs := newFlagSet("demo", io)
+	fs.StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port); default: start a private redis-server, or an emulator if none is installed")
+	fs.StringVar(&f.redisServer, "redis-server", "redis-server", "redis-server binary for the embedded default, when --redis is not given")
+	fs.StringVar(&f.total, "total", "10000.00", "amount to hand out, a decimal with at most two places")
+	fs.IntVar(&f.packets, "packets", 10000, "number of packets")
+	fs.IntVar(&f.users, "users", 50000, "number of simulated users")
+	fs.IntVar(&f.clicks, "clicks", 2, "concurrent grabs per user (double clicks must be safe)")
+	fs.IntVar(&f.concurrency, "concurrency", 256, "users grabbing at the same time")
+	fs.StringVar(&f.split, "split", "double-average", "split algorithm: double-average, line-cut or fixed")
+	fs.StringVar(&f.seed, "seed", "", "split seed (an unsigned integer); default: random")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
+	fs.Usage = func() {
+		fmt.Fprintln(io.Stderr, "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, io, args); err != nil {
+		return err
+	}
+
+	// Check everything before starting anything.
+	total, err := hongbao.ParseCents(f.total)
+	if err != nil {
+		return usageErrorf("--total: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"packets", f.packets}, {"users", f.users}, {"clicks", f.clicks}, {"concurrency", f.concurrency}} {
+		if c.v < 1 {
+			return usageErrorf("--%s must be at least 1, not %d", c.name, c.v)
+		}
+	}
+	if f.clicks > 100 {
+		return usageErrorf("--clicks must be at most 100")
+	}
+	alg, err := split.ParseAlgorithm(f.split)
+	if err != nil {
+		return usageErrorf("--split: %v", err)
+	}
+	spec := hongbao.Spec{
+		ID:    "demo-" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36),
+		Total: total, Count: f.packets, Split: alg,
+	}
+	if f.seed != "" {
+		s, err := strconv.ParseUint(f.seed, 10, 64)
+		if err != nil {
+			return usageErrorf("--seed must be an unsigned integer: %q", f.seed)
+		}
+		spec.Seed = &s
+	}
+	if _, err := (split.Spec{Total: total, Count: f.packets, Algorithm: alg}).Normalize(); err != nil {
+		return usageErrorf("%v", err)
+	}
+
+	conn, err := connectRedis(ctx, io, f.redis, redisOptions{AllowEmulator: true, Server: redisserver.Options{Bin: f.redisServer}})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	out := io.Stdout
+	if !f.json {
+		fmt.Fprintf(out, "hongbao demo: %s in %d packets (%s), %d users x %d clicks, %d at a time, Redis: %s (%s)\n",
+			hongbao.FormatCents(total), f.packets, alg, f.users, f.clicks, f.concurrency, conn.Kind, conn.Addr)
+	}
+	load := startProgress(io, !f.json, "loading", int64(f.packets))
+	eng, err := hongbao.New(hongbao.Config{Redis: conn.Client, LegacyScripts: conn.Kind == "emulator", LoadProgress: func(n, _ int) { load.Set(int64(n)) }})
+	if err != nil {
+		load.Done()
+		return err
+	}
+	camp, err := eng.Create(ctx, spec)
+	load.Done()
+	if err != nil {
+		return err
+	}
+
+	rep, told, err := rain(ctx, io, eng, camp, f)
+	if err != nil {
+		return err
+	}
+	if _, err := eng.Close(ctx, camp.ID); err != nil {
+		return err
+	}
+	audit, err := eng.Audit(ctx, camp.ID)
+	if err != nil {
+		return err
+	}
+	rep.Redis = conn.Kind
+	check(rep, told, audit)
+
+	if f.json {
+		enc := json.NewEncoder(out)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printDemo(out, rep, told, audit)
+	}
+	if !rep.ConservationOK {
+		return &exitError{code: 1, err: errors.New("invariant check FAILED")}
+	}
+	return nil
+}
+
+// answer is what one simulated click was told.
+type answer struct {
+	outcome hongbao.Outcome
+	seq     int64
+	cents   int64
+}
+
+// toldUser is what the clients of one user were told, in all.
+type toldUser struct {
+	answers []answer
+}
+
+func userName(i int) string { return "u" + strconv.Itoa(i+1) }
+
+// rain lets every user click concurrently and records every answer.
+func rain(ctx context.Context, io *IO, eng *hongbao.Engine, camp *hongbao.Campaign, f demoFlags) (*demoReport, []toldUser, error) {
+	told := make([]toldUser, f.users)
+	for i := range told {
+		told[i].answers = make([]answer, f.clicks)
+	}
+	rep := &demoReport{
+		Campaign: camp.ID, Split: string(camp.Split), Packets: camp.Count, TotalCents: camp.Total,
+		Users: f.users, Clicks: f.clicks, Concurrency: f.concurrency,
+	}
+	bar := startProgress(io, !f.json, "grabbing", int64(f.users)*int64(f.clicks))
+	defer bar.Done()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		firstErr error
+		errOnce  sync.Once
+		retries  sync.Map
+	)
+	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
+	users := make(chan int, f.concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < f.concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var clicks sync.WaitGroup
+			for u := range users {
+				name := userName(u)
+				for c := 0; c < f.clicks; c++ {
+					clicks.Add(1)
+					go func() {
+						defer clicks.Done()
+						for attempt := 0; ; attempt++ {
+							g, err := eng.Grab(ctx, camp.ID, name)
+							if errors.Is(err, hongbao.ErrOutcomeUnknown) && attempt < 3 && ctx.Err() == nil {
+								// Safe: a retried grab returns the packet the lost call granted.
+								retries.Store([2]int{u, c}, attempt+1)
+								continue
+							}
+							if err != nil {
+								fail(err)
+								return
+							}
+							told[u].answers[c] = answer{g.Outcome, g.Seq, g.Cents}
+							bar.Add(1)
+							return
+						}
+					}()
+				}
+				clicks.Wait()
+			}
+		}()
+	}
+feed:
+	for u := 0; u < f.users; u++ {
+		select {
+		case users <- u:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(users)
+	wg.Wait()
+	rep.Seconds = time.Since(start).Seconds()
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	retries.Range(func(_, v any) bool { rep.Retries += int64(v.(int)); return true })
+	return rep, told, nil
+}
+
+// check recomputes the invariants from what the clients were told and
+// compares them with the audit of Redis's contents.
+func check(rep *demoReport, told []toldUser, audit *hongbao.Audit) {
+	problems := append([]string(nil), audit.Problems...)
+	nProblems := audit.ProblemCount
+	problem := func(format string, a ...any) {
+		nProblems++
+		if len(problems) < 20 {
+			problems = append(problems, fmt.Sprintf(format, a...))
+		}
+	}
+	owner := map[int64]int{} // packet seq -> user index
+	var toldCount, toldCents int64
+	for u, t := range told {
+		var held *answer
+		granted := 0
+		for i := range t.answers {
+			a := &t.answers[i]
+			rep.Attempts++
+			switch a.outcome {
+			case hongbao.Granted:
+				rep.Granted++
+				granted++
+			case hongbao.Already:
+				rep.Already++
+			case hongbao.SoldOut:
+				rep.SoldOut++
+			default:
+				rep.OtherOutcomes++
+			}
+			if !a.outcome.HasPacket() {
+				continue
+			}
+			if held == nil {
+				held = a
+			} else if a.seq != held.seq || a.cents != held.cents {
+				rep.DuplicateUsers++
+				problem("user %s was told packets %d and %d", userName(u), held.seq, a.seq)
+			}
+		}
+		if granted > 1 {
+			rep.DuplicateUsers++
+			problem("user %s was told GRANTED %d times", userName(u), granted)
+		}
+		if held == nil {
+			continue
+		}
+		if granted == 0 {
+			problem("user %s was told ALREADY but never GRANTED", userName(u))
+		}
+		if o, dup := owner[held.seq]; dup {
+			rep.DuplicatePackets++
+			problem("packet %d was told to %s and %s", held.seq, userName(o), userName(u))
+		}
+		owner[held.seq] = u
+		toldCount++
+		toldCents += held.cents
+		if held.cents > rep.LuckiestCents {
+			rep.LuckiestCents, rep.LuckiestUser = held.cents, userName(u)
+		}
+	}
+	rep.GrantedCents = audit.Status.GrantedCents
+	rep.RemainingCents = audit.Status.RemainingCents
+	if toldCount != audit.StreamCount || toldCents != audit.StreamCents {
+		problem("clients were told of %d packets, %d cents; the grants stream holds %d, %d cents",
+			toldCount, toldCents, audit.StreamCount, audit.StreamCents)
+	}
+	if toldCents+audit.PoolCents+audit.Status.RefundedCents != rep.TotalCents {
+		problem("conservation from the clients' view: told %d + pool %d + refunded %d != total %d",
+			toldCents, audit.PoolCents, audit.Status.RefundedCents, rep.TotalCents)
+	}
+	if rep.OtherOutcomes != 0 {
+		problem("%d answers were neither GRANTED, ALREADY nor SOLD_OUT during the open window", rep.OtherOutcomes)
+	}
+	if rep.Seconds > 0 {
+		rep.GrabsPerSec = math.Round(float64(rep.Attempts)/rep.Seconds*10) / 10
+	}
+	rep.Seconds = math.Round(rep.Seconds*1000) / 1000
+	rep.Problems = problems
+	rep.ConservationOK = nProblems == 0 && rep.DuplicateUsers == 0 && rep.DuplicatePackets == 0
+}
+
+func printDemo(w interface{ Write([]byte) (int, error) }, rep *demoReport, told []toldUser, audit *hongbao.Audit) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("\nCampaign %s: %d packets, %s\n", rep.Campaign, rep.Packets, hongbao.FormatCents(rep.TotalCents))
+	p("  attempts   %10d  (%d users x %d clicks)\n", rep.Attempts, rep.Users, rep.Clicks)
+	p("  granted    %10d\n", rep.Granted)
+	p("  already    %10d  (repeat clicks answered with the user's own packet)\n", rep.Already)
+	p("  sold out   %10d\n", rep.SoldOut)
+	if rep.Retries > 0 {
+		p("  retried    %10d  (lost replies, retried safely)\n", rep.Retries)
+	}
+	p("  grabs/s    %10.0f  (%.2f s)\n", rep.GrabsPerSec, rep.Seconds)
+
+	var amounts []int64
+	for _, t := range told {
+		for _, a := range t.answers {
+			if a.outcome == hongbao.Granted {
+				amounts = append(amounts, a.cents)
+			}
+		}
+	}
+	if len(amounts) > 0 {
+		p("\nAmounts granted:\n")
+		p("%s", histogram(amounts, 10, 40))
+		p("  luckiest user: %s with %s\n", rep.LuckiestUser, hongbao.FormatCents(rep.LuckiestCents))
+	}
+
+	p("\nConservation check (from the clients' answers, the pool's contents, the grants stream and the counters):\n")
+	p("  granted (stream)   %14s in %d packets\n", hongbao.FormatCents(audit.StreamCents), audit.StreamCount)
+	p("  left in the pool   %14s in %d packets\n", hongbao.FormatCents(audit.PoolCents), audit.PoolCount)
+	p("  refunded           %14s\n", hongbao.FormatCents(audit.Status.RefundedCents))
+	p("  total              %14s\n", hongbao.FormatCents(rep.TotalCents))
+	p("  users with two packets: %d, packets with two users: %d\n", rep.DuplicateUsers, rep.DuplicatePackets)
+	if rep.ConservationOK {
+		p("  OK: every cent accounted for, no user twice, no packet twice\n")
+	} else {
+		p("  FAILED:\n")
+		for _, pr := range rep.Problems {
+			p("    - %s\n", pr)
+		}
+	}
+}
+
+// histogram draws amounts as a text histogram of n buckets.
+func histogram(amounts []int64, n, width int) string {
+	sort.Slice(amounts, func(i, j int) bool { return amounts[i] < amounts[j] })
+	lo, hi := amounts[0], amounts[len(amounts)-1]
+	span := hi - lo + 1
+	if int64(n) > span {
+		n = int(span)
+	}
+	counts := make([]int, n)
+	for _, a := range amounts {
+		b := int((a - lo) * int64(n) / span)
+		counts[b]++
+	}
+	most := 0
+	for _, c := range counts {
+		most = max(most, c)
+	}
+	var sb strings.Builder
+	for i, c := range counts {
+		from := lo + span*int64(i)/int64(n)
+		to := lo + span*int64(i+1)/int64(n) - 1
+		bar := 0
+		if most > 0 {
+			bar = int(math.Ceil(float64(c) * float64(width) / float64(most)))
+		}
+		fmt.Fprintf(&sb, "  %10s - %-10s %7d %s\n", hongbao.FormatCents(from), hongbao.FormatCents(to), c, strings.Repeat("█", bar))
+	}
+	return sb.String()
+}

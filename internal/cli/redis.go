@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/redisserver"
+)
+
+// redisConn is a connected Redis and how to let go of it.
+type redisConn struct {
+	Client rueidis.Client
+	// Addr says where Redis is, for reports.
+	Addr string
+	// Kind is "given", "embedded" (our redis-server child) or "emulator".
+	Kind  string
+	close func()
+}
+
+func (c *redisConn) Close() {
+	if c != nil && c.close != nil {
+		c.close()
+	}
+}
+
+// redisOptions say how to get a Redis when no URL is given.
+type redisOptions struct {
+	// AllowEmulator lets the in-process emulator stand in when redis-server
+	// is not installed (demo only: it keeps nothing on disk).
+	AllowEmulator bool
+	// Server configures the embedded redis-server child.
+	Server redisserver.Options
+}
+
+// connectRedis connects to url, or with an empty url starts the embedded
+// default: a redis-server child, else (when allowed) the emulator behind a
+// loud banner.
+func connectRedis(ctx context.Context, io *IO, url string, opt redisOptions) (*redisConn, error) {
+	if url != "" {
+		return dialRedis(ctx, url)
+	}
+	if redisserver.Available(opt.Server.Bin) {
+		srv, err := redisserver.Start(ctx, opt.Server)
+		if err != nil {
+			return nil, err
+		}
+		c, err := newClient(ctx, rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+		if err != nil {
+			_ = srv.Stop()
+			return nil, err
+		}
+		return &redisConn{Client: c, Addr: srv.Addr, Kind: "embedded", close: func() { c.Close(); _ = srv.Stop() }}, nil
+	}
+	if !opt.AllowEmulator {
+		return nil, fmt.Errorf("no --redis given and redis-server is not installed (apt-get install -y redis-server)")
+	}
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("start the Redis emulator: %w", err)
+	}
+	fmt.Fprintln(io.Stderr, strings.Repeat("!", 72))
+	fmt.Fprintln(io.Stderr, "!! redis-server is not installed: running on an IN-PROCESS EMULATOR.")
+	fmt.Fprintln(io.Stderr, "!! For trying hongbao out only: nothing is durable and it is slow.")
+	fmt.Fprintln(io.Stderr, "!! Install redis-server (apt-get install -y redis-server) or pass --redis.")
+	fmt.Fprintln(io.Stderr, strings.Repeat("!", 72))
+	// The emulator does not implement client-side caching.
+	c, err := newClient(ctx, rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return &redisConn{Client: c, Addr: m.Addr(), Kind: "emulator", close: func() { c.Close(); m.Close() }}, nil
+}
+
+func dialRedis(ctx context.Context, url string) (*redisConn, error) {
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, usageErrorf("--redis %q: %v", url, err)
+	}
+	opt.DisableCache = true
+	c, err := newClient(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &redisConn{Client: c, Addr: strings.Join(opt.InitAddress, ","), Kind: "given", close: c.Close}, nil
+}
+
+func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, error) {
+	if opt.Dialer.Timeout == 0 {
+		opt.Dialer.Timeout = 3 * time.Second
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Redis at %s: %w", strings.Join(opt.InitAddress, ","), err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := c.Do(pctx, c.B().Ping().Build()).Error(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cannot reach Redis at %s: %w", strings.Join(opt.InitAddress, ","), err)
+	}
+	return c, nil
+}

@@ -1,0 +1,384 @@
+// Package redisserver starts and stops a private redis-server child process.
+//
+// It is the "embedded default" of the hongbao binary and the Redis of the
+// tests: bound to loopback on a free port, AOF on with appendfsync always
+// unless asked otherwise, in its own process group (so a Ctrl-C in the
+// terminal reaches hongbao first and hongbao decides when Redis stops), and
+// stopped by an explicit SHUTDOWN. The data directory holds a pidfile of the
+// server and one of its owner, so the orphan of a crashed run is found and
+// stopped before a new server uses the directory.
+package redisserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrNotInstalled means no redis-server binary was found.
+var ErrNotInstalled = errors.New("redisserver: redis-server is not installed")
+
+// Options configure a server. The zero value is a durable server in a
+// temporary directory.
+type Options struct {
+	// Bin is the redis-server binary. Default: "redis-server" from PATH.
+	Bin string
+	// Dir is the data directory, created if missing and kept at Stop.
+	// Default: a new temporary directory, removed at Stop.
+	Dir string
+	// AOF is "always" (default), "everysec", "no" (AOF on, the kernel
+	// decides when to flush) or "off" (no AOF at all).
+	AOF string
+	// NoAOFRewrite turns automatic AOF rewrites off (benchmarks want that:
+	// a rewrite in the middle of a run distorts it).
+	NoAOFRewrite bool
+	// CPUs pins the server to these CPUs with taskset (for example "0").
+	// Empty: no pinning.
+	CPUs string
+	// Args are extra "--name value" arguments passed to redis-server.
+	Args []string
+}
+
+// Server is a running redis-server child.
+type Server struct {
+	// Addr is host:port of the server, on loopback.
+	Addr string
+	// Dir is the data directory.
+	Dir string
+
+	cmd    *exec.Cmd
+	tmp    bool
+	exited chan struct{}
+	err    error
+}
+
+// Available reports whether a redis-server binary can be found.
+func Available(bin string) bool {
+	if bin == "" {
+		bin = "redis-server"
+	}
+	_, err := exec.LookPath(bin)
+	return err == nil
+}
+
+const tempPrefix = "hongbao-redis-"
+
+// Start launches a server and waits until it answers PING.
+func Start(ctx context.Context, opt Options) (*Server, error) {
+	bin := opt.Bin
+	if bin == "" {
+		bin = "redis-server"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	switch opt.AOF {
+	case "", "always", "everysec", "no", "off":
+	default:
+		return nil, fmt.Errorf("redisserver: AOF must be always, everysec, no or off, not %q", opt.AOF)
+	}
+	s := &Server{}
+	if opt.Dir == "" {
+		reapTempOrphans()
+		dir, err := os.MkdirTemp("", tempPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("redisserver: %w", err)
+		}
+		s.Dir, s.tmp = dir, true
+	} else {
+		dir, err := filepath.Abs(opt.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("redisserver: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("redisserver: %w", err)
+		}
+		if err := reapOrphan(dir); err != nil {
+			return nil, err
+		}
+		s.Dir = dir
+	}
+	if err := os.WriteFile(filepath.Join(s.Dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		s.cleanup()
+		return nil, fmt.Errorf("redisserver: %w", err)
+	}
+	// A free port can be taken between our probe and the server's bind;
+	// try a few ports before giving up.
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if err := s.launch(ctx, path, port, opt); err != nil {
+			lastErr = err
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		return s, nil
+	}
+	s.cleanup()
+	return nil, lastErr
+}
+
+func (s *Server) launch(ctx context.Context, path string, port int, opt Options) error {
+	args := []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--dir", s.Dir,
+		"--pidfile", filepath.Join(s.Dir, "redis.pid"),
+		"--logfile", "redis.log",
+		"--daemonize", "no",
+		"--save", "",
+		"--maxmemory-policy", "noeviction",
+	}
+	switch opt.AOF {
+	case "off":
+		args = append(args, "--appendonly", "no")
+	case "":
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	default:
+		args = append(args, "--appendonly", "yes", "--appendfsync", opt.AOF)
+	}
+	if opt.NoAOFRewrite {
+		args = append(args, "--auto-aof-rewrite-percentage", "0")
+	}
+	args = append(args, opt.Args...)
+	name := path
+	if opt.CPUs != "" {
+		ts, err := exec.LookPath("taskset")
+		if err != nil {
+			return fmt.Errorf("redisserver: pinning asked but taskset is missing: %w", err)
+		}
+		args = append([]string{"-c", opt.CPUs, path}, args...)
+		name = ts
+	}
+	cmd := exec.Command(name, args...)
+	// Own process group: a terminal's Ctrl-C goes to hongbao, not to Redis.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Dir = s.Dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redisserver: start: %w", err)
+	}
+	s.cmd = cmd
+	s.exited = make(chan struct{})
+	go func() { s.err = cmd.Wait(); close(s.exited) }()
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if ok, _ := ping(s.Addr, 200*time.Millisecond); ok {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("redisserver: redis-server exited at start: %v %s%s", s.err, strings.TrimSpace(out.String()), s.logTail())
+		case <-ctx.Done():
+			s.kill()
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("redisserver: redis-server did not answer PING within 15s%s", s.logTail())
+		}
+	}
+}
+
+// Pid is the process id of the server.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() {
+	s.kill()
+}
+
+func (s *Server) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// Stop shuts the server down with SHUTDOWN (which flushes the AOF), waits for
+// it to exit, and removes a temporary data directory. It is safe to call
+// more than once.
+func (s *Server) Stop() error {
+	if s.cmd == nil {
+		return nil
+	}
+	select {
+	case <-s.exited:
+	default:
+		_ = sendShutdown(s.Addr)
+		select {
+		case <-s.exited:
+		case <-time.After(10 * time.Second):
+			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-s.exited:
+			case <-time.After(5 * time.Second):
+				s.kill()
+			}
+		}
+	}
+	s.cmd = nil
+	s.cleanup()
+	return nil
+}
+
+// Exited is closed when the server process has ended.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
+
+func (s *Server) cleanup() {
+	if s.tmp && s.Dir != "" {
+		_ = os.RemoveAll(s.Dir)
+	} else if s.Dir != "" {
+		_ = os.Remove(filepath.Join(s.Dir, "owner.pid"))
+	}
+}
+
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return "; redis.log: " + strings.Join(lines, " | ")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redisserver: no free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ping sends PING and reports whether +PONG came back (LOADING does not count).
+func ping(addr string, timeout time.Duration) (bool, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return false, err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return false, err
+	}
+	return strings.HasPrefix(line, "+PONG"), nil
+}
+
+func sendShutdown(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Write([]byte("*1\r\n$8\r\nSHUTDOWN\r\n"))
+	if err == nil {
+		// The server closes the connection when it exits.
+		_, _ = bufio.NewReader(c).ReadString('\n')
+	}
+	return err
+}
+
+// reapOrphan stops a redis-server left running in dir by a crashed owner.
+// A server whose owner is still alive is in use: that is an error.
+func reapOrphan(dir string) error {
+	pid := readPid(filepath.Join(dir, "redis.pid"))
+	if pid == 0 || !isRedis(pid) {
+		return nil
+	}
+	if owner := readPid(filepath.Join(dir, "owner.pid")); owner != 0 && owner != os.Getpid() && alive(owner) {
+		return fmt.Errorf("redisserver: data directory %s is in use by process %d", dir, owner)
+	}
+	// SIGTERM makes Redis flush the AOF and exit cleanly.
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for i := 0; i < 100 && alive(pid); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return nil
+}
+
+// reapTempOrphans removes temporary data directories whose owner is gone,
+// stopping the server left in them.
+func reapTempOrphans() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	for _, d := range dirs {
+		owner := readPid(filepath.Join(d, "owner.pid"))
+		if owner == 0 || alive(owner) {
+			continue
+		}
+		if reapOrphan(d) == nil {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+func readPid(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return errors.Is(err, syscall.EPERM)
+	}
+	// A zombie still answers kill(0); it is not alive for our purposes.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err == nil {
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+func isRedis(pid int) bool {
+	if !alive(pid) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		// Without /proc we cannot tell; trust the pidfile.
+		return true
+	}
+	return bytes.Contains(b, []byte("redis-server"))
+}

@@ -1,0 +1,35 @@
+package redisstore
+
+// Keys are the Redis keys of one campaign. They share the hash tag
+// {c:<id>}, so every campaign script touches a single cluster slot.
+type Keys struct {
+	Meta    string // hash: spec, state, counters
+	Pool    string // list: packets not yet granted, "<seq>:<cents>", in seq order
+	Claims  string // hash: user -> "<seq>:<cents>"
+	Grants  string // stream: one entry per grab batch, fields user -> "<seq>:<cents>"
+	Dead    string // stream: grants that failed settlement, for an operator
+	Staging string // list: the pool while it loads
+}
+
+// CampaignKeys builds the keys of campaign id. It is the only place that
+// spells a campaign key.
+func CampaignKeys(id string) Keys {
+	p := "hb:{c:" + id + "}:"
+	return Keys{
+		Meta:    p + "meta",
+		Pool:    p + "pool",
+		Claims:  p + "claims",
+		Grants:  p + "grants",
+		Dead:    p + "dead",
+		Staging: p + "staging",
+	}
+}
+
+// CampaignsIndex is the sorted set of campaign ids by close time (ms),
+// kept until a campaign is settled. Only Go writes it, never a campaign
+// script (it lives in another slot).
+const CampaignsIndex = "hb:campaigns"
+
+// SettleGroup is the consumer group that settlement reads the grants
+// stream with. It is created with the stream, when a campaign activates.
+const SettleGroup = "settle"

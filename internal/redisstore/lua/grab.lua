@@ -1,0 +1,139 @@
+#!lua
+-- grab.lua: grant packets to a batch of users, at most one per user.
+-- KEYS[1] meta  KEYS[2] pool  KEYS[3] claims  KEYS[4] grants stream
+-- ARGV    user ids 1..n (1 <= n <= 3000); a user may appear more than once
+-- Reply   n elements, one per user in ARGV order:
+--           "<seq>:<cents>"    a bulk string: GRANTED, this packet, now
+--           {"<seq>:<cents>"}  a one-element array: ALREADY, the packet the user holds
+--           3, 4, 5 or 6       an integer: SOLD_OUT, NOT_OPEN, CLOSED, NO_CAMPAIGN
+-- Errors  HBBATCH batch size out of range; HBCORRUPT a pool entry that is not
+--         "<seq>:<cents>". Both are raised before any write.
+-- Writes  when some users are new and the pool is not empty: the granted packets
+--         leave the tail of the pool (LTRIM, or DEL when it runs dry), one HSET of
+--         all new claims, one XADD of the whole batch to the grants stream (field
+--         user, value "<seq>:<cents>" per grant), one HINCRBY per counter; when the
+--         pool runs dry the campaign closes with close_reason sold_out.
+-- Complexity O(n), with a constant number of Redis commands per batch: the
+--         per-call cost of Redis is paid once for n users.
+-- A packet is one preformatted string that flows unchanged from the pool to the
+-- claim, the stream and the reply: formatting numbers in Lua is what a grab
+-- would otherwise spend most of its time on.
+local meta, pool, claims, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local n = #ARGV
+
+if n < 1 or n > 3000 then
+  return redis.error_reply('HBBATCH batch of ' .. n .. ' users, want 1..3000')
+end
+
+local out = {}
+local function answer_all(code)
+  for i = 1, n do
+    out[i] = code
+  end
+  return out
+end
+
+local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason')
+local state = m[1]
+if not state or state == 'loading' then
+  return answer_all(6)
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- closed_code is the answer for users without a packet once grabbing has ended.
+local closed_code = false
+if state == 'scheduled' or state == 'open' then
+  if now < tonumber(m[2]) then
+    return answer_all(4)
+  end
+  if now >= tonumber(m[3]) then
+    closed_code = 5
+  end
+elseif m[4] == 'sold_out' then
+  closed_code = 3
+else
+  closed_code = 5
+end
+
+local held = redis.call('HMGET', claims, unpack(ARGV))
+
+if closed_code then
+  for i = 1, n do
+    if held[i] then
+      out[i] = {held[i]}
+    else
+      out[i] = closed_code
+    end
+  end
+  return out
+end
+
+-- Open. Count the distinct users who hold nothing yet.
+local first = {}
+local need = 0
+for i = 1, n do
+  local u = ARGV[i]
+  if not held[i] and not first[u] then
+    first[u] = i
+    need = need + 1
+  end
+end
+
+local len, k, got = 0, 0, nil
+if need > 0 then
+  len = redis.call('LLEN', pool)
+  k = math.min(need, len)
+  if k > 0 then
+    got = redis.call('LRANGE', pool, len - k, len - 1)
+  end
+end
+
+-- Hand out packets from the tail; sum their cents on the way. Nothing has
+-- been written yet, so a corrupt entry stops the script cleanly.
+local pairs_ = {}
+local given = {}
+local granted, cents_sum = 0, 0
+for i = 1, n do
+  local u = ARGV[i]
+  if held[i] then
+    out[i] = {held[i]}
+  elseif first[u] == i then
+    if granted < k then
+      granted = granted + 1
+      local claim = got[k - granted + 1]
+      local p = string.find(claim, ':', 1, true)
+      local cents = p and tonumber(string.sub(claim, p + 1))
+      if not cents then
+        return redis.error_reply('HBCORRUPT pool entry ' .. claim)
+      end
+      cents_sum = cents_sum + cents
+      given[u] = claim
+      pairs_[2 * granted - 1], pairs_[2 * granted] = u, claim
+      out[i] = claim
+    else
+      out[i] = 3
+    end
+  elseif given[u] then
+    out[i] = {given[u]}
+  else
+    out[i] = 3
+  end
+end
+
+if granted > 0 then
+  if granted == len then
+    redis.call('DEL', pool)
+  else
+    redis.call('LTRIM', pool, 0, len - granted - 1)
+  end
+  redis.call('HSET', claims, unpack(pairs_))
+  redis.call('XADD', grants, '*', unpack(pairs_))
+  redis.call('HINCRBY', meta, 'granted_count', granted)
+  redis.call('HINCRBY', meta, 'granted_cents', string.format('%d', cents_sum))
+  if granted == len then
+    redis.call('HSET', meta, 'state', 'closed', 'close_reason', 'sold_out',
+      'closed_at', string.format('%d', now))
+  end
+end
+return out

@@ -1,0 +1,40 @@
+#!lua
+-- load.lua: append one chunk of packets to a loading campaign's staging list.
+-- KEYS[1] meta  KEYS[2] staging
+-- ARGV[1] load token  ARGV[2] packets staged before this chunk
+-- ARGV[3..] packets "<seq>:<cents>", in seq order, continuing from the staged ones
+-- Reply   packets staged after this chunk
+-- Errors  HBSTALE another loader took over or the campaign is not loading;
+--         HBOFFSET chunk out of order; HBAMOUNT an entry that is not "<seq>:<cents>"
+--         with the next seq and a positive amount
+-- Complexity O(chunk). Chunks are at most a few thousand entries (Lua's unpack limit is ~8000).
+-- The offset and seq checks keep the list in seq order, one entry per seq; the
+-- staged sum is counted from what is pushed, so activation checks the real contents.
+-- Numbers go back to Redis through string.format('%d'): a bare Lua number may be
+-- printed with 14 significant digits, which would round sums near 2^53.
+local meta, staging = KEYS[1], KEYS[2]
+local token, offset = ARGV[1], tonumber(ARGV[2])
+
+local m = redis.call('HMGET', meta, 'state', 'load_token', 'staged_count')
+if m[1] ~= 'loading' or m[2] ~= token then
+  return redis.error_reply('HBSTALE the load was superseded or the campaign is not loading')
+end
+if tonumber(m[3]) ~= offset then
+  return redis.error_reply('HBOFFSET chunk starts at ' .. ARGV[2] .. ' but ' .. m[3] .. ' are staged')
+end
+local sum = 0
+for i = 3, #ARGV do
+  local seq, cents = string.match(ARGV[i], '^(%d+):(%d+)$')
+  seq, cents = tonumber(seq), tonumber(cents)
+  if not seq or seq ~= offset + i - 2 or cents < 1 then
+    return redis.error_reply('HBAMOUNT packet ' .. ARGV[i] .. ' at position ' .. (offset + i - 2))
+  end
+  sum = sum + cents
+end
+local n = #ARGV - 2
+if n == 0 then
+  return offset
+end
+redis.call('RPUSH', staging, unpack(ARGV, 3))
+redis.call('HINCRBY', meta, 'staged_cents', string.format('%d', sum))
+return redis.call('HINCRBY', meta, 'staged_count', n)

@@ -1,0 +1,19 @@
+#!lua flags=no-writes
+-- status.lua: a consistent snapshot of a campaign.
+-- KEYS[1] meta  KEYS[2] pool
+-- ARGV    none
+-- Reply   {now_ms, pool_len, field1, value1, field2, value2, ...} (all of meta);
+--         pool_len is -1 and there are no fields when the campaign does not exist.
+-- Complexity O(fields of meta). Read-only, so it runs on a replica and under OOM.
+local meta, pool = KEYS[1], KEYS[2]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local fields = redis.call('HGETALL', meta)
+if #fields == 0 then
+  return {now, -1}
+end
+local out = {now, redis.call('LLEN', pool)}
+for i = 1, #fields do
+  out[i + 2] = fields[i]
+end
+return out

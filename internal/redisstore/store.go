@@ -1,0 +1,248 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+)
+
+// Outcome codes of grab.lua.
+const (
+	Granted    = 1
+	Already    = 2
+	SoldOut    = 3
+	NotOpen    = 4
+	Closed     = 5
+	NoCampaign = 6
+)
+
+// MaxBatch is the most users one grab.lua call takes. The script accepts
+// 3000; unpack of the claims HSET needs 2 arguments per user and Lua stops
+// near 8000.
+const MaxBatch = 3000
+
+// LoadChunk is how many packets one load.lua call appends.
+const LoadChunk = 2000
+
+// loadPipeline is how many load.lua calls go out in one round trip.
+const loadPipeline = 32
+
+// Store runs the campaign scripts on one Redis.
+type Store struct {
+	c rueidis.Client
+	s *scripts
+}
+
+// New returns a Store on client c, a Redis 7 or later.
+func New(c rueidis.Client) *Store { return &Store{c: c, s: modernScripts} }
+
+// NewLegacy returns a Store whose scripts carry no "#!lua" flags line, for
+// servers that cannot parse it (Redis before 7, the in-process emulator).
+// Such a server may fail a script at its first write when out of memory,
+// instead of refusing it up front.
+func NewLegacy(c rueidis.Client) *Store { return &Store{c: c, s: legacyScripts} }
+
+// Client is the Redis client of the store.
+func (s *Store) Client() rueidis.Client { return s.c }
+
+// Begin starts loading campaign id with the given meta fields. If the
+// campaign already exists past loading, it returns its state and nothing
+// is changed.
+func (s *Store) Begin(ctx context.Context, id, token string, fields []string) (existing string, err error) {
+	k := CampaignKeys(id)
+	args := append([]string{token}, fields...)
+	vals, err := s.s.begin.Exec(ctx, s.c, []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead}, args).ToArray()
+	if err != nil {
+		return "", resultError("begin load", err)
+	}
+	if len(vals) != 2 {
+		return "", fmt.Errorf("begin load: reply of %d elements", len(vals))
+	}
+	code, _ := vals[0].AsInt64()
+	if code == 1 {
+		st, _ := vals[1].ToString()
+		return st, nil
+	}
+	return "", nil
+}
+
+// FormatPacket writes a packet as the scripts carry it: "<seq>:<cents>".
+func FormatPacket(seq, cents int64) string {
+	var b [41]byte
+	out := strconv.AppendInt(b[:0], seq, 10)
+	out = append(out, ':')
+	return string(strconv.AppendInt(out, cents, 10))
+}
+
+// Load appends amounts (amounts[i] is packet seq i+1) to the staging list of a loading
+// campaign, in pipelined chunks; progress, if not nil, is told how many
+// packets are staged after each round trip.
+func (s *Store) Load(ctx context.Context, id, token string, amounts []int64, progress func(done int)) error {
+	k := CampaignKeys(id)
+	keys := []string{k.Meta, k.Staging}
+	var execs []rueidis.LuaExec
+	flush := func() error {
+		if len(execs) == 0 {
+			return nil
+		}
+		for _, r := range s.s.load.ExecMulti(ctx, s.c, execs...) {
+			if err := r.Error(); err != nil {
+				return resultError("load pool", err)
+			}
+		}
+		execs = execs[:0]
+		return nil
+	}
+	for off := 0; off < len(amounts); off += LoadChunk {
+		end := min(off+LoadChunk, len(amounts))
+		args := make([]string, 0, 2+end-off)
+		args = append(args, token, strconv.Itoa(off))
+		for i, a := range amounts[off:end] {
+			args = append(args, FormatPacket(int64(off+i+1), a))
+		}
+		execs = append(execs, rueidis.LuaExec{Keys: keys, Args: args})
+		if len(execs) == loadPipeline || end == len(amounts) {
+			if err := flush(); err != nil {
+				return err
+			}
+			if progress != nil {
+				progress(end)
+			}
+		}
+	}
+	return nil
+}
+
+// Activation is what activate.lua resolved.
+type Activation struct {
+	State    string
+	OpensAt  int64 // ms
+	ClosesAt int64 // ms
+}
+
+// Activate makes a fully staged campaign live. opensAt 0 means now by the
+// Redis clock; closesAt 0 means opensAt + windowMs.
+func (s *Store) Activate(ctx context.Context, id, token string, opensAt, closesAt, windowMs int64) (Activation, error) {
+	k := CampaignKeys(id)
+	vals, err := s.s.activate.Exec(ctx, s.c, []string{k.Meta, k.Staging, k.Pool, k.Grants},
+		[]string{token, strconv.FormatInt(opensAt, 10), strconv.FormatInt(closesAt, 10), strconv.FormatInt(windowMs, 10)}).ToArray()
+	if err != nil {
+		return Activation{}, resultError("activate", err)
+	}
+	if len(vals) != 3 {
+		return Activation{}, fmt.Errorf("activate: reply of %d elements", len(vals))
+	}
+	var a Activation
+	a.State, _ = vals[0].ToString()
+	a.OpensAt, _ = vals[1].AsInt64()
+	a.ClosesAt, _ = vals[2].AsInt64()
+	return a, nil
+}
+
+// GrabResult is one user's answer from grab.lua.
+type GrabResult struct {
+	Outcome int
+	Seq     int64
+	Cents   int64
+}
+
+// Grab runs grab.lua for a batch of users (1..MaxBatch) and writes one
+// result per user into out, which must have len(users) elements.
+func (s *Store) Grab(ctx context.Context, keys []string, users []string, out []GrabResult) error {
+	resp, err := s.s.grab.Exec(ctx, s.c, keys, users).ToArray()
+	if err != nil {
+		return resultError("grab", err)
+	}
+	if len(resp) != len(users) {
+		return fmt.Errorf("grab: reply of %d values for %d users", len(resp), len(users))
+	}
+	for i := range resp {
+		r, err := decodeGrab(&resp[i])
+		if err != nil {
+			return fmt.Errorf("grab: user %d: %w", i, err)
+		}
+		out[i] = r
+	}
+	return nil
+}
+
+// decodeGrab reads one user's element of grab.lua's reply: a packet string
+// (GRANTED), a one-element array holding one (ALREADY) or an outcome code.
+func decodeGrab(m *rueidis.RedisMessage) (GrabResult, error) {
+	if code, err := m.AsInt64(); err == nil {
+		return GrabResult{Outcome: int(code)}, nil
+	}
+	outcome := Granted
+	if arr, err := m.ToArray(); err == nil {
+		if len(arr) != 1 {
+			return GrabResult{}, fmt.Errorf("%w: ALREADY reply of %d elements", ErrCorrupt, len(arr))
+		}
+		m, outcome = &arr[0], Already
+	}
+	v, err := m.ToString()
+	if err != nil {
+		return GrabResult{}, fmt.Errorf("%w: unexpected reply element", ErrCorrupt)
+	}
+	seq, cents, err := ParseClaim(v)
+	if err != nil {
+		return GrabResult{}, err
+	}
+	return GrabResult{Outcome: outcome, Seq: seq, Cents: cents}, nil
+}
+
+// GrabKeys are the KEYS of grab.lua for campaign id, built once per
+// campaign by callers on the hot path.
+func GrabKeys(id string) []string {
+	k := CampaignKeys(id)
+	return []string{k.Meta, k.Pool, k.Claims, k.Grants}
+}
+
+// Snapshot is a consistent read of a campaign's meta and pool length.
+type Snapshot struct {
+	Now     int64             // Redis clock, ms
+	PoolLen int64             // packets in the pool
+	Meta    map[string]string // all fields of meta
+}
+
+// Status reads a snapshot; ErrNoCampaign when the campaign does not exist.
+func (s *Store) Status(ctx context.Context, id string) (Snapshot, error) {
+	k := CampaignKeys(id)
+	vals, err := s.s.status.Exec(ctx, s.c, []string{k.Meta, k.Pool}, nil).ToArray()
+	if err != nil {
+		return Snapshot{}, resultError("status", err)
+	}
+	if len(vals) < 2 {
+		return Snapshot{}, fmt.Errorf("status: reply of %d elements", len(vals))
+	}
+	var snap Snapshot
+	snap.Now, _ = vals[0].AsInt64()
+	snap.PoolLen, _ = vals[1].AsInt64()
+	if snap.PoolLen < 0 {
+		return Snapshot{}, fmt.Errorf("status: %w", ErrNoCampaign)
+	}
+	snap.Meta = make(map[string]string, (len(vals)-2)/2)
+	for i := 2; i+1 < len(vals); i += 2 {
+		f, _ := vals[i].ToString()
+		v, _ := vals[i+1].ToString()
+		snap.Meta[f] = v
+	}
+	return snap, nil
+}
+
+// Close closes campaign id now; changed is false when it was closed already.
+func (s *Store) Close(ctx context.Context, id, by string) (state, reason string, changed bool, err error) {
+	k := CampaignKeys(id)
+	vals, err := s.s.close.Exec(ctx, s.c, []string{k.Meta}, []string{by}).ToArray()
+	if err != nil {
+		return "", "", false, resultError("close", err)
+	}
+	if len(vals) != 3 {
+		return "", "", false, fmt.Errorf("close: reply of %d elements", len(vals))
+	}
+	state, _ = vals[0].ToString()
+	reason, _ = vals[1].ToString()
+	c, _ := vals[2].AsInt64()
+	return state, reason, c == 1, nil
+}

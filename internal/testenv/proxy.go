@@ -1,0 +1,92 @@
+package testenv
+
+import (
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Proxy is a TCP proxy in front of a server that can lose a reply on
+// purpose: the request reaches the server and runs, the answer never
+// reaches the client, and the client's connection breaks. That is the
+// "outcome unknown" case of a write.
+type Proxy struct {
+	Addr   string
+	target string
+	ln     net.Listener
+	drop   atomic.Bool
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+// NewProxy listens on a free loopback port and forwards to target; it
+// closes when the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// DropNextReply makes the proxy swallow the next bytes the server sends
+// and then close that client connection.
+func (p *Proxy) DropNextReply() { p.drop.Store(true) }
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); s.Close() }()
+		go func() { defer p.wg.Done(); p.replies(c, s); c.Close() }()
+	}
+}
+
+func (p *Proxy) replies(c, s net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			if p.drop.CompareAndSwap(true, false) {
+				s.Close()
+				return
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

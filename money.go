@@ -1,0 +1,61 @@
+package hongbao
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ParseCents reads a decimal amount such as "7.10", "7.1" or "7" as integer
+// cents. It refuses signs, exponents, more than two decimals and amounts
+// that do not fit an int64, so a float never stands in for money.
+func ParseCents(s string) (int64, error) {
+	bad := func(why string) (int64, error) {
+		return 0, fmt.Errorf("%w %q: %s", ErrInvalidAmount, s, why)
+	}
+	if s == "" {
+		return bad("empty")
+	}
+	whole, frac, hasDot := strings.Cut(s, ".")
+	if whole == "" {
+		return bad("no digits before the decimal point")
+	}
+	if hasDot && (len(frac) == 0 || len(frac) > 2) {
+		return bad("want at most two decimals, as in 12.34")
+	}
+	for _, part := range []string{whole, frac} {
+		for _, c := range part {
+			if c < '0' || c > '9' {
+				return bad("want digits and one decimal point only")
+			}
+		}
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w > math.MaxInt64/100 {
+		return bad("too large")
+	}
+	var f int64
+	if frac != "" {
+		f, _ = strconv.ParseInt(frac, 10, 64)
+		if len(frac) == 1 {
+			f *= 10
+		}
+	}
+	c := w*100 + f
+	if c < 0 {
+		return bad("too large")
+	}
+	return c, nil
+}
+
+// FormatCents writes cents as a decimal amount with two decimals: 710 ->
+// "7.10".
+func FormatCents(c int64) string {
+	sign := ""
+	u := uint64(c)
+	if c < 0 {
+		sign, u = "-", uint64(-(c+1))+1
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, u/100, u%100)
+}
