@@ -8,14 +8,17 @@ import (
 )
 
 // Audit is a campaign's conservation check, recomputed from the contents
-// of Redis rather than from its counters: the packets still in the pool,
-// the grants stream and the claims hash, each summed on its own and
-// compared with the counters and the total.
+// of Redis rather than from its counters: the claims hash and the packets
+// still in the pool, each summed on its own and compared with the counters
+// and the total, and the grants stream checked against the claims. (The
+// stream holds the grants not yet settled: settlement trims what it wrote
+// to the ledger, so before settlement it holds every claim.)
 type Audit struct {
 	Status *Status
 	// PoolCount and PoolCents sum the packets still in the pool.
 	PoolCount, PoolCents int64
-	// StreamCount and StreamCents sum the grants in the grants stream.
+	// StreamCount and StreamCents sum the grants in the grants stream (the
+	// unsettled ones).
 	StreamCount, StreamCents int64
 	// ClaimsCount and ClaimsCents sum the claims hash.
 	ClaimsCount, ClaimsCents int64
@@ -116,21 +119,32 @@ func (e *Engine) Audit(ctx context.Context, id string) (*Audit, error) {
 			a.problem("stream grant of %q has no claim", u)
 		}
 	}
-	if a.StreamCount != st.GrantedCount || a.ClaimsCount != st.GrantedCount {
-		a.problem("granted count: counter %d, stream %d, claims %d", st.GrantedCount, a.StreamCount, a.ClaimsCount)
+	claimSeq := make(map[int64]string, len(claims))
+	for u, p := range claims {
+		if other, dup := claimSeq[p.seq]; dup {
+			a.DuplicatePackets++
+			a.problem("packet %d is claimed by %q and %q", p.seq, other, u)
+		}
+		claimSeq[p.seq] = u
+		if inPool[p.seq] {
+			a.problem("packet %d is claimed by %q and still in the pool", p.seq, u)
+		}
 	}
-	if a.StreamCents != st.GrantedCents || a.ClaimsCents != st.GrantedCents {
-		a.problem("granted cents: counter %d, stream %d, claims %d", st.GrantedCents, a.StreamCents, a.ClaimsCents)
+	if a.ClaimsCount != st.GrantedCount || a.ClaimsCents != st.GrantedCents {
+		a.problem("granted: counters %d packets, %d cents; claims %d, %d cents", st.GrantedCount, st.GrantedCents, a.ClaimsCount, a.ClaimsCents)
+	}
+	if a.StreamCount > a.ClaimsCount {
+		a.problem("the stream holds %d grants, more than the %d claims", a.StreamCount, a.ClaimsCount)
 	}
 	if a.PoolCount != st.RemainingCount {
 		a.problem("pool length %d, but %d packets counted", st.RemainingCount, a.PoolCount)
 	}
-	if got := a.StreamCents + a.PoolCents + st.RefundedCents; got != st.Total {
+	if got := a.ClaimsCents + a.PoolCents + st.RefundedCents; got != st.Total {
 		a.problem("conservation: granted %d + pool %d + refunded %d = %d cents, total is %d",
-			a.StreamCents, a.PoolCents, st.RefundedCents, got, st.Total)
+			a.ClaimsCents, a.PoolCents, st.RefundedCents, got, st.Total)
 	}
-	if st.RefundedCents == 0 && a.StreamCount+a.PoolCount != int64(st.Count) {
-		a.problem("packets: granted %d + pool %d != count %d", a.StreamCount, a.PoolCount, st.Count)
+	if st.State != StateSettled && a.ClaimsCount+a.PoolCount != int64(st.Count) {
+		a.problem("packets: granted %d + pool %d != count %d", a.ClaimsCount, a.PoolCount, st.Count)
 	}
 	return a, nil
 }

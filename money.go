@@ -17,6 +17,9 @@ func ParseCents(s string) (int64, error) {
 	if s == "" {
 		return bad("empty")
 	}
+	if s[0] == '-' {
+		return bad("must not be negative")
+	}
 	whole, frac, hasDot := strings.Cut(s, ".")
 	if whole == "" {
 		return bad("no digits before the decimal point")

@@ -100,7 +100,7 @@ func TestDemoBadInput(t *testing.T) {
 	}{
 		{"three decimals", []string{"--total", "1.005"}, 2, "at most two decimals"},
 		{"zero total", []string{"--total", "0"}, 2, "total"},
-		{"negative total", []string{"--total", "-5"}, 2, "digits"},
+		{"negative total", []string{"--total", "-5"}, 2, "must not be negative"},
 		{"zero packets", []string{"--packets", "0"}, 2, "--packets must be at least 1"},
 		{"negative users", []string{"--users", "-1"}, 2, "--users must be at least 1"},
 		{"more packets than cents", []string{"--total", "1.00", "--packets", "101"}, 2, "101 packets"},
@@ -165,12 +165,12 @@ func TestCheckCanFail(t *testing.T) {
 		"a packet told to two users": func(told []toldUser, a *hongbao.Audit) {
 			told[1].answers = []answer{{hongbao.Granted, 1, 60}, {hongbao.Already, 1, 60}}
 		},
-		"the stream holds less than the clients were told": func(told []toldUser, a *hongbao.Audit) {
-			a.StreamCount, a.StreamCents = 1, 60
+		"the claims hold less than the clients were told": func(told []toldUser, a *hongbao.Audit) {
+			a.ClaimsCount, a.ClaimsCents = 1, 60
 		},
 		"a cent missing from the pool": func(told []toldUser, a *hongbao.Audit) {
 			told[1].answers = []answer{{hongbao.SoldOut, 0, 0}, {hongbao.SoldOut, 0, 0}}
-			a.StreamCount, a.StreamCents = 1, 60
+			a.ClaimsCount, a.ClaimsCents = 1, 60
 			a.PoolCount, a.PoolCents = 1, 39
 		},
 		"ALREADY without GRANTED": func(told []toldUser, a *hongbao.Audit) {

@@ -323,9 +323,9 @@ func check(rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 	}
 	rep.GrantedCents = audit.Status.GrantedCents
 	rep.RemainingCents = audit.Status.RemainingCents
-	if toldCount != audit.StreamCount || toldCents != audit.StreamCents {
-		problem("clients were told of %d packets, %d cents; the grants stream holds %d, %d cents",
-			toldCount, toldCents, audit.StreamCount, audit.StreamCents)
+	if toldCount != audit.ClaimsCount || toldCents != audit.ClaimsCents {
+		problem("clients were told of %d packets, %d cents; the claims hold %d, %d cents",
+			toldCount, toldCents, audit.ClaimsCount, audit.ClaimsCents)
 	}
 	if toldCents+audit.PoolCents+audit.Status.RefundedCents != rep.TotalCents {
 		problem("conservation from the clients' view: told %d + pool %d + refunded %d != total %d",
@@ -368,8 +368,8 @@ func printDemo(w interface{ Write([]byte) (int, error) }, rep *demoReport, told 
 		p("  luckiest user: %s with %s\n", rep.LuckiestUser, hongbao.FormatCents(rep.LuckiestCents))
 	}
 
-	p("\nConservation check (from the clients' answers, the pool's contents, the grants stream and the counters):\n")
-	p("  granted (stream)   %14s in %d packets\n", hongbao.FormatCents(audit.StreamCents), audit.StreamCount)
+	p("\nConservation check (from the clients' answers, the claims, the pool's contents, the grants stream and the counters):\n")
+	p("  granted (claims)   %14s in %d packets\n", hongbao.FormatCents(audit.ClaimsCents), audit.ClaimsCount)
 	p("  left in the pool   %14s in %d packets\n", hongbao.FormatCents(audit.PoolCents), audit.PoolCount)
 	p("  refunded           %14s\n", hongbao.FormatCents(audit.Status.RefundedCents))
 	p("  total              %14s\n", hongbao.FormatCents(rep.TotalCents))
