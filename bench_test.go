@@ -1,0 +1,42 @@
+package hongbao_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/testenv"
+)
+
+// BenchmarkGrab measures coalesced grabs on the shared test Redis (no
+// persistence), one distinct user per grab, 64 goroutines per CPU. The
+// bench command (hongbao bench) is the fuller measurement.
+func BenchmarkGrab(b *testing.B) {
+	r := testenv.SharedRedis(b)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(b), Total: int64(b.N+1) * 100, Count: b.N + 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			g, err := eng.Grab(ctx, c.ID, "u"+strconv.FormatInt(next.Add(1), 10))
+			if err != nil || g.Outcome != hongbao.Granted {
+				b.Errorf("grab: %v %v", g.Outcome, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "grants/s")
+	st := eng.Stats()
+	b.ReportMetric(float64(st.Grabs)/float64(max(st.Batches, 1)), "grabs/batch")
+}
