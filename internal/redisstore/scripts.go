@@ -25,6 +25,12 @@ var (
 	statusSrc string
 	//go:embed lua/close.lua
 	closeSrc string
+	//go:embed lua/dead.lua
+	deadSrc string
+	//go:embed lua/settle.lua
+	settleSrc string
+	//go:embed lua/redrive.lua
+	redriveSrc string
 )
 
 // scripts is one set of the campaign scripts.
@@ -34,7 +40,7 @@ var (
 // here: a write whose reply was lost has an unknown outcome, which only the
 // caller may resolve by retrying (grab is idempotent per user).
 type scripts struct {
-	begin, load, activate, grab, status, close *rueidis.Lua
+	begin, load, activate, grab, status, close, dead, settle, redrive *rueidis.Lua
 }
 
 func newScripts(legacy bool) *scripts {
@@ -50,6 +56,7 @@ func newScripts(legacy bool) *scripts {
 	return &scripts{
 		begin: mk(beginSrc), load: mk(loadSrc), activate: mk(activateSrc),
 		grab: mk(grabSrc), status: mk(statusSrc), close: mk(closeSrc),
+		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
 	}
 }
 
@@ -67,6 +74,7 @@ var (
 	ErrWindow     = errors.New("bad open window")
 	ErrCorrupt    = errors.New("corrupt campaign data")
 	ErrArgs       = errors.New("bad script arguments")
+	ErrState      = errors.New("campaign is not in the state this needs")
 )
 
 var scriptErrors = map[string]error{
@@ -80,6 +88,7 @@ var scriptErrors = map[string]error{
 	"HBCORRUPT":    ErrCorrupt,
 	"HBBATCH":      ErrArgs,
 	"HBARGS":       ErrArgs,
+	"HBSTATE":      ErrState,
 }
 
 // ScriptError is an error reply of one of our scripts.

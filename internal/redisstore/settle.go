@@ -1,0 +1,284 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Entry is one entry of a campaign's grants stream: the grants of one grab
+// batch.
+type Entry struct {
+	ID     string
+	Grants []StreamGrant
+	// Raw holds the fields as stored, for the dead stream.
+	Raw []string
+	// Deleted is true when the entry was trimmed or deleted while pending
+	// (Redis returns its id with no fields): an alarm, never normal.
+	Deleted bool
+	// Err says why the entry cannot be read as grants (malformed).
+	Err error
+}
+
+func toEntries(slices []rueidis.XRangeSlice) []Entry {
+	out := make([]Entry, 0, len(slices))
+	for _, s := range slices {
+		e := Entry{ID: s.ID}
+		if s.FieldValues == nil {
+			e.Deleted = true
+			out = append(out, e)
+			continue
+		}
+		seen := make(map[string]bool, len(s.FieldValues))
+		for _, fv := range s.FieldValues {
+			e.Raw = append(e.Raw, fv.Field, fv.Value)
+			if e.Err != nil {
+				continue
+			}
+			seq, cents, err := ParseClaim(fv.Value)
+			switch {
+			case err != nil:
+				e.Err = fmt.Errorf("field %q: %w", fv.Field, err)
+			case fv.Field == "" || seen[fv.Field]:
+				e.Err = fmt.Errorf("%w: user %q empty or repeated", ErrCorrupt, fv.Field)
+			default:
+				seen[fv.Field] = true
+				e.Grants = append(e.Grants, StreamGrant{EntryID: s.ID, User: fv.Field, Seq: seq, Cents: cents})
+			}
+		}
+		if len(s.FieldValues) == 0 && e.Err == nil {
+			e.Err = fmt.Errorf("%w: entry without grants", ErrCorrupt)
+		}
+		if e.Err != nil {
+			e.Grants = nil
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// ReadGroup reads up to count entries of campaign id's grants stream for
+// consumer in the settle group: its own pending entries when pending is
+// true (after a restart, from id 0), else new ones (">"). It does not block.
+func (s *Store) ReadGroup(ctx context.Context, id, consumer string, count int64, pending bool) ([]Entry, error) {
+	k := CampaignKeys(id)
+	from := ">"
+	if pending {
+		from = "0"
+	}
+	res, err := s.c.Do(ctx, s.c.B().Xreadgroup().Group(SettleGroup, consumer).Count(count).
+		Streams().Key(k.Grants).Id(from).Build()).AsXReadSlices()
+	if rueidis.IsRedisNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read grants of %s: %w", id, err)
+	}
+	return toEntries(res[k.Grants]), nil
+}
+
+// AutoClaim takes over entries that have been pending at other consumers
+// for at least minIdle, starting at start ("0-0" first). It returns the
+// cursor for the next call ("0-0" when the scan is complete) and the ids
+// Redis reports as deleted: entries pending but no longer in the stream,
+// which must never happen and are an alarm.
+func (s *Store) AutoClaim(ctx context.Context, id, consumer string, minIdle time.Duration, start string, count int64) (next string, entries []Entry, deleted []string, err error) {
+	k := CampaignKeys(id)
+	vals, err := s.c.Do(ctx, s.c.B().Xautoclaim().Key(k.Grants).Group(SettleGroup).Consumer(consumer).
+		MinIdleTime(strconv.FormatInt(minIdle.Milliseconds(), 10)).Start(start).Count(count).Build()).ToArray()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: %w", id, err)
+	}
+	if len(vals) < 2 {
+		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: reply of %d elements", id, len(vals))
+	}
+	next, _ = vals[0].ToString()
+	slices, err := vals[1].AsXRangeSlices()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: %w", id, err)
+	}
+	if len(vals) > 2 {
+		deleted, _ = vals[2].AsStrSlice()
+	}
+	return next, toEntries(slices), deleted, nil
+}
+
+// Ack acknowledges settled entries.
+func (s *Store) Ack(ctx context.Context, id string, entryIDs ...string) error {
+	if len(entryIDs) == 0 {
+		return nil
+	}
+	k := CampaignKeys(id)
+	return s.c.Do(ctx, s.c.B().Xack().Key(k.Grants).Group(SettleGroup).Id(entryIDs...).Build()).Error()
+}
+
+// Dead records grants that cannot settle (pairs of user, packet; the raw
+// fields of a malformed entry) in the dead stream and acknowledges their
+// entry, in one script.
+func (s *Store) Dead(ctx context.Context, id, entryID, reason string, pairs []string) error {
+	k := CampaignKeys(id)
+	args := append([]string{entryID, reason}, pairs...)
+	return resultError("dead-letter", s.s.dead.Exec(ctx, s.c, []string{k.Grants, k.Dead}, args).Error())
+}
+
+// GroupState is where settlement stands on a campaign's grants stream.
+type GroupState struct {
+	// Length is the number of entries in the stream.
+	Length int64
+	// LastDelivered is the id of the last entry handed to a consumer.
+	LastDelivered string
+	// Lag counts entries not yet delivered to any consumer.
+	Lag int64
+	// Pending counts delivered entries not yet acknowledged; MinPending is
+	// the oldest of them ("" when none).
+	Pending    int64
+	MinPending string
+	// Dead counts entries in the dead stream.
+	Dead int64
+}
+
+// Group reads the settle group's state.
+func (s *Store) Group(ctx context.Context, id string) (GroupState, error) {
+	k := CampaignKeys(id)
+	var g GroupState
+	res := s.c.DoMulti(ctx,
+		s.c.B().XinfoGroups().Key(k.Grants).Build(),
+		s.c.B().Xpending().Key(k.Grants).Group(SettleGroup).Build(),
+		s.c.B().Xlen().Key(k.Grants).Build(),
+		s.c.B().Xlen().Key(k.Dead).Build(),
+	)
+	groups, err := res[0].ToArray()
+	if err != nil {
+		return g, fmt.Errorf("group of %s: %w", id, err)
+	}
+	found := false
+	for _, gm := range groups {
+		m, err := gm.AsMap()
+		if err != nil {
+			return g, fmt.Errorf("group of %s: %w", id, err)
+		}
+		name, ld, lag := m["name"], m["last-delivered-id"], m["lag"]
+		if n, _ := name.ToString(); n != SettleGroup {
+			continue
+		}
+		found = true
+		g.LastDelivered, _ = ld.ToString()
+		if _, ok := m["lag"]; ok && !lag.IsNil() {
+			g.Lag, _ = lag.AsInt64()
+		} else {
+			g.Lag = -1 // Redis cannot tell (after some deletions): treat as unknown
+		}
+	}
+	if !found {
+		return g, fmt.Errorf("group of %s: %w: no settle group", id, ErrCorrupt)
+	}
+	pend, err := res[1].ToArray()
+	if err != nil || len(pend) < 2 {
+		return g, fmt.Errorf("pending of %s: %v", id, err)
+	}
+	g.Pending, _ = pend[0].AsInt64()
+	if g.Pending > 0 {
+		g.MinPending, _ = pend[1].ToString()
+	}
+	g.Length, _ = res[2].AsInt64()
+	g.Dead, _ = res[3].AsInt64()
+	return g, nil
+}
+
+// TrimSettled drops the stream entries that are settled: those below both
+// the oldest pending entry and the last delivered one (never by length,
+// which could drop an entry not yet delivered).
+func (s *Store) TrimSettled(ctx context.Context, id string, g GroupState) error {
+	minID := g.LastDelivered
+	if minID == "" || minID == "0-0" {
+		return nil
+	}
+	if g.MinPending != "" && lessID(g.MinPending, minID) {
+		minID = g.MinPending
+	}
+	k := CampaignKeys(id)
+	return s.c.Do(ctx, s.c.B().Xtrim().Key(k.Grants).Minid().Threshold(minID).Build()).Error()
+}
+
+// lessID compares two stream ids "ms-seq".
+func lessID(a, b string) bool {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	if am != bm {
+		return am < bm
+	}
+	return as < bs
+}
+
+func splitID(id string) (uint64, uint64) {
+	var ms, seq uint64
+	i := 0
+	for ; i < len(id) && id[i] != '-'; i++ {
+		ms = ms*10 + uint64(id[i]-'0')
+	}
+	for i++; i < len(id); i++ {
+		seq = seq*10 + uint64(id[i]-'0')
+	}
+	return ms, seq
+}
+
+// Settle records the refund in Redis and marks the campaign settled.
+func (s *Store) Settle(ctx context.Context, id string, refund int64) error {
+	k := CampaignKeys(id)
+	err := s.s.settle.Exec(ctx, s.c, []string{k.Meta, k.Pool}, []string{strconv.FormatInt(refund, 10)}).Error()
+	return resultError("settle", err)
+}
+
+// Campaigns lists the registered (not yet settled) campaigns.
+func (s *Store) Campaigns(ctx context.Context) ([]string, error) {
+	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(CampaignsIndex).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("list campaigns: %w", err)
+	}
+	return ids, nil
+}
+
+// Unregister removes a settled campaign from the registry and lets its
+// keys expire after retention.
+func (s *Store) Unregister(ctx context.Context, id string, retention time.Duration) error {
+	k := CampaignKeys(id)
+	cmds := []rueidis.Completed{s.c.B().Zrem().Key(CampaignsIndex).Member(id).Build()}
+	if retention > 0 {
+		for _, key := range []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Dead} {
+			cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
+		}
+	}
+	for _, r := range s.c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return fmt.Errorf("unregister %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// IsUnknown reports whether err leaves a write's outcome unknown.
+func IsUnknown(err error) bool {
+	var u *UnknownError
+	return errors.As(err, &u)
+}
+
+// Redrive moves the dead grants of campaign id back into its grants stream,
+// in calls of up to 500 entries, and returns how many entries moved.
+func (s *Store) Redrive(ctx context.Context, id string) (int64, error) {
+	k := CampaignKeys(id)
+	var total int64
+	for {
+		n, err := s.s.redrive.Exec(ctx, s.c, []string{k.Dead, k.Grants}, []string{"500"}).AsInt64()
+		if err != nil {
+			return total, resultError("redrive", err)
+		}
+		total += n
+		if n < 500 {
+			return total, nil
+		}
+	}
+}
