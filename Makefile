@@ -7,10 +7,14 @@ PKGS := ./...
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## install what the tests need (redis-server) when it is missing
-	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "installing redis-server"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+deps: ## install what the tests need (redis-server, PostgreSQL binaries) when missing
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 test: deps ## vet, then every test under the race detector, on real redis-server processes
 	$(GO) vet $(PKGS)
@@ -28,6 +32,7 @@ lint: ## go vet and staticcheck
 fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime 30s ./split
 	$(GO) test -run XXX -fuzz FuzzParseCents -fuzztime 30s .
+	$(GO) test -run XXX -fuzz FuzzParseClaim -fuzztime 30s ./internal/redisstore
 
 bench: ## Go benchmarks
 	$(GO) test -run XXX -bench . -benchmem $(PKGS)

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/settle"
 	"github.com/hongbao/hongbao/split"
 )
 
@@ -32,34 +37,43 @@ type demoFlags struct {
 	split       string
 	seed        string
 	json        bool
+	ledger      string
+	settle      bool
 }
 
 // demoReport is the --json output of demo.
 type demoReport struct {
-	Campaign         string   `json:"campaign"`
-	Redis            string   `json:"redis"`
-	Split            string   `json:"split"`
-	Packets          int      `json:"packets"`
-	TotalCents       int64    `json:"total_cents"`
-	Users            int      `json:"users"`
-	Clicks           int      `json:"clicks"`
-	Concurrency      int      `json:"concurrency"`
-	Attempts         int64    `json:"attempts"`
-	Granted          int64    `json:"granted"`
-	Already          int64    `json:"already"`
-	SoldOut          int64    `json:"sold_out"`
-	OtherOutcomes    int64    `json:"other_outcomes"`
-	Retries          int64    `json:"retries"`
-	GrantedCents     int64    `json:"granted_cents"`
-	RemainingCents   int64    `json:"remaining_cents"`
-	DuplicateUsers   int64    `json:"duplicate_users"`
-	DuplicatePackets int64    `json:"duplicate_packets"`
-	ConservationOK   bool     `json:"conservation_ok"`
-	Problems         []string `json:"problems,omitempty"`
-	Seconds          float64  `json:"seconds"`
-	GrabsPerSec      float64  `json:"grabs_per_sec"`
-	LuckiestUser     string   `json:"luckiest_user,omitempty"`
-	LuckiestCents    int64    `json:"luckiest_cents,omitempty"`
+	Campaign         string         `json:"campaign"`
+	Redis            string         `json:"redis"`
+	Split            string         `json:"split"`
+	Packets          int            `json:"packets"`
+	TotalCents       int64          `json:"total_cents"`
+	Users            int            `json:"users"`
+	Clicks           int            `json:"clicks"`
+	Concurrency      int            `json:"concurrency"`
+	Attempts         int64          `json:"attempts"`
+	Granted          int64          `json:"granted"`
+	Already          int64          `json:"already"`
+	SoldOut          int64          `json:"sold_out"`
+	OtherOutcomes    int64          `json:"other_outcomes"`
+	Retries          int64          `json:"retries"`
+	GrantedCents     int64          `json:"granted_cents"`
+	RemainingCents   int64          `json:"remaining_cents"`
+	DuplicateUsers   int64          `json:"duplicate_users"`
+	DuplicatePackets int64          `json:"duplicate_packets"`
+	ConservationOK   bool           `json:"conservation_ok"`
+	Problems         []string       `json:"problems,omitempty"`
+	Seconds          float64        `json:"seconds"`
+	GrabsPerSec      float64        `json:"grabs_per_sec"`
+	LuckiestUser     string         `json:"luckiest_user,omitempty"`
+	LuckiestCents    int64          `json:"luckiest_cents,omitempty"`
+	Ledger           string         `json:"ledger,omitempty"`
+	Settled          int64          `json:"settled"`
+	RefundCents      int64          `json:"refund_cents"`
+	ReconcileOK      bool           `json:"reconcile_ok"`
+	SettleLagSeconds float64        `json:"settle_lag_seconds"`
+	SettlePerSec     float64        `json:"settle_per_sec"`
+	Reconcile        *settle.Report `json:"reconcile,omitempty"`
 }
 
 func runDemo(ctx context.Context, io *IO, args []string) error {
@@ -75,6 +89,8 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 	fs.StringVar(&f.split, "split", "double-average", "split algorithm: double-average, line-cut or fixed")
 	fs.StringVar(&f.seed, "seed", "", "split seed (an unsigned integer); default: random")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
+	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: a SQLite file in a temporary directory")
+	fs.BoolVar(&f.settle, "settle", true, "settle into the ledger while it rains, then refund and reconcile; --settle=false (only with --redis) leaves the grants in Redis for 'hongbao settle'")
 	fs.Usage = func() {
 		fmt.Fprintln(io.Stderr, "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:")
 		fs.PrintDefaults()
@@ -117,6 +133,30 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 	if _, err := (split.Spec{Total: total, Count: f.packets, Algorithm: alg}).Normalize(); err != nil {
 		return usageErrorf("%v", err)
 	}
+	if !f.settle && f.redis == "" {
+		return usageErrorf("--settle=false needs --redis: the grants must stay in a Redis that outlives the demo")
+	}
+	if !f.settle && f.ledger != "" {
+		return usageErrorf("--ledger makes no sense with --settle=false")
+	}
+	var led ledger.Ledger
+	if f.settle {
+		dsn := f.ledger
+		if dsn == "" {
+			dir, err := os.MkdirTemp("", "hongbao-demo-ledger-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			dsn = "sqlite:" + filepath.Join(dir, "ledger.db")
+		}
+		l, err := openLedger(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		led = l
+	}
 
 	conn, err := connectRedis(ctx, io, f.redis, redisOptions{AllowEmulator: true, Server: redisserver.Options{Bin: f.redisServer}})
 	if err != nil {
@@ -141,19 +181,59 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 		return err
 	}
 
+	var w *settle.Worker
+	if led != nil {
+		w, err = settle.New(settle.Config{
+			Redis: conn.Client, Ledger: led, Consumer: "demo", Only: []string{camp.ID},
+			LegacyScripts: conn.Kind == "emulator", Logger: slog.New(slog.NewTextHandler(io.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+		defer w.Stop()
+	}
+	settleStart := time.Now()
 	rep, told, err := rain(ctx, io, eng, camp, f)
 	if err != nil {
 		return err
 	}
+	rainEnd := time.Now()
 	if _, err := eng.Close(ctx, camp.ID); err != nil {
 		return err
 	}
+	// The audit of Redis's contents runs on the closed campaign, before the
+	// refund takes the pool's remainder out of Redis.
 	audit, err := eng.Audit(ctx, camp.ID)
 	if err != nil {
 		return err
 	}
 	rep.Redis = conn.Kind
 	check(rep, told, audit)
+	if w != nil {
+		w.Stop()
+		if _, err := w.Drain(ctx); err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		rep.SettleLagSeconds = math.Round(time.Since(rainEnd).Seconds()*1000) / 1000
+		if el := time.Since(settleStart).Seconds(); el > 0 {
+			rep.SettlePerSec = math.Round(float64(w.Stats().Grants)/el*10) / 10
+		}
+		rec, err := w.Reconcile(ctx, camp.ID)
+		if err != nil {
+			return err
+		}
+		rep.Reconcile = rec
+		rep.Ledger = "sqlite"
+		if strings.HasPrefix(f.ledger, "postgres") {
+			rep.Ledger = "postgres"
+		}
+		rep.Settled = rec.GrantedLedger
+		rep.RefundCents = rec.RefundCents
+		rep.ReconcileOK = rec.OK && rec.State == "settled"
+	}
 
 	if f.json {
 		enc := json.NewEncoder(out)
@@ -165,6 +245,9 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 	}
 	if !rep.ConservationOK {
 		return &exitError{code: 1, err: errors.New("invariant check FAILED")}
+	}
+	if led != nil && !rep.ReconcileOK {
+		return &exitError{code: 1, err: errors.New("reconcile FAILED")}
 	}
 	return nil
 }
@@ -380,6 +463,20 @@ func printDemo(w interface{ Write([]byte) (int, error) }, rep *demoReport, told 
 		p("  FAILED:\n")
 		for _, pr := range rep.Problems {
 			p("    - %s\n", pr)
+		}
+	}
+	if rec := rep.Reconcile; rec != nil {
+		p("\nSettlement into the ledger (%s): %d grants, %.0f grants/s, drained %.2f s after the last grab\n",
+			rep.Ledger, rep.Settled, rep.SettlePerSec, rep.SettleLagSeconds)
+		p("  refunded %s to the funding account; escrow %s; campaign %s\n",
+			hongbao.FormatCents(rec.RefundCents), hongbao.FormatCents(rec.EscrowCents), rec.State)
+		if rep.ReconcileOK {
+			p("  OK: Redis and the ledger agree to the cent\n")
+		} else {
+			p("  RECONCILE FAILED:\n")
+			for _, d := range rec.Differences {
+				p("    - %s\n", d)
+			}
 		}
 	}
 }

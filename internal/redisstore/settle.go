@@ -150,6 +150,7 @@ func (s *Store) Group(ctx context.Context, id string) (GroupState, error) {
 		s.c.B().Xpending().Key(k.Grants).Group(SettleGroup).Build(),
 		s.c.B().Xlen().Key(k.Grants).Build(),
 		s.c.B().Xlen().Key(k.Dead).Build(),
+		s.c.B().Xrevrange().Key(k.Grants).End("+").Start("-").Count(1).Build(),
 	)
 	groups, err := res[0].ToArray()
 	if err != nil {
@@ -170,7 +171,7 @@ func (s *Store) Group(ctx context.Context, id string) (GroupState, error) {
 		if _, ok := m["lag"]; ok && !lag.IsNil() {
 			g.Lag, _ = lag.AsInt64()
 		} else {
-			g.Lag = -1 // Redis cannot tell (after some deletions): treat as unknown
+			g.Lag = -1 // Redis cannot tell (after some deletions); resolved below
 		}
 	}
 	if !found {
@@ -186,6 +187,19 @@ func (s *Store) Group(ctx context.Context, id string) (GroupState, error) {
 	}
 	g.Length, _ = res[2].AsInt64()
 	g.Dead, _ = res[3].AsInt64()
+	// Whether anything is undelivered is decided by ids: an entry after the
+	// last delivered one. The group's lag is only the count, and Redis
+	// cannot always give it (after deletions, or on the emulator).
+	undelivered := false
+	if last, err := res[4].AsXRange(); err == nil && len(last) == 1 {
+		undelivered = g.LastDelivered == "" || lessID(g.LastDelivered, last[0].ID)
+	}
+	switch {
+	case !undelivered:
+		g.Lag = 0
+	case g.Lag <= 0:
+		g.Lag = 1 // at least one; the exact number is unknown
+	}
 	return g, nil
 }
 

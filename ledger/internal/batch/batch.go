@@ -1,0 +1,147 @@
+// Package batch holds the parts of ApplyGrants that do not depend on the
+// database: checking a batch before it is written and sorting each grant
+// into inserted, replayed or conflict after the insert. Both backends use
+// it, so they classify alike.
+package batch
+
+import (
+	"fmt"
+
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// Check validates a batch of one campaign and returns a copy in which
+// every grant carries the campaign id (an empty Campaign field means "this
+// batch's campaign").
+func Check(campaign string, grants []ledger.Grant) ([]ledger.Grant, error) {
+	if campaign == "" {
+		return nil, fmt.Errorf("%w: empty campaign id", ledger.ErrInvalid)
+	}
+	out := make([]ledger.Grant, len(grants))
+	for i, g := range grants {
+		if g.Campaign == "" {
+			g.Campaign = campaign
+		}
+		switch {
+		case g.Campaign != campaign:
+			return nil, fmt.Errorf("%w: grant seq %d of campaign %q in a batch of campaign %q",
+				ledger.ErrInvalid, g.Seq, g.Campaign, campaign)
+		case g.User == "":
+			return nil, fmt.Errorf("%w: grant seq %d has no user", ledger.ErrInvalid, g.Seq)
+		case g.Seq < 0:
+			return nil, fmt.Errorf("%w: grant seq %d is negative", ledger.ErrInvalid, g.Seq)
+		case g.Cents <= 0:
+			return nil, fmt.Errorf("%w: grant seq %d has %d cents", ledger.ErrInvalid, g.Seq, g.Cents)
+		}
+		out[i] = g
+	}
+	return out, nil
+}
+
+// Row is a grant row as a database returns it, without the campaign.
+type Row struct {
+	Seq   int64
+	User  string
+	Cents int64
+}
+
+// RowOf returns the row of a grant.
+func RowOf(g ledger.Grant) Row { return Row{Seq: g.Seq, User: g.User, Cents: g.Cents} }
+
+// Classify sorts each grant of the batch, in batch order, into inserted,
+// replayed or conflict. inserted are the rows the insert returned; stored
+// are the rows stored for the seqs and users of the grants that were not
+// inserted, read after the insert in the same transaction (so they include
+// this batch's own rows). It returns the result and the inserted grants,
+// whose balances the caller moves.
+//
+// A grant that was neither inserted nor matches a stored row is an error,
+// not a silent skip: it would mean the insert skipped it for a reason the
+// ledger does not know, and the caller must roll back.
+func Classify(grants []ledger.Grant, inserted []Row, stored []Row) (ledger.ApplyResult, []ledger.Grant, error) {
+	var res ledger.ApplyResult
+	fresh := make(map[Row]int, len(inserted))
+	for _, r := range inserted {
+		fresh[r]++
+	}
+	bySeq := make(map[int64]Row, len(stored))
+	byUser := make(map[string]Row, len(stored))
+	for _, r := range stored {
+		bySeq[r.Seq] = r
+		byUser[r.User] = r
+	}
+	done := make([]ledger.Grant, 0, len(inserted))
+	for _, g := range grants {
+		r := RowOf(g)
+		if fresh[r] > 0 {
+			fresh[r]--
+			res.Inserted++
+			res.InsertedCents += g.Cents
+			done = append(done, g)
+			continue
+		}
+		if have, ok := bySeq[g.Seq]; ok {
+			if have == r {
+				res.Replayed++
+				continue
+			}
+			res.Conflicts = append(res.Conflicts, ledger.Conflict{Grant: g, Kind: ledger.PacketTaken, Existing: grantOf(g.Campaign, have)})
+			continue
+		}
+		if have, ok := byUser[g.User]; ok {
+			res.Conflicts = append(res.Conflicts, ledger.Conflict{Grant: g, Kind: ledger.UserHasOther, Existing: grantOf(g.Campaign, have)})
+			continue
+		}
+		return ledger.ApplyResult{}, nil, fmt.Errorf("ledger: grant seq %d of campaign %q was neither inserted nor found", g.Seq, g.Campaign)
+	}
+	for r, n := range fresh {
+		if n > 0 {
+			return ledger.ApplyResult{}, nil, fmt.Errorf("ledger: insert returned a row not in the batch: seq %d", r.Seq)
+		}
+	}
+	return res, done, nil
+}
+
+// Missing returns the seqs and users of the grants the insert did not
+// return, the keys to look up for Classify. It returns nils when every
+// grant was inserted, so the lookup can be skipped.
+func Missing(grants []ledger.Grant, inserted []Row) (seqs []int64, users []string) {
+	if len(inserted) == len(grants) {
+		return nil, nil
+	}
+	fresh := make(map[Row]int, len(inserted))
+	for _, r := range inserted {
+		fresh[r]++
+	}
+	for _, g := range grants {
+		r := RowOf(g)
+		if fresh[r] > 0 {
+			fresh[r]--
+			continue
+		}
+		seqs = append(seqs, g.Seq)
+		users = append(users, g.User)
+	}
+	return seqs, users
+}
+
+// HasDuplicateKeys reports whether two grants of the batch share a seq or
+// a user.
+func HasDuplicateKeys(grants []ledger.Grant) bool {
+	seqs := make(map[int64]struct{}, len(grants))
+	users := make(map[string]struct{}, len(grants))
+	for _, g := range grants {
+		if _, ok := seqs[g.Seq]; ok {
+			return true
+		}
+		if _, ok := users[g.User]; ok {
+			return true
+		}
+		seqs[g.Seq], users[g.User] = struct{}{}, struct{}{}
+	}
+	return false
+}
+
+func grantOf(campaign string, r Row) ledger.Grant {
+	return ledger.Grant{Campaign: campaign, Seq: r.Seq, User: r.User, Cents: r.Cents}
+}

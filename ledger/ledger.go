@@ -1,0 +1,151 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Grant is one packet given to one user. Its key is (Campaign, Seq); a
+// user holds at most one packet of a campaign, so (Campaign, User) is
+// unique too.
+type Grant struct {
+	Campaign string
+	Seq      int64
+	User     string
+	Cents    int64
+}
+
+// Campaign is what the fund entry needs: the campaign's id, the funding
+// account it draws from and the total moved into its escrow.
+type Campaign struct {
+	ID      string
+	Funding string
+	Total   int64
+}
+
+// ConflictKind names why a grant could not be written.
+type ConflictKind string
+
+const (
+	// PacketTaken: the packet (campaign, seq) is stored with another user
+	// or another amount.
+	PacketTaken ConflictKind = "packet_taken"
+	// UserHasOther: the user already holds another packet of the campaign.
+	UserHasOther ConflictKind = "user_has_other"
+)
+
+// Conflict is a grant that disagrees with a stored one. It is an incident
+// (Redis and the ledger disagree), never a replay, so it is reported
+// rather than dropped.
+type Conflict struct {
+	Grant    Grant
+	Kind     ConflictKind
+	Existing Grant
+}
+
+// ApplyResult says what ApplyGrants did with each grant of a batch: every
+// grant is counted exactly once, in Inserted, Replayed or Conflicts.
+type ApplyResult struct {
+	Inserted      int
+	Replayed      int
+	InsertedCents int64
+	Conflicts     []Conflict
+}
+
+// Totals is a campaign's state in the ledger, read in one snapshot.
+type Totals struct {
+	Funded     int64  // cents moved funding -> escrow (0 if not funded)
+	Funding    string // funding account name (without the "funding:" prefix)
+	GrantCount int64
+	GrantCents int64
+	Refunded   int64
+	RefundDone bool
+	Escrow     int64 // balance of the campaign's escrow account (funded - granted - refunded)
+}
+
+// Sentinel errors. Compare with errors.Is.
+var (
+	// ErrConflict: a fund or refund entry is stored with other values.
+	// The typed *ConflictError unwraps to it.
+	ErrConflict = errors.New("ledger: conflicting entry")
+	// ErrNotFunded: the campaign has no fund entry, so nothing can be
+	// granted from or refunded to its escrow yet.
+	ErrNotFunded = errors.New("ledger: campaign not funded")
+	// ErrInvalid: an argument can never be written (empty id, negative
+	// amount, a grant of another campaign in the batch). Retrying will not
+	// help.
+	ErrInvalid = errors.New("ledger: invalid argument")
+)
+
+// ConflictError is an ErrConflict with the stored and the attempted values,
+// for the incident report.
+type ConflictError struct {
+	Entry    string // "fund" or "refund"
+	Campaign string
+	Existing string // what is stored
+	Attempt  string // what the call wanted to write
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("ledger: conflicting %s entry of campaign %q: stored %s, attempted %s",
+		e.Entry, e.Campaign, e.Existing, e.Attempt)
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) hold.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Ledger is a durable double-entry ledger of campaigns. Every write is one
+// transaction and idempotent, so a settlement worker can retry any call
+// after a crash or a lost reply without moving money twice. All methods
+// are safe for concurrent use.
+type Ledger interface {
+	// Fund writes the fund entry (funding -> escrow, total) once. A replay
+	// with the same funding and total is a no-op; a different one is
+	// ErrConflict.
+	Fund(ctx context.Context, c Campaign) error
+	// ApplyGrants writes a batch of grants of one campaign in one
+	// transaction: each grant is inserted (escrow -> user, balances move),
+	// replayed (the identical row exists: no-op) or a conflict (reported in
+	// ApplyResult.Conflicts, not inserted, never dropped silently). Grants
+	// of one batch that conflict with each other are handled too: the
+	// first in batch order wins. It returns ErrNotFunded if the campaign
+	// has no fund entry.
+	ApplyGrants(ctx context.Context, campaign string, grants []Grant) (ApplyResult, error)
+	// Refund writes the refund entry (escrow -> funding) once per campaign.
+	// A replay with the same amount is a no-op, a different amount is
+	// ErrConflict. cents may be 0, which records that the refund is done.
+	Refund(ctx context.Context, campaign string, cents int64) error
+	// Totals reads the campaign's totals; a campaign that was never funded
+	// has zero Totals and no error.
+	Totals(ctx context.Context, campaign string) (Totals, error)
+	// Grants calls fn for every grant of the campaign in seq order, for
+	// reconciliation against Redis. An error from fn stops the iteration
+	// and is returned.
+	Grants(ctx context.Context, campaign string, fn func(Grant) error) error
+	// Balance returns the balance of an account: "user:<id>",
+	// "escrow:<campaign>" or "funding:<name>". An account that no entry
+	// touched has balance 0.
+	Balance(ctx context.Context, account string) (int64, error)
+	// Ping checks that the database is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the database connections.
+	Close() error
+}
+
+// Account ids. The prefixes keep the three kinds apart in one table, so a
+// user named like a campaign can never share its balance.
+const (
+	UserPrefix    = "user:"
+	EscrowPrefix  = "escrow:"
+	FundingPrefix = "funding:"
+)
+
+// UserAccount is the account id of a user.
+func UserAccount(user string) string { return UserPrefix + user }
+
+// EscrowAccount is the account id of a campaign's escrow.
+func EscrowAccount(campaign string) string { return EscrowPrefix + campaign }
+
+// FundingAccount is the account id of a funding source.
+func FundingAccount(name string) string { return FundingPrefix + name }

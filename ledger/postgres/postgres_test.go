@@ -1,0 +1,45 @@
+package postgres_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/internal/pgtest"
+	"github.com/hongbao/hongbao/ledger/ledgertest"
+	"github.com/hongbao/hongbao/ledger/postgres"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func dial(ctx context.Context, dsn string) (ledger.Ledger, error) {
+	l, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.Run(t, ledgertest.PerTest(pgtest.DSN, dial))
+}
+
+func BenchmarkApplyGrants(b *testing.B) {
+	l, err := postgres.Open(context.Background(), pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ledgertest.Bench(b, l)
+}
+
+func BenchmarkApplyGrantsReplay(b *testing.B) {
+	l, err := postgres.Open(context.Background(), pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ledgertest.BenchReplay(b, l)
+}

@@ -1,0 +1,44 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/ledgertest"
+	"github.com/hongbao/hongbao/ledger/sqlite"
+)
+
+func fresh(t testing.TB) string { return filepath.Join(t.TempDir(), "ledger.db") }
+
+func dial(ctx context.Context, path string) (ledger.Ledger, error) {
+	l, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.Run(t, ledgertest.PerTest(fresh, dial))
+}
+
+func BenchmarkApplyGrants(b *testing.B) {
+	l, err := sqlite.Open(context.Background(), fresh(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ledgertest.Bench(b, l)
+}
+
+func BenchmarkApplyGrantsReplay(b *testing.B) {
+	l, err := sqlite.Open(context.Background(), fresh(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ledgertest.BenchReplay(b, l)
+}

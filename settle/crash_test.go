@@ -1,0 +1,89 @@
+package settle_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/settle"
+)
+
+// TestCrashRestart SIGKILLs a settle worker process in the middle of its
+// batches, again and again, over a 100,000-grant campaign, and proves every
+// grant reaches the ledger exactly once and escrow ends at 0 after the
+// refund.
+func TestCrashRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a 100,000-grant campaign")
+	}
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "hongbao")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/hongbao")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	const packets = 100_000
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 10 * packets, Count: packets})
+	require.NoError(t, err)
+	// Grab in batches straight through the store: the test is about
+	// settlement, and a 100,000-goroutine rain under -race is slow.
+	store := redisstore.New(e.redis.Client)
+	users := make([]string, 500)
+	out := make([]redisstore.GrabResult, len(users))
+	for b := 0; b < packets/len(users); b++ {
+		for i := range users {
+			users[i] = "u" + strconv.Itoa(b*len(users)+i)
+		}
+		require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(c.ID), users, out))
+	}
+	_, err = e.eng.Close(ctx, c.ID)
+	require.NoError(t, err)
+
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
+	kills := 0
+	for round := 0; round < 12; round++ {
+		cmd := exec.Command(bin, "settle", "--redis", e.redis.Addr, "--ledger", dsn, "--consumer", "crashy", "--drain")
+		cmd.Env = append(os.Environ(), "HONGBAO_CAMPAIGNS="+c.ID)
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			require.NoError(t, err, "a drain that was not killed ends cleanly")
+			round = 99
+		case <-time.After(time.Duration(80+round*15) * time.Millisecond):
+			require.NoError(t, cmd.Process.Kill())
+			<-done
+			kills++
+		}
+	}
+	require.Positive(t, kills, "the worker was killed at least once mid-run")
+
+	// The last run is not killed: it drains. The heavy work stays in the
+	// binary (the test binary runs under -race, where SQLite is slow).
+	drain := exec.Command(bin, "settle", "--redis", e.redis.Addr, "--ledger", dsn, "--consumer", "crashy", "--drain", "--campaigns", c.ID)
+	drain.Stderr = os.Stderr
+	require.NoError(t, drain.Run())
+	recOut, err := exec.Command(bin, "reconcile", "--redis", e.redis.Addr, "--ledger", dsn, "--campaign", c.ID, "--json").Output()
+	require.NoError(t, err, "reconcile: %s", recOut)
+	var rep settle.Report
+	require.NoError(t, json.Unmarshal(recOut, &rep))
+	require.True(t, rep.OK, "after %d kills: %v", kills, rep.Differences)
+	require.EqualValues(t, packets, rep.GrantedLedger)
+	require.EqualValues(t, 10*packets, rep.GrantedCentsLedger)
+	require.Zero(t, rep.EscrowCents)
+	require.Equal(t, "settled", rep.State)
+	t.Logf("%d kills, then a clean drain: %d grants settled exactly once", kills, rep.GrantedLedger)
+}

@@ -1,0 +1,192 @@
+package settle
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+func atoi(s string) int64 {
+	v, _ := strconv.ParseInt(s, 10, 64)
+	return v
+}
+
+// fund writes the campaign's fund entry once (idempotent in the ledger),
+// from its meta in Redis: the first to touch a campaign in the ledger funds
+// it.
+func (w *Worker) fund(ctx context.Context, id string, snap redisstore.Snapshot) error {
+	w.mu.Lock()
+	done := w.funded[id]
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	c := ledger.Campaign{ID: id, Funding: snap.Meta["funding"], Total: atoi(snap.Meta["total"])}
+	if err := w.cfg.Ledger.Fund(ctx, c); err != nil {
+		return fmt.Errorf("fund: %w", err)
+	}
+	w.mu.Lock()
+	w.funded[id] = true
+	w.mu.Unlock()
+	return nil
+}
+
+// settleEntries writes the grants of entries to the ledger and acknowledges
+// them. Malformed entries go to the dead stream at once (nothing of theirs
+// can be written); the rest is written in one transaction. If that
+// transaction fails while the database is reachable, the batch is split in
+// halves and retried, so that an entry at fault ends alone in the dead
+// stream; if the database is not reachable, the error is returned and
+// nothing is acknowledged.
+func (w *Worker) settleEntries(ctx context.Context, id string, snap redisstore.Snapshot, es []redisstore.Entry) error {
+	if err := w.fund(ctx, id, snap); err != nil {
+		return err
+	}
+	good := es[:0:0]
+	for _, e := range es {
+		switch {
+		case e.Deleted:
+			// Pending but gone from the stream: nothing left to read. The
+			// alarm is raised; acknowledging stops it from repeating.
+			w.deleted.Add(1)
+			w.log.Error("ALARM: pending grants entry was deleted before settling", "campaign", id, "entry", e.ID)
+			if err := w.store.Ack(ctx, id, e.ID); err != nil {
+				return err
+			}
+		case e.Err != nil:
+			w.malformed.Add(1)
+			w.log.Error("malformed grants entry moved to the dead stream", "campaign", id, "entry", e.ID, "err", e.Err)
+			if err := w.store.Dead(ctx, id, e.ID, "malformed: "+e.Err.Error(), e.Raw); err != nil {
+				return err
+			}
+		default:
+			good = append(good, e)
+		}
+	}
+	return w.apply(ctx, id, good)
+}
+
+func (w *Worker) apply(ctx context.Context, id string, es []redisstore.Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	var grants []ledger.Grant
+	for _, e := range es {
+		for _, g := range e.Grants {
+			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents})
+		}
+	}
+	res, err := w.cfg.Ledger.ApplyGrants(ctx, id, grants)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		if perr := w.cfg.Ledger.Ping(ctx); perr != nil {
+			// An outage, not the entries' fault: keep them pending.
+			return fmt.Errorf("ledger unavailable: %w", err)
+		}
+		if len(es) > 1 {
+			half := len(es) / 2
+			if err := w.apply(ctx, id, es[:half]); err != nil {
+				return err
+			}
+			return w.apply(ctx, id, es[half:])
+		}
+		// One entry that the reachable database refuses: its own fault.
+		w.malformed.Add(1)
+		w.log.Error("grants entry refused by the ledger; moved to the dead stream", "campaign", id, "entry", es[0].ID, "err", err)
+		return w.store.Dead(ctx, id, es[0].ID, "refused: "+err.Error(), es[0].Raw)
+	}
+	w.grants.Add(int64(res.Inserted))
+	w.replayed.Add(int64(res.Replayed))
+
+	// Conflicts are incidents: each goes to the dead stream with its
+	// entry's acknowledgement; entries without conflicts are acknowledged.
+	bad := map[string][]string{}
+	for _, c := range res.Conflicts {
+		w.conflicts.Add(1)
+		w.log.Error("INCIDENT: conflicting grant", "campaign", id, "kind", c.Kind,
+			"user", c.Grant.User, "seq", c.Grant.Seq, "cents", c.Grant.Cents,
+			"existing_user", c.Existing.User, "existing_seq", c.Existing.Seq)
+		entry := entryOf(es, c.Grant)
+		bad[entry] = append(bad[entry], c.Grant.User, redisstore.FormatPacket(c.Grant.Seq, c.Grant.Cents))
+	}
+	var ack []string
+	for _, e := range es {
+		if pairs, ok := bad[e.ID]; ok {
+			if err := w.store.Dead(ctx, id, e.ID, "conflict", pairs); err != nil {
+				return err
+			}
+			w.entries.Add(1)
+			continue
+		}
+		ack = append(ack, e.ID)
+	}
+	if err := w.store.Ack(ctx, id, ack...); err != nil {
+		return err
+	}
+	w.entries.Add(int64(len(ack)))
+	return nil
+}
+
+func entryOf(es []redisstore.Entry, g ledger.Grant) string {
+	for _, e := range es {
+		for _, eg := range e.Grants {
+			if eg.Seq == g.Seq && eg.User == g.User {
+				return e.ID
+			}
+		}
+	}
+	return es[0].ID
+}
+
+// refund settles a closed, drained campaign: the remaining cents go back
+// to the funding account in the ledger (once: the ledger refuses a second,
+// different refund), then Redis records the refund and the settled state.
+// The ledger's grants must match Redis's counters first; if not, the
+// campaign stays unsettled and the difference is logged as an incident.
+func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
+	snap, err := w.store.Status(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if err := w.fund(ctx, id, snap); err != nil {
+		return false, err
+	}
+	total, grantedCount, grantedCents := atoi(snap.Meta["total"]), atoi(snap.Meta["granted_count"]), atoi(snap.Meta["granted_cents"])
+	t, err := w.cfg.Ledger.Totals(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	g, err := w.store.Group(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if g.Dead > 0 {
+		// Dead grants wait for an operator (redrive); refunding now would
+		// refund money that belongs to users.
+		return false, nil
+	}
+	if t.GrantCount != grantedCount || t.GrantCents != grantedCents {
+		w.log.Error("INCIDENT: ledger and Redis disagree; campaign left unsettled",
+			"campaign", id, "granted_redis", grantedCount, "granted_ledger", t.GrantCount,
+			"cents_redis", grantedCents, "cents_ledger", t.GrantCents)
+		return false, nil
+	}
+	refund := total - grantedCents
+	if err := w.cfg.Ledger.Refund(ctx, id, refund); err != nil {
+		return false, fmt.Errorf("refund: %w", err)
+	}
+	if err := w.store.Settle(ctx, id, refund); err != nil {
+		return false, err
+	}
+	if err := w.store.Unregister(ctx, id, w.cfg.Retention); err != nil {
+		return false, err
+	}
+	w.refunds.Add(1)
+	w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
+	return true, nil
+}

@@ -1,0 +1,386 @@
+// Package settle turns grants recorded in Redis into ledger entries, exactly
+// once, whatever crashes in between.
+//
+// A Worker reads each live campaign's grants stream with the consumer group
+// "settle" under a stable consumer name. It writes a whole batch of grants
+// in one ledger transaction and acknowledges the stream entries only after
+// the commit, so a crash at any point leaves entries pending, never lost;
+// the ledger's idempotency (a grant's key is campaign + seq) makes the
+// replay after a restart a no-op. A grant the ledger refuses as conflicting
+// goes to the campaign's dead stream, with its entry acknowledged in the
+// same script, and is counted as an incident. When the database is down
+// the worker backs off: it neither acknowledges, nor dead-letters, nor
+// reclaims. A closed campaign whose stream has drained gets its refund
+// (total - granted) recorded once in the ledger, then in Redis, and leaves
+// the registry; its keys expire after a retention period.
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// Config configures a Worker. Zero fields take their documented defaults.
+type Config struct {
+	// Redis is the client of the Redis the campaigns live in. Required.
+	Redis rueidis.Client
+	// Ledger receives the entries. Required.
+	Ledger ledger.Ledger
+	// Consumer is this worker's name in the consumer group; it must be
+	// stable across restarts so the worker finds its own pending entries.
+	// Default: the host name.
+	Consumer string
+	// ReadCount is how many stream entries one read takes; an entry holds
+	// the grants of one grab batch (up to 512 by default). Default 4.
+	ReadCount int64
+	// ReclaimIdle is how long an entry may stay pending at another
+	// consumer before this one takes it over (that consumer is presumed
+	// dead). Default 30s.
+	ReclaimIdle time.Duration
+	// Poll is the pause between passes when there was nothing to do.
+	// Default 20ms.
+	Poll time.Duration
+	// MaxBackoff caps the pause after a ledger failure. Default 5s.
+	MaxBackoff time.Duration
+	// Retention is how long a settled campaign's keys stay in Redis.
+	// Default 7 days; negative keeps them.
+	Retention time.Duration
+	// Only, if not empty, limits the worker to these campaigns. Default:
+	// every registered campaign.
+	Only []string
+	// LegacyScripts: see hongbao.Config.LegacyScripts.
+	LegacyScripts bool
+	// Logger receives incidents and progress. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats counts what a worker did.
+type Stats struct {
+	Grants    int64 // grants newly written to the ledger
+	Replayed  int64 // grants the ledger already had
+	Entries   int64 // stream entries acknowledged
+	Conflicts int64 // grants refused by the ledger as conflicting (incidents)
+	Malformed int64 // stream entries that could not be read (incidents)
+	Deleted   int64 // pending entries Redis reported deleted (alarms)
+	Refunds   int64 // campaigns refunded and settled
+	Failures  int64 // ledger or Redis failures (backed off)
+}
+
+// Worker settles campaigns. Use New, then Start and Stop, or Pass / Drain.
+type Worker struct {
+	cfg   Config
+	store *redisstore.Store
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	funded   map[string]bool
+	claimAt  map[string]string
+	lastPass time.Time
+
+	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
+
+	stop   context.CancelFunc
+	done   chan struct{}
+	startM sync.Mutex
+}
+
+// New returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Redis == nil || cfg.Ledger == nil {
+		return nil, errors.New("settle: Config.Redis and Config.Ledger are required")
+	}
+	if cfg.Consumer == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "settle"
+		}
+		cfg.Consumer = h
+	}
+	if cfg.ReadCount <= 0 {
+		cfg.ReadCount = 4
+	}
+	if cfg.ReclaimIdle <= 0 {
+		cfg.ReclaimIdle = 30 * time.Second
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 20 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	store := redisstore.New(cfg.Redis)
+	if cfg.LegacyScripts {
+		store = redisstore.NewLegacy(cfg.Redis)
+	}
+	return &Worker{
+		cfg: cfg, store: store, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
+		funded: map[string]bool{}, claimAt: map[string]string{},
+	}, nil
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	return Stats{
+		Grants: w.grants.Load(), Replayed: w.replayed.Load(), Entries: w.entries.Load(),
+		Conflicts: w.conflicts.Load(), Malformed: w.malformed.Load(), Deleted: w.deleted.Load(),
+		Refunds: w.refunds.Load(), Failures: w.failures.Load(),
+	}
+}
+
+// Start runs passes in the background until Stop or ctx ends.
+func (w *Worker) Start(ctx context.Context) error {
+	w.startM.Lock()
+	defer w.startM.Unlock()
+	if w.done != nil {
+		return errors.New("settle: worker already started")
+	}
+	ctx, w.stop = context.WithCancel(ctx)
+	w.done = make(chan struct{})
+	go func() {
+		defer close(w.done)
+		backoff := time.Duration(0)
+		for ctx.Err() == nil {
+			p, err := w.Pass(ctx)
+			var pause time.Duration
+			switch {
+			case err != nil && ctx.Err() == nil:
+				w.failures.Add(1)
+				backoff = min(max(2*backoff, 100*time.Millisecond), w.cfg.MaxBackoff)
+				pause = backoff
+				w.log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
+			case p.Work == 0:
+				backoff, pause = 0, w.cfg.Poll
+			default:
+				backoff = 0
+			}
+			if pause > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(pause):
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the background passes after the current batch and waits.
+func (w *Worker) Stop() {
+	w.startM.Lock()
+	defer w.startM.Unlock()
+	if w.done == nil {
+		return
+	}
+	w.stop()
+	<-w.done
+	w.done = nil
+}
+
+// Progress is what one pass saw and did.
+type Progress struct {
+	// Work counts entries handled and campaigns settled in the pass.
+	Work int
+	// Campaigns is the number of registered campaigns.
+	Campaigns int
+	// Unsettled counts entries still undelivered or pending, over all
+	// campaigns, at the end of the pass.
+	Unsettled int64
+	// Open counts campaigns that are not settled yet.
+	Open int
+}
+
+// Pass settles what it can of every registered campaign, once.
+func (w *Worker) Pass(ctx context.Context) (Progress, error) {
+	ids, err := w.store.Campaigns(ctx)
+	if err != nil {
+		return Progress{}, err
+	}
+	if len(w.cfg.Only) > 0 {
+		keep := ids[:0]
+		for _, id := range ids {
+			if slices.Contains(w.cfg.Only, id) {
+				keep = append(keep, id)
+			}
+		}
+		ids = keep
+	}
+	p := Progress{Campaigns: len(ids)}
+	var firstErr error
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return p, ctx.Err()
+		}
+		work, unsettled, open, err := w.campaign(ctx, id)
+		p.Work += work
+		p.Unsettled += unsettled
+		if open {
+			p.Open++
+		}
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("campaign %s: %w", id, err)
+		}
+	}
+	return p, firstErr
+}
+
+// Drain runs passes until nothing is pending or undelivered in any
+// campaign (closed campaigns are settled on the way). It returns early on
+// ctx's end; ledger failures are retried with backoff.
+func (w *Worker) Drain(ctx context.Context) (Progress, error) {
+	backoff := time.Duration(0)
+	for {
+		p, err := w.Pass(ctx)
+		if ctx.Err() != nil {
+			return p, ctx.Err()
+		}
+		if err == nil && p.Work == 0 && p.Unsettled == 0 {
+			return p, nil
+		}
+		if err != nil {
+			w.failures.Add(1)
+			backoff = min(max(2*backoff, 100*time.Millisecond), w.cfg.MaxBackoff)
+			w.log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
+			select {
+			case <-ctx.Done():
+				return p, ctx.Err()
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		if p.Work == 0 {
+			select {
+			case <-ctx.Done():
+				return p, ctx.Err()
+			case <-time.After(w.cfg.Poll):
+			}
+		}
+	}
+}
+
+// campaign settles what it can of one campaign.
+func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled int64, open bool, err error) {
+	snap, err := w.store.Status(ctx, id)
+	if errors.Is(err, redisstore.ErrNoCampaign) {
+		// Gone (expired or deleted) but still registered: drop it.
+		w.log.Warn("registered campaign has no meta; unregistering", "campaign", id)
+		return 1, 0, false, w.store.Unregister(ctx, id, 0)
+	}
+	if err != nil {
+		return 0, 0, true, err
+	}
+	state := snap.Meta["state"]
+	if state == "loading" {
+		return 0, 0, true, nil
+	}
+	if state == "settled" {
+		return 1, 0, false, w.store.Unregister(ctx, id, w.cfg.Retention)
+	}
+
+	// Our own pending entries first: after a restart, or a pass cut short
+	// by a failure or a stop, they were delivered to us and may not be in
+	// the ledger yet. (When there are none this is one cheap read.)
+	for {
+		es, err := w.store.ReadGroup(ctx, id, w.cfg.Consumer, w.cfg.ReadCount, true)
+		if err != nil {
+			return work, 0, true, err
+		}
+		if len(es) == 0 {
+			break
+		}
+		if err := w.settleEntries(ctx, id, snap, es); err != nil {
+			return work, 0, true, err
+		}
+		work += len(es)
+	}
+
+	es, err := w.store.ReadGroup(ctx, id, w.cfg.Consumer, w.cfg.ReadCount, false)
+	if err != nil {
+		return work, 0, true, err
+	}
+	if len(es) > 0 {
+		if err := w.settleEntries(ctx, id, snap, es); err != nil {
+			return work, 0, true, err
+		}
+		work += len(es)
+	}
+
+	// Entries stuck at a consumer that died.
+	w.mu.Lock()
+	start := w.claimAt[id]
+	w.mu.Unlock()
+	if start == "" {
+		start = "0-0"
+	}
+	next, claimed, deleted, err := w.store.AutoClaim(ctx, id, w.cfg.Consumer, w.cfg.ReclaimIdle, start, w.cfg.ReadCount)
+	if err != nil {
+		return work, 0, true, err
+	}
+	w.mu.Lock()
+	w.claimAt[id] = next
+	w.mu.Unlock()
+	if len(deleted) > 0 {
+		w.deleted.Add(int64(len(deleted)))
+		w.log.Error("ALARM: pending grants entries were deleted from the stream before settling",
+			"campaign", id, "ids", deleted)
+	}
+	if len(claimed) > 0 {
+		if err := w.settleEntries(ctx, id, snap, claimed); err != nil {
+			return work, 0, true, err
+		}
+		work += len(claimed)
+	}
+
+	g, err := w.store.Group(ctx, id)
+	if err != nil {
+		return work, 0, true, err
+	}
+	if err := w.store.TrimSettled(ctx, id, g); err != nil {
+		return work, 0, true, err
+	}
+	unsettled = g.Lag + g.Pending
+
+	// Close campaigns whose window has passed, and settle drained ones.
+	closed := state == "closed"
+	if !closed && snap.Now >= atoi(snap.Meta["closes_at"]) {
+		if _, _, _, err := w.store.Close(ctx, id, "time"); err != nil {
+			return work, unsettled, true, err
+		}
+		closed = true
+		work++
+	}
+	if closed && unsettled == 0 {
+		done, err := w.refund(ctx, id)
+		if err != nil {
+			return work, unsettled, true, err
+		}
+		if done {
+			return work + 1, 0, false, nil
+		}
+	}
+	return work, unsettled, true, nil
+}
+
+// Redrive puts the dead grants of campaign id back into its grants stream,
+// for an operator who fixed their cause.
+func (w *Worker) Redrive(ctx context.Context, id string) (int64, error) {
+	return w.store.Redrive(ctx, id)
+}
