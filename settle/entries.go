@@ -25,7 +25,7 @@ func (w *Worker) fund(ctx context.Context, id string, snap redisstore.Snapshot) 
 		return nil
 	}
 	c := ledger.Campaign{ID: id, Funding: snap.Meta["funding"], Total: atoi(snap.Meta["total"])}
-	if err := w.cfg.Ledger.Fund(ctx, c); err != nil {
+	if err := w.sink.Fund(ctx, c); err != nil {
 		return fmt.Errorf("fund: %w", err)
 	}
 	w.mu.Lock()
@@ -79,12 +79,12 @@ func (w *Worker) apply(ctx context.Context, id string, es []redisstore.Entry) er
 			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents})
 		}
 	}
-	res, err := w.cfg.Ledger.ApplyGrants(ctx, id, grants)
+	res, err := w.sink.ApplyGrants(ctx, id, grants)
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
-		if perr := w.cfg.Ledger.Ping(ctx); perr != nil {
+		if perr := w.sink.Ping(ctx); perr != nil {
 			// An outage, not the entries' fault: keep them pending.
 			return fmt.Errorf("ledger unavailable: %w", err)
 		}
@@ -157,10 +157,6 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	total, grantedCount, grantedCents := atoi(snap.Meta["total"]), atoi(snap.Meta["granted_count"]), atoi(snap.Meta["granted_cents"])
-	t, err := w.cfg.Ledger.Totals(ctx, id)
-	if err != nil {
-		return false, err
-	}
 	g, err := w.store.Group(ctx, id)
 	if err != nil {
 		return false, err
@@ -170,23 +166,32 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 		// refund money that belongs to users.
 		return false, nil
 	}
-	if t.GrantCount != grantedCount || t.GrantCents != grantedCents {
-		w.log.Error("INCIDENT: ledger and Redis disagree; campaign left unsettled",
-			"campaign", id, "granted_redis", grantedCount, "granted_ledger", t.GrantCount,
-			"cents_redis", grantedCents, "cents_ledger", t.GrantCents)
-		return false, nil
+	if w.cfg.Ledger != nil {
+		t, err := w.cfg.Ledger.Totals(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		if t.GrantCount != grantedCount || t.GrantCents != grantedCents {
+			w.log.Error("INCIDENT: ledger and Redis disagree; campaign left unsettled",
+				"campaign", id, "granted_redis", grantedCount, "granted_ledger", t.GrantCount,
+				"cents_redis", grantedCents, "cents_ledger", t.GrantCents)
+			return false, nil
+		}
 	}
 	refund := total - grantedCents
-	if err := w.cfg.Ledger.Refund(ctx, id, refund); err != nil {
+	if err := w.sink.Refund(ctx, id, refund); err != nil {
 		return false, fmt.Errorf("refund: %w", err)
 	}
-	if err := w.store.Settle(ctx, id, refund); err != nil {
+	changed, err := w.store.Settle(ctx, id, refund)
+	if err != nil {
 		return false, err
 	}
 	if err := w.store.Unregister(ctx, id, w.cfg.Retention); err != nil {
 		return false, err
 	}
-	w.refunds.Add(1)
-	w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
+	if changed {
+		w.refunds.Add(1)
+		w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
+	}
 	return true, nil
 }

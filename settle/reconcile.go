@@ -2,6 +2,7 @@ package settle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/rueidis"
@@ -49,6 +50,9 @@ func Reconcile(ctx context.Context, rc rueidis.Client, l ledger.Ledger, id strin
 // Reconcile is Reconcile with the worker's Redis and ledger (and its
 // script flavour, for the emulator).
 func (w *Worker) Reconcile(ctx context.Context, id string) (*Report, error) {
+	if w.cfg.Ledger == nil {
+		return nil, errors.New("settle: reconcile needs a ledger, not a sink")
+	}
 	return reconcile(ctx, w.store, w.cfg.Ledger, id)
 }
 

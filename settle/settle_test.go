@@ -357,3 +357,53 @@ func TestTrimKeepsUnsettled(t *testing.T) {
 	// gives it only after the commit.
 	require.EqualValues(t, 8, tot.GrantCount)
 }
+
+// TestSeveralWorkers: workers with different consumer names share a
+// campaign's stream; every grant is written exactly once.
+func TestSeveralWorkers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 1_000_000, Count: 2000})
+	require.NoError(t, err)
+	var ws []*settle.Worker
+	for i := 0; i < 3; i++ {
+		w := e.worker(t, e.l, "w"+strconv.Itoa(i), c.ID)
+		require.NoError(t, w.Start(ctx))
+		ws = append(ws, w)
+	}
+	// Many small batches, so that every worker gets some entries.
+	for b := 0; b < 100; b++ {
+		var wg sync.WaitGroup
+		for u := 0; u < 25; u++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := e.eng.Grab(ctx, c.ID, "b"+strconv.Itoa(b)+"-"+strconv.Itoa(u))
+				require.NoError(t, err)
+			}()
+		}
+		wg.Wait()
+	}
+	_, err = e.eng.Close(ctx, c.ID)
+	require.NoError(t, err)
+	var total settle.Stats
+	for _, w := range ws {
+		w.Stop()
+		_, err := w.Drain(ctx)
+		require.NoError(t, err)
+		s := w.Stats()
+		total.Grants += s.Grants
+		total.Refunds += s.Refunds
+	}
+	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	require.NoError(t, err)
+	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
+	require.EqualValues(t, rep.GrantedLedger, total.Grants, "each grant written once, by one worker")
+	require.EqualValues(t, 1, total.Refunds, "one worker settles the campaign")
+	tot, err := e.l.Totals(ctx, c.ID)
+	require.NoError(t, err)
+	require.True(t, tot.RefundDone)
+	require.Equal(t, rep.TotalCents-rep.GrantedCentsLedger, tot.Refunded)
+	require.Zero(t, tot.Escrow)
+}

@@ -32,12 +32,33 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 )
 
+// Sink is where settled entries go. ledger.Ledger is one; package webhook
+// has another. Every method must be idempotent: after a crash the worker
+// sends again what it sent before the crash.
+type Sink interface {
+	// Fund records the campaign's funding, once.
+	Fund(ctx context.Context, c ledger.Campaign) error
+	// ApplyGrants writes a batch of one campaign's grants atomically and
+	// says which it refused as conflicting.
+	ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error)
+	// Refund records the campaign's refund, once.
+	Refund(ctx context.Context, campaign string, cents int64) error
+	// Ping tells an outage (error) from a refusal (nil) after a failure.
+	Ping(ctx context.Context) error
+}
+
 // Config configures a Worker. Zero fields take their documented defaults.
 type Config struct {
 	// Redis is the client of the Redis the campaigns live in. Required.
 	Redis rueidis.Client
-	// Ledger receives the entries. Required.
+	// Ledger receives the entries: the built-in double-entry ledger.
+	// Exactly one of Ledger and Sink is required.
 	Ledger ledger.Ledger
+	// Sink receives the entries instead of a Ledger: a host's own wallet,
+	// for example through package webhook. Without a ledger to read back,
+	// the refund is not cross-checked against written grants and
+	// Reconcile is not available.
+	Sink Sink
 	// Consumer is this worker's name in the consumer group; it must be
 	// stable across restarts so the worker finds its own pending entries.
 	// Default: the host name.
@@ -82,6 +103,7 @@ type Stats struct {
 type Worker struct {
 	cfg   Config
 	store *redisstore.Store
+	sink  Sink
 	log   *slog.Logger
 
 	mu       sync.Mutex
@@ -98,8 +120,15 @@ type Worker struct {
 
 // New returns a Worker.
 func New(cfg Config) (*Worker, error) {
-	if cfg.Redis == nil || cfg.Ledger == nil {
-		return nil, errors.New("settle: Config.Redis and Config.Ledger are required")
+	if cfg.Redis == nil {
+		return nil, errors.New("settle: Config.Redis is required")
+	}
+	if (cfg.Ledger == nil) == (cfg.Sink == nil) {
+		return nil, errors.New("settle: set exactly one of Config.Ledger and Config.Sink")
+	}
+	sink := cfg.Sink
+	if cfg.Ledger != nil {
+		sink = cfg.Ledger
 	}
 	if cfg.Consumer == "" {
 		h, err := os.Hostname()
@@ -131,7 +160,7 @@ func New(cfg Config) (*Worker, error) {
 		store = redisstore.NewLegacy(cfg.Redis)
 	}
 	return &Worker{
-		cfg: cfg, store: store, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
+		cfg: cfg, store: store, sink: sink, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
 		funded: map[string]bool{}, claimAt: map[string]string{},
 	}, nil
 }

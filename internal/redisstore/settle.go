@@ -240,11 +240,19 @@ func splitID(id string) (uint64, uint64) {
 	return ms, seq
 }
 
-// Settle records the refund in Redis and marks the campaign settled.
-func (s *Store) Settle(ctx context.Context, id string, refund int64) error {
+// Settle records the refund in Redis and marks the campaign settled;
+// changed is false when it was settled already.
+func (s *Store) Settle(ctx context.Context, id string, refund int64) (changed bool, err error) {
 	k := CampaignKeys(id)
-	err := s.s.settle.Exec(ctx, s.c, []string{k.Meta, k.Pool}, []string{strconv.FormatInt(refund, 10)}).Error()
-	return resultError("settle", err)
+	vals, err := s.s.settle.Exec(ctx, s.c, []string{k.Meta, k.Pool}, []string{strconv.FormatInt(refund, 10)}).ToArray()
+	if err != nil {
+		return false, resultError("settle", err)
+	}
+	if len(vals) != 3 {
+		return false, fmt.Errorf("settle: reply of %d elements", len(vals))
+	}
+	c, _ := vals[2].AsInt64()
+	return c == 1, nil
 }
 
 // Campaigns lists the registered (not yet settled) campaigns.
