@@ -10,6 +10,8 @@ require (
 	golang.org/x/term v0.47.0
 )
 
+require go.uber.org/goleak v1.3.0 // indirect
+
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -37,15 +37,14 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "start redis-server for the examples:", err)
 		return 1
 	}
-	defer func() { _ = srv.Stop() }()
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
 	if err != nil {
+		_ = srv.Stop()
 		fmt.Fprintln(os.Stderr, "connect to the examples' redis-server:", err)
 		return 1
 	}
-	defer c.Close()
 	exampleClient = c
-	return testenv.Main(m)
+	return testenv.Main(m, c.Close, func() { _ = srv.Stop() })
 }
 
 // exampleRedis returns a client of the examples' server, emptied first so an

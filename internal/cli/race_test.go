@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -11,17 +9,6 @@ import (
 
 	"github.com/hongbao/hongbao/internal/testenv"
 )
-
-// raceRun runs the CLI in-process with env as its whole environment.
-func raceRun(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = Run(context.Background(), args, &IO{
-		Stdout: &out, Stderr: &errb,
-		Getenv: func(k string) string { return env[k] },
-	})
-	return code, out.String(), errb.String()
-}
 
 // raceJSON decodes the --json output into naive and hongbao field maps,
 // checking that it has exactly these two sides.
@@ -45,7 +32,7 @@ func requireAllZero(t *testing.T, side map[string]int64, out string) {
 func TestRaceUpdateIfNewerJSON(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
-	code, out, errs := raceRun(t, nil, "race", "update-if-newer", "--redis", r.Addr,
+	code, out, errs := run(t, nil, "race", "update-if-newer", "--redis", r.Addr,
 		"--ops", "20000", "--keys", "20", "--workers", "64", "--json")
 	require.Equal(t, 0, code, errs)
 	naive, ours := raceJSON(t, out)
@@ -61,7 +48,7 @@ func TestRaceUpdateIfNewerJSON(t *testing.T) {
 func TestRaceOnceJSON(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
-	code, out, errs := raceRun(t, nil, "race", "once", "--redis", r.Addr,
+	code, out, errs := run(t, nil, "race", "once", "--redis", r.Addr,
 		"--ops", "6000", "--lease", "200ms", "--json")
 	require.Equal(t, 0, code, errs)
 	naive, ours := raceJSON(t, out)
@@ -77,7 +64,7 @@ func TestRaceOnceJSON(t *testing.T) {
 func TestRaceOnceDieAfterPush(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
-	code, out, errs := raceRun(t, nil, "race", "once", "--redis", r.Addr,
+	code, out, errs := run(t, nil, "race", "once", "--redis", r.Addr,
 		"--ops", "3000", "--lease", "200ms", "--die", "0.2", "--die-after-push", "0.2", "--json")
 	require.Equal(t, 0, code, errs)
 	naive, ours := raceJSON(t, out)
@@ -97,14 +84,14 @@ func TestRaceTableAndEnv(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
 	env := map[string]string{"HONGBAO_REDIS": r.Addr, "HONGBAO_OPS": "2000", "HONGBAO_WORKERS": "16", "HONGBAO_KEYS": "10"}
-	code, out, errs := raceRun(t, env, "race", "update-if-newer")
+	code, out, errs := run(t, env, "race", "update-if-newer")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "2000 updates of 10 device records")
 	require.Contains(t, out, "16 workers per side")
 	require.Contains(t, out, "stale keys")
 	require.Contains(t, out, "aggregate drift")
 
-	code, out, errs = raceRun(t, env, "race", "once", "--die-after-push", "0.1", "--lease", "100ms")
+	code, out, errs = run(t, env, "race", "once", "--die-after-push", "0.1", "--lease", "100ms")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "666 messages, each handed to 3 workers", "--ops 2000 / --copies 3")
 	require.Contains(t, out, "duplicates they caused")
@@ -132,7 +119,7 @@ func TestRaceUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			code, _, errs := raceRun(t, nil, tt.args...)
+			code, _, errs := run(t, nil, tt.args...)
 			require.Equal(t, tt.code, code, errs)
 			require.True(t, strings.Contains(errs, tt.msg), "stderr %q lacks %q", errs, tt.msg)
 		})

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
 
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
@@ -36,12 +38,23 @@ var (
 	sharedErr  error
 )
 
-// Main runs the tests of a package and stops the shared server afterwards.
-// Use it from TestMain: os.Exit(testenv.Main(m)).
-func Main(m *testing.M) int {
+// Main runs the tests of a package, stops the shared server afterwards,
+// and fails a passing run that leaked goroutines (a client not closed, a
+// worker not stopped). Use it from TestMain: os.Exit(testenv.Main(m)).
+// Cleanups run after the tests, before the leak check.
+func Main(m *testing.M, cleanups ...func()) int {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if shared != nil {
 		_ = shared.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			return 1
+		}
 	}
 	return code
 }
