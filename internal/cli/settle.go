@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
 	"github.com/hongbao/hongbao/settle"
+	"github.com/hongbao/hongbao/webhook"
 )
 
 func init() {
@@ -34,7 +37,9 @@ func openLedger(ctx context.Context, dsn string) (ledger.Ledger, error) {
 func runSettle(ctx context.Context, io *IO, args []string) error {
 	fs := newFlagSet("settle", io)
 	redisURL := fs.String("redis", "", "Redis URL (required)")
-	dsn := fs.String("ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
+	dsn := fs.String("ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
+	hook := fs.String("webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
+	hookSecret := fs.String("webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
 	drain := fs.Bool("drain", false, "exit once nothing is pending or undelivered (closed campaigns are refunded and settled on the way)")
 	redrive := fs.String("redrive", "", "first put the dead grants of this campaign back into its stream (after fixing their cause)")
 	consumer := fs.String("consumer", "", "consumer name in the settle group; must be stable across restarts (default: host name)")
@@ -61,18 +66,31 @@ func runSettle(ctx context.Context, io *IO, args []string) error {
 			return usageErrorf("--redrive: %v", err)
 		}
 	}
-	l, err := openLedger(ctx, *dsn)
-	if err != nil {
-		return err
+	cfg := settle.Config{Consumer: *consumer, Logger: slog.New(slog.NewTextHandler(io.Stderr, nil)), Only: only}
+	switch {
+	case *hook != "" && *dsn != "":
+		return usageErrorf("give --ledger or --webhook, not both")
+	case *hook != "":
+		sink, err := openWebhook(*hook, *hookSecret)
+		if err != nil {
+			return err
+		}
+		cfg.Sink = sink
+	default:
+		l, err := openLedger(ctx, *dsn)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		cfg.Ledger = l
 	}
-	defer l.Close()
 	conn, err := dialRedis(ctx, *redisURL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	logger := slog.New(slog.NewTextHandler(io.Stderr, nil))
-	w, err := settle.New(settle.Config{Redis: conn.Client, Ledger: l, Consumer: *consumer, Logger: logger, Only: only})
+	cfg.Redis = conn.Client
+	w, err := settle.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -108,6 +126,21 @@ func runSettle(ctx context.Context, io *IO, args []string) error {
 		return err
 	}
 	return nil
+}
+
+func openWebhook(url, secretFile string) (*webhook.Sink, error) {
+	if secretFile == "" {
+		return nil, usageErrorf("--webhook needs --webhook-secret-file")
+	}
+	b, err := os.ReadFile(secretFile)
+	if err != nil {
+		return nil, usageErrorf("--webhook-secret-file: %v", err)
+	}
+	sink, err := webhook.New(webhook.Config{URL: url, Secret: bytes.TrimSpace(b)})
+	if err != nil {
+		return nil, usageErrorf("--webhook: %v", err)
+	}
+	return sink, nil
 }
 
 func runReconcile(ctx context.Context, io *IO, args []string) error {

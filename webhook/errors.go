@@ -1,0 +1,55 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// Sentinel errors. Compare with errors.Is.
+var (
+	// ErrConfig: New was given a Config it cannot work with.
+	ErrConfig = errors.New("webhook: invalid config")
+	// ErrSignature: a request's signature or timestamp header is missing,
+	// malformed or does not match its body under the secret.
+	ErrSignature = errors.New("webhook: bad signature")
+	// ErrExpired: a correctly signed request was signed outside the
+	// replay window.
+	ErrExpired = errors.New("webhook: signature timestamp outside the window")
+	// ErrRejected: the host answered with a status that retrying will not
+	// change (4xx other than 408 and 429). The typed *RejectedError
+	// unwraps to it.
+	ErrRejected = errors.New("webhook: rejected by host")
+	// ErrUnavailable: the host could not be reached, timed out or answered
+	// 408, 429 or 5xx on every attempt. It wraps the last failure.
+	ErrUnavailable = errors.New("webhook: host unavailable")
+	// ErrReply: the host answered 2xx with a JSON body that is not a
+	// valid reply, so we cannot tell which grants it refused.
+	ErrReply = errors.New("webhook: malformed reply")
+)
+
+// RejectedError is an ErrRejected with the host's answer, for the incident
+// report. Body is a short excerpt of the response body.
+type RejectedError struct {
+	Event  string // "fund", "grants" or "refund"
+	Key    string // the request's idempotency key
+	Status int
+	Body   string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("webhook: %s %s rejected by host: %d %s: %q",
+		e.Event, e.Key, e.Status, http.StatusText(e.Status), e.Body)
+}
+
+// Unwrap makes errors.Is(err, ErrRejected) hold, and for a 409 answer to a
+// fund or refund event errors.Is(err, ledger.ErrConflict) too: the host
+// holds that entry with other values, as the ledger would say.
+func (e *RejectedError) Unwrap() []error {
+	if e.Status == http.StatusConflict && (e.Event == eventFund || e.Event == eventRefund) {
+		return []error{ErrRejected, ledger.ErrConflict}
+	}
+	return []error{ErrRejected}
+}
