@@ -106,10 +106,9 @@ type Worker struct {
 	sink  Sink
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	funded   map[string]bool
-	claimAt  map[string]string
-	lastPass time.Time
+	mu      sync.Mutex
+	funded  map[string]bool
+	claimAt map[string]string
 
 	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
 
