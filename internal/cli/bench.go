@@ -1,0 +1,373 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/split"
+)
+
+func init() {
+	register("bench", "measure the engine against the classic one-EVAL-per-grab design", runBench)
+}
+
+type benchFlags struct {
+	mode        string
+	redis       string
+	redisServer string
+	aof         string
+	packets     int
+	users       int
+	total       string
+	split       string
+	seed        uint64
+	concurrency int
+	runs        int
+	maxBatch    int
+	pin         bool
+	sweep       string
+	svg         string
+	json        bool
+}
+
+// benchPair is the --json output of --mode both.
+type benchPair struct {
+	Engine  *bench.Result `json:"engine"`
+	Classic *bench.Result `json:"classic"`
+	// Ratio is engine grants/s over classic grants/s.
+	Ratio  float64 `json:"ratio"`
+	Pinned string  `json:"pinned,omitempty"`
+}
+
+// benchSweep is the --json output of --sweep.
+type benchSweep struct {
+	Sweep  []bench.SweepPoint `json:"sweep"`
+	Pinned string             `json:"pinned,omitempty"`
+}
+
+// benchSingle is the --json output of one mode: the result and where it ran.
+type benchSingle struct {
+	*bench.Result
+	Pinned string `json:"pinned,omitempty"`
+}
+
+func runBench(ctx context.Context, io *IO, args []string) error {
+	var f benchFlags
+	fs := newFlagSet("bench", io)
+	fs.StringVar(&f.mode, "mode", "both", "engine (hongbao in-process), classic (one EVAL per grab), or both, one after the other")
+	fs.StringVar(&f.redis, "redis", "", "Redis URL to run on (shared by every run, keys of their own); default: a fresh private redis-server per run")
+	fs.StringVar(&f.redisServer, "redis-server", "redis-server", "redis-server binary, when --redis is not given")
+	fs.StringVar(&f.aof, "aof", "off", "persistence of our own redis-server: off, everysec or always (appendfsync); automatic AOF rewrite is off")
+	fs.IntVar(&f.packets, "packets", 200000, "packets in the pool")
+	fs.IntVar(&f.users, "users", 200000, "users u1..uN; each grabs once")
+	fs.StringVar(&f.total, "total", "", "amount to hand out, a decimal with at most two places; default 1.00 per packet")
+	fs.StringVar(&f.split, "split", "double-average", "split algorithm: double-average, line-cut or fixed")
+	fs.Uint64Var(&f.seed, "seed", 20261122, "split seed: the same packets in every run and both modes")
+	fs.IntVar(&f.concurrency, "concurrency", 20, "workers grabbing at once (engine: goroutines; classic: connections)")
+	fs.IntVar(&f.runs, "runs", 3, "runs per measurement; the run with the median grants/s is reported (a sweep defaults to 1)")
+	fs.IntVar(&f.maxBatch, "max-batch", 0, "the engine's MaxBatch; 0: the engine's default")
+	fs.BoolVar(&f.pin, "pin", true, "when starting our own redis-server on 2+ cores: Redis on the first CPU, the bench on the others (taskset)")
+	fs.StringVar(&f.sweep, "sweep", "", "comma-separated concurrencies: measure both designs at each (e.g. 16,32,64,128,256,512,1024)")
+	fs.StringVar(&f.svg, "svg", "", "with --sweep: write the plot (throughput and p99 against concurrency) to this SVG file")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
+	fs.Usage = func() {
+		fmt.Fprintln(io.Stderr, `Usage: hongbao bench [flags]
+
+Loads the same packets (split with --seed) for hongbao's engine and for the
+classic design (a JSON list, one EVAL of the full script per grab, one
+blocking connection per worker), lets --concurrency workers grab until every
+user has grabbed once (the classic: until the pool is empty), and reports
+GRANTED answers per second of the grab phase, latency percentiles, Redis CPU
+per grant, memory per packet and per grant, and the invariant checks.
+
+Every flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=1000.
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, io, args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+
+	// Check everything before starting anything.
+	o := bench.Options{
+		Packets: f.packets, Users: f.users, Seed: f.seed, Concurrency: f.concurrency, Runs: f.runs,
+		RedisURL: f.redis, RedisServer: f.redisServer, AOF: f.aof, MaxBatch: f.maxBatch,
+	}
+	var modes []bench.Mode
+	switch f.mode {
+	case "both":
+		modes = []bench.Mode{bench.Engine, bench.Classic}
+	case "engine", "classic":
+		modes = []bench.Mode{bench.Mode(f.mode)}
+	default:
+		return usageErrorf("--mode must be engine, classic or both, not %q", f.mode)
+	}
+	switch f.aof {
+	case "off", "everysec", "always":
+	default:
+		return usageErrorf("--aof must be off, everysec or always, not %q", f.aof)
+	}
+	if f.redis != "" && given["aof"] {
+		return usageErrorf("--aof applies only when bench starts its own redis-server; set the persistence of the server given with --redis there")
+	}
+	if f.runs < 1 {
+		return usageErrorf("--runs must be at least 1, not %d", f.runs)
+	}
+	if f.maxBatch < 0 || f.maxBatch > 3000 {
+		return usageErrorf("--max-batch must be within 0..3000")
+	}
+	if f.total == "" {
+		o.Total = int64(f.packets) * 100
+	} else {
+		t, err := hongbao.ParseCents(f.total)
+		if err != nil {
+			return usageErrorf("--total: %v", err)
+		}
+		o.Total = t
+	}
+	alg, err := split.ParseAlgorithm(f.split)
+	if err != nil {
+		return usageErrorf("--split: %v", err)
+	}
+	o.Split = alg
+	var levels []int
+	if f.sweep != "" {
+		for _, s := range strings.Split(f.sweep, ",") {
+			c, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || c < 1 {
+				return usageErrorf("--sweep wants concurrencies of at least 1, comma-separated, not %q", s)
+			}
+			levels = append(levels, c)
+		}
+		if f.mode != "both" && given["mode"] {
+			return usageErrorf("--sweep runs both modes; leave --mode out")
+		}
+		if !given["runs"] && io.Getenv("HONGBAO_RUNS") == "" {
+			o.Runs = 1
+		}
+	} else if f.svg != "" {
+		return usageErrorf("--svg needs --sweep")
+	}
+	if err := o.Validate(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if f.redis == "" && !redisserver.Available(f.redisServer) {
+		return fmt.Errorf("no --redis given and %s is not installed (apt-get install -y redis-server)", f.redisServer)
+	}
+	if f.svg != "" {
+		// Fail now, not after a long sweep, when the file cannot be written.
+		if err := os.MkdirAll(filepath.Dir(f.svg), 0o755); err != nil {
+			return fmt.Errorf("--svg: %w", err)
+		}
+	}
+
+	out := io.Stdout
+	say := func(format string, a ...any) {
+		if !f.json {
+			fmt.Fprintf(out, format, a...)
+		}
+	}
+	o.Progress = func(label string, total int64) bench.Progress {
+		return startProgress(io, !f.json, label, total)
+	}
+
+	where := "a fresh private redis-server per run (loopback, AOF " + f.aof + ", automatic AOF rewrite off)"
+	if f.redis != "" {
+		where = "the given Redis " + f.redis + " (shared by every run; Redis CPU per grant is unreliable there)"
+	}
+	runs := "1 run per measurement"
+	if o.Runs > 1 {
+		runs = fmt.Sprintf("%d runs per measurement, the median reported", o.Runs)
+	}
+	say("hongbao bench: %d packets (%s, %s, seed %d), %d users, %s\nRedis: %s\n",
+		o.Packets, hongbao.FormatCents(o.Total), alg, o.Seed, o.Users, runs, where)
+	pinned := ""
+	if f.redis == "" && f.pin {
+		p, err := bench.Pin()
+		if err != nil {
+			say("not pinned: %v\n", err)
+		} else {
+			defer p.Restore()
+			o.RedisCPUs = p.RedisCPUs
+			pinned = p.String()
+			say("pinned: %s\n", pinned)
+		}
+	}
+
+	if levels != nil {
+		return benchSweepRun(ctx, io, f, o, levels, pinned)
+	}
+
+	say("concurrency %d\n", o.Concurrency)
+	var results []*bench.Result
+	for _, m := range modes {
+		r, err := bench.Run(ctx, m, o)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+		if !f.json {
+			printBenchResult(out, r)
+		}
+	}
+	ok := true
+	for _, r := range results {
+		ok = ok && r.OK
+	}
+	if f.json {
+		var v any
+		if len(results) == 2 {
+			v = benchPair{Engine: results[0], Classic: results[1], Ratio: bench.Ratio(results[0], results[1]), Pinned: pinned}
+		} else {
+			v = benchSingle{Result: results[0], Pinned: pinned}
+		}
+		if err := json.NewEncoder(out).Encode(v); err != nil {
+			return err
+		}
+	} else if len(results) == 2 {
+		fmt.Fprintf(out, "\nengine / classic grants/s: %.2fx  (%.0f / %.0f)\n",
+			bench.Ratio(results[0], results[1]), results[0].GrantsPerSec, results[1].GrantsPerSec)
+	}
+	if !ok {
+		return &exitError{code: 1, err: errors.New("invariant check FAILED")}
+	}
+	return nil
+}
+
+func benchSweepRun(ctx context.Context, io *IO, f benchFlags, o bench.Options, levels []int, pinned string) error {
+	out := io.Stdout
+	if !f.json {
+		fmt.Fprintf(out, "sweep over concurrency %v, both designs\n", levels)
+	}
+	points, err := bench.Sweep(ctx, o, levels, func(p bench.SweepPoint) {
+		if !f.json {
+			fmt.Fprintf(out, "  concurrency %5d: engine %9.0f grants/s p99 %7.2f ms | classic %9.0f grants/s p99 %7.2f ms | %.2fx\n",
+				p.Concurrency, p.Engine.GrantsPerSec, p.Engine.P99Ms, p.Classic.GrantsPerSec, p.Classic.P99Ms, p.Ratio)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if f.svg != "" {
+		aof := points[0].Engine.AOF
+		title := fmt.Sprintf("hongbao engine vs classic EVAL-per-grab, AOF %s", aof)
+		sub := fmt.Sprintf("%d packets, %d users, median of %d run(s) per point, %s", o.Packets, o.Users, o.Runs, redisWords(points[0].Engine.Redis))
+		if pinned != "" {
+			sub += "; " + pinned
+		}
+		fh, err := os.Create(f.svg)
+		if err != nil {
+			return fmt.Errorf("--svg: %w", err)
+		}
+		werr := bench.WriteSVG(fh, title, sub, points)
+		if cerr := fh.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("--svg: %w", werr)
+		}
+	}
+	ok := true
+	for _, p := range points {
+		ok = ok && p.Engine.OK && p.Classic.OK
+	}
+	if f.json {
+		if err := json.NewEncoder(out).Encode(benchSweep{Sweep: points, Pinned: pinned}); err != nil {
+			return err
+		}
+	} else {
+		printSweepTable(out, points)
+		if f.svg != "" {
+			fmt.Fprintf(out, "\nplot written to %s\n", f.svg)
+		}
+		for _, p := range points {
+			for _, r := range []*bench.Result{p.Engine, p.Classic} {
+				if !r.OK {
+					fmt.Fprintf(out, "FAILED: %s at concurrency %d: %s\n", r.Mode, p.Concurrency, strings.Join(r.Problems, "; "))
+				}
+			}
+		}
+	}
+	if !ok {
+		return &exitError{code: 1, err: errors.New("invariant check FAILED")}
+	}
+	return nil
+}
+
+func printSweepTable(w io.Writer, points []bench.SweepPoint) {
+	fmt.Fprintln(w, "\n| concurrency | engine grants/s | classic grants/s | ratio | engine p99 ms | classic p99 ms | engine Redis µs/grant | classic Redis µs/grant | engine mean batch | ok |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
+	for _, p := range points {
+		e, c := p.Engine, p.Classic
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.2fx | %.2f | %.2f | %.2f | %.2f | %.1f | %s |\n",
+			p.Concurrency, e.GrantsPerSec, c.GrantsPerSec, p.Ratio, e.P99Ms, c.P99Ms,
+			e.RedisUsPerGrant, c.RedisUsPerGrant, e.MeanBatch, okWord(e.OK && c.OK))
+	}
+}
+
+func okWord(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAILED"
+}
+
+func printBenchResult(w io.Writer, r *bench.Result) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("\n%s  (concurrency %d, AOF %s, the median of %d by grants/s)\n", r.Mode, r.Concurrency, r.AOF, r.Runs)
+	p("  grants/s          %12.0f  (%d GRANTED in %.3f s; every run: %v)\n", r.GrantsPerSec, r.Granted, r.Seconds, r.RunsPerSec)
+	p("  grab calls        %12d  (%.0f/s; %d without a packet", r.Grabs, r.GrabsPerSec, r.SoldOut)
+	if r.Busy > 0 {
+		p(", %d shed with ErrBusy", r.Busy)
+	}
+	p(")\n")
+	p("  latency ms        p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)
+	cpuNote := ""
+	if !r.RedisCPUReliable {
+		cpuNote = "  (shared Redis: unreliable)"
+	}
+	p("  Redis CPU         %12.2f µs per grant (%.3f s in the grab phase)%s\n", r.RedisUsPerGrant, r.RedisCPUSeconds, cpuNote)
+	p("  bench CPU         %12.2f µs per grant (this process, GOMAXPROCS %d)\n", r.BenchUsPerGrant, r.GoMaxProcs)
+	p("  script calls      %12d  (mean batch %.2f)\n", r.Batches, r.MeanBatch)
+	var bars []string
+	for _, b := range r.BatchSizes {
+		if b.Count > 0 {
+			bars = append(bars, fmt.Sprintf("<=%d: %d", b.Max, b.Count))
+		}
+	}
+	p("  batch sizes       %s\n", strings.Join(bars, " | "))
+	p("  Redis memory      %.1f bytes per pooled packet, %.1f bytes per grant\n", r.BytesPerPooledPacket, r.BytesPerGrant)
+	p("  peak RSS          %.1f MB through the grab phase, %.1f MB after the invariant checks (this process, the highest of the runs)\n", r.PeakRSSMB, r.PeakRSSChecksMB)
+	for _, n := range r.Notes {
+		p("  note: %s\n", n)
+	}
+	if r.OK {
+		p("  invariants        OK\n")
+	} else {
+		p("  invariants        FAILED\n")
+		for _, pr := range r.Problems {
+			p("    - %s\n", pr)
+		}
+	}
+}
+
+func redisWords(kind string) string {
+	if kind == "own" {
+		return "a fresh redis-server per run"
+	}
+	return "a shared Redis"
+}
