@@ -33,6 +33,7 @@ type benchFlags struct {
 	split       string
 	seed        uint64
 	concurrency int
+	classic     int
 	runs        int
 	maxBatch    int
 	pin         bool
@@ -74,7 +75,8 @@ func runBench(ctx context.Context, io *IO, args []string) error {
 	fs.StringVar(&f.total, "total", "", "amount to hand out, a decimal with at most two places; default 1.00 per packet")
 	fs.StringVar(&f.split, "split", "double-average", "split algorithm: double-average, line-cut or fixed")
 	fs.Uint64Var(&f.seed, "seed", 20261122, "split seed: the same packets in every run and both modes")
-	fs.IntVar(&f.concurrency, "concurrency", 20, "workers grabbing at once (engine: goroutines; classic: connections)")
+	fs.IntVar(&f.concurrency, "concurrency", 256, "users grabbing at once through the engine (goroutines)")
+	fs.IntVar(&f.classic, "classic-workers", 20, "workers of the classic design (one blocking connection each); 20 is the design as teams run it")
 	fs.IntVar(&f.runs, "runs", 3, "runs per measurement; the run with the median grants/s is reported (a sweep defaults to 1)")
 	fs.IntVar(&f.maxBatch, "max-batch", 0, "the engine's MaxBatch; 0: the engine's default")
 	fs.BoolVar(&f.pin, "pin", true, "when starting our own redis-server on 2+ cores: Redis on the first CPU, the bench on the others (taskset)")
@@ -86,8 +88,9 @@ func runBench(ctx context.Context, io *IO, args []string) error {
 
 Loads the same packets (split with --seed) for hongbao's engine and for the
 classic design (a JSON list, one EVAL of the full script per grab, one
-blocking connection per worker), lets --concurrency workers grab until every
-user has grabbed once (the classic: until the pool is empty), and reports
+blocking connection per worker), lets --concurrency users grab at once through the engine, and the classic
+design's --classic-workers (20, as it is run) until every user has grabbed
+once (the classic: until the pool is empty), and reports
 GRANTED answers per second of the grab phase, latency percentiles, Redis CPU
 per grant, memory per packet and per grant, and the invariant checks.
 
@@ -124,6 +127,12 @@ Flags:`)
 	if f.redis != "" && given["aof"] {
 		return usageErrorf("--aof applies only when bench starts its own redis-server; set the persistence of the server given with --redis there")
 	}
+	if f.classic < 1 {
+		return usageErrorf("--classic-workers must be at least 1, not %d", f.classic)
+	}
+	if f.mode == "classic" && given["concurrency"] && !given["classic-workers"] {
+		return usageErrorf("--concurrency sets the engine's users in flight; the classic design's workers are --classic-workers")
+	}
 	if f.runs < 1 {
 		return usageErrorf("--runs must be at least 1, not %d", f.runs)
 	}
@@ -155,6 +164,9 @@ Flags:`)
 		}
 		if f.mode != "both" && given["mode"] {
 			return usageErrorf("--sweep runs both modes; leave --mode out")
+		}
+		if given["concurrency"] || given["classic-workers"] {
+			return usageErrorf("--sweep runs both designs at each of its concurrencies; leave --concurrency and --classic-workers out")
 		}
 		if !given["runs"] && io.Getenv("HONGBAO_RUNS") == "" {
 			o.Runs = 1
@@ -212,10 +224,13 @@ Flags:`)
 		return benchSweepRun(ctx, io, f, o, levels, pinned)
 	}
 
-	say("concurrency %d\n", o.Concurrency)
 	var results []*bench.Result
 	for _, m := range modes {
-		r, err := bench.Run(ctx, m, o)
+		mo := o
+		if m == bench.Classic {
+			mo.Concurrency = f.classic
+		}
+		r, err := bench.Run(ctx, m, mo)
 		if err != nil {
 			return err
 		}
@@ -239,7 +254,8 @@ Flags:`)
 			return err
 		}
 	} else if len(results) == 2 {
-		fmt.Fprintf(out, "\nengine / classic grants/s: %.2fx  (%.0f / %.0f)\n",
+		fmt.Fprintf(out, "\nengine (%d users in flight) / classic (%d workers) grants/s: %.2fx  (%.0f / %.0f)\n",
+			results[0].Concurrency, results[1].Concurrency,
 			bench.Ratio(results[0], results[1]), results[0].GrantsPerSec, results[1].GrantsPerSec)
 	}
 	if !ok {

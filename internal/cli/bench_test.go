@@ -43,7 +43,7 @@ func requireBenchResult(t *testing.T, raw map[string]any, mode string) {
 func runBenchJSON(t *testing.T, args ...string) map[string]map[string]any {
 	t.Helper()
 	code, out, errs := run(t, nil, append([]string{"bench", "--mode", "both", "--packets", "2000", "--users", "3000",
-		"--concurrency", "8", "--runs", "1", "--json"}, args...)...)
+		"--concurrency", "8", "--classic-workers", "3", "--runs", "1", "--json"}, args...)...)
 	require.Equal(t, 0, code, errs)
 	var pair struct {
 		Engine  map[string]any `json:"engine"`
@@ -54,6 +54,10 @@ func runBenchJSON(t *testing.T, args ...string) map[string]map[string]any {
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(out), "\n")+1, "one JSON line and nothing else on stdout")
 	requireBenchResult(t, pair.Engine, "engine")
 	requireBenchResult(t, pair.Classic, "classic")
+	// Each design runs at its own concurrency: the engine's users in
+	// flight, the classic design's workers.
+	require.EqualValues(t, 8, pair.Engine["concurrency"])
+	require.EqualValues(t, 3, pair.Classic["concurrency"])
 	require.Greater(t, pair.Ratio, 0.0)
 	return map[string]map[string]any{"engine": pair.Engine, "classic": pair.Classic}
 }
@@ -122,6 +126,10 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--runs", "0"},
 		{"--packets", "0"},
 		{"--concurrency", "0"},
+		{"--classic-workers", "0"},
+		{"--mode", "classic", "--concurrency", "64"},
+		{"--sweep", "8,16", "--concurrency", "64"},
+		{"--sweep", "8,16", "--classic-workers", "64"},
 		{"--svg", "x.svg"},
 		{"--sweep", "8,x"},
 		{"--total", "1.234"},
