@@ -15,6 +15,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger/open"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -52,7 +53,8 @@ func TestCrashRestart(t *testing.T) {
 	require.NoError(t, err)
 
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
-	kills := 0
+	kills, midRun := 0, 0
+	var settled int64 // grants in the ledger after the last kill
 	for round := 0; round < 12; round++ {
 		cmd := exec.Command(bin, "settle", "--redis", e.redis.Addr, "--ledger", dsn, "--consumer", "crashy", "--drain")
 		cmd.Env = append(os.Environ(), "HONGBAO_CAMPAIGNS="+c.ID)
@@ -67,9 +69,19 @@ func TestCrashRestart(t *testing.T) {
 			require.NoError(t, cmd.Process.Kill())
 			<-done
 			kills++
+			// What the killed worker left behind: never less than before,
+			// and a kill that left some but not all grants written struck
+			// in the middle of the run.
+			n := ledgerGrants(t, dsn, c.ID)
+			require.GreaterOrEqual(t, n, settled, "a kill never undoes a commit")
+			if n > 0 && n < packets {
+				midRun++
+			}
+			settled = n
 		}
 	}
-	require.Positive(t, kills, "the worker was killed at least once mid-run")
+	require.Positive(t, kills, "the worker was killed at least once")
+	require.Positive(t, midRun, "at least one kill struck with the campaign partly settled")
 
 	// The last run is not killed: it drains. The heavy work stays in the
 	// binary (the test binary runs under -race, where SQLite is slow).
@@ -85,5 +97,18 @@ func TestCrashRestart(t *testing.T) {
 	require.EqualValues(t, 10*packets, rep.GrantedCentsLedger)
 	require.Zero(t, rep.EscrowCents)
 	require.Equal(t, "settled", rep.State)
-	t.Logf("%d kills, then a clean drain: %d grants settled exactly once", kills, rep.GrantedLedger)
+	t.Logf("%d kills (%d with the campaign partly settled), then a clean drain: %d grants settled exactly once",
+		kills, midRun, rep.GrantedLedger)
+}
+
+// ledgerGrants opens the ledger at dsn, reads how many grants of campaign
+// it holds, and closes it again.
+func ledgerGrants(t *testing.T, dsn, campaign string) int64 {
+	t.Helper()
+	l, err := open.Open(context.Background(), dsn)
+	require.NoError(t, err)
+	defer l.Close()
+	tot, err := l.Totals(context.Background(), campaign)
+	require.NoError(t, err)
+	return tot.GrantCount
 }

@@ -1,0 +1,98 @@
+package settle_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/settle"
+)
+
+// picky is a reachable ledger that refuses, as a whole, every batch holding
+// one particular user's grant: the fault of one well-formed entry, which
+// only the database can see.
+type picky struct {
+	ledger.Ledger
+	culprit string
+	calls   atomic.Int64
+}
+
+var errRefused = errors.New("value refused by the database")
+
+func (p *picky) ApplyGrants(ctx context.Context, c string, gs []ledger.Grant) (ledger.ApplyResult, error) {
+	p.calls.Add(1)
+	for _, g := range gs {
+		if g.User == p.culprit {
+			return ledger.ApplyResult{}, errRefused
+		}
+	}
+	return p.Ledger.ApplyGrants(ctx, c, gs)
+}
+
+// TestRefusedEntryAlone: a batch that the reachable database refuses
+// because of one entry is split and retried, so that entry ends alone in
+// the dead stream and the rest of its batch settles.
+func TestRefusedEntryAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 10000, Count: 100})
+	require.NoError(t, err)
+	// One grab at a time: one stream entry each, so one read of four
+	// entries holds the culprit (u2) third, between good entries.
+	for u := 0; u < 8; u++ {
+		g, err := e.eng.Grab(ctx, c.ID, "u"+strconv.Itoa(u))
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Granted, g.Outcome)
+	}
+	p := &picky{Ledger: e.l, culprit: "u2"}
+	w := e.worker(t, p, "w1", c.ID)
+	_, err = w.Drain(ctx)
+	require.NoError(t, err)
+
+	tot, err := e.l.Totals(ctx, c.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, tot.GrantCount, "every grant but the culprit's settles")
+	require.Greater(t, p.calls.Load(), int64(3), "the refused batch was split and retried")
+	require.EqualValues(t, 1, w.Stats().Malformed)
+	require.Zero(t, w.Stats().Failures, "a refusal by a reachable database is not an outage")
+
+	k := redisstore.CampaignKeys(c.ID)
+	rc := e.redis.Client
+	dead, err := rc.Do(ctx, rc.B().Xrange().Key(k.Dead).Start("-").End("+").Build()).AsXRange()
+	require.NoError(t, err)
+	require.Len(t, dead, 1, "the culprit alone is dead-lettered")
+	require.Equal(t, "u2", dead[0].FieldValues["user"])
+	g, err := redisstore.New(rc).Group(ctx, c.ID)
+	require.NoError(t, err)
+	require.Zero(t, g.Pending, "the dead entry was acknowledged with its move")
+
+	rep, err := settle.Reconcile(ctx, rc, e.l, c.ID)
+	require.NoError(t, err)
+	require.False(t, rep.OK)
+	require.EqualValues(t, 1, rep.Dead)
+
+	// Once the cause is fixed, a redrive settles it and the campaign can
+	// close, refund and reconcile.
+	p.culprit = ""
+	n, err := w.Redrive(ctx, c.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	_, err = e.eng.Close(ctx, c.ID)
+	require.NoError(t, err)
+	_, err = w.Drain(ctx)
+	require.NoError(t, err)
+	rep, err = settle.Reconcile(ctx, rc, e.l, c.ID)
+	require.NoError(t, err)
+	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
+	require.EqualValues(t, 8, rep.GrantedLedger)
+	require.Zero(t, rep.EscrowCents)
+}
