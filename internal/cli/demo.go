@@ -183,6 +183,12 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 
 	var w *settle.Worker
 	if led != nil {
+		// With a ledger configured, the creator is the first to touch the
+		// campaign there: it writes the fund entry (idempotent; the worker
+		// writes it too, from meta, when it comes first).
+		if err := led.Fund(ctx, ledger.Campaign{ID: camp.ID, Funding: camp.Funding, Total: camp.Total}); err != nil {
+			return fmt.Errorf("fund the campaign in the ledger: %w", err)
+		}
 		w, err = settle.New(settle.Config{
 			Redis: conn.Client, Ledger: led, Consumer: "demo", Only: []string{camp.ID},
 			LegacyScripts: conn.Kind == "emulator", Logger: slog.New(slog.NewTextHandler(io.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

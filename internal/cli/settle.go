@@ -45,11 +45,15 @@ func runSettle(ctx context.Context, io *IO, args []string) error {
 	consumer := fs.String("consumer", "", "consumer name in the settle group; must be stable across restarts (default: host name)")
 	campaigns := fs.String("campaigns", "", "comma-separated campaign ids to settle (default: every registered campaign)")
 	asJSON := fs.Bool("json", false, "print the final counters as JSON")
+	retention := fs.Duration("retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
 	if err := parseFlags(fs, io, args); err != nil {
 		return err
 	}
 	if *redisURL == "" {
 		return usageErrorf("--redis is required")
+	}
+	if *retention <= 0 {
+		return usageErrorf("--retention must be positive, not %s", *retention)
 	}
 	var only []string
 	for _, id := range strings.Split(*campaigns, ",") {
@@ -66,7 +70,7 @@ func runSettle(ctx context.Context, io *IO, args []string) error {
 			return usageErrorf("--redrive: %v", err)
 		}
 	}
-	cfg := settle.Config{Consumer: *consumer, Logger: slog.New(slog.NewTextHandler(io.Stderr, nil)), Only: only}
+	cfg := settle.Config{Consumer: *consumer, Logger: slog.New(slog.NewTextHandler(io.Stderr, nil)), Only: only, Retention: *retention}
 	switch {
 	case *hook != "" && *dsn != "":
 		return usageErrorf("give --ledger or --webhook, not both")
