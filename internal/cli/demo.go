@@ -207,6 +207,12 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 		return err
 	}
 	rainEnd := time.Now()
+	if w != nil {
+		// The background worker stops before the close: running on, it
+		// would refund the closed campaign and unlink its pool while the
+		// audit below reads it, and the audit would count a pool half gone.
+		w.Stop()
+	}
 	if _, err := eng.Close(ctx, camp.ID); err != nil {
 		return err
 	}
@@ -219,7 +225,6 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 	rep.Redis = conn.Kind
 	check(rep, told, audit)
 	if w != nil {
-		w.Stop()
 		if _, err := w.Drain(ctx); err != nil {
 			return fmt.Errorf("settle: %w", err)
 		}

@@ -85,3 +85,19 @@ func TestSettleCommand(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--retention")
 }
+
+// TestDemoAuditsBeforeTheRefund: with most of a large pool left, the
+// audit of Redis reads it page by page after the close; the worker must
+// not refund (and unlink the pool) in the middle of that read.
+func TestDemoAuditsBeforeTheRefund(t *testing.T) {
+	t.Parallel()
+	r := testenv.SharedRedis(t)
+	code, out, errs := run(t, nil, "demo", "--redis", r.Addr, "--packets", "300000", "--users", "50", "--clicks", "1",
+		"--ledger", "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), "--json")
+	var rep demoReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), errs)
+	require.True(t, rep.ConservationOK, "problems: %v", rep.Problems)
+	require.Equal(t, 0, code, errs)
+	require.True(t, rep.ReconcileOK)
+	require.Equal(t, rep.TotalCents-rep.GrantedCents, rep.RefundCents)
+}
