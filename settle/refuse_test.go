@@ -96,3 +96,47 @@ func TestRefusedEntryAlone(t *testing.T) {
 	require.EqualValues(t, 8, rep.GrantedLedger)
 	require.Zero(t, rep.EscrowCents)
 }
+
+// TestDeletedPendingIsAnAlarm: an entry deleted from the stream while
+// pending, at a dead consumer or at this one, is counted as an alarm and
+// stops being pending; the other entries settle.
+func TestDeletedPendingIsAnAlarm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 10000, Count: 100})
+	require.NoError(t, err)
+	for u := 0; u < 6; u++ { // one grab at a time: one entry each
+		_, err := e.eng.Grab(ctx, c.ID, "u"+strconv.Itoa(u))
+		require.NoError(t, err)
+	}
+	store := redisstore.New(e.redis.Client)
+	rc := e.redis.Client
+	k := redisstore.CampaignKeys(c.ID)
+	// A consumer that died took two entries; this worker took two more
+	// before a restart. One of each is then deleted from the stream.
+	gone, err := store.ReadGroup(ctx, c.ID, "gone", 2, false)
+	require.NoError(t, err)
+	require.Len(t, gone, 2)
+	mine, err := store.ReadGroup(ctx, c.ID, "w1", 2, false)
+	require.NoError(t, err)
+	require.Len(t, mine, 2)
+	require.NoError(t, rc.Do(ctx, rc.B().Xdel().Key(k.Grants).Id(gone[0].ID, mine[0].ID).Build()).Error())
+
+	w := e.worker(t, e.l, "w1", c.ID)
+	_, err = w.Drain(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, w.Stats().Deleted, "both deleted pending entries raise the alarm")
+	g, err := store.Group(ctx, c.ID)
+	require.NoError(t, err)
+	require.Zero(t, g.Pending)
+	tot, err := e.l.Totals(ctx, c.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, tot.GrantCount, "the entries still in the stream settle")
+	// The two lost grants still stand in the claims: reconcile shows them.
+	rep, err := settle.Reconcile(ctx, rc, e.l, c.ID)
+	require.NoError(t, err)
+	require.False(t, rep.OK)
+	require.EqualValues(t, 6, rep.GrantedRedis)
+	require.EqualValues(t, 4, rep.GrantedLedger)
+}
