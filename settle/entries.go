@@ -186,7 +186,7 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := w.store.Unregister(ctx, id, w.cfg.Retention); err != nil {
+	if err := w.retire(ctx, id); err != nil {
 		return false, err
 	}
 	if changed {
@@ -194,4 +194,25 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 		w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
 	}
 	return true, nil
+}
+
+// retire takes a settled campaign out of the registry. Its keys expire
+// after the retention only once a reconcile against the ledger finds no
+// difference; otherwise they are kept, without expiry, for an operator,
+// and the incident is logged. Without a ledger to read back (a webhook
+// sink) there is nothing to reconcile against, and the retention applies.
+func (w *Worker) retire(ctx context.Context, id string) error {
+	retention := w.cfg.Retention
+	if w.cfg.Ledger != nil {
+		rep, err := w.Reconcile(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !rep.OK {
+			w.log.Error("INCIDENT: settled campaign does not reconcile; its Redis keys are kept without expiry",
+				"campaign", id, "differences", rep.Differences)
+			retention = -1
+		}
+	}
+	return w.store.Unregister(ctx, id, retention)
 }

@@ -140,3 +140,60 @@ func TestDeletedPendingIsAnAlarm(t *testing.T) {
 	require.EqualValues(t, 6, rep.GrantedRedis)
 	require.EqualValues(t, 4, rep.GrantedLedger)
 }
+
+// TestUnreconciledKeepsKeys: a campaign that settles but does not
+// reconcile leaves the registry with its Redis keys kept, without expiry,
+// for an operator; one that reconciles expires after the retention.
+func TestUnreconciledKeepsKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	rc := e.redis.Client
+	store := redisstore.New(rc)
+	pttl := func(id string) int64 {
+		t.Helper()
+		ms, err := rc.Do(ctx, rc.B().Pttl().Key(redisstore.CampaignKeys(id).Meta).Build()).AsInt64()
+		require.NoError(t, err)
+		return ms
+	}
+	var ids []string
+	for i := 0; i < 2; i++ {
+		c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t) + strconv.Itoa(i), Total: 300, Count: 3, Split: "fixed"})
+		require.NoError(t, err)
+		ids = append(ids, c.ID)
+		for _, u := range []string{"alice", "bob"} {
+			_, err := e.eng.Grab(ctx, c.ID, u)
+			require.NoError(t, err)
+		}
+	}
+	w := e.worker(t, e.l, "w1", ids...)
+	_, err := w.Drain(ctx)
+	require.NoError(t, err)
+	// In the second campaign, Redis now says alice holds bob's packet:
+	// the counters still agree with the ledger, the contents do not.
+	bad := ids[1]
+	k := redisstore.CampaignKeys(bad)
+	bobs, err := rc.Do(ctx, rc.B().Hget().Key(k.Claims).Field("bob").Build()).ToString()
+	require.NoError(t, err)
+	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(k.Claims).FieldValue().FieldValue("alice", bobs).Build()).Error())
+
+	for _, id := range ids {
+		_, err := e.eng.Close(ctx, id)
+		require.NoError(t, err)
+	}
+	_, err = w.Drain(ctx)
+	require.NoError(t, err)
+	registered, err := store.Campaigns(ctx)
+	require.NoError(t, err)
+	for _, id := range ids {
+		st, err := e.eng.Status(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, hongbao.StateSettled, st.State)
+		require.NotContains(t, registered, id)
+	}
+	require.Positive(t, pttl(ids[0]), "a campaign that reconciles expires after the retention")
+	require.EqualValues(t, -1, pttl(bad), "a campaign that does not reconcile keeps its keys")
+	rep, err := settle.Reconcile(ctx, rc, e.l, bad)
+	require.NoError(t, err)
+	require.False(t, rep.OK)
+}

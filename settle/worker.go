@@ -75,8 +75,10 @@ type Config struct {
 	Poll time.Duration
 	// MaxBackoff caps the pause after a ledger failure. Default 5s.
 	MaxBackoff time.Duration
-	// Retention is how long a settled campaign's keys stay in Redis.
-	// Default 7 days; negative keeps them.
+	// Retention is how long a settled campaign's keys stay in Redis once
+	// a reconcile against the Ledger finds no difference (a campaign that
+	// does not reconcile keeps its keys for an operator). Default 7 days;
+	// negative keeps them.
 	Retention time.Duration
 	// Only, if not empty, limits the worker to these campaigns. Default:
 	// every registered campaign.
@@ -320,7 +322,7 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 		return 0, 0, true, nil
 	}
 	if state == "settled" {
-		return 1, 0, false, w.store.Unregister(ctx, id, w.cfg.Retention)
+		return 1, 0, false, w.retire(ctx, id)
 	}
 
 	// Our own pending entries first: after a restart, or a pass cut short
