@@ -1,0 +1,187 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/split"
+)
+
+// requestError is a client mistake: a status, a code and a message that is
+// safe to send.
+type requestError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.code + ": " + e.msg }
+
+func badRequest(code, format string, a ...any) *requestError {
+	return &requestError{status: http.StatusBadRequest, code: code, msg: fmt.Sprintf(format, a...)}
+}
+
+// readBody reads at most limit bytes of the request body.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: CodeBodyTooLarge,
+				msg: fmt.Sprintf("the body is larger than %d bytes", limit)}
+		}
+		return nil, badRequest(CodeInvalidJSON, "the body could not be read")
+	}
+	return b, nil
+}
+
+// decodeStrict decodes exactly one JSON value into v: unknown fields,
+// trailing data and an empty body are refused. The message names the
+// problem without echoing the body.
+func decodeStrict(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest(CodeInvalidJSON, "the body is empty; a JSON object is expected")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		var syntaxErr *json.SyntaxError
+		switch {
+		case errors.As(err, &typeErr):
+			return badRequest(CodeInvalidJSON, "field %q: wrong type (%s)", typeErr.Field, typeErr.Value)
+		case errors.As(err, &syntaxErr):
+			return badRequest(CodeInvalidJSON, "malformed JSON at byte %d", syntaxErr.Offset)
+		case bytes.HasPrefix([]byte(err.Error()), []byte("json: unknown field ")):
+			return badRequest(CodeInvalidJSON, "%s", err.Error()[len("json: "):])
+		default:
+			return badRequest(CodeInvalidJSON, "malformed JSON")
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest(CodeInvalidJSON, "trailing data after the JSON object")
+	}
+	return nil
+}
+
+// createRequest is the body of POST /v1/campaigns. Amounts come either as
+// decimal strings or as integer cents, never as floats.
+type createRequest struct {
+	Total          *string `json:"total"`
+	TotalCents     *int64  `json:"total_cents"`
+	Count          *int    `json:"count"`
+	Split          string  `json:"split"`
+	Min            *string `json:"min"`
+	MinCents       *int64  `json:"min_cents"`
+	Max            *string `json:"max"`
+	MaxCents       *int64  `json:"max_cents"`
+	OpensAt        *string `json:"opens_at"`
+	ClosesAt       *string `json:"closes_at"`
+	FundingAccount string  `json:"funding_account"`
+	Seed           *uint64 `json:"seed"`
+}
+
+// amount reads one amount given as a decimal string or as cents (not both).
+func amount(name string, dec *string, cents *int64, required bool) (int64, error) {
+	switch {
+	case dec != nil && cents != nil:
+		return 0, badRequest(CodeInvalidRequest, "give %s or %s_cents, not both", name, name)
+	case dec != nil:
+		c, err := hongbao.ParseCents(*dec)
+		if err != nil {
+			return 0, badRequest(CodeInvalidRequest, "%s: want a decimal amount with at most two decimals, as in \"12.34\"", name)
+		}
+		return c, nil
+	case cents != nil:
+		if *cents < 0 {
+			return 0, badRequest(CodeInvalidRequest, "%s_cents must not be negative", name)
+		}
+		return *cents, nil
+	case required:
+		return 0, badRequest(CodeInvalidRequest, "%s or %s_cents is required", name, name)
+	}
+	return 0, nil
+}
+
+func timeField(name string, s *string) (time.Time, error) {
+	if s == nil {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, *s)
+	if err != nil {
+		return time.Time{}, badRequest(CodeInvalidRequest, "%s: want an RFC 3339 time, as in \"2026-01-02T15:04:05Z\"", name)
+	}
+	return t, nil
+}
+
+// decodeCreate turns a create body into a campaign spec, checking what can
+// be checked without Redis. maxCount caps the number of packets.
+func decodeCreate(body []byte, maxCount int) (hongbao.Spec, error) {
+	var req createRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return hongbao.Spec{}, err
+	}
+	var spec hongbao.Spec
+	var err error
+	if spec.Total, err = amount("total", req.Total, req.TotalCents, true); err != nil {
+		return spec, err
+	}
+	if spec.Total < 1 || spec.Total > split.MaxTotal {
+		return spec, badRequest(CodeInvalidRequest, "the total must be within 0.01 and %s", hongbao.FormatCents(split.MaxTotal))
+	}
+	if req.Count == nil {
+		return spec, badRequest(CodeInvalidRequest, "count is required")
+	}
+	if *req.Count < 1 || *req.Count > maxCount {
+		return spec, badRequest(CodeInvalidRequest, "count must be within 1 and %d", maxCount)
+	}
+	spec.Count = *req.Count
+	if spec.Min, err = amount("min", req.Min, req.MinCents, false); err != nil {
+		return spec, err
+	}
+	if spec.Max, err = amount("max", req.Max, req.MaxCents, false); err != nil {
+		return spec, err
+	}
+	if spec.Min > split.MaxTotal || spec.Max > split.MaxTotal {
+		return spec, badRequest(CodeInvalidRequest, "min and max must be at most %s", hongbao.FormatCents(split.MaxTotal))
+	}
+	spec.Split = split.Algorithm(req.Split)
+	if spec.OpensAt, err = timeField("opens_at", req.OpensAt); err != nil {
+		return spec, err
+	}
+	if spec.ClosesAt, err = timeField("closes_at", req.ClosesAt); err != nil {
+		return spec, err
+	}
+	if !spec.OpensAt.IsZero() && !spec.ClosesAt.IsZero() && !spec.ClosesAt.After(spec.OpensAt) {
+		return spec, badRequest(CodeInvalidRequest, "closes_at must be after opens_at")
+	}
+	if req.FundingAccount != "" {
+		if err := hongbao.ValidateAccountID(req.FundingAccount); err != nil {
+			return spec, badRequest(CodeInvalidRequest, "funding_account: 1 to 64 of A-Z a-z 0-9 _ - . : @")
+		}
+	}
+	spec.Funding = req.FundingAccount
+	spec.Seed = req.Seed
+	// The split's own checks (min * count <= total, known algorithm, ...)
+	// run here too, so a bad spec never reaches Redis.
+	if _, err := (split.Spec{Total: spec.Total, Count: spec.Count, Min: spec.Min, Max: spec.Max, Algorithm: spec.Split}).Normalize(); err != nil {
+		return spec, badRequest(CodeInvalidRequest, "%s", err.Error())
+	}
+	return spec, nil
+}
+
+// decodeEmpty accepts an empty body or an empty JSON object: the body of
+// grab and close.
+func decodeEmpty(body []byte) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	var v struct{}
+	return decodeStrict(body, &v)
+}

@@ -1,0 +1,61 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Error codes of the error shape. They are stable: clients may switch on
+// them.
+const (
+	CodeUnauthorized        = "unauthorized"         // 401: missing or bad credentials
+	CodeNotFound            = "not_found"            // 404: no such campaign or route
+	CodeNoGrant             = "no_grant"             // 404: the user holds no packet of the campaign
+	CodeInvalidJSON         = "invalid_json"         // 400: malformed JSON, unknown fields, trailing data
+	CodeInvalidRequest      = "invalid_request"      // 400: a field has a bad value
+	CodeInvalidID           = "invalid_id"           // 400: a campaign id with bad length or characters
+	CodeBodyTooLarge        = "body_too_large"       // 413
+	CodeRateLimited         = "rate_limited"         // 429, with Retry-After
+	CodeBusy                = "busy"                 // 503, with Retry-After: the grab queue is full
+	CodeOutcomeUnknown      = "outcome_unknown"      // 503, with Retry-After: retrying the grab is safe
+	CodeInProgress          = "in_progress"          // 409, with Retry-After: a create with this Idempotency-Key is loading
+	CodeIdempotencyMismatch = "idempotency_mismatch" // 422: the Idempotency-Key was used for another campaign spec
+	CodeNotReady            = "not_ready"            // 503: a dependency is unreachable or the server is stopping
+	CodeUnavailable         = "unavailable"          // 503: the request ran out of time
+	CodeInternal            = "internal"             // 500
+)
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeError answers the error shape. retry, when positive, is sent as
+// Retry-After in whole seconds (at least 1).
+func writeError(w http.ResponseWriter, status int, code, msg string, retry time.Duration) {
+	if retry > 0 {
+		secs := int((retry + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	}
+	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Our own types always marshal; this is a programming error.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

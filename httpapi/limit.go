@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"context"
+	"hash/maphash"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// bucketLimiter is a token bucket per key (a user, a client address), kept
+// in this process. Buckets that refilled completely are forgotten when a
+// shard grows, so memory follows the active keys.
+type bucketLimiter struct {
+	rate   float64 // tokens per second
+	burst  float64
+	seed   maphash.Seed
+	shards [64]bucketShard
+}
+
+type bucketShard struct {
+	mu sync.Mutex
+	m  map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+const shardSweepAt = 4096
+
+func newBucketLimiter(rate float64, burst int) *bucketLimiter {
+	if rate <= 0 {
+		return nil
+	}
+	l := &bucketLimiter{rate: rate, burst: float64(max(burst, 1)), seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].m = map[string]*bucket{}
+	}
+	return l
+}
+
+// allow takes a token for key, or says how long until one is there. A nil
+// limiter allows everything.
+func (l *bucketLimiter) allow(key string, now time.Time) (bool, time.Duration) {
+	if l == nil {
+		return true, 0
+	}
+	sh := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b := sh.m[key]
+	if b == nil {
+		if len(sh.m) >= shardSweepAt {
+			l.sweep(sh, now)
+		}
+		b = &bucket{tokens: l.burst, at: now}
+		sh.m[key] = b
+	}
+	if el := now.Sub(b.at).Seconds(); el > 0 {
+		b.tokens = min(l.burst, b.tokens+el*l.rate)
+		b.at = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+}
+
+// sweep forgets the buckets that are full again: forgetting them changes
+// nothing.
+func (l *bucketLimiter) sweep(sh *bucketShard, now time.Time) {
+	for k, b := range sh.m {
+		if b.tokens+now.Sub(b.at).Seconds()*l.rate >= l.burst {
+			delete(sh.m, k)
+		}
+	}
+}
+
+// globalLimiter caps requests per second over every serve process sharing
+// one Redis: a counter per second in Redis, which each process draws from
+// in chunks so that most requests do not touch Redis at all.
+type globalLimiter struct {
+	c     rueidis.Client
+	limit int64
+	chunk int64
+
+	mu    sync.Mutex
+	sec   int64 // the second the local allowance belongs to
+	left  int64 // local allowance in that second
+	empty bool  // the second's global budget is spent
+}
+
+// globalKeyPrefix is the key of the per-second counters (one per second,
+// expiring a few seconds later).
+const globalKeyPrefix = "hb:ratelimit:global:"
+
+func newGlobalLimiter(c rueidis.Client, perSecond int64) *globalLimiter {
+	if perSecond <= 0 {
+		return nil
+	}
+	// Small chunks keep the budget fair among processes; large ones save
+	// Redis calls. One chunk is 2% of the limit, at most 100.
+	chunk := min(max(perSecond/50, 1), 100)
+	return &globalLimiter{c: c, limit: perSecond, chunk: chunk}
+}
+
+// allow takes one request from this second's budget. When Redis cannot be
+// asked it allows the request: the limit protects the service, and a
+// Redis that is down fails the grab anyway.
+func (g *globalLimiter) allow(ctx context.Context, now time.Time) (bool, time.Duration, error) {
+	if g == nil {
+		return true, 0, nil
+	}
+	sec := now.Unix()
+	untilNext := time.Unix(sec+1, 0).Sub(now)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sec != g.sec {
+		g.sec, g.left, g.empty = sec, 0, false
+	}
+	if g.left > 0 {
+		g.left--
+		return true, 0, nil
+	}
+	if g.empty {
+		return false, untilNext, nil
+	}
+	key := globalKeyPrefix + strconv.FormatInt(sec, 10)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	res := g.c.DoMulti(ctx,
+		g.c.B().Incrby().Key(key).Increment(g.chunk).Build(),
+		g.c.B().Expire().Key(key).Seconds(5).Build(),
+	)
+	n, err := res[0].AsInt64()
+	if err != nil {
+		return true, 0, err
+	}
+	got := g.chunk
+	if n > g.limit {
+		got = max(0, g.limit-(n-g.chunk))
+		g.empty = true
+	}
+	if got == 0 {
+		return false, untilNext, nil
+	}
+	g.left = got - 1
+	return true, 0, nil
+}

@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/settle"
+)
+
+// maxScrapedCampaigns bounds the per-campaign series and the Redis work of
+// one scrape.
+const maxScrapedCampaigns = 200
+
+// metrics are the service's own counters; the campaign and settlement
+// gauges are read from Redis at scrape time by stateCollector.
+type metrics struct {
+	grabs       *prometheus.CounterVec
+	grabLatency prometheus.Histogram
+	requests    *prometheus.CounterVec
+	reqLatency  *prometheus.HistogramVec
+	limited     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
+	m := &metrics{
+		grabs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hongbao_grabs_total",
+			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, not_found, busy, error).",
+		}, []string{"outcome"}),
+		grabLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hongbao_grab_duration_seconds",
+			Help:    "Time the engine took to answer a grab, queueing and batching included.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hongbao_http_requests_total",
+			Help: "HTTP requests answered, by route pattern and status code.",
+		}, []string{"route", "code"}),
+		reqLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hongbao_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route pattern.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
+		}, []string{"route"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hongbao_rate_limited_total",
+			Help: "Requests refused by a rate limit, by limit (user, ip, global).",
+		}, []string{"limit"}),
+	}
+	for _, o := range []string{"granted", "already_granted", "sold_out", "not_open", "closed"} {
+		m.grabs.WithLabelValues(o)
+	}
+	reg.MustRegister(m.grabs, m.grabLatency, m.requests, m.reqLatency, m.limited, sc,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// stateCollector reads the engine's batching counters, the settlement
+// worker's counters and, from Redis, the live campaigns' pools and
+// settlement streams, when Prometheus scrapes.
+type stateCollector struct {
+	engine  *hongbao.Engine
+	store   *redisstore.Store
+	redis   rueidis.Client
+	settle  func() settle.Stats
+	timeout time.Duration
+	log     *slog.Logger
+
+	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
+}
+
+func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
+	d := prometheus.NewDesc
+	return &stateCollector{
+		engine: e, store: redisstore.New(c), redis: c, settle: st, timeout: timeout, log: log,
+		batch:       d("hongbao_grab_batch_size", "Users per grab script call (the engine's coalescing), since start.", nil, nil),
+		poolPackets: d("hongbao_campaign_pool_remaining_packets", "Packets still in a live campaign's pool.", []string{"campaign"}, nil),
+		poolCents:   d("hongbao_campaign_pool_remaining_cents", "Cents still in a live campaign's pool.", []string{"campaign"}, nil),
+		lag:         d("hongbao_settlement_lag_entries", "Grants stream entries not yet settled (undelivered + pending), over live campaigns.", nil, nil),
+		oldest:      d("hongbao_settlement_oldest_pending_seconds", "Age of the oldest grant not yet settled, over live campaigns (0 when none).", nil, nil),
+		dead:        d("hongbao_settlement_dead_entries", "Grants in dead streams, waiting for an operator, over live campaigns.", nil, nil),
+		conflicts:   d("hongbao_settlement_conflicts_total", "Grants the ledger refused as conflicting (incidents), by this process's worker.", nil, nil),
+		fsync:       d("hongbao_redis_fsync_always", "1 when Redis has appendonly yes and appendfsync always, else 0.", nil, nil),
+		scrapeErr:   d("hongbao_state_scrape_errors", "1 when reading the campaign state from Redis failed in this scrape.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	st := s.engine.Stats()
+	buckets := map[float64]uint64{}
+	var cum uint64
+	for _, b := range st.BatchSizes {
+		cum += b.Count
+		buckets[float64(b.Max)] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(s.batch, st.Batches, float64(st.Grabs), buckets)
+	if s.settle != nil {
+		ch <- prometheus.MustNewConstMetric(s.conflicts, prometheus.CounterValue, float64(s.settle().Conflicts))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	if v, ok := s.fsyncAlways(ctx); ok {
+		ch <- prometheus.MustNewConstMetric(s.fsync, prometheus.GaugeValue, v)
+	}
+	failed := 0.0
+	if err := s.campaigns(ctx, ch); err != nil {
+		s.log.Warn("metrics: reading campaign state failed", "err", err)
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(s.scrapeErr, prometheus.GaugeValue, failed)
+}
+
+// fsyncAlways reads the AOF settings; ok is false when CONFIG GET is not
+// allowed (some managed Redis services rename it).
+func (s *stateCollector) fsyncAlways(ctx context.Context) (float64, bool) {
+	mode, err := ConfigGet(ctx, s.redis, "appendfsync")
+	if err != nil {
+		return 0, false
+	}
+	aof, err := ConfigGet(ctx, s.redis, "appendonly")
+	if err != nil {
+		return 0, false
+	}
+	if mode == "always" && aof == "yes" {
+		return 1, true
+	}
+	return 0, true
+}
+
+func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Metric) error {
+	ids, err := s.store.Campaigns(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ids) > maxScrapedCampaigns {
+		ids = ids[:maxScrapedCampaigns]
+	}
+	var lag, dead int64
+	var oldest float64
+	for _, id := range ids {
+		snap, err := s.store.Status(ctx, id)
+		if err != nil {
+			continue // gone between the listing and the read
+		}
+		if snap.Meta["state"] == "loading" {
+			continue
+		}
+		total, _ := strconv.ParseInt(snap.Meta["total"], 10, 64)
+		granted, _ := strconv.ParseInt(snap.Meta["granted_cents"], 10, 64)
+		refunded, _ := strconv.ParseInt(snap.Meta["refunded_cents"], 10, 64)
+		ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(snap.PoolLen), id)
+		ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(total-granted-refunded), id)
+		g, err := s.store.Group(ctx, id)
+		if err != nil {
+			return err
+		}
+		lag += g.Lag + g.Pending
+		dead += g.Dead
+		if g.Lag+g.Pending > 0 {
+			// The stream is trimmed below what is settled, so its first
+			// entry is about the oldest unsettled one.
+			if ms, ok := s.firstEntryMs(ctx, id); ok {
+				oldest = max(oldest, float64(snap.Now-ms)/1000)
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(s.lag, prometheus.GaugeValue, float64(lag))
+	ch <- prometheus.MustNewConstMetric(s.dead, prometheus.GaugeValue, float64(dead))
+	ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, oldest)
+	return nil
+}
+
+func (s *stateCollector) firstEntryMs(ctx context.Context, id string) (int64, bool) {
+	k := redisstore.CampaignKeys(id)
+	es, err := s.redis.Do(ctx, s.redis.B().Xrange().Key(k.Grants).Start("-").End("+").Count(1).Build()).AsXRange()
+	if err != nil || len(es) == 0 {
+		return 0, false
+	}
+	msPart, _, _ := strings.Cut(es[0].ID, "-")
+	ms, err := strconv.ParseInt(msPart, 10, 64)
+	return ms, err == nil
+}
+
+// ConfigGet reads one Redis configuration parameter.
+func ConfigGet(ctx context.Context, c rueidis.Client, name string) (string, error) {
+	m, err := c.Do(ctx, c.B().ConfigGet().Parameter(name).Build()).AsStrMap()
+	if err != nil {
+		return "", err
+	}
+	return m[name], nil
+}

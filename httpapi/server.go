@@ -1,0 +1,624 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/settle"
+)
+
+// Config configures a Server. Zero fields take their documented defaults.
+type Config struct {
+	// Engine answers grabs and manages campaigns. Required.
+	Engine *hongbao.Engine
+	// Redis is the client of the engine's Redis: settlement state, users'
+	// packets, readiness and the global rate limit. Required.
+	Redis rueidis.Client
+	// UserSecrets verify users' tokens; the first also verifies tokens
+	// without a kid. At least one, each at least MinSecretLen bytes.
+	UserSecrets []Secret
+	// AdminKeys are the operators' bearer keys, each at least MinSecretLen
+	// bytes. At least one.
+	AdminKeys [][]byte
+	// Ready are the readiness checks of /readyz besides Redis (the ledger,
+	// for one), by name. Default: none.
+	Ready map[string]func(context.Context) error
+	// SettleStats, if not nil, reads the settlement worker's counters for
+	// the conflicts metric. Default: nil (the metric is absent).
+	SettleStats func() settle.Stats
+	// MaxBodyBytes caps a request body. Default 16 KiB.
+	MaxBodyBytes int64
+	// MaxCount caps the packets of one campaign created over HTTP.
+	// Default 1,000,000.
+	MaxCount int
+	// Leeway is the clock skew allowed on a token's exp, nbf and iat.
+	// Default 30s.
+	Leeway time.Duration
+	// UserRate and UserBurst limit requests per user, per second, in this
+	// process. Default 5 per second, burst 10; negative turns it off.
+	UserRate  float64
+	UserBurst int
+	// IPRate and IPBurst limit requests per client address (the TCP peer),
+	// per second, in this process. Default off (0): behind a platform's
+	// gateway every request comes from a few addresses.
+	IPRate  float64
+	IPBurst int
+	// GlobalRate limits /v1 requests per second over every process sharing
+	// the Redis. Default off (0).
+	GlobalRate int64
+	// Timeout bounds each call to Redis or the ledger made for a request.
+	// Default 5s.
+	Timeout time.Duration
+	// RetryAfter is what 503 busy answers ask clients to wait. Default 1s.
+	RetryAfter time.Duration
+	// Logger receives admin actions and failures. Default slog.Default().
+	Logger *slog.Logger
+	// Registry receives the metrics served at /metrics. Default: a new
+	// registry.
+	Registry *prometheus.Registry
+	// Now is the clock for tokens and rate limits. Default time.Now.
+	Now func() time.Time
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.Engine == nil:
+		return errors.New("httpapi: Config.Engine is required")
+	case c.Redis == nil:
+		return errors.New("httpapi: Config.Redis is required")
+	case len(c.UserSecrets) == 0:
+		return errors.New("httpapi: at least one user token secret is required")
+	case len(c.AdminKeys) == 0:
+		return errors.New("httpapi: at least one admin key is required")
+	case c.MaxBodyBytes < 0, c.MaxCount < 0, c.Leeway < 0, c.Timeout < 0, c.RetryAfter < 0, c.GlobalRate < 0:
+		return errors.New("httpapi: limits and durations must not be negative")
+	}
+	kids := map[string]bool{}
+	for i, s := range c.UserSecrets {
+		if len(s.Key) < MinSecretLen {
+			return fmt.Errorf("httpapi: user token secret %d is %d bytes; at least %d needed", i+1, len(s.Key), MinSecretLen)
+		}
+		if kids[s.KID] {
+			return fmt.Errorf("httpapi: two user token secrets have kid %q", s.KID)
+		}
+		kids[s.KID] = true
+	}
+	for i, k := range c.AdminKeys {
+		if len(k) < MinSecretLen {
+			return fmt.Errorf("httpapi: admin key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
+		}
+	}
+	return nil
+}
+
+// Server is the HTTP service. It is an http.Handler.
+type Server struct {
+	cfg      Config
+	mux      *http.ServeMux
+	users    *userAuth
+	admins   *adminAuth
+	store    *redisstore.Store
+	log      *slog.Logger
+	metrics  *metrics
+	userLim  *bucketLimiter
+	ipLim    *bucketLimiter
+	global   *globalLimiter
+	routes   []string
+	stopping atomic.Bool
+}
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 16 << 10
+	}
+	if cfg.MaxCount == 0 {
+		cfg.MaxCount = 1_000_000
+	}
+	if cfg.Leeway == 0 {
+		cfg.Leeway = 30 * time.Second
+	}
+	if cfg.UserRate == 0 {
+		cfg.UserRate = 5
+	}
+	if cfg.UserBurst == 0 {
+		cfg.UserBurst = 10
+	}
+	if cfg.IPBurst == 0 {
+		cfg.IPBurst = max(int(cfg.IPRate), 1)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		cfg:     cfg,
+		mux:     http.NewServeMux(),
+		users:   newUserAuth(cfg.UserSecrets, cfg.Leeway, cfg.Now),
+		admins:  newAdminAuth(cfg.AdminKeys),
+		store:   redisstore.New(cfg.Redis),
+		log:     cfg.Logger.With("component", "http"),
+		userLim: newBucketLimiter(cfg.UserRate, cfg.UserBurst),
+		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
+		global:  newGlobalLimiter(cfg.Redis, cfg.GlobalRate),
+	}
+	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
+	s.metrics = newMetrics(cfg.Registry, sc)
+
+	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
+	s.handle("GET /v1/campaigns/{id}", s.v1(s.admin(s.getCampaign)))
+	s.handle("POST /v1/campaigns/{id}/close", s.v1(s.admin(s.closeCampaign)))
+	s.handle("POST /v1/campaigns/{id}/grab", s.v1(s.user(s.grab)))
+	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
+	s.handle("GET /healthz", s.healthz)
+	s.handle("GET /readyz", s.readyz)
+	s.handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}).ServeHTTP)
+	s.handle("GET /openapi.json", serveOpenAPI)
+	// Everything else answers 404 in the error shape.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.count("unmatched", http.StatusNotFound, time.Now())
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such route", 0)
+	})
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Routes lists the route patterns, sorted ("POST /v1/campaigns", ...).
+func (s *Server) Routes() []string {
+	out := append([]string(nil), s.routes...)
+	sort.Strings(out)
+	return out
+}
+
+// Stopping makes /readyz answer 503 so load balancers stop sending
+// requests while the server drains. It cannot be undone.
+func (s *Server) Stopping() { s.stopping.Store(true) }
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// handle registers a route with its request metrics and a recover that
+// answers 500 in the error shape.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.routes = append(s.routes, pattern)
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("panic in handler", "route", pattern, "panic", fmt.Sprint(p))
+				if sw.code == 0 {
+					writeError(sw, http.StatusInternalServerError, CodeInternal, "internal error", 0)
+				}
+			}
+			s.count(pattern, sw.code, start)
+		}()
+		h(sw, r)
+	})
+}
+
+func (s *Server) count(route string, code int, start time.Time) {
+	if code == 0 {
+		code = http.StatusOK
+	}
+	s.metrics.requests.WithLabelValues(route, fmt.Sprint(code)).Inc()
+	s.metrics.reqLatency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+}
+
+// clientIP is the TCP peer's address. Forwarded headers are not trusted:
+// anyone can write them.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// v1 applies the per-address and global limits to an API route.
+func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		now := s.cfg.Now()
+		if ok, wait := s.ipLim.allow(clientIP(r), now); !ok {
+			s.metrics.limited.WithLabelValues("ip").Inc()
+			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many requests from this address", wait)
+			return
+		}
+		ok, wait, err := s.global.allow(r.Context(), now)
+		if err != nil {
+			s.log.Warn("global rate limit unavailable; allowing", "err", err)
+		}
+		if !ok {
+			s.metrics.limited.WithLabelValues("global").Inc()
+			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "the service is at its request limit", wait)
+			return
+		}
+		next(w, r)
+	}
+}
+
+type userHandler func(w http.ResponseWriter, r *http.Request, user string)
+
+// user authenticates a user and applies the per-user limit.
+func (s *Server) user(next userHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		u, err := s.users.user(r)
+		if err != nil {
+			s.log.Debug("user token refused", "err", err, "remote", r.RemoteAddr)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid user token is required", 0)
+			return
+		}
+		if ok, wait := s.userLim.allow(u, s.cfg.Now()); !ok {
+			s.metrics.limited.WithLabelValues("user").Inc()
+			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many requests from this user", wait)
+			return
+		}
+		next(w, r, u)
+	}
+}
+
+type adminHandler func(w http.ResponseWriter, r *http.Request, admin string)
+
+// admin authenticates an operator.
+func (s *Server) admin(next adminHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, err := s.admins.admin(r)
+		if err != nil {
+			s.log.Warn("admin credentials refused", "route", r.Pattern, "remote", r.RemoteAddr)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid admin key is required", 0)
+			return
+		}
+		next(w, r, who)
+	}
+}
+
+// fail answers an error from the engine or from decoding. Client mistakes
+// keep their message; anything else is logged and answered without its
+// text.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var re *requestError
+	var idErr *hongbao.IDError
+	switch {
+	case errors.As(err, &re):
+		writeError(w, re.status, re.code, re.msg, 0)
+	case errors.Is(err, hongbao.ErrCampaignNotFound):
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such campaign", 0)
+	case errors.As(err, &idErr):
+		writeError(w, http.StatusBadRequest, CodeInvalidID, fmt.Sprintf("invalid %s id: %s", idErr.Kind, idErr.Reason), 0)
+	case errors.Is(err, hongbao.ErrInvalidSpec), errors.Is(err, hongbao.ErrInvalidAmount):
+		// The engine's chain names operations; the client gets the reason,
+		// the last link.
+		msg := err.Error()
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign: "+msg, 0)
+	case errors.Is(err, hongbao.ErrBusy):
+		writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many grabs are waiting; retry shortly", s.cfg.RetryAfter)
+	case errors.Is(err, hongbao.ErrOutcomeUnknown):
+		s.log.Warn("outcome unknown", "route", r.Pattern, "err", err)
+		writeError(w, http.StatusServiceUnavailable, CodeOutcomeUnknown, "the answer was lost; retrying is safe", s.cfg.RetryAfter)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the request ran out of time; retry", s.cfg.RetryAfter)
+	default:
+		s.log.Error("request failed", "route", r.Pattern, "err", err)
+		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error", 0)
+	}
+}
+
+// campaignID reads and validates the {id} of the path.
+func campaignID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if err := hongbao.ValidateCampaignID(id); err != nil {
+		return "", &requestError{status: http.StatusBadRequest, code: CodeInvalidID, msg: "campaign ids are 1 to 64 of A-Z a-z 0-9 _ -"}
+	}
+	return id, nil
+}
+
+// idempotentID turns an Idempotency-Key into a campaign id, so a retried
+// create names the same campaign and the engine's own "exists" check makes
+// it idempotent, across processes, with nothing else stored.
+func idempotentID(key string) (string, error) {
+	if len(key) > 200 {
+		return "", badRequest(CodeInvalidRequest, "Idempotency-Key is longer than 200 bytes")
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return "", badRequest(CodeInvalidRequest, "Idempotency-Key must be printable ASCII without spaces")
+		}
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "k" + hex.EncodeToString(sum[:16]), nil
+}
+
+func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin string) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	spec, err := decodeCreate(body, s.cfg.MaxCount)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if spec.ID, err = idempotentID(key); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 4*s.cfg.Timeout)
+	defer cancel()
+	c, err := s.cfg.Engine.Create(ctx, spec)
+	var exists *hongbao.ExistsError
+	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
+		s.replayCreate(ctx, w, r, admin, spec)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("admin action", "who", admin, "action", "create", "campaign", c.ID,
+		"total_cents", c.Total, "count", c.Count, "split", c.Split, "funding", c.Funding,
+		"opens_at", c.OpensAt, "closes_at", c.ClosesAt, "idempotency_key", spec.ID != "", "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusCreated, campaignJSON(c))
+}
+
+// replayCreate answers a create whose Idempotency-Key names an existing
+// campaign: that campaign if it is the same spec.
+func (s *Server) replayCreate(ctx context.Context, w http.ResponseWriter, r *http.Request, admin string, spec hongbao.Spec) {
+	st, err := s.cfg.Engine.Status(ctx, spec.ID)
+	if errors.Is(err, hongbao.ErrCampaignNotFound) {
+		// Another request with the same key is still loading the pool.
+		writeError(w, http.StatusConflict, CodeInProgress, "a create with this Idempotency-Key is in progress; retry", s.cfg.RetryAfter)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	funding := spec.Funding
+	if funding == "" {
+		funding = hongbao.DefaultFunding
+	}
+	if st.Total != spec.Total || st.Count != spec.Count || st.Funding != funding {
+		writeError(w, http.StatusUnprocessableEntity, CodeIdempotencyMismatch, "this Idempotency-Key was used for another campaign", 0)
+		return
+	}
+	s.log.Info("admin action", "who", admin, "action", "create-replayed", "campaign", st.ID, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, campaignJSON(&st.Campaign))
+}
+
+func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
+	id, err := campaignID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	st, err := s.cfg.Engine.Status(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	g, err := s.store.Group(ctx, id)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("settlement state of %s: %w", id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, statusJSON(st, g))
+}
+
+func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin string) {
+	id, err := campaignID(r)
+	if err == nil {
+		var body []byte
+		if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
+			err = decodeEmpty(body)
+		}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	st, err := s.cfg.Engine.Close(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("admin action", "who", admin, "action", "close", "campaign", id,
+		"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
+	g, err := s.store.Group(ctx, id)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("settlement state of %s: %w", id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, statusJSON(st, g))
+}
+
+// outcomeNames are the outcomes as the API spells them.
+var outcomeNames = map[hongbao.Outcome]string{
+	hongbao.Granted: "granted",
+	hongbao.Already: "already_granted",
+	hongbao.SoldOut: "sold_out",
+	hongbao.NotOpen: "not_open",
+	hongbao.Closed:  "closed",
+}
+
+func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
+	id, err := campaignID(r)
+	if err == nil {
+		var body []byte
+		if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
+			err = decodeEmpty(body)
+		}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	g, err := s.cfg.Engine.Grab(ctx, id, user)
+	s.metrics.grabLatency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		label := "error"
+		switch {
+		case errors.Is(err, hongbao.ErrCampaignNotFound):
+			label = "not_found"
+		case errors.Is(err, hongbao.ErrBusy):
+			label = "busy"
+		}
+		s.metrics.grabs.WithLabelValues(label).Inc()
+		s.fail(w, r, err)
+		return
+	}
+	name := outcomeNames[g.Outcome]
+	s.metrics.grabs.WithLabelValues(name).Inc()
+	writeJSON(w, http.StatusOK, grantJSON(g, name))
+}
+
+func (s *Server) myGrant(w http.ResponseWriter, r *http.Request, user string) {
+	id, err := campaignID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	k := redisstore.CampaignKeys(id)
+	c := s.cfg.Redis
+	res := c.DoMulti(ctx,
+		c.B().Hget().Key(k.Meta).Field("state").Build(),
+		c.B().Hget().Key(k.Claims).Field(user).Build(),
+	)
+	state, err := res[0].ToString()
+	if rueidis.IsRedisNil(err) || state == string(hongbao.StateLoading) {
+		s.fail(w, r, hongbao.ErrCampaignNotFound)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	claim, err := res[1].ToString()
+	if rueidis.IsRedisNil(err) {
+		writeError(w, http.StatusNotFound, CodeNoGrant, "you hold no packet of this campaign", 0)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	seq, cents, err := redisstore.ParseClaim(claim)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("claim of %s in %s: %w", user, id, err))
+		return
+	}
+	g := hongbao.Grant{Campaign: id, User: user, Outcome: hongbao.Already, Seq: seq, Cents: cents}
+	writeJSON(w, http.StatusOK, grantJSON(g, ""))
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.stopping.Load() {
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "shutting down", 0)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	checks := map[string]func(context.Context) error{
+		"redis": func(ctx context.Context) error { return s.cfg.Redis.Do(ctx, s.cfg.Redis.B().Ping().Build()).Error() },
+	}
+	for name, f := range s.cfg.Ready {
+		checks[name] = f
+	}
+	status := map[string]string{}
+	ready := true
+	for name, f := range checks {
+		if err := f(ctx); err != nil {
+			s.log.Warn("readiness check failed", "check", name, "err", err)
+			status[name] = "unreachable"
+			ready = false
+			continue
+		}
+		status[name] = "ok"
+	}
+	if !ready {
+		names := make([]string, 0, len(status))
+		for n, v := range status {
+			if v != "ok" {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "unreachable: "+strings.Join(names, ", "), 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": status})
+}
