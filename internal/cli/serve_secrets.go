@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hongbao/hongbao/httpapi"
+)
+
+// fileList is a flag that may be given several times; an environment
+// variable gives several values separated by commas.
+type fileList []string
+
+func (l *fileList) String() string { return strings.Join(*l, ",") }
+
+func (l *fileList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// readSecretFile reads a key or secret: raw text with surrounding
+// whitespace trimmed, at least httpapi.MinSecretLen bytes.
+func readSecretFile(flagName, path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageErrorf("--%s: %v", flagName, err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < httpapi.MinSecretLen {
+		return nil, usageErrorf("--%s %s: the secret is %d bytes; at least %d are needed", flagName, path, len(b), httpapi.MinSecretLen)
+	}
+	return b, nil
+}
+
+// tokenSecrets reads --token-secret-file values, each "[kid=]path".
+func tokenSecrets(specs []string) ([]httpapi.Secret, error) {
+	var out []httpapi.Secret
+	for _, s := range specs {
+		kid, path, ok := strings.Cut(s, "=")
+		if !ok {
+			kid, path = "", s
+		}
+		key, err := readSecretFile("token-secret-file", path)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, httpapi.Secret{KID: kid, Key: key})
+	}
+	return out, nil
+}
+
+// Files of the secrets serve makes in its data directory when none are
+// given, so a newcomer's first run needs no setup.
+const (
+	defaultAdminKeyFile    = "admin.key"
+	defaultTokenSecretFile = "token.secret"
+)
+
+// ensureSecretFile returns path, writing a fresh random secret there
+// (mode 0600) when the file does not exist.
+func ensureSecretFile(path string) (created bool, err error) {
+	if _, err := os.Stat(path); err == nil {
+		return false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, err
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil // another process made it first
+		}
+		return false, err
+	}
+	if _, err := fmt.Fprintln(f, hex.EncodeToString(b[:])); err != nil {
+		f.Close()
+		return false, err
+	}
+	return true, f.Close()
+}

@@ -1,0 +1,483 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger/open"
+	"github.com/hongbao/hongbao/settle"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listenRe = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// serveProc is a serve command running in-process.
+type serveProc struct {
+	URL    string
+	cancel context.CancelFunc
+	done   chan int
+	stderr *syncBuffer
+}
+
+func startServe(t *testing.T, args ...string) *serveProc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	p := &serveProc{cancel: cancel, done: make(chan int, 1), stderr: errb}
+	go func() {
+		p.done <- Run(ctx, append([]string{"serve"}, args...), &IO{Stdout: out, Stderr: errb, Getenv: func(string) string { return "" }})
+	}()
+	waitFor(t, "serve to listen", 30*time.Second, func() bool {
+		select {
+		case code := <-p.done:
+			t.Fatalf("serve exited with %d: %s", code, errb.String())
+		default:
+		}
+		m := listenRe.FindStringSubmatch(out.String())
+		if m != nil {
+			p.URL = m[1]
+		}
+		return m != nil
+	})
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// stop cancels the context (what SIGTERM does in main) and checks the
+// clean exit.
+func (p *serveProc) stop(t *testing.T) {
+	t.Helper()
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	p.cancel = nil
+	select {
+	case code := <-p.done:
+		require.Equal(t, 0, code, p.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func writeSecret(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	require.NoError(t, os.WriteFile(p, []byte(fmt.Sprintf("  %x\n", b)), 0o600))
+	return p
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// apiClient speaks to a serve over HTTP.
+type apiClient struct {
+	url, admin string
+	secret     httpapi.Secret
+	c          *http.Client
+}
+
+func newAPIClient(t *testing.T, url, adminFile, secretFile string) *apiClient {
+	t.Helper()
+	a, err := os.ReadFile(adminFile)
+	require.NoError(t, err)
+	s, err := os.ReadFile(secretFile)
+	require.NoError(t, err)
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &apiClient{url: url, admin: strings.TrimSpace(string(a)), secret: httpapi.Secret{Key: bytes.TrimSpace(s)},
+		c: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+func (a *apiClient) call(method, url, auth, body string) (int, map[string]any, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+auth)
+	res, err := a.c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&m); err != nil {
+		return res.StatusCode, nil, err
+	}
+	return res.StatusCode, m, nil
+}
+
+func (a *apiClient) userToken(t *testing.T, user string) string {
+	t.Helper()
+	tok, err := httpapi.MintToken(a.secret, user, time.Hour, time.Now())
+	require.NoError(t, err)
+	return tok
+}
+
+func (a *apiClient) create(t *testing.T, base, body string) string {
+	t.Helper()
+	code, m, err := a.call("POST", base+"/v1/campaigns", a.admin, body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code, "%v", m)
+	return m["id"].(string)
+}
+
+type ack struct {
+	user, packet string
+	cents        int64
+}
+
+// TestServeSIGTERMKeepsAcknowledgedGrants builds the binary, runs serve
+// on its embedded durable Redis, sends SIGTERM in the middle of a burst of
+// grabs, and checks that every grant a client saw acknowledged is in Redis
+// after the restart and reaches the ledger.
+func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
+	testenv.SharedRedis(t) // skips like every Redis test without redis-server
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hongbao")
+	build := exec.Command("go", "build", "-o", bin, "github.com/hongbao/hongbao/cmd/hongbao")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	data := filepath.Join(dir, "data")
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--user-rate", "-1")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	urlc := make(chan string, 1)
+	sc := bufio.NewScanner(stdout)
+	go func() {
+		for sc.Scan() {
+			if m := listenRe.FindStringSubmatch(sc.Text()); m != nil {
+				urlc <- m[1]
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	var url string
+	select {
+	case url = <-urlc:
+	case err := <-exited:
+		t.Fatalf("serve exited: %v %s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("serve did not listen: %s", stderr.String())
+	}
+	api := newAPIClient(t, url, filepath.Join(data, "admin.key"), filepath.Join(data, "token.secret"))
+	id := api.create(t, url, `{"total":"3000.00","count":3000}`)
+
+	// The burst: 16 clients grab for fresh users until the server is gone.
+	var next, granted atomic.Int64
+	var mu sync.Mutex
+	var acks []ack
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > 3000 {
+					return
+				}
+				user := fmt.Sprint("sig", n)
+				code, m, err := api.call("POST", url+"/v1/campaigns/"+id+"/grab", api.userToken(t, user), "")
+				if err != nil {
+					return // the server is gone
+				}
+				if code != http.StatusOK {
+					t.Errorf("grab answered %d %v", code, m)
+					return
+				}
+				if m["outcome"] == "granted" {
+					mu.Lock()
+					acks = append(acks, ack{user, m["packet_id"].(string), int64(m["amount_cents"].(float64))})
+					mu.Unlock()
+					if granted.Add(1) == 300 {
+						once.Do(func() { require.NoError(t, cmd.Process.Signal(syscall.SIGTERM)) })
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	once.Do(func() { require.NoError(t, cmd.Process.Signal(syscall.SIGTERM)) })
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "serve's exit: %s", stderr.String())
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("serve did not stop: %s", stderr.String())
+	}
+	require.Contains(t, stderr.String(), "shutting down")
+	addr := strings.TrimPrefix(url, "http://")
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("the port %s is still open after exit", addr)
+	}
+	require.GreaterOrEqual(t, len(acks), 300)
+	t.Logf("%d grants acknowledged before and during the shutdown", len(acks))
+
+	// Redis again, from the same data directory: every acknowledged grant
+	// is there, and the ledger gets each exactly once.
+	srv, err := redisserver.Start(context.Background(), redisserver.Options{Dir: filepath.Join(data, "redis")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	rc := testenv.Client(t, srv.Addr)
+	ctx := context.Background()
+	claims, err := rc.Do(ctx, rc.B().Hgetall().Key(redisstore.CampaignKeys(id).Claims).Build()).AsStrMap()
+	require.NoError(t, err)
+	for _, a := range acks {
+		seq := strings.TrimPrefix(a.packet, id+"/")
+		require.Equal(t, fmt.Sprintf("%s:%d", seq, a.cents), claims[a.user], "acknowledged grant of %s lost", a.user)
+	}
+	eng, err := hongbao.New(hongbao.Config{Redis: rc})
+	require.NoError(t, err)
+	_, err = eng.Close(ctx, id)
+	require.NoError(t, err)
+	l, err := open.Open(ctx, "sqlite:"+filepath.Join(data, "ledger.db"))
+	require.NoError(t, err)
+	defer l.Close()
+	w, err := settle.New(settle.Config{Redis: rc, Ledger: l, Consumer: "after", Only: []string{id}, Logger: quietLog(),
+		ReclaimIdle: 100 * time.Millisecond, Poll: 5 * time.Millisecond})
+	require.NoError(t, err)
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err = w.Drain(dctx)
+	require.NoError(t, err)
+	rep, err := settle.Reconcile(ctx, rc, l, id)
+	require.NoError(t, err)
+	require.True(t, rep.OK, "%v", rep.Differences)
+	require.EqualValues(t, len(claims), rep.GrantedLedger)
+}
+
+// TestServeTwoProcesses runs two serves against one Redis and one ledger
+// through a rain and a close: one scheduler at a time, the lease moves
+// when its holder stops, and the ledger reconciles.
+func TestServeTwoProcesses(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t, redisserver.Options{AOF: "everysec"})
+	dir := t.TempDir()
+	adminFile := writeSecret(t, dir, "admin.key")
+	secretFile := writeSecret(t, dir, "token.secret")
+	dsn := "sqlite:" + filepath.Join(dir, "ledger.db")
+	common := []string{"--redis", "redis://" + r.Addr, "--ledger", dsn, "--admin-key-file", adminFile,
+		"--token-secret-file", secretFile, "--listen", "127.0.0.1:0", "--lease-ttl", "600ms", "--user-rate", "-1"}
+	a := startServe(t, append(common, "--consumer", "a", "--pprof-listen", "127.0.0.1:0")...)
+	b := startServe(t, append(common, "--consumer", "b")...)
+	require.Contains(t, a.stderr.String(), "not fsync-always")
+	api := newAPIClient(t, a.URL, adminFile, secretFile)
+
+	id := api.create(t, a.URL, `{"total":"500.00","count":1000,"min_cents":10}`)
+	var granted, cents atomic.Int64
+	var wg sync.WaitGroup
+	users := make(chan int)
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range users {
+				tok := api.userToken(t, fmt.Sprint("two", u))
+				for click, base := range []string{a.URL, b.URL} {
+					code, m, err := api.call("POST", base+"/v1/campaigns/"+id+"/grab", tok, "")
+					if err != nil || code != http.StatusOK {
+						t.Errorf("grab: %d %v %v", code, m, err)
+						return
+					}
+					if click == 0 && m["outcome"] == "granted" {
+						granted.Add(1)
+						cents.Add(int64(m["amount_cents"].(float64)))
+					}
+					if click == 1 && m["outcome"] == "granted" {
+						t.Errorf("user %d granted twice", u)
+					}
+				}
+			}
+		}()
+	}
+	for u := 0; u < 1500; u++ {
+		users <- u
+	}
+	close(users)
+	wg.Wait()
+	require.EqualValues(t, 1000, granted.Load())
+	require.EqualValues(t, 50000, cents.Load())
+
+	code, _, err := api.call("POST", b.URL+"/v1/campaigns/"+id+"/close", api.admin, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	waitFor(t, "the campaign to settle", 60*time.Second, func() bool {
+		_, m, err := api.call("GET", b.URL+"/v1/campaigns/"+id, api.admin, "")
+		return err == nil && m["state"] == "settled"
+	})
+	codeR, outR, errR := run(t, nil, "reconcile", "--campaign", id, "--redis", "redis://"+r.Addr, "--ledger", dsn)
+	require.Equal(t, 0, codeR, "%s %s", outR, errR)
+	require.Contains(t, outR, "OK")
+
+	// One lease holder at a time; when it stops, the other takes over.
+	held := func(p *serveProc) bool {
+		res, err := http.Get(p.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(body), "\nhongbao_scheduler_lease_held 1\n")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for held(a) == held(b) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no single lease holder (a %v %s, b %v %s)\nA: %s\nB: %s", held(a), a.URL, held(b), b.URL,
+				grepLines(a.stderr.String(), "lease"), grepLines(b.stderr.String(), "lease"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	first, second := a, b
+	if held(b) {
+		first, second = b, a
+	}
+	require.Equal(t, 1, strings.Count(a.stderr.String()+b.stderr.String(), "scheduler lease acquired"))
+	first.stop(t)
+	waitFor(t, "the other process to take the lease", 10*time.Second, func() bool { return held(second) })
+
+	// pprof is on its own listener, not on the API.
+	res, err := http.Get(a.URL + "/debug/pprof/")
+	if err == nil {
+		res.Body.Close()
+		require.NotEqual(t, http.StatusOK, res.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestServeRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	require.NoError(t, os.WriteFile(short, []byte("  too-short  \n"), 0o600))
+	good := writeSecret(t, dir, "good")
+	evicting := testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--maxmemory-policy", "allkeys-lru"}})
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"short admin key", []string{"--admin-key-file", short, "--token-secret-file", good}, 2, "at least 32 are needed"},
+		{"short token secret", []string{"--admin-key-file", good, "--token-secret-file", short}, 2, "at least 32 are needed"},
+		{"missing key file", []string{"--admin-key-file", filepath.Join(dir, "none"), "--token-secret-file", good}, 2, "no such file"},
+		{"no emulator", []string{"--admin-key-file", good, "--token-secret-file", good, "--redis-server", "/nonexistent/redis-server"}, 1, "redis-server is not installed"},
+		{"evicting redis", []string{"--admin-key-file", good, "--token-secret-file", good, "--redis", "redis://" + evicting.Addr}, 1, "allkeys-lru"},
+		{"bad listen", []string{"--listen", "nope"}, 2, "--listen"},
+		{"bad log format", []string{"--log-format", "xml"}, 2, "--log-format"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := run(t, nil, append([]string{"serve", "--data-dir", filepath.Join(dir, "data")}, tc.args...)...)
+			require.Equal(t, tc.code, code, errs)
+			require.Contains(t, errs, tc.msg)
+		})
+	}
+	// --allow-eviction starts it anyway, with a warning.
+	p := startServe(t, "--admin-key-file", good, "--token-secret-file", good, "--redis", "redis://"+evicting.Addr,
+		"--allow-eviction", "--listen", "127.0.0.1:0", "--ledger", "sqlite:"+filepath.Join(dir, "l.db"))
+	require.Contains(t, p.stderr.String(), "may evict keys")
+	p.stop(t)
+}
+
+func TestTokenCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secret := writeSecret(t, dir, "s")
+	code, out, errs := run(t, nil, "token", "--user", "alice", "--ttl", "5m", "--token-secret-file", "k7="+secret)
+	require.Equal(t, 0, code, errs)
+	parts := strings.Split(strings.TrimSpace(out), ".")
+	require.Len(t, parts, 3)
+	hdr, err := base64.RawURLEncoding.DecodeString(parts[0])
+	require.NoError(t, err)
+	require.Contains(t, string(hdr), `"kid":"k7"`)
+	require.Contains(t, string(hdr), `"alg":"HS256"`)
+	env := map[string]string{"HONGBAO_TOKEN_SECRET_FILE": secret}
+	code, _, errs = run(t, env, "token", "--user", "bad user")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "--user")
+	code, _, errs = run(t, nil, "token", "--user", "bob", "--data-dir", filepath.Join(dir, "none"))
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "token-secret-file")
+	code, out, _ = run(t, env, "token", "--user", "carol")
+	require.Equal(t, 0, code)
+	require.NotEmpty(t, strings.TrimSpace(out))
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
