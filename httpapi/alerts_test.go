@@ -1,0 +1,85 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/settle"
+)
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// TestAlertRules parses the example alert rules and checks that every
+// metric they name is exported.
+func TestAlertRules(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../deploy/prometheus/alerts.yml")
+	require.NoError(t, err)
+	var rf ruleFile
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	require.NoError(t, dec.Decode(&rf))
+	require.NotEmpty(t, rf.Groups)
+
+	ts := newTestServer(t, func(c *httpapi.Config) { c.SettleStats = func() settle.Stats { return settle.Stats{} } })
+	ts.do(t, "GET", "/healthz", "", "")
+	r := ts.do(t, "GET", "/metrics", "", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	exported := string(r.Body)
+	// Registered by the serve command, not by this package.
+	fromServe := map[string]bool{"hongbao_scheduler_lease_held": true}
+
+	metricRe := regexp.MustCompile(`\bhongbao_[a-z_]+\b`)
+	alerts := map[string]bool{}
+	covered := map[string]bool{}
+	for _, g := range rf.Groups {
+		require.NotEmpty(t, g.Name)
+		for _, rule := range g.Rules {
+			require.NotEmpty(t, rule.Alert)
+			require.False(t, alerts[rule.Alert], "alert %s twice", rule.Alert)
+			alerts[rule.Alert] = true
+			require.NotEmpty(t, rule.Expr, rule.Alert)
+			require.Contains(t, []string{"warning", "critical"}, rule.Labels["severity"], rule.Alert)
+			require.NotEmpty(t, rule.Annotations["summary"], rule.Alert)
+			if rule.For != "" {
+				_, err := time.ParseDuration(rule.For)
+				require.NoError(t, err, rule.Alert)
+			}
+			require.Equal(t, strings.Count(rule.Expr, "("), strings.Count(rule.Expr, ")"), rule.Alert)
+			names := metricRe.FindAllString(rule.Expr, -1)
+			require.NotEmpty(t, names, rule.Alert)
+			for _, n := range names {
+				covered[n] = true
+				if fromServe[n] {
+					continue
+				}
+				require.Contains(t, exported, "\n"+n, "alert %s names %s, which is not exported", rule.Alert, n)
+			}
+		}
+	}
+	// The issue's list: lag, pending age, dead entries, conflicts, Redis
+	// not fsync-always.
+	for _, n := range []string{"hongbao_settlement_lag_entries", "hongbao_settlement_oldest_pending_seconds",
+		"hongbao_settlement_dead_entries", "hongbao_settlement_conflicts_total", "hongbao_redis_fsync_always"} {
+		require.True(t, covered[n], "no alert on %s", n)
+	}
+}
