@@ -17,6 +17,7 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 	drop   atomic.Bool
+	cut    atomic.Bool
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -41,6 +42,22 @@ func NewProxy(t testing.TB, target string) *Proxy {
 // and then close that client connection.
 func (p *Proxy) DropNextReply() { p.drop.Store(true) }
 
+// Cut makes the server unreachable through the proxy: open connections
+// break and new ones are closed as soon as they are accepted, until
+// Restore.
+func (p *Proxy) Cut() {
+	p.cut.Store(true)
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+}
+
+// Restore ends a Cut: new connections reach the server again.
+func (p *Proxy) Restore() { p.cut.Store(false) }
+
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -48,12 +65,22 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.cut.Load() {
+			c.Close()
+			continue
+		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
 			c.Close()
 			continue
 		}
 		p.mu.Lock()
+		if p.cut.Load() { // cut while we dialled
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			continue
+		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
