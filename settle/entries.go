@@ -2,6 +2,7 @@ package settle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -39,8 +40,9 @@ func (w *Worker) fund(ctx context.Context, id string, snap redisstore.Snapshot) 
 // can be written); the rest is written in one transaction. If that
 // transaction fails while the database is reachable, the batch is split in
 // halves and retried, so that an entry at fault ends alone in the dead
-// stream; if the database is not reachable, the error is returned and
-// nothing is acknowledged.
+// stream, if the ledger refuses it as invalid (ledger.ErrInvalid); if the
+// database is not reachable, or a single entry fails for any other reason,
+// the error is returned and that entry stays pending.
 func (w *Worker) settleEntries(ctx context.Context, id string, snap redisstore.Snapshot, es []redisstore.Entry) error {
 	if err := w.fund(ctx, id, snap); err != nil {
 		return err
@@ -95,7 +97,15 @@ func (w *Worker) apply(ctx context.Context, id string, es []redisstore.Entry) er
 			}
 			return w.apply(ctx, id, es[half:])
 		}
-		// One entry that the reachable database refuses: its own fault.
+		if !errors.Is(err, ledger.ErrInvalid) {
+			// The ledger answers, yet did not say that the entry can never
+			// be written: a connection of its pool that broke, a lock
+			// timeout, a host that refuses our credentials. Nothing of that
+			// is the entry's fault: it stays pending and is tried again
+			// after a pause.
+			return fmt.Errorf("ledger failed on entry %s: %w", es[0].ID, err)
+		}
+		// One entry that the ledger refuses as invalid: its own fault.
 		w.malformed.Add(1)
 		w.log.Error("grants entry refused by the ledger; moved to the dead stream", "campaign", id, "entry", es[0].ID, "err", err)
 		return w.store.Dead(ctx, id, es[0].ID, "refused: "+err.Error(), es[0].Raw)

@@ -3,6 +3,7 @@ package settle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -16,25 +17,67 @@ import (
 	"github.com/hongbao/hongbao/settle"
 )
 
-// picky is a reachable ledger that refuses, as a whole, every batch holding
-// one particular user's grant: the fault of one well-formed entry, which
-// only the database can see.
+// picky is a reachable ledger that refuses as invalid, as a whole, every
+// batch holding one particular user's grant: the fault of one well-formed
+// entry, which only the ledger can see.
 type picky struct {
 	ledger.Ledger
 	culprit string
 	calls   atomic.Int64
 }
 
-var errRefused = errors.New("value refused by the database")
-
 func (p *picky) ApplyGrants(ctx context.Context, c string, gs []ledger.Grant) (ledger.ApplyResult, error) {
 	p.calls.Add(1)
 	for _, g := range gs {
 		if g.User == p.culprit {
-			return ledger.ApplyResult{}, errRefused
+			return ledger.ApplyResult{}, fmt.Errorf("%w: user %q refused", ledger.ErrInvalid, g.User)
 		}
 	}
 	return p.Ledger.ApplyGrants(ctx, c, gs)
+}
+
+// flapping is a ledger whose writes fail for a while with errors that are
+// nobody's fault (a pooled connection that broke while the database
+// restarted), while its ping already succeeds.
+type flapping struct {
+	ledger.Ledger
+	failures atomic.Int64 // writes still to fail
+}
+
+func (f *flapping) ApplyGrants(ctx context.Context, c string, gs []ledger.Grant) (ledger.ApplyResult, error) {
+	if f.failures.Add(-1) >= 0 {
+		return ledger.ApplyResult{}, errors.New("conn closed")
+	}
+	return f.Ledger.ApplyGrants(ctx, c, gs)
+}
+
+// TestFlappingLedgerDeadLettersNothing: writes that fail while the ledger
+// answers its ping, for reasons that are not the entries' own, are tried
+// again; nothing reaches the dead stream.
+func TestFlappingLedgerDeadLettersNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 10000, Count: 100})
+	require.NoError(t, err)
+	for u := 0; u < 8; u++ { // one grab at a time: one entry each
+		_, err := e.eng.Grab(ctx, c.ID, "u"+strconv.Itoa(u))
+		require.NoError(t, err)
+	}
+	f := &flapping{Ledger: e.l}
+	f.failures.Store(12) // more than a batch of four needs to be split down to single entries
+	w := e.worker(t, f, "w1", c.ID)
+	_, err = w.Drain(ctx)
+	require.NoError(t, err)
+
+	require.Positive(t, w.Stats().Failures, "the failures were met and backed off")
+	require.Zero(t, w.Stats().Malformed)
+	g, err := redisstore.New(e.redis.Client).Group(ctx, c.ID)
+	require.NoError(t, err)
+	require.Zero(t, g.Dead, "no entry is dead-lettered for a fault that is not its own")
+	tot, err := e.l.Totals(ctx, c.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 8, tot.GrantCount, "every grant settles once the ledger is well")
 }
 
 // TestRefusedEntryAlone: a batch that the reachable database refuses

@@ -39,7 +39,11 @@ type Sink interface {
 	// Fund records the campaign's funding, once.
 	Fund(ctx context.Context, c ledger.Campaign) error
 	// ApplyGrants writes a batch of one campaign's grants atomically and
-	// says which it refused as conflicting.
+	// says which it refused as conflicting. An error wrapping
+	// ledger.ErrInvalid says that a grant of the batch can never be
+	// written: the worker isolates its entry and moves it to the dead
+	// stream. Any other error leaves the entries pending, to be tried
+	// again.
 	ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error)
 	// Refund records the campaign's refund, once.
 	Refund(ctx context.Context, campaign string, cents int64) error
