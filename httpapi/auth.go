@@ -48,10 +48,18 @@ type userAuth struct {
 	noKID  []byte // for tokens without a kid: the first secret
 	leeway time.Duration
 	now    func() time.Time
+	parser *jwt.Parser
+	cache  *tokenCache
 }
 
 func newUserAuth(secrets []Secret, leeway time.Duration, now func() time.Time) *userAuth {
-	a := &userAuth{byKID: map[string][]byte{}, leeway: leeway, now: now}
+	a := &userAuth{byKID: map[string][]byte{}, leeway: leeway, now: now, cache: newTokenCache()}
+	a.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(leeway),
+		jwt.WithTimeFunc(now),
+	)
 	for i, s := range secrets {
 		if i == 0 {
 			a.noKID = s.Key
@@ -70,8 +78,15 @@ func (a *userAuth) user(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A token verified before is taken from the cache, keyed by its exact
+	// text: any change to it misses. Only its time limits are checked
+	// again.
+	now := a.now()
+	if user, ok := a.cache.get(raw, now, a.leeway); ok {
+		return user, nil
+	}
 	var claims jwt.RegisteredClaims
-	_, err = jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
+	_, err = a.parser.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
 		if kid == "" {
 			if _, has := t.Header["kid"]; has {
@@ -84,12 +99,7 @@ func (a *userAuth) user(r *http.Request) (string, error) {
 			return nil, fmt.Errorf("unknown kid %q", kid)
 		}
 		return k, nil
-	},
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(a.leeway),
-		jwt.WithTimeFunc(a.now),
-	)
+	})
 	if err != nil {
 		return "", err
 	}
@@ -97,6 +107,7 @@ func (a *userAuth) user(r *http.Request) (string, error) {
 	if err := hongbao.ValidateUserID(claims.Subject); err != nil {
 		return "", fmt.Errorf("token sub: %w", err)
 	}
+	a.cache.put(raw, claims)
 	return claims.Subject, nil
 }
 

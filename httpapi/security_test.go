@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,4 +177,34 @@ func TestBadRequests(t *testing.T) {
 	r := ts.do(t, "POST", "/v1/campaigns/"+id+"/grab", user, `{}`)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Equal(t, "granted", r.json(t)["outcome"])
+}
+
+// TestVerifiedTokenStillExpires: a token verified once (and cached) is
+// refused once it expires, and a changed token is verified anew.
+func TestVerifiedTokenStillExpires(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Now().Unix())
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		c.Now = func() time.Time { return time.Unix(now.Load(), 0) }
+		c.UserRate = -1
+	})
+	id := ts.create(t, `{"total":"1.00","count":1}`)
+	tok, err := httpapi.MintToken(userSecret, "erin", time.Minute, time.Unix(now.Load(), 0))
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		require.NotEqual(t, http.StatusUnauthorized, ts.do(t, "GET", "/v1/campaigns/"+id+"/grants/me", tok, "").Status, "%d", i)
+	}
+	r := ts.do(t, "POST", "/v1/campaigns/"+id+"/grab", tok, "")
+	require.Equal(t, http.StatusOK, r.Status)
+	// Alter one signature character: not the cached token any more.
+	bad := tok[:len(tok)-2] + string("AB"[(tok[len(tok)-2]+1)%2]) + tok[len(tok)-1:]
+	if bad != tok {
+		r = ts.do(t, "POST", "/v1/campaigns/"+id+"/grab", bad, "")
+		require.Equal(t, http.StatusUnauthorized, r.Status)
+	}
+	now.Add(int64(time.Minute/time.Second) + 31) // past exp and the 30s leeway
+	r = ts.do(t, "POST", "/v1/campaigns/"+id+"/grab", tok, "")
+	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+	require.Equal(t, "unauthorized", r.errorCode(t))
 }

@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -122,6 +124,10 @@ type Server struct {
 	global   *globalLimiter
 	routes   []string
 	stopping atomic.Bool
+
+	counters  sync.Map // routeCode -> prometheus.Counter
+	latencies sync.Map // route -> prometheus.Observer
+	outcomes  sync.Map // grab outcome -> prometheus.Counter
 }
 
 // New returns a Server.
@@ -253,12 +259,28 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	})
 }
 
+type routeCode struct {
+	route string
+	code  int
+}
+
+// count records a request. The labelled series are looked up once and
+// kept: the label hashing would otherwise run on every request.
 func (s *Server) count(route string, code int, start time.Time) {
 	if code == 0 {
 		code = http.StatusOK
 	}
-	s.metrics.requests.WithLabelValues(route, fmt.Sprint(code)).Inc()
-	s.metrics.reqLatency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	key := routeCode{route, code}
+	c, ok := s.counters.Load(key)
+	if !ok {
+		c, _ = s.counters.LoadOrStore(key, s.metrics.requests.WithLabelValues(route, strconv.Itoa(code)))
+	}
+	c.(prometheus.Counter).Inc()
+	o, ok := s.latencies.Load(route)
+	if !ok {
+		o, _ = s.latencies.LoadOrStore(route, s.metrics.reqLatency.WithLabelValues(route))
+	}
+	o.(prometheus.Observer).Observe(time.Since(start).Seconds())
 }
 
 // clientIP is the TCP peer's address. Forwarded headers are not trusted:
@@ -531,13 +553,21 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 		case errors.Is(err, hongbao.ErrBusy):
 			label = "busy"
 		}
-		s.metrics.grabs.WithLabelValues(label).Inc()
+		s.grabCounter(label).Inc()
 		s.fail(w, r, err)
 		return
 	}
 	name := outcomeNames[g.Outcome]
-	s.metrics.grabs.WithLabelValues(name).Inc()
+	s.grabCounter(name).Inc()
 	writeJSON(w, http.StatusOK, grantJSON(g, name))
+}
+
+func (s *Server) grabCounter(outcome string) prometheus.Counter {
+	c, ok := s.outcomes.Load(outcome)
+	if !ok {
+		c, _ = s.outcomes.LoadOrStore(outcome, s.metrics.grabs.WithLabelValues(outcome))
+	}
+	return c.(prometheus.Counter)
 }
 
 func (s *Server) myGrant(w http.ResponseWriter, r *http.Request, user string) {

@@ -64,6 +64,9 @@ type benchSingle struct {
 }
 
 func runBench(ctx context.Context, io *IO, args []string) error {
+	if benchHTTPRequested(io, args) {
+		return runBenchHTTP(ctx, io, args) // bench_http.go
+	}
 	var f benchFlags
 	fs := newFlagSet("bench", io)
 	fs.StringVar(&f.mode, "mode", "both", "engine (hongbao in-process), classic (one EVAL per grab), or both, one after the other")

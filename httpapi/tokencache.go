@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// tokenCache remembers tokens whose signature and claims were verified, so
+// a user's repeated taps (and retries) skip the HMAC and the JSON parsing.
+// The key is the token's exact text; the expiry and not-before times are
+// checked again on every hit. Secrets do not change while a server runs,
+// so a verified token stays verified. Memory is bounded: a full shard
+// forgets an arbitrary entry.
+type tokenCache struct {
+	seed   maphash.Seed
+	shards [32]tokenShard
+}
+
+type tokenShard struct {
+	mu sync.Mutex
+	m  map[string]cachedToken
+}
+
+type cachedToken struct {
+	user     string
+	exp, nbf int64 // unix seconds; nbf 0 when absent
+}
+
+// tokenCacheShardSize bounds the cache at 32 x 4096 tokens (a few MB).
+const tokenCacheShardSize = 4096
+
+func newTokenCache() *tokenCache {
+	c := &tokenCache{seed: maphash.MakeSeed()}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]cachedToken)
+	}
+	return c
+}
+
+func (c *tokenCache) shard(raw string) *tokenShard {
+	return &c.shards[maphash.String(c.seed, raw)%uint64(len(c.shards))]
+}
+
+func (c *tokenCache) get(raw string, now time.Time, leeway time.Duration) (string, bool) {
+	sh := c.shard(raw)
+	sh.mu.Lock()
+	t, ok := sh.m[raw]
+	sh.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	lw := int64(leeway / time.Second)
+	if now.Unix() > t.exp+lw || (t.nbf != 0 && now.Unix() < t.nbf-lw) {
+		return "", false // expired or not yet valid: verify in full, which refuses it
+	}
+	return t.user, true
+}
+
+func (c *tokenCache) put(raw string, claims jwt.RegisteredClaims) {
+	if claims.ExpiresAt == nil {
+		return
+	}
+	t := cachedToken{user: claims.Subject, exp: claims.ExpiresAt.Unix()}
+	if claims.NotBefore != nil {
+		t.nbf = claims.NotBefore.Unix()
+	}
+	sh := c.shard(raw)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.m) >= tokenCacheShardSize {
+		for k := range sh.m {
+			delete(sh.m, k)
+			break
+		}
+	}
+	sh.m[raw] = t
+}

@@ -1,0 +1,283 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hongbao/hongbao/httpapi"
+)
+
+// HTTPOptions configure a benchmark of a running serve over HTTP.
+type HTTPOptions struct {
+	// URL is the serve's base URL, e.g. http://127.0.0.1:8080. Required.
+	URL string
+	// Secret signs the users' tokens (pre-minted before the clock starts).
+	// Required.
+	Secret httpapi.Secret
+	// AdminKey creates the campaign. Required unless Campaign is set.
+	AdminKey string
+	// Campaign grabs from an existing campaign instead of creating one.
+	Campaign string
+	// Packets and Total (cents) make the campaign when one is created.
+	Packets int
+	Total   int64
+	// Users is how many distinct users grab; Clicks how many grabs each
+	// sends (one after the other). Default 1 click.
+	Users  int
+	Clicks int
+	// Concurrency is the requests in flight at once (one connection each).
+	Concurrency int
+	// Trivial, if set, also measures a trivial Go handler on a loopback
+	// listener of this process with the same client, for comparison.
+	Trivial bool
+	// Progress, if not nil, starts a progress bar.
+	Progress func(label string, total int64) Progress
+}
+
+// HTTPResult is what one HTTP measurement saw.
+type HTTPResult struct {
+	Target      string           `json:"target"` // "serve" or "trivial"
+	Campaign    string           `json:"campaign,omitempty"`
+	Users       int              `json:"users"`
+	Requests    int64            `json:"requests"`
+	Concurrency int              `json:"concurrency"`
+	Seconds     float64          `json:"seconds"`
+	PerSec      float64          `json:"requests_per_sec"`
+	GrantsSec   float64          `json:"granted_per_sec,omitempty"`
+	P50ms       float64          `json:"p50_ms"`
+	P90ms       float64          `json:"p90_ms"`
+	P99ms       float64          `json:"p99_ms"`
+	MaxMs       float64          `json:"max_ms"`
+	Outcomes    map[string]int64 `json:"outcomes"`
+	Statuses    map[string]int64 `json:"statuses"`
+	Errors      int64            `json:"transport_errors"`
+}
+
+// HTTPReport holds the serve measurement and, when asked, the trivial
+// handler's, measured in the same run.
+type HTTPReport struct {
+	Serve   *HTTPResult `json:"serve"`
+	Trivial *HTTPResult `json:"trivial,omitempty"`
+	// Ratio is serve requests/s over the trivial handler's.
+	Ratio float64 `json:"ratio,omitempty"`
+}
+
+// Validate checks the options.
+func (o *HTTPOptions) Validate() error {
+	switch {
+	case o.URL == "":
+		return errors.New("the serve URL is required")
+	case len(o.Secret.Key) < httpapi.MinSecretLen:
+		return fmt.Errorf("the token secret must be at least %d bytes", httpapi.MinSecretLen)
+	case o.Campaign == "" && o.AdminKey == "":
+		return errors.New("an admin key (to create the campaign) or a campaign id is required")
+	case o.Users < 1 || o.Concurrency < 1:
+		return errors.New("users and concurrency must be at least 1")
+	case o.Campaign == "" && (o.Packets < 1 || o.Total < int64(o.Packets)):
+		return errors.New("packets must be at least 1 and the total at least a cent a packet")
+	case o.Clicks < 0 || o.Clicks > 100:
+		return errors.New("clicks must be within 1..100")
+	}
+	return nil
+}
+
+// MintTokens signs one token per user u1..uN, valid for ttl.
+func MintTokens(secret httpapi.Secret, users int, ttl time.Duration) ([]string, error) {
+	toks := make([]string, users)
+	now := time.Now()
+	for i := range toks {
+		t, err := httpapi.MintToken(secret, userName(i), ttl, now)
+		if err != nil {
+			return nil, err
+		}
+		toks[i] = t
+	}
+	return toks, nil
+}
+
+// RunHTTP creates a campaign on the serve at o.URL (or uses o.Campaign),
+// lets o.Concurrency clients grab for o.Users distinct users and reports
+// throughput, latency and the outcome mix. With o.Trivial it then measures
+// a trivial handler the same way.
+func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
+	if o.Clicks == 0 {
+		o.Clicks = 1
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, int64) Progress { return nopProgress{} }
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: o.Concurrency, MaxConnsPerHost: o.Concurrency, IdleConnTimeout: time.Minute}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+
+	bar := o.Progress("minting tokens", int64(o.Users))
+	toks, err := MintTokens(o.Secret, o.Users, 2*time.Hour)
+	bar.Done()
+	if err != nil {
+		return nil, err
+	}
+	id := o.Campaign
+	if id == "" {
+		body := fmt.Sprintf(`{"total_cents":%d,"count":%d}`, o.Total, o.Packets)
+		req, err := http.NewRequestWithContext(ctx, "POST", o.URL+"/v1/campaigns", bytes.NewBufferString(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+o.AdminKey)
+		res, err := client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("create the campaign: %w", err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			return nil, fmt.Errorf("create the campaign: %d %s", res.StatusCode, b)
+		}
+		var c struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return nil, fmt.Errorf("create the campaign: %w", err)
+		}
+		id = c.ID
+	}
+	rep := &HTTPReport{}
+	rep.Serve, err = measureHTTP(ctx, client, o, o.URL+"/v1/campaigns/"+id+"/grab", toks, "grabbing")
+	if err != nil {
+		return nil, err
+	}
+	rep.Serve.Target, rep.Serve.Campaign = "serve", id
+	if o.Trivial {
+		url, stop, err := StartTrivial()
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		rep.Trivial, err = measureHTTP(ctx, client, o, url+"/v1/campaigns/"+id+"/grab", toks, "trivial handler")
+		if err != nil {
+			return nil, err
+		}
+		rep.Trivial.Target = "trivial"
+		if rep.Trivial.PerSec > 0 {
+			rep.Ratio = round(rep.Serve.PerSec/rep.Trivial.PerSec, 3)
+		}
+	}
+	return rep, nil
+}
+
+func measureHTTP(ctx context.Context, client *http.Client, o HTTPOptions, url string, toks []string, label string) (*HTTPResult, error) {
+	total := int64(len(toks) * o.Clicks)
+	bar := o.Progress(label, total)
+	defer bar.Done()
+	var next atomic.Int64
+	var mu sync.Mutex
+	outcomes, statuses := map[string]int64{}, map[string]int64{}
+	var errs atomic.Int64
+	lats := make([]latencies, o.Concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < o.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			localOut, localStatus := map[string]int64{}, map[string]int64{}
+			var reply struct {
+				Outcome string `json:"outcome"`
+			}
+			for ctx.Err() == nil {
+				n := next.Add(1) - 1
+				if n >= total {
+					break
+				}
+				tok := toks[n%int64(len(toks))]
+				req, err := http.NewRequestWithContext(ctx, "POST", url, nil)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				req.Header.Set("Authorization", "Bearer "+tok)
+				t0 := time.Now()
+				res, err := client.Do(req)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				lats[w].add(time.Since(t0))
+				localStatus[strconv.Itoa(res.StatusCode)]++
+				reply.Outcome = ""
+				if res.StatusCode == http.StatusOK && json.Unmarshal(b, &reply) == nil && reply.Outcome != "" {
+					localOut[reply.Outcome]++
+				}
+				bar.Add(1)
+			}
+			mu.Lock()
+			for k, v := range localOut {
+				outcomes[k] += v
+			}
+			for k, v := range localStatus {
+				statuses[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h := histogramOf(lats)
+	ms := func(q float64) float64 { return round(float64(h.ValueAtQuantile(q))/1000, 3) }
+	var done int64
+	for _, v := range statuses {
+		done += v
+	}
+	r := &HTTPResult{
+		Users: len(toks), Requests: done, Concurrency: o.Concurrency, Seconds: round(el, 3),
+		PerSec: round(float64(done)/el, 1), P50ms: ms(50), P90ms: ms(90), P99ms: ms(99),
+		MaxMs: round(float64(h.Max())/1000, 3), Outcomes: outcomes, Statuses: statuses, Errors: errs.Load(),
+	}
+	if g := outcomes["granted"]; g > 0 {
+		r.GrantsSec = round(float64(g)/el, 1)
+	}
+	return r, nil
+}
+
+// trivialBody is what the trivial handler answers: a grab reply's size.
+var trivialBody = []byte(`{"campaign":"trivial","outcome":"already_granted","packet_id":"trivial/1","amount":"1.00","amount_cents":100}` + "\n")
+
+// TrivialHandler answers every request with a fixed JSON body: the floor
+// of what any Go HTTP service costs on this machine.
+func TrivialHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(trivialBody)
+	})
+}
+
+// StartTrivial serves TrivialHandler on a free loopback port until stop.
+func StartTrivial() (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: TrivialHandler(), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ln); close(done) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
+}

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/testenv"
+)
+
+func TestBenchHTTP(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	dir := t.TempDir()
+	adminFile := writeSecret(t, dir, "admin.key")
+	secretFile := writeSecret(t, dir, "token.secret")
+	p := startServe(t, "--redis", "redis://"+r.Addr, "--ledger", "sqlite:"+filepath.Join(dir, "l.db"),
+		"--admin-key-file", adminFile, "--token-secret-file", secretFile, "--listen", "127.0.0.1:0")
+	code, out, errs := run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", secretFile,
+		"--admin-key-file", adminFile, "--users", "600", "--packets", "400", "--clicks", "2", "--concurrency", "16", "--json")
+	require.Equal(t, 0, code, errs)
+	var rep bench.HTTPReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	s := rep.Serve
+	require.EqualValues(t, 1200, s.Requests)
+	require.EqualValues(t, 400, s.Outcomes["granted"])
+	require.EqualValues(t, 1200, s.Outcomes["granted"]+s.Outcomes["already_granted"]+s.Outcomes["sold_out"])
+	require.EqualValues(t, 1200, s.Statuses["200"])
+	require.Positive(t, s.PerSec)
+	require.NotNil(t, rep.Trivial)
+	require.EqualValues(t, 1200, rep.Trivial.Requests)
+	require.Positive(t, rep.Ratio)
+
+	code, _, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL)
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "--token-secret-file")
+	tokFile := filepath.Join(dir, "tokens")
+	code, out, errs = run(t, nil, "bench", "--mode=http", "--token-secret-file", secretFile, "--users", "5", "--tokens-out", tokFile)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "5 tokens")
+}
