@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/internal/redisserver"
@@ -72,7 +73,7 @@ func TestCoalescedResultsReachTheirCallers(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				g, err := e.Grab(ctx, c.ID, "u"+strconv.Itoa(u))
-				require.NoError(t, err)
+				assert.NoError(t, err)
 				got[u][k] = g
 			}()
 		}
@@ -119,11 +120,11 @@ func TestCoalescingQueuesBehindTheBatchInFlight(t *testing.T) {
 	pause(400)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _, err := e.Grab(ctx, c.ID, "first"); require.NoError(t, err) }()
+	go func() { defer wg.Done(); _, err := e.Grab(ctx, c.ID, "first"); assert.NoError(t, err) }()
 	waitQueue(t, e, c.ID, 0)
 	for i := 0; i < 150; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); _, err := e.Grab(ctx, c.ID, "u"+strconv.Itoa(i)); require.NoError(t, err) }()
+		go func() { defer wg.Done(); _, err := e.Grab(ctx, c.ID, "u"+strconv.Itoa(i)); assert.NoError(t, err) }()
 	}
 	waitQueue(t, e, c.ID, 150)
 	wg.Wait()
@@ -192,7 +193,7 @@ func TestBusyWhenQueueFull(t *testing.T) {
 		defer wg.Done()
 		var err error
 		results[0], err = e.Grab(ctx, c.ID, "u0")
-		require.NoError(t, err)
+		assert.NoError(t, err)
 	}()
 	waitQueue(t, e, c.ID, 0)
 	for i := 1; i <= 5; i++ {
@@ -201,7 +202,7 @@ func TestBusyWhenQueueFull(t *testing.T) {
 			defer wg.Done()
 			var err error
 			results[i], err = e.Grab(ctx, c.ID, "u"+strconv.Itoa(i))
-			require.NoError(t, err)
+			assert.NoError(t, err)
 		}()
 	}
 	waitQueue(t, e, c.ID, 5)
@@ -240,7 +241,7 @@ func TestManyCampaignsAtOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			_, err := e.Grab(ctx, ids[i%len(ids)], "u"+strconv.Itoa(i/len(ids)))
-			require.NoError(t, err)
+			assert.NoError(t, err)
 		}()
 	}
 	wg.Wait()
