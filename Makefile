@@ -1,6 +1,8 @@
 # hongbao: run `make help` for the targets.
 GO ?= go
 PKGS := ./...
+# apt-get needs root; as another user the install goes through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help deps test race short lint bench demo build fuzz
 
@@ -13,7 +15,7 @@ deps: ## install what the tests need (redis-server, PostgreSQL binaries) when mi
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 test: deps ## vet, then every test under the race detector, on real redis-server processes
