@@ -30,14 +30,30 @@ type Report struct {
 	Differences        []string `json:"differences"`
 	DifferenceCount    int      `json:"difference_count"`
 	OK                 bool     `json:"ok"`
+
+	items int // grant-by-grant lines listed so far
 }
 
+// diff records a difference of one grant or packet; at most
+// maxItemDifferences of them are listed (all are counted).
 func (r *Report) diff(format string, a ...any) {
 	r.DifferenceCount++
-	if len(r.Differences) < 100 {
+	if r.items < maxItemDifferences {
+		r.items++
 		r.Differences = append(r.Differences, fmt.Sprintf(format, a...))
 	}
 }
+
+// summary records a difference of the campaign as a whole (counters,
+// balances, conservation, unsettled and dead entries). Those are always
+// listed, however many grant differences came before.
+func (r *Report) summary(format string, a ...any) {
+	r.DifferenceCount++
+	r.Differences = append(r.Differences, fmt.Sprintf(format, a...))
+}
+
+// maxItemDifferences bounds the grant-by-grant lines of a report.
+const maxItemDifferences = 100
 
 // Reconcile compares campaign id in Redis (claims, counters, pool, stream,
 // dead stream) with the ledger (grants, fund, refund, escrow), grant by
@@ -82,7 +98,7 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 		bySeq[p.seq] = u
 	}
 	if c, cc := atoi(snap.Meta["granted_count"]), atoi(snap.Meta["granted_cents"]); c != r.GrantedRedis || cc != r.GrantedCentsRedis {
-		r.diff("Redis counters say %d grants, %d cents; the claims hold %d, %d cents", c, cc, r.GrantedRedis, r.GrantedCentsRedis)
+		r.summary("Redis counters say %d grants, %d cents; the claims hold %d, %d cents", c, cc, r.GrantedRedis, r.GrantedCentsRedis)
 	}
 	var poolCount int64
 	if err := store.ScanPool(ctx, id, func(seq, cents int64) error {
@@ -124,30 +140,30 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 	}
 	r.FundCents, r.RefundCents, r.EscrowCents = t.Funded, t.Refunded, t.Escrow
 	if t.Funded != r.TotalCents {
-		r.diff("fund entry is %d cents, the campaign total is %d", t.Funded, r.TotalCents)
+		r.summary("fund entry is %d cents, the campaign total is %d", t.Funded, r.TotalCents)
 	}
 	if t.GrantCount != r.GrantedLedger || t.GrantCents != r.GrantedCentsLedger {
-		r.diff("ledger totals say %d grants, %d cents; its rows hold %d, %d", t.GrantCount, t.GrantCents, r.GrantedLedger, r.GrantedCentsLedger)
+		r.summary("ledger totals say %d grants, %d cents; its rows hold %d, %d", t.GrantCount, t.GrantCents, r.GrantedLedger, r.GrantedCentsLedger)
 	}
 	if t.Escrow != t.Funded-t.GrantCents-t.Refunded {
-		r.diff("escrow balance %d != funded %d - granted %d - refunded %d", t.Escrow, t.Funded, t.GrantCents, t.Refunded)
+		r.summary("escrow balance %d != funded %d - granted %d - refunded %d", t.Escrow, t.Funded, t.GrantCents, t.Refunded)
 	}
 	if r.GrantedCentsRedis+r.PoolCents+r.RefundRedisCents != r.TotalCents {
-		r.diff("conservation in Redis: claims %d + pool %d + refunded %d != total %d",
+		r.summary("conservation in Redis: claims %d + pool %d + refunded %d != total %d",
 			r.GrantedCentsRedis, r.PoolCents, r.RefundRedisCents, r.TotalCents)
 	}
 	if r.State == "settled" {
 		if !t.RefundDone || t.Refunded != r.RefundRedisCents {
-			r.diff("refund: ledger %d cents (recorded %v), Redis %d", t.Refunded, t.RefundDone, r.RefundRedisCents)
+			r.summary("refund: ledger %d cents (recorded %v), Redis %d", t.Refunded, t.RefundDone, r.RefundRedisCents)
 		}
 		if t.Escrow != 0 {
-			r.diff("settled, yet escrow holds %d cents", t.Escrow)
+			r.summary("settled, yet escrow holds %d cents", t.Escrow)
 		}
 		if poolCount != 0 {
-			r.diff("settled, yet %d packets are still in the pool", poolCount)
+			r.summary("settled, yet %d packets are still in the pool", poolCount)
 		}
 	} else if t.RefundDone && t.Refunded+r.GrantedCentsLedger != r.TotalCents {
-		r.diff("ledger refunded %d cents while the campaign is %s", t.Refunded, r.State)
+		r.summary("ledger refunded %d cents while the campaign is %s", t.Refunded, r.State)
 	}
 
 	g, err := store.Group(ctx, id)
@@ -156,10 +172,10 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 	}
 	r.Unsettled, r.Dead = g.Lag+g.Pending, g.Dead
 	if r.Unsettled > 0 {
-		r.diff("%d grants stream entries are not settled yet", r.Unsettled)
+		r.summary("%d grants stream entries are not settled yet", r.Unsettled)
 	}
 	if g.Dead > 0 {
-		r.diff("%d entries in the dead stream wait for an operator", g.Dead)
+		r.summary("%d entries in the dead stream wait for an operator", g.Dead)
 	}
 	r.OK = r.DifferenceCount == 0
 	return r, nil

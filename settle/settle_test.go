@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -409,4 +410,30 @@ func TestSeveralWorkers(t *testing.T) {
 	require.True(t, tot.RefundDone)
 	require.Equal(t, rep.TotalCents-rep.GrantedCentsLedger, tot.Refunded)
 	require.Zero(t, tot.Escrow)
+}
+
+// TestReconcileKeepsSummaryLines: with more grant-by-grant differences than
+// a report lists, the lines about the campaign as a whole (here: unsettled
+// entries) are still there.
+func TestReconcileKeepsSummaryLines(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 30000, Count: 300})
+	require.NoError(t, err)
+	granted, _ := rain(t, e.eng, c.ID, 250)
+	require.EqualValues(t, 250, granted)
+	// Nothing settled: every grant is missing from the ledger.
+	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	require.NoError(t, err)
+	require.False(t, rep.OK)
+	require.GreaterOrEqual(t, rep.DifferenceCount, 250)
+	missing := 0
+	for _, d := range rep.Differences {
+		if strings.HasPrefix(d, "missing from the ledger") {
+			missing++
+		}
+	}
+	require.Equal(t, 100, missing, "grant-by-grant lines are capped")
+	require.Contains(t, strings.Join(rep.Differences, "\n"), "grants stream entries are not settled yet")
 }
