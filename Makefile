@@ -4,7 +4,7 @@ PKGS := ./...
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test race short lint bench demo build fuzz
+.PHONY: help deps test race short lint bench demo build fuzz serve
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,8 @@ fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime 30s ./split
 	$(GO) test -run XXX -fuzz FuzzParseCents -fuzztime 30s .
 	$(GO) test -run XXX -fuzz FuzzParseClaim -fuzztime 30s ./internal/redisstore
+	$(GO) test -run XXX -fuzz FuzzDecodeCreate -fuzztime 30s ./httpapi
+	$(GO) test -run XXX -fuzz FuzzDecodeEmpty -fuzztime 30s ./httpapi
 
 bench: ## Go benchmarks
 	$(GO) test -run XXX -bench . -benchmem $(PKGS)
@@ -44,3 +46,6 @@ build: ## build the binary into ./bin
 
 demo: ## a full red packet rain on the embedded default
 	$(GO) run ./cmd/hongbao demo
+
+serve: ## the HTTP service on 127.0.0.1:8080 (own durable Redis, SQLite ledger in ./hongbao-data)
+	$(GO) run ./cmd/hongbao serve
