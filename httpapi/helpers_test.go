@@ -109,12 +109,21 @@ func (r reply) errorCode(t testing.TB) string {
 
 func (ts *testServer) do(t testing.TB, method, path, auth string, body string, hdr ...string) reply {
 	t.Helper()
+	r, err := ts.try(method, path, auth, body, hdr...)
+	require.NoError(t, err)
+	return r
+}
+
+// try is do without assertions, for goroutines other than the test's.
+func (ts *testServer) try(method, path, auth string, body string, hdr ...string) (reply, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, ts.URL+path, rd)
-	require.NoError(t, err)
+	if err != nil {
+		return reply{}, err
+	}
 	if auth != "" {
 		req.Header.Set("Authorization", "Bearer "+auth)
 	}
@@ -122,11 +131,15 @@ func (ts *testServer) do(t testing.TB, method, path, auth string, body string, h
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	res, err := ts.Client.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return reply{}, err
+	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	return reply{Status: res.StatusCode, Header: res.Header, Body: b}
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{Status: res.StatusCode, Header: res.Header, Body: b}, nil
 }
 
 // create makes a campaign as admin and returns its id.
