@@ -233,16 +233,15 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 	leaseDone.Add(1)
 	go func() {
 		defer leaseDone.Done()
+		var passes *settlePasses
 		newLease(conn.Client, f.leaseTTL).run(leaseCtx, func() {
 			log.Info("scheduler lease acquired: running settlement", "consumer", consumer)
 			leaseHeld.Set(1)
-			if err := worker.Start(leaseCtx); err != nil {
-				log.Error("settlement worker", "err", err)
-			}
+			passes = startSettlePasses(worker, log)
 		}, func() {
-			worker.Stop()
+			passes.stop(f.shutdownTimeout)
 			leaseHeld.Set(0)
-			log.Info("scheduler lease released: settlement stopped", "consumer", consumer)
+			log.Info("scheduler lease released: settlement stopped after its current pass", "consumer", consumer)
 		})
 	}()
 
@@ -346,4 +345,72 @@ func runToken(ctx context.Context, io *IO, args []string) error {
 	}
 	fmt.Fprintln(io.Stdout, tok)
 	return nil
+}
+
+// settlePasses runs the worker's passes in the background. Unlike
+// settle.Worker.Start, whose Stop cancels the pass in flight (safe: its
+// entries stay pending and are settled again, idempotently), stop lets the
+// current pass finish, so a shutdown leaves no half-done batch behind. A
+// pass that outlasts the grace period is cancelled.
+type settlePasses struct {
+	halt   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startSettlePasses(w *settle.Worker, log *slog.Logger) *settlePasses {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &settlePasses{halt: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		const poll, maxBackoff = 20 * time.Millisecond, 5 * time.Second
+		backoff := time.Duration(0)
+		for {
+			select {
+			case <-p.halt:
+				return
+			default:
+			}
+			prog, err := w.Pass(ctx)
+			var pause time.Duration
+			switch {
+			case err != nil && ctx.Err() == nil:
+				backoff = min(max(2*backoff, 100*time.Millisecond), maxBackoff)
+				pause = backoff
+				log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
+			case prog.Work == 0:
+				backoff, pause = 0, poll
+			default:
+				backoff = 0
+			}
+			if pause > 0 {
+				select {
+				case <-p.halt:
+					return
+				case <-ctx.Done():
+					return
+				case <-time.After(pause):
+				}
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the passes after the current one, waiting at most grace
+// before cancelling it. A nil p is stopped.
+func (p *settlePasses) stop(grace time.Duration) {
+	if p == nil {
+		return
+	}
+	close(p.halt)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.cancel()
+		<-p.done
+	}
+	p.cancel()
 }

@@ -282,6 +282,7 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 		t.Fatalf("serve did not stop: %s", stderr.String())
 	}
 	require.Contains(t, stderr.String(), "shutting down")
+	require.Contains(t, stderr.String(), "settlement stopped after its current pass")
 	addr := strings.TrimPrefix(url, "http://")
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
