@@ -387,6 +387,18 @@ func TestServeTwoProcesses(t *testing.T) {
 	require.Equal(t, 0, codeR, "%s %s", outR, errR)
 	require.Contains(t, outR, "OK")
 
+	// pprof is on its own listener, not on the API.
+	res, err := http.Get(a.URL + "/debug/pprof/")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	m := regexp.MustCompile(`msg="pprof listening" addr=([0-9.:]+)`).FindStringSubmatch(a.stderr.String())
+	require.NotNil(t, m, a.stderr.String())
+	res, err = http.Get("http://" + m[1] + "/debug/pprof/")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+
 	// One lease holder at a time; when it stops, the other takes over.
 	held := func(p *serveProc) bool {
 		res, err := http.Get(p.URL + "/metrics")
@@ -415,12 +427,6 @@ func TestServeTwoProcesses(t *testing.T) {
 	first.stop(t)
 	waitFor(t, "the other process to take the lease", 10*time.Second, func() bool { return held(second) })
 
-	// pprof is on its own listener, not on the API.
-	res, err := http.Get(a.URL + "/debug/pprof/")
-	if err == nil {
-		res.Body.Close()
-		require.NotEqual(t, http.StatusOK, res.StatusCode)
-	}
 	http.DefaultClient.CloseIdleConnections()
 }
 
