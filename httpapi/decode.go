@@ -29,6 +29,9 @@ func badRequest(code, format string, a ...any) *requestError {
 
 // readBody reads at most limit bytes of the request body.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+		return nil, nil // no body (a grab's usual case): nothing to read or allocate
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
