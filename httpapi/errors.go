@@ -53,9 +53,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	writeBody(w, status, append(b, '\n'))
+}
+
+// The headers of every JSON answer, in canonical form. They are assigned
+// to the header map directly: Header().Set would canonicalize the keys
+// and allocate on every answer. net/http never modifies these slices.
+var (
+	hdrJSON    = []string{"application/json"}
+	hdrNoStore = []string{"no-store"}
+	hdrNosniff = []string{"nosniff"}
+)
+
+// writeBody sends a JSON body with the headers every answer carries.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = hdrJSON
+	h["Cache-Control"] = hdrNoStore
+	h["X-Content-Type-Options"] = hdrNosniff
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(body)
 }

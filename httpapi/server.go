@@ -519,6 +519,9 @@ func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin str
 	writeJSON(w, http.StatusOK, statusJSON(st, g))
 }
 
+// grantBufs recycle the buffers grab answers are encoded into.
+var grantBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
 // outcomeNames are the outcomes as the API spells them.
 var outcomeNames = map[hongbao.Outcome]string{
 	hongbao.Granted: "granted",
@@ -559,7 +562,10 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	name := outcomeNames[g.Outcome]
 	s.grabCounter(name).Inc()
-	writeJSON(w, http.StatusOK, grantJSON(g, name))
+	bp := grantBufs.Get().(*[]byte)
+	*bp = appendGrant((*bp)[:0], g, name)
+	writeBody(w, http.StatusOK, *bp)
+	grantBufs.Put(bp)
 }
 
 func (s *Server) grabCounter(outcome string) prometheus.Counter {
