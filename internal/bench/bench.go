@@ -251,6 +251,39 @@ func Run(ctx context.Context, mode Mode, o Options) (*Result, error) {
 	return summarize(mode, o, aof, runs), nil
 }
 
+// grabPhase is the measured part of a run: it reads Redis's CPU, opens
+// start to the workers (who wait on it), waits for them, and records the
+// wall clock, Redis's CPU, this process's CPU and its peak RSS in rs. When
+// Redis's CPU cannot be read first, abort tells the workers to stop and
+// nothing is measured. The caller checks its workers' own errors after.
+func grabPhase(ctx context.Context, t *target, rs *runStats, start chan struct{}, wg *sync.WaitGroup, bar Progress, abort func()) error {
+	cpu0, err := t.cpuSeconds(ctx)
+	if err != nil {
+		abort()
+		close(start)
+		wg.Wait()
+		bar.Done()
+		return err
+	}
+	rs.gomaxprocs = runtime.GOMAXPROCS(0)
+	b0, t0 := processCPU(), time.Now()
+	close(start)
+	wg.Wait()
+	rs.seconds = time.Since(t0).Seconds()
+	rs.benchCPUSeconds = processCPU() - b0
+	rs.peakRSS = PeakRSSMB()
+	bar.Done()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cpu1, err := t.cpuSeconds(ctx)
+	if err != nil {
+		return err
+	}
+	rs.cpuSeconds = cpu1 - cpu0
+	return nil
+}
+
 // summarize picks the median run (the lower one of the middle two for an
 // even count) and fills a Result from it. Problems of every run count.
 func summarize(mode Mode, o Options, aof string, runs []*runStats) *Result {

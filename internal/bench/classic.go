@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,33 +181,13 @@ func runClassic(ctx context.Context, t *target, o Options, amounts []int64, labe
 		case <-finished:
 		}
 	}()
-	cpu0, err := t.cpuSeconds(ctx)
-	if err != nil {
-		stop.Store(true)
-		close(start)
-		wg.Wait()
-		bar.Done()
-		return nil, err
-	}
-	rs.gomaxprocs = runtime.GOMAXPROCS(0)
-	b0, t0 := processCPU(), time.Now()
-	close(start)
-	wg.Wait()
-	rs.seconds = time.Since(t0).Seconds()
-	rs.benchCPUSeconds = processCPU() - b0
-	rs.peakRSS = PeakRSSMB()
-	bar.Done()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	perr := grabPhase(ctx, t, rs, start, &wg, bar, func() { stop.Store(true) })
 	if runErr != nil {
-		return nil, runErr
+		return nil, runErr // the workers' own error says more
 	}
-	cpu1, err := t.cpuSeconds(ctx)
-	if err != nil {
-		return nil, err
+	if perr != nil {
+		return nil, perr
 	}
-	rs.cpuSeconds = cpu1 - cpu0
 
 	var toldCents int64
 	rs.hist = histogramOf(lats)

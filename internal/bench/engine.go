@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,33 +111,13 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 			bar.Add(int64(done))
 		}()
 	}
-	cpu0, err := t.cpuSeconds(ctx)
-	if err != nil {
-		close(start)
-		cancel()
-		wg.Wait()
-		bar.Done()
-		return nil, err
-	}
-	rs.gomaxprocs = runtime.GOMAXPROCS(0)
-	b0, t0 := processCPU(), time.Now()
-	close(start)
-	wg.Wait()
-	rs.seconds = time.Since(t0).Seconds()
-	rs.benchCPUSeconds = processCPU() - b0
-	rs.peakRSS = PeakRSSMB()
-	bar.Done()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	perr := grabPhase(ctx, t, rs, start, &wg, bar, cancel)
 	if runErr != nil {
-		return nil, runErr
+		return nil, runErr // the workers' own error says more
 	}
-	cpu1, err := t.cpuSeconds(ctx)
-	if err != nil {
-		return nil, err
+	if perr != nil {
+		return nil, perr
 	}
-	rs.cpuSeconds = cpu1 - cpu0
 
 	var grantedCents int64
 	rs.hist = histogramOf(lats)
