@@ -44,9 +44,27 @@ func TestAlertRules(t *testing.T) {
 	ts.do(t, "GET", "/healthz", "", "")
 	r := ts.do(t, "GET", "/metrics", "", "")
 	require.Equal(t, http.StatusOK, r.Status)
-	exported := string(r.Body)
-	// Registered by the serve command, not by this package.
+	// The exact names of the exported series: a name in a rule must be
+	// one of them, not merely the prefix of one (hongbao_grabs is not
+	// hongbao_grabs_total).
+	exported := map[string]bool{}
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(line, " ")
+		name, _, _ = strings.Cut(name, "{")
+		exported[name] = true
+	}
+	require.True(t, exported["hongbao_grabs_total"], "the exposition was not read")
+	// Registered by the serve command, not by this package; the name must
+	// still be there.
 	fromServe := map[string]bool{"hongbao_scheduler_lease_held": true}
+	serveSrc, err := os.ReadFile("../internal/cli/serve.go")
+	require.NoError(t, err)
+	for n := range fromServe {
+		require.Contains(t, string(serveSrc), `"`+n+`"`, "serve does not register %s", n)
+	}
 
 	metricRe := regexp.MustCompile(`\bhongbao_[a-z_]+\b`)
 	alerts := map[string]bool{}
@@ -72,7 +90,7 @@ func TestAlertRules(t *testing.T) {
 				if fromServe[n] {
 					continue
 				}
-				require.Contains(t, exported, "\n"+n, "alert %s names %s, which is not exported", rule.Alert, n)
+				require.True(t, exported[n], "alert %s names %s, which is not exported", rule.Alert, n)
 			}
 		}
 	}
