@@ -26,7 +26,7 @@ type tokenShard struct {
 
 type cachedToken struct {
 	user     string
-	exp, nbf int64 // unix seconds; nbf 0 when absent
+	exp, nbf int64 // unix nanoseconds; nbf 0 when absent
 }
 
 // tokenCacheShardSize bounds the cache at 32 x 4096 tokens (a few MB).
@@ -52,8 +52,10 @@ func (c *tokenCache) get(raw string, now time.Time, leeway time.Duration) (strin
 	if !ok {
 		return "", false
 	}
-	lw := int64(leeway / time.Second)
-	if now.Unix() > t.exp+lw || (t.nbf != 0 && now.Unix() < t.nbf-lw) {
+	// The parser's own rules, to the nanosecond: valid while now is
+	// before exp + leeway, and from nbf - leeway on.
+	n, lw := now.UnixNano(), int64(leeway)
+	if n >= t.exp+lw || (t.nbf != 0 && n < t.nbf-lw) {
 		return "", false // expired or not yet valid: verify in full, which refuses it
 	}
 	return t.user, true
@@ -63,9 +65,9 @@ func (c *tokenCache) put(raw string, claims jwt.RegisteredClaims) {
 	if claims.ExpiresAt == nil {
 		return
 	}
-	t := cachedToken{user: claims.Subject, exp: claims.ExpiresAt.Unix()}
+	t := cachedToken{user: claims.Subject, exp: claims.ExpiresAt.UnixNano()}
 	if claims.NotBefore != nil {
-		t.nbf = claims.NotBefore.Unix()
+		t.nbf = claims.NotBefore.UnixNano()
 	}
 	sh := c.shard(raw)
 	sh.mu.Lock()
