@@ -12,12 +12,17 @@ import (
 
 // bucketLimiter is a token bucket per key (a user, a client address), kept
 // in this process. Buckets that refilled completely are forgotten when a
-// shard grows, so memory follows the active keys.
+// shard grows, so memory follows the active keys. A shard never holds more
+// than maxPerShard buckets: keys arriving faster than their buckets refill
+// (a client with many addresses, a very low rate) would otherwise grow it
+// without bound. Past the cap an arbitrary bucket is forgotten, which at
+// worst gives its key a fresh burst.
 type bucketLimiter struct {
-	rate   float64 // tokens per second
-	burst  float64
-	seed   maphash.Seed
-	shards [64]bucketShard
+	rate        float64 // tokens per second
+	burst       float64
+	maxPerShard int
+	seed        maphash.Seed
+	shards      [64]bucketShard
 }
 
 type bucketShard struct {
@@ -30,13 +35,16 @@ type bucket struct {
 	at     time.Time
 }
 
-const shardSweepAt = 4096
+const (
+	shardSweepAt   = 4096
+	shardMaxBucket = 16384 // 64 shards: about a million keys, some 100 MB at most
+)
 
 func newBucketLimiter(rate float64, burst int) *bucketLimiter {
 	if rate <= 0 {
 		return nil
 	}
-	l := &bucketLimiter{rate: rate, burst: float64(max(burst, 1)), seed: maphash.MakeSeed()}
+	l := &bucketLimiter{rate: rate, burst: float64(max(burst, 1)), maxPerShard: shardMaxBucket, seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].m = map[string]*bucket{}
 	}
@@ -56,6 +64,12 @@ func (l *bucketLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 	if b == nil {
 		if len(sh.m) >= shardSweepAt {
 			l.sweep(sh, now)
+		}
+		for k := range sh.m {
+			if len(sh.m) < l.maxPerShard {
+				break
+			}
+			delete(sh.m, k)
 		}
 		b = &bucket{tokens: l.burst, at: now}
 		sh.m[key] = b

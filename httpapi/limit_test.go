@@ -1,0 +1,35 @@
+package httpapi
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBucketLimiterBounded: keys that keep arriving faster than their
+// buckets refill (here: one token per hour) do not grow the limiter past
+// its cap.
+func TestBucketLimiterBounded(t *testing.T) {
+	t.Parallel()
+	l := newBucketLimiter(1.0/3600, 1)
+	l.maxPerShard = 8
+	now := time.Unix(1_900_000_000, 0)
+	ok, _ := l.allow("held", now)
+	require.True(t, ok)
+	ok, wait := l.allow("held", now)
+	require.False(t, ok)
+	require.Greater(t, wait, time.Duration(0))
+	for i := 0; i < 100_000; i++ {
+		ok, _ := l.allow("addr-"+strconv.Itoa(i), now)
+		require.True(t, ok)
+	}
+	total := 0
+	for i := range l.shards {
+		n := len(l.shards[i].m)
+		require.LessOrEqual(t, n, l.maxPerShard, "shard %d", i)
+		total += n
+	}
+	require.LessOrEqual(t, total, len(l.shards)*l.maxPerShard)
+}
