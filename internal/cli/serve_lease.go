@@ -88,8 +88,12 @@ func (l *lease) run(ctx context.Context, onGain, onLoss func()) {
 		case <-ctx.Done():
 			if held {
 				onLoss()
-				l.release(context.WithoutCancel(ctx))
 			}
+			// Released whatever the last renewal answered: one cut
+			// short by the cancellation reads as a loss here while
+			// Redis may still hold our token, and the others would wait
+			// out the TTL. The release deletes only our own token.
+			l.release(context.WithoutCancel(ctx))
 			return
 		case <-tick.C:
 		}
