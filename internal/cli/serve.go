@@ -246,7 +246,7 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 		newLease(conn.Client, f.leaseTTL).run(leaseCtx, func() {
 			log.Info("scheduler lease acquired: running settlement", "consumer", consumer)
 			leaseHeld.Set(1)
-			passes = startSettlePasses(worker, log)
+			passes = startSettlePasses(worker, log, passTimeout)
 		}, func() {
 			passes.stop(f.shutdownTimeout)
 			leaseHeld.Set(0)
@@ -367,7 +367,19 @@ type settlePasses struct {
 	done   chan struct{}
 }
 
-func startSettlePasses(w *settle.Worker, log *slog.Logger) *settlePasses {
+// passRunner runs one settlement pass: settle.Worker.
+type passRunner interface {
+	Pass(ctx context.Context) (settle.Progress, error)
+}
+
+// passTimeout bounds one settlement pass, and so every ledger and Redis
+// call in it: a call that hangs (a database gone without a reset, a lock
+// never granted) would otherwise stall settlement until a restart. A pass
+// cut short loses nothing: its committed batches are acknowledged, the
+// rest stays pending and the next pass settles it, idempotently.
+const passTimeout = 2 * time.Minute
+
+func startSettlePasses(w passRunner, log *slog.Logger, timeout time.Duration) *settlePasses {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &settlePasses{halt: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -380,7 +392,9 @@ func startSettlePasses(w *settle.Worker, log *slog.Logger) *settlePasses {
 				return
 			default:
 			}
-			prog, err := w.Pass(ctx)
+			pctx, pcancel := context.WithTimeout(ctx, timeout)
+			prog, err := w.Pass(pctx)
+			pcancel()
 			var pause time.Duration
 			switch {
 			case err != nil && ctx.Err() == nil:
