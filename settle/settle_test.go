@@ -268,8 +268,35 @@ func TestOutage(t *testing.T) {
 	rain(t, e.eng, c.ID, 200)
 	f.down.Store(true)
 	rain(t, e.eng, c.ID, 500) // 200 of these are repeats
+	// A consumer that died holding an entry: during the outage it must not
+	// be reclaimed, however long it idles.
+	_, err = e.eng.Grab(ctx, c.ID, "held-by-the-dead")
+	require.NoError(t, err)
+	store := redisstore.New(e.redis.Client)
+	held, err := store.ReadGroup(ctx, c.ID, "dead", 1, false)
+	require.NoError(t, err)
 	require.Eventually(t, func() bool { return w.Stats().Failures >= 3 }, 5*time.Second, 5*time.Millisecond)
 	time.Sleep(400 * time.Millisecond) // longer than ReclaimIdle while down
+	// Still during the outage: the dead consumer's entry (if it got one)
+	// was not reclaimed, and the worker did not keep re-reading its own
+	// pending entries (each re-read would raise their delivery count).
+	rc := e.redis.Client
+	pend, err := rc.Do(ctx, rc.B().Xpending().Key(redisstore.CampaignKeys(c.ID).Grants).Group(redisstore.SettleGroup).
+		Start("-").End("+").Count(10000).Build()).ToArray()
+	require.NoError(t, err)
+	deadHolds := 0
+	for _, p := range pend {
+		f, err := p.ToArray()
+		require.NoError(t, err)
+		entry, _ := f[0].ToString()
+		consumer, _ := f[1].ToString()
+		count, _ := f[3].AsInt64()
+		if consumer == "dead" {
+			deadHolds++
+		}
+		require.LessOrEqual(t, count, int64(2), "entry %s at %s delivered %d times during the outage", entry, consumer, count)
+	}
+	require.Equal(t, len(held), deadHolds, "an entry was reclaimed from the dead consumer during the outage")
 	f.down.Store(false)
 	_, err = e.eng.Close(ctx, c.ID)
 	require.NoError(t, err)

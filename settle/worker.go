@@ -118,6 +118,12 @@ type Worker struct {
 
 	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
 
+	// failing is set while passes fail: the next pass then pings the
+	// sink before it touches any stream, so that during an outage the
+	// worker neither re-reads its pending entries (raising their delivery
+	// counts) nor reclaims other consumers' entries it cannot write.
+	failing atomic.Bool
+
 	stop   context.CancelFunc
 	done   chan struct{}
 	startM sync.Mutex
@@ -257,7 +263,13 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 		ids = keep
 	}
 	p := Progress{Campaigns: len(ids)}
+	if w.failing.Load() {
+		if err := w.sink.Ping(ctx); err != nil {
+			return p, fmt.Errorf("ledger unavailable: %w", err)
+		}
+	}
 	var firstErr error
+	defer func() { w.failing.Store(firstErr != nil) }()
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return p, ctx.Err()
