@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/hongbao/hongbao"
@@ -90,6 +92,51 @@ type createRequest struct {
 	Seed           *uint64 `json:"seed"`
 }
 
+// createFields are the keys of a create body, exactly as the API spells
+// them.
+var createFields = jsonFields(reflect.TypeFor[createRequest]())
+
+func jsonFields(t reflect.Type) map[string]bool {
+	m := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		m[name] = true
+	}
+	return m
+}
+
+// exactKeys refuses what encoding/json lets through and a strict reader
+// does not: a key that names a field only when case is ignored ("TOTAL"),
+// and a key given twice, whose last value would win silently (a gateway
+// that checked the first would have seen another amount). body is one
+// JSON value that decodeStrict accepted.
+func exactKeys(body []byte, fields map[string]bool) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return badRequest(CodeInvalidJSON, "a JSON object is expected")
+	}
+	seen := make(map[string]bool, len(fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return badRequest(CodeInvalidJSON, "malformed JSON")
+		}
+		key, _ := tok.(string)
+		if !fields[key] {
+			return badRequest(CodeInvalidJSON, "unknown field %q", key)
+		}
+		if seen[key] {
+			return badRequest(CodeInvalidJSON, "field %q is given twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return badRequest(CodeInvalidJSON, "malformed JSON")
+		}
+	}
+	return nil
+}
+
 // amount reads one amount given as a decimal string or as cents (not both).
 func amount(name string, dec *string, cents *int64, required bool) (int64, error) {
 	switch {
@@ -128,6 +175,9 @@ func timeField(name string, s *string) (time.Time, error) {
 func decodeCreate(body []byte, maxCount int) (hongbao.Spec, error) {
 	var req createRequest
 	if err := decodeStrict(body, &req); err != nil {
+		return hongbao.Spec{}, err
+	}
+	if err := exactKeys(body, createFields); err != nil {
 		return hongbao.Spec{}, err
 	}
 	var spec hongbao.Spec
