@@ -196,12 +196,15 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := w.retire(ctx, id); err != nil {
-		return false, err
-	}
 	if changed {
+		// Counted here, not after retire: a retire cut short (a stop, a
+		// failed reconcile read) is done again by the next pass, which
+		// finds the campaign settled and would not count it.
 		w.refunds.Add(1)
 		w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
+	}
+	if err := w.retire(ctx, id); err != nil {
+		return false, err
 	}
 	return true, nil
 }
