@@ -208,6 +208,19 @@ func TestIdempotencyKey(t *testing.T) {
 	r3 := ts.do(t, "POST", "/v1/campaigns", string(adminKey), `{"total":"6.00","count":5}`, "Idempotency-Key", key)
 	require.Equal(t, http.StatusUnprocessableEntity, r3.Status, "%s", r3.Body)
 	require.Equal(t, "idempotency_mismatch", r3.errorCode(t))
+	// The same total and count with another split, minimum or time is
+	// another campaign; the first one's seed given explicitly is the same.
+	opens := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for _, other := range []string{`{"total":"5.00","count":5,"split":"fixed"}`, `{"total":"5.00","count":5,"min_cents":50}`,
+		`{"total":"5.00","count":5,"max":"2.00"}`, `{"total":"5.00","count":5,"opens_at":"` + opens + `"}`, `{"total":"5.00","count":5,"seed":1}`} {
+		r := ts.do(t, "POST", "/v1/campaigns", string(adminKey), other, "Idempotency-Key", key)
+		require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s: %s", other, r.Body)
+	}
+	r5 := ts.do(t, "POST", "/v1/campaigns", string(adminKey),
+		fmt.Sprintf(`{"total_cents":500,"count":5,"split":"double-average","min":"0.01","seed":%s,"closes_at":%q}`,
+			r1.json(t)["seed"], r1.json(t)["closes_at"]), "Idempotency-Key", key)
+	require.Equal(t, http.StatusOK, r5.Status, "%s", r5.Body)
+	require.Equal(t, r1.json(t)["id"], r5.json(t)["id"])
 	r4 := ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", "has space")
 	require.Equal(t, http.StatusBadRequest, r4.Status)
 	r4.errorCode(t)

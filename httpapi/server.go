@@ -23,6 +23,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/settle"
+	"github.com/hongbao/hongbao/split"
 )
 
 // Config configures a Server. Zero fields take their documented defaults.
@@ -457,16 +458,32 @@ func (s *Server) replayCreate(ctx context.Context, w http.ResponseWriter, r *htt
 		s.fail(w, r, err)
 		return
 	}
-	funding := spec.Funding
-	if funding == "" {
-		funding = hongbao.DefaultFunding
-	}
-	if st.Total != spec.Total || st.Count != spec.Count || st.Funding != funding {
+	if !sameSpec(&st.Campaign, spec) {
 		writeError(w, http.StatusUnprocessableEntity, CodeIdempotencyMismatch, "this Idempotency-Key was used for another campaign", 0)
 		return
 	}
 	s.log.Info("admin action", "who", admin, "action", "create-replayed", "campaign", st.ID, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, campaignJSON(&st.Campaign))
+}
+
+// sameSpec says whether campaign c is what spec creates: every field the
+// request gave, and the defaults of those it left out. Times left out
+// were "now" at the first create and are not compared; nor is a seed left
+// out (it was drawn at random).
+func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
+	funding := spec.Funding
+	if funding == "" {
+		funding = hongbao.DefaultFunding
+	}
+	sp, err := split.Spec{Total: spec.Total, Count: spec.Count, Min: spec.Min, Max: spec.Max, Algorithm: spec.Split}.Normalize()
+	if err != nil {
+		return false
+	}
+	return c.Total == sp.Total && c.Count == sp.Count && c.Funding == funding &&
+		c.Split == sp.Algorithm && c.Min == sp.Min && c.Max == sp.Max &&
+		(spec.Seed == nil || *spec.Seed == c.Seed) &&
+		(spec.OpensAt.IsZero() || spec.OpensAt.UnixMilli() == c.OpensAt.UnixMilli()) &&
+		(spec.ClosesAt.IsZero() || spec.ClosesAt.UnixMilli() == c.ClosesAt.UnixMilli())
 }
 
 func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
