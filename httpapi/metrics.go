@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,13 +75,23 @@ type stateCollector struct {
 	timeout time.Duration
 	log     *slog.Logger
 
+	// The Redis part of a scrape is reused for cacheFor: /metrics answers
+	// anyone who reaches the listener, and one scrape costs a few Redis
+	// calls per live campaign (up to 200), so a flood of scrapes would
+	// otherwise load the Redis that decides grabs. Scrapes that arrive
+	// together wait for the one reading Redis.
+	cacheFor time.Duration
+	mu       sync.Mutex
+	cachedAt time.Time
+	cached   []prometheus.Metric
+
 	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
 }
 
 func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
 	d := prometheus.NewDesc
 	return &stateCollector{
-		engine: e, store: redisstore.New(c), redis: c, settle: st, timeout: timeout, log: log,
+		engine: e, store: redisstore.New(c), redis: c, settle: st, timeout: timeout, log: log, cacheFor: time.Second,
 		batch:       d("hongbao_grab_batch_size", "Users per grab script call (the engine's coalescing), since start.", nil, nil),
 		poolPackets: d("hongbao_campaign_pool_remaining_packets", "Packets still in a live campaign's pool.", []string{"campaign"}, nil),
 		poolCents:   d("hongbao_campaign_pool_remaining_cents", "Cents still in a live campaign's pool.", []string{"campaign"}, nil),
@@ -113,17 +124,43 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if s.settle != nil {
 		ch <- prometheus.MustNewConstMetric(s.conflicts, prometheus.CounterValue, float64(s.settle().Conflicts))
 	}
+	for _, m := range s.redisState() {
+		ch <- m
+	}
+}
+
+// redisState returns the metrics read from Redis, read again when the last
+// reading is older than cacheFor.
+func (s *stateCollector) redisState() []prometheus.Metric {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cached != nil && time.Since(s.cachedAt) < s.cacheFor {
+		return s.cached
+	}
+	ms := make(chan prometheus.Metric, 16)
+	var out []prometheus.Metric
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range ms {
+			out = append(out, m)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	if v, ok := s.fsyncAlways(ctx); ok {
-		ch <- prometheus.MustNewConstMetric(s.fsync, prometheus.GaugeValue, v)
+		ms <- prometheus.MustNewConstMetric(s.fsync, prometheus.GaugeValue, v)
 	}
 	failed := 0.0
-	if err := s.campaigns(ctx, ch); err != nil {
+	if err := s.campaigns(ctx, ms); err != nil {
 		s.log.Warn("metrics: reading campaign state failed", "err", err)
 		failed = 1
 	}
-	ch <- prometheus.MustNewConstMetric(s.scrapeErr, prometheus.GaugeValue, failed)
+	ms <- prometheus.MustNewConstMetric(s.scrapeErr, prometheus.GaugeValue, failed)
+	close(ms)
+	<-done
+	s.cached, s.cachedAt = out, time.Now()
+	return out
 }
 
 // fsyncAlways reads the AOF settings; ok is false when CONFIG GET is not
