@@ -101,6 +101,11 @@ func (c *Config) Validate() error {
 		if kids[s.KID] {
 			return fmt.Errorf("httpapi: two user token secrets have kid %q", s.KID)
 		}
+		if s.KID == "" && i > 0 {
+			// Only the first secret checks tokens without a kid; this
+			// one would check nothing.
+			return fmt.Errorf("httpapi: user token secret %d has no kid; only the first may go without one", i+1)
+		}
 		kids[s.KID] = true
 	}
 	for i, k := range c.AdminKeys {
