@@ -15,8 +15,10 @@ import (
 // shard grows, so memory follows the active keys. A shard never holds more
 // than maxPerShard buckets: keys arriving faster than their buckets refill
 // (a client with many addresses, a very low rate) would otherwise grow it
-// without bound. Past the cap an arbitrary bucket is forgotten, which at
-// worst gives its key a fresh burst.
+// without bound. At the cap arbitrary buckets are forgotten down to three
+// quarters of it, which at worst gives their keys a fresh burst. Sweeps
+// run when a shard has doubled since the last one (or reached the cap),
+// so their cost per new key stays constant.
 type bucketLimiter struct {
 	rate        float64 // tokens per second
 	burst       float64
@@ -26,8 +28,9 @@ type bucketLimiter struct {
 }
 
 type bucketShard struct {
-	mu sync.Mutex
-	m  map[string]*bucket
+	mu      sync.Mutex
+	m       map[string]*bucket
+	sweepAt int // size at which the next sweep runs; 0 before the first
 }
 
 type bucket struct {
@@ -62,14 +65,21 @@ func (l *bucketLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 	defer sh.mu.Unlock()
 	b := sh.m[key]
 	if b == nil {
-		if len(sh.m) >= shardSweepAt {
-			l.sweep(sh, now)
+		if sh.sweepAt == 0 {
+			sh.sweepAt = min(shardSweepAt, l.maxPerShard)
 		}
-		for k := range sh.m {
-			if len(sh.m) < l.maxPerShard {
-				break
+		if len(sh.m) >= sh.sweepAt {
+			l.sweep(sh, now)
+			if len(sh.m) >= l.maxPerShard {
+				keep := l.maxPerShard * 3 / 4
+				for k := range sh.m {
+					if len(sh.m) <= keep {
+						break
+					}
+					delete(sh.m, k)
+				}
 			}
-			delete(sh.m, k)
+			sh.sweepAt = min(max(shardSweepAt, 2*len(sh.m)), l.maxPerShard)
 		}
 		b = &bucket{tokens: l.burst, at: now}
 		sh.m[key] = b

@@ -33,3 +33,31 @@ func TestBucketLimiterBounded(t *testing.T) {
 	}
 	require.LessOrEqual(t, total, len(l.shards)*l.maxPerShard)
 }
+
+// TestBucketLimiterSweepsFull: buckets that refilled are forgotten by a
+// sweep, and a key still limited stays limited across it.
+func TestBucketLimiterSweepsFull(t *testing.T) {
+	t.Parallel()
+	l := newBucketLimiter(1, 1) // a bucket is full again one second after its use
+	l.maxPerShard = 64
+	now := time.Unix(1_900_000_000, 0)
+	ok, _ := l.allow("held", now)
+	require.True(t, ok)
+	for i := 0; i < 10_000; i++ {
+		at := now.Add(time.Duration(i) * 10 * time.Millisecond)
+		ok, _ := l.allow("addr-"+strconv.Itoa(i), at)
+		require.True(t, ok)
+		if i%50 == 0 {
+			// Used again within its second: still limited, unless its
+			// shard had to forget it at the cap.
+			ok, _ := l.allow("held", at)
+			if ok {
+				ok, _ = l.allow("held", at)
+				require.False(t, ok, "a limited key got two tokens at once")
+			}
+		}
+	}
+	for i := range l.shards {
+		require.LessOrEqual(t, len(l.shards[i].m), l.maxPerShard)
+	}
+}
