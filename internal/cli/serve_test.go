@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
@@ -477,6 +478,15 @@ func TestTokenCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(hdr), `"kid":"k7"`)
 	require.Contains(t, string(hdr), `"alg":"HS256"`)
+	// Signed with the file's trimmed secret, for alice, for 5 minutes.
+	key, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	var claims jwt.RegisteredClaims
+	_, err = jwt.ParseWithClaims(strings.TrimSpace(out), &claims, func(*jwt.Token) (any, error) { return bytes.TrimSpace(key), nil },
+		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
+	require.NoError(t, err)
+	require.Equal(t, "alice", claims.Subject)
+	require.WithinDuration(t, time.Now().Add(5*time.Minute), claims.ExpiresAt.Time, 30*time.Second)
 	env := map[string]string{"HONGBAO_TOKEN_SECRET_FILE": secret}
 	code, _, errs = run(t, env, "token", "--user", "bad user")
 	require.Equal(t, 2, code)
