@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/testenv"
+)
+
+// TestServeSchedulesCampaign: with nobody closing it, a campaign created
+// over HTTP opens at opens_at, is closed by serve's scheduler at
+// closes_at, refunded and settled, and reconciles.
+func TestServeSchedulesCampaign(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	dir := t.TempDir()
+	adminFile := writeSecret(t, dir, "admin.key")
+	secretFile := writeSecret(t, dir, "token.secret")
+	dsn := "sqlite:" + filepath.Join(dir, "l.db")
+	p := startServe(t, "--redis", "redis://"+r.Addr, "--ledger", dsn, "--admin-key-file", adminFile,
+		"--token-secret-file", secretFile, "--listen", "127.0.0.1:0", "--user-rate", "-1")
+	api := newAPIClient(t, p.URL, adminFile, secretFile)
+	now := time.Now()
+	opens, closes := now.Add(1500*time.Millisecond), now.Add(3*time.Second)
+	id := api.create(t, p.URL, fmt.Sprintf(`{"total":"10.00","count":4,"opens_at":%q,"closes_at":%q}`,
+		opens.Format(time.RFC3339Nano), closes.Format(time.RFC3339Nano)))
+	tok := api.userToken(t, "early-bird")
+	grab := func() string {
+		code, m, err := api.call("POST", p.URL+"/v1/campaigns/"+id+"/grab", tok, "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, "%v", m)
+		return m["outcome"].(string)
+	}
+	if time.Now().Before(opens.Add(-200 * time.Millisecond)) {
+		require.Equal(t, "not_open", grab())
+	}
+	waitFor(t, "the campaign to open", 10*time.Second, func() bool { return grab() != "not_open" })
+	require.Equal(t, "already_granted", grab())
+
+	status := func() map[string]any {
+		code, m, err := api.call("GET", p.URL+"/v1/campaigns/"+id, api.admin, "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, "%v", m)
+		return m
+	}
+	waitFor(t, "the scheduler to close, refund and settle", 20*time.Second, func() bool { return status()["state"] == "settled" })
+	st := status()
+	require.Equal(t, "time", st["close_reason"])
+	require.EqualValues(t, 1, st["granted_count"])
+	require.EqualValues(t, 1000, st["granted_cents"].(float64)+st["refunded_cents"].(float64))
+	require.Positive(t, st["refunded_cents"])
+	require.Equal(t, "already_granted", grab(), "the holder still sees their packet")
+	code, out, errs := run(t, nil, "reconcile", "--campaign", id, "--redis", "redis://"+r.Addr, "--ledger", dsn)
+	require.Equal(t, 0, code, "%s %s", out, errs)
+	require.Contains(t, out, "OK")
+}
