@@ -11,6 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -257,4 +261,43 @@ func TestReadyzLedgerDown(t *testing.T) {
 	r := ts.do(t, "GET", "/readyz", "", "")
 	require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
 	require.Equal(t, "not_ready", r.errorCode(t))
+}
+
+// TestIdempotencyKeyOfRetiredCampaign: once a campaign made with an
+// Idempotency-Key is gone from Redis (settled, retired, expired) but known
+// to the ledger, the key is refused rather than making a new campaign
+// under the settled one's id.
+func TestIdempotencyKeyOfRetiredCampaign(t *testing.T) {
+	t.Parallel()
+	var led ledger.Ledger
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		c.Retired = func(ctx context.Context, id string) (bool, error) {
+			tt, err := led.Totals(ctx, id)
+			return tt.Funded > 0, err
+		}
+	})
+	led = ts.Ledger
+	ctx := context.Background()
+	key := "retired-" + fmt.Sprint(time.Now().UnixNano())
+	body := `{"total":"5.00","count":5}`
+	r := ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	id := r.json(t)["id"].(string)
+	require.NoError(t, led.Fund(ctx, ledger.Campaign{ID: id, Funding: "platform", Total: 500}))
+
+	// Still in Redis: a retry replays it.
+	r = ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, id, r.json(t)["id"])
+
+	// Its keys expire after the retention.
+	k := redisstore.CampaignKeys(id)
+	c := ts.Redis.Client
+	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Staging).Build()).Error())
+	require.NoError(t, c.Do(ctx, c.B().Zrem().Key(redisstore.CampaignsIndex).Member(id).Build()).Error())
+	r = ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key)
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+	require.Equal(t, "idempotency_mismatch", r.errorCode(t))
+	_, err := ts.Engine.Status(ctx, id)
+	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "a campaign was made again under the retired id")
 }

@@ -42,6 +42,12 @@ type Config struct {
 	// Ready are the readiness checks of /readyz besides Redis (the ledger,
 	// for one), by name. Default: none.
 	Ready map[string]func(context.Context) error
+	// Retired, if not nil, says whether the ledger knows campaign id: a
+	// campaign whose Redis keys are gone (settled, retired and expired)
+	// leaves its entries there. A create whose Idempotency-Key names such
+	// a campaign is refused: creating it again would reuse a settled
+	// campaign's id in the ledger. Default nil: not checked.
+	Retired func(ctx context.Context, id string) (bool, error)
 	// SettleStats, if not nil, reads the settlement worker's counters for
 	// the conflicts metric. Default: nil (the metric is absent).
 	SettleStats func() settle.Stats
@@ -434,6 +440,12 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 4*s.cfg.Timeout)
 	defer cancel()
+	if spec.ID != "" && s.cfg.Retired != nil {
+		if err := s.checkNotRetired(ctx, spec.ID); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	c, err := s.cfg.Engine.Create(ctx, spec)
 	var exists *hongbao.ExistsError
 	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
@@ -448,6 +460,28 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 		"total_cents", c.Total, "count", c.Count, "split", c.Split, "funding", c.Funding,
 		"opens_at", c.OpensAt, "closes_at", c.ClosesAt, "idempotency_key", spec.ID != "", "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusCreated, campaignJSON(c))
+}
+
+// checkNotRetired refuses an Idempotency-Key whose campaign the ledger
+// knows while Redis does not: it was settled and its keys expired (after
+// the settlement's retention, 7 days by default).
+func (s *Server) checkNotRetired(ctx context.Context, id string) error {
+	known, err := s.cfg.Retired(ctx, id)
+	if err != nil {
+		return fmt.Errorf("ledger lookup of %s: %w", id, err)
+	}
+	if !known {
+		return nil
+	}
+	_, err = s.cfg.Engine.Status(ctx, id)
+	switch {
+	case errors.Is(err, hongbao.ErrCampaignNotFound):
+		return &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch,
+			msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
+	case err != nil:
+		return err
+	}
+	return nil // still in Redis: the create replays it
 }
 
 // replayCreate answers a create whose Idempotency-Key names an existing

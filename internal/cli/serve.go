@@ -185,7 +185,11 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 	reg.MustRegister(leaseHeld)
 	api, err := httpapi.New(httpapi.Config{
 		Engine: eng, Redis: conn.Client, UserSecrets: secrets, AdminKeys: adminKeys,
-		Ready:       map[string]func(context.Context) error{"ledger": led.Ping},
+		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
+		Retired: func(ctx context.Context, id string) (bool, error) {
+			t, err := led.Totals(ctx, id)
+			return t.Funded > 0, err
+		},
 		SettleStats: worker.Stats,
 		UserRate:    f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
 		Logger: log, Registry: reg,
