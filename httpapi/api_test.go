@@ -300,4 +300,11 @@ func TestIdempotencyKeyOfRetiredCampaign(t *testing.T) {
 	require.Equal(t, "idempotency_mismatch", r.errorCode(t))
 	_, err := ts.Engine.Status(ctx, id)
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "a campaign was made again under the retired id")
+
+	// A ledger that cannot be read: 503, nothing created, no error text.
+	require.NoError(t, led.Close())
+	r = ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key+"-2")
+	require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
+	require.Equal(t, "unavailable", r.errorCode(t))
+	require.NotContains(t, string(r.Body), "sql")
 }

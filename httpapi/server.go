@@ -468,7 +468,9 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 func (s *Server) checkNotRetired(ctx context.Context, id string) error {
 	known, err := s.cfg.Retired(ctx, id)
 	if err != nil {
-		return fmt.Errorf("ledger lookup of %s: %w", id, err)
+		s.log.Warn("idempotency check: ledger lookup failed", "campaign", id, "err", err)
+		return &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+			msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
 	}
 	if !known {
 		return nil
