@@ -48,6 +48,11 @@ type Config struct {
 	// a campaign is refused: creating it again would reuse a settled
 	// campaign's id in the ledger. Default nil: not checked.
 	Retired func(ctx context.Context, id string) (bool, error)
+	// Fund, if not nil, writes the ledger's fund entry of a campaign just
+	// created (idempotent). A failure is logged and the create still
+	// succeeds: the settlement worker writes the same entry before the
+	// campaign's first grant. Default nil: the worker funds.
+	Fund func(ctx context.Context, c *hongbao.Campaign) error
 	// SettleStats, if not nil, reads the settlement worker's counters for
 	// the conflicts metric. Default: nil (the metric is absent).
 	SettleStats func() settle.Stats
@@ -455,6 +460,11 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if s.cfg.Fund != nil {
+		if err := s.cfg.Fund(ctx, c); err != nil {
+			s.log.Warn("fund entry not written at create; settlement will write it", "campaign", c.ID, "err", err)
+		}
 	}
 	s.log.Info("admin action", "who", admin, "action", "create", "campaign", c.ID,
 		"total_cents", c.Total, "count", c.Count, "split", c.Split, "funding", c.Funding,

@@ -20,6 +20,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -189,6 +190,9 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 		Retired: func(ctx context.Context, id string) (bool, error) {
 			t, err := led.Totals(ctx, id)
 			return t.Funded > 0, err
+		},
+		Fund: func(ctx context.Context, c *hongbao.Campaign) error {
+			return led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total})
 		},
 		SettleStats: worker.Stats,
 		UserRate:    f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,

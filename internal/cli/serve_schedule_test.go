@@ -11,6 +11,7 @@ import (
 
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger/open"
 )
 
 // TestServeSchedulesCampaign: with nobody closing it, a campaign created
@@ -30,6 +31,14 @@ func TestServeSchedulesCampaign(t *testing.T) {
 	opens, closes := now.Add(1500*time.Millisecond), now.Add(3*time.Second)
 	id := api.create(t, p.URL, fmt.Sprintf(`{"total":"10.00","count":4,"opens_at":%q,"closes_at":%q}`,
 		opens.Format(time.RFC3339Nano), closes.Format(time.RFC3339Nano)))
+	// Created with a ledger configured: the fund entry is written at
+	// create, before the campaign opens and long before its first grant.
+	led, err := open.Open(t.Context(), dsn)
+	require.NoError(t, err)
+	tot, err := led.Totals(t.Context(), id)
+	require.NoError(t, led.Close())
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, tot.Funded, "fund entry at create")
 	tok := api.userToken(t, "early-bird")
 	grab := func() string {
 		code, m, err := api.call("POST", p.URL+"/v1/campaigns/"+id+"/grab", tok, "")
