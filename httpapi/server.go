@@ -558,7 +558,9 @@ func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
 	writeJSON(w, http.StatusOK, statusJSON(st, g))
 }
 
-func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin string) {
+// actionTarget reads the campaign id of an action that takes no body
+// (close, grab) and checks that no body came; on failure it has answered.
+func (s *Server) actionTarget(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id, err := campaignID(r)
 	if err == nil {
 		var body []byte
@@ -568,6 +570,14 @@ func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin str
 	}
 	if err != nil {
 		s.fail(w, r, err)
+		return "", false
+	}
+	return id, true
+}
+
+func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin string) {
+	id, ok := s.actionTarget(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
@@ -600,15 +610,8 @@ var outcomeNames = map[hongbao.Outcome]string{
 }
 
 func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
-	id, err := campaignID(r)
-	if err == nil {
-		var body []byte
-		if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
-			err = decodeEmpty(body)
-		}
-	}
-	if err != nil {
-		s.fail(w, r, err)
+	id, ok := s.actionTarget(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
