@@ -54,11 +54,20 @@ func ParseCents(s string) (int64, error) {
 
 // FormatCents writes cents as a decimal amount with two decimals: 710 ->
 // "7.10".
-func FormatCents(c int64) string {
-	sign := ""
+func FormatCents(c int64) string { return string(AppendCents(nil, c)) }
+
+// AppendCents appends cents as FormatCents writes them, without
+// allocating: for answers encoded by hand on a hot path.
+func AppendCents(b []byte, c int64) []byte {
 	u := uint64(c)
 	if c < 0 {
-		sign, u = "-", uint64(-(c+1))+1
+		b = append(b, '-')
+		u = uint64(-(c + 1)) + 1
 	}
-	return fmt.Sprintf("%s%d.%02d", sign, u/100, u%100)
+	b = strconv.AppendUint(b, u/100, 10)
+	b = append(b, '.')
+	if u%100 < 10 {
+		b = append(b, '0')
+	}
+	return strconv.AppendUint(b, u%100, 10)
 }

@@ -111,7 +111,7 @@ func appendGrant(b []byte, g hongbao.Grant, outcome string) []byte {
 			b = append(b, '"')
 		}
 		b = append(b, `,"amount":"`...)
-		b = appendCents(b, g.Cents)
+		b = hongbao.AppendCents(b, g.Cents)
 		b = append(b, '"')
 		if g.Cents != 0 {
 			b = append(b, `,"amount_cents":`...)
@@ -119,21 +119,6 @@ func appendGrant(b []byte, g hongbao.Grant, outcome string) []byte {
 		}
 	}
 	return append(b, "}\n"...)
-}
-
-// appendCents appends c as hongbao.FormatCents spells it ("-1.05").
-func appendCents(b []byte, c int64) []byte {
-	u := uint64(c)
-	if c < 0 {
-		b = append(b, '-')
-		u = uint64(-(c + 1)) + 1
-	}
-	b = strconv.AppendUint(b, u/100, 10)
-	b = append(b, '.')
-	if u%100 < 10 {
-		b = append(b, '0')
-	}
-	return strconv.AppendUint(b, u%100, 10)
 }
 
 func grantJSON(g hongbao.Grant, outcome string) grantOut {
