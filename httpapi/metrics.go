@@ -163,18 +163,14 @@ func (s *stateCollector) redisState() []prometheus.Metric {
 	return out
 }
 
-// fsyncAlways reads the AOF settings; ok is false when CONFIG GET is not
-// allowed (some managed Redis services rename it).
+// fsyncAlways reads the persistence settings; ok is false when they
+// cannot be read.
 func (s *stateCollector) fsyncAlways(ctx context.Context) (float64, bool) {
-	mode, err := ConfigGet(ctx, s.redis, "appendfsync")
+	p, err := redisstore.Persistence(ctx, s.redis)
 	if err != nil {
 		return 0, false
 	}
-	aof, err := ConfigGet(ctx, s.redis, "appendonly")
-	if err != nil {
-		return 0, false
-	}
-	if mode == "always" && aof == "yes" {
+	if p == "always" {
 		return 1, true
 	}
 	return 0, true
@@ -232,13 +228,4 @@ func (s *stateCollector) firstEntryMs(ctx context.Context, id string) (int64, bo
 	msPart, _, _ := strings.Cut(es[0].ID, "-")
 	ms, err := strconv.ParseInt(msPart, 10, 64)
 	return ms, err == nil
-}
-
-// ConfigGet reads one Redis configuration parameter.
-func ConfigGet(ctx context.Context, c rueidis.Client, name string) (string, error) {
-	m, err := c.Do(ctx, c.B().ConfigGet().Parameter(name).Build()).AsStrMap()
-	if err != nil {
-		return "", err
-	}
-	return m[name], nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/split"
 )
 
@@ -418,17 +419,14 @@ func (t *target) close() {
 	}
 }
 
-// aof reads the server's persistence setting.
+// aof reads the server's persistence setting: off, always, everysec, no
+// or unknown.
 func (t *target) aof(ctx context.Context) string {
-	on, err1 := t.client.Do(ctx, t.client.B().ConfigGet().Parameter("appendonly").Build()).AsStrMap()
-	fs, err2 := t.client.Do(ctx, t.client.B().ConfigGet().Parameter("appendfsync").Build()).AsStrMap()
-	if err1 != nil || err2 != nil {
+	p, err := redisstore.Persistence(ctx, t.client)
+	if err != nil {
 		return "unknown"
 	}
-	if on["appendonly"] != "yes" {
-		return "off"
-	}
-	return fs["appendfsync"]
+	return p
 }
 
 // cpuSeconds is used_cpu_user + used_cpu_sys from INFO cpu.

@@ -20,6 +20,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
 )
@@ -302,7 +303,7 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 func checkRedis(ctx context.Context, log *slog.Logger, conn *redisConn, allowEviction bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	policy, err := httpapi.ConfigGet(ctx, conn.Client, "maxmemory-policy")
+	policy, err := redisstore.ConfigGet(ctx, conn.Client, "maxmemory-policy")
 	switch {
 	case err != nil && !allowEviction:
 		return fmt.Errorf("cannot read Redis's maxmemory-policy (%v); if it is noeviction, pass --allow-eviction to skip the check", err)
@@ -313,14 +314,12 @@ func checkRedis(ctx context.Context, log *slog.Logger, conn *redisConn, allowEvi
 	case policy != "noeviction":
 		log.Warn("Redis may evict keys (--allow-eviction given): an evicted claim is a double grant", "maxmemory_policy", policy)
 	}
-	aof, err1 := httpapi.ConfigGet(ctx, conn.Client, "appendonly")
-	fsync, err2 := httpapi.ConfigGet(ctx, conn.Client, "appendfsync")
-	switch {
-	case err1 != nil || err2 != nil:
+	switch p, err := redisstore.Persistence(ctx, conn.Client); {
+	case err != nil:
 		log.Warn("cannot read Redis's AOF settings; acknowledged grants survive a Redis crash only with appendonly yes and appendfsync always")
-	case aof != "yes" || fsync != "always":
+	case p != "always":
 		log.Warn("Redis is not fsync-always: a Redis crash can lose acknowledged grants (set appendonly yes, appendfsync always)",
-			"appendonly", aof, "appendfsync", fsync)
+			"persistence", p)
 	}
 	return nil
 }
