@@ -79,6 +79,13 @@ type Config struct {
 	Poll time.Duration
 	// MaxBackoff caps the pause after a ledger failure. Default 5s.
 	MaxBackoff time.Duration
+	// PassTimeout bounds one pass, and so every ledger and Redis call in
+	// it: a call that hangs (a database gone without a reset, a lock never
+	// granted) would otherwise stall settlement until a restart. A pass
+	// cut short loses nothing: its committed batches are acknowledged, the
+	// rest stays pending and the next pass settles it, idempotently.
+	// Default 2 minutes.
+	PassTimeout time.Duration
 	// Retention is how long a settled campaign's keys stay in Redis once
 	// a reconcile against the Ledger finds no difference (a campaign that
 	// does not reconcile keeps its keys for an operator). Default 7 days;
@@ -125,6 +132,7 @@ type Worker struct {
 	failing atomic.Bool
 
 	stop   context.CancelFunc
+	halt   chan struct{} // closed to end the passes after the current one
 	done   chan struct{}
 	startM sync.Mutex
 }
@@ -160,6 +168,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
 	}
+	if cfg.PassTimeout <= 0 {
+		cfg.PassTimeout = 2 * time.Minute
+	}
 	if cfg.Retention == 0 {
 		cfg.Retention = 7 * 24 * time.Hour
 	}
@@ -193,11 +204,17 @@ func (w *Worker) Start(ctx context.Context) error {
 		return errors.New("settle: worker already started")
 	}
 	ctx, w.stop = context.WithCancel(ctx)
-	w.done = make(chan struct{})
+	halt, done := make(chan struct{}), make(chan struct{})
+	w.halt, w.done = halt, done
 	go func() {
-		defer close(w.done)
+		defer close(done)
 		backoff := time.Duration(0)
 		for ctx.Err() == nil {
+			select {
+			case <-halt:
+				return
+			default:
+			}
 			p, err := w.Pass(ctx)
 			var pause time.Duration
 			switch {
@@ -214,6 +231,8 @@ func (w *Worker) Start(ctx context.Context) error {
 			if pause > 0 {
 				select {
 				case <-ctx.Done():
+				case <-halt:
+					return
 				case <-time.After(pause):
 				}
 			}
@@ -222,16 +241,32 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the background passes after the current batch and waits.
-func (w *Worker) Stop() {
+// Stop ends the background passes and waits: the pass in flight is
+// cancelled (its unwritten entries stay pending and are settled again,
+// idempotently).
+func (w *Worker) Stop() { w.StopAfterPass(0) }
+
+// StopAfterPass ends the background passes after the one in flight, so a
+// shutdown leaves no half-done batch behind; a pass that outlasts grace is
+// cancelled. It waits for the pass to return.
+func (w *Worker) StopAfterPass(grace time.Duration) {
 	w.startM.Lock()
 	defer w.startM.Unlock()
 	if w.done == nil {
 		return
 	}
+	close(w.halt)
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		select {
+		case <-w.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	w.stop()
 	<-w.done
-	w.done = nil
+	w.halt, w.done = nil, nil
 }
 
 // Progress is what one pass saw and did.
@@ -247,8 +282,11 @@ type Progress struct {
 	Open int
 }
 
-// Pass settles what it can of every registered campaign, once.
+// Pass settles what it can of every registered campaign, once, within
+// Config.PassTimeout.
 func (w *Worker) Pass(ctx context.Context) (Progress, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.PassTimeout)
+	defer cancel()
 	ids, err := w.store.Campaigns(ctx)
 	if err != nil {
 		return Progress{}, err

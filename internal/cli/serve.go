@@ -251,13 +251,16 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 	leaseDone.Add(1)
 	go func() {
 		defer leaseDone.Done()
-		var passes *settlePasses
 		newLease(conn.Client, f.leaseTTL).run(leaseCtx, func() {
 			log.Info("scheduler lease acquired: running settlement", "consumer", consumer)
 			leaseHeld.Set(1)
-			passes = startSettlePasses(worker, log, passTimeout)
+			if err := worker.Start(context.Background()); err != nil {
+				log.Error("settlement did not start", "err", err)
+			}
 		}, func() {
-			passes.stop(f.shutdownTimeout)
+			// The pass in flight finishes (within the shutdown timeout),
+			// so a shutdown leaves no half-done batch behind.
+			worker.StopAfterPass(f.shutdownTimeout)
 			leaseHeld.Set(0)
 			log.Info("scheduler lease released: settlement stopped after its current pass", "consumer", consumer)
 		})
@@ -361,86 +364,4 @@ func runToken(ctx context.Context, io *IO, args []string) error {
 	}
 	fmt.Fprintln(io.Stdout, tok)
 	return nil
-}
-
-// settlePasses runs the worker's passes in the background. Unlike
-// settle.Worker.Start, whose Stop cancels the pass in flight (safe: its
-// entries stay pending and are settled again, idempotently), stop lets the
-// current pass finish, so a shutdown leaves no half-done batch behind. A
-// pass that outlasts the grace period is cancelled.
-type settlePasses struct {
-	halt   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// passRunner runs one settlement pass: settle.Worker.
-type passRunner interface {
-	Pass(ctx context.Context) (settle.Progress, error)
-}
-
-// passTimeout bounds one settlement pass, and so every ledger and Redis
-// call in it: a call that hangs (a database gone without a reset, a lock
-// never granted) would otherwise stall settlement until a restart. A pass
-// cut short loses nothing: its committed batches are acknowledged, the
-// rest stays pending and the next pass settles it, idempotently.
-const passTimeout = 2 * time.Minute
-
-func startSettlePasses(w passRunner, log *slog.Logger, timeout time.Duration) *settlePasses {
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &settlePasses{halt: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		const poll, maxBackoff = 20 * time.Millisecond, 5 * time.Second
-		backoff := time.Duration(0)
-		for {
-			select {
-			case <-p.halt:
-				return
-			default:
-			}
-			pctx, pcancel := context.WithTimeout(ctx, timeout)
-			prog, err := w.Pass(pctx)
-			pcancel()
-			var pause time.Duration
-			switch {
-			case err != nil && ctx.Err() == nil:
-				backoff = min(max(2*backoff, 100*time.Millisecond), maxBackoff)
-				pause = backoff
-				log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
-			case prog.Work == 0:
-				backoff, pause = 0, poll
-			default:
-				backoff = 0
-			}
-			if pause > 0 {
-				select {
-				case <-p.halt:
-					return
-				case <-ctx.Done():
-					return
-				case <-time.After(pause):
-				}
-			}
-		}
-	}()
-	return p
-}
-
-// stop ends the passes after the current one, waiting at most grace
-// before cancelling it. A nil p is stopped.
-func (p *settlePasses) stop(grace time.Duration) {
-	if p == nil {
-		return
-	}
-	close(p.halt)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		p.cancel()
-		<-p.done
-	}
-	p.cancel()
 }

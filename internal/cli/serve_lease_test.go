@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
-	"github.com/hongbao/hongbao/settle"
 )
 
 // TestLeaseReleasedAtEnd: when run ends, the lease is released even if
@@ -58,30 +56,4 @@ func TestLeaseReleasedAtEnd(t *testing.T) {
 	n, err = c.Do(ctx, c.B().Exists().Key(leaseKey).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, n)
-}
-
-// hangingPasses is a settlement worker whose first pass hangs until its
-// context ends, as one stuck on a ledger that never answers.
-type hangingPasses struct{ calls atomic.Int32 }
-
-func (h *hangingPasses) Pass(ctx context.Context) (settle.Progress, error) {
-	if h.calls.Add(1) == 1 {
-		<-ctx.Done()
-		return settle.Progress{}, ctx.Err()
-	}
-	return settle.Progress{}, nil
-}
-
-// TestSettlePassTimeout: a pass that hangs is cut short and settlement
-// goes on with the next one.
-func TestSettlePassTimeout(t *testing.T) {
-	t.Parallel()
-	h := &hangingPasses{}
-	p := startSettlePasses(h, quietLog(), 50*time.Millisecond)
-	defer p.stop(time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for h.calls.Load() < 2 {
-		require.True(t, time.Now().Before(deadline), "the hung pass was never cut short")
-		time.Sleep(5 * time.Millisecond)
-	}
 }
