@@ -44,12 +44,18 @@ func (e *RejectedError) Error() string {
 		e.Event, e.Key, e.Status, http.StatusText(e.Status), e.Body)
 }
 
-// Unwrap makes errors.Is(err, ErrRejected) hold, and for a 409 answer to a
+// Unwrap makes errors.Is(err, ErrRejected) hold; for a 409 answer to a
 // fund or refund event errors.Is(err, ledger.ErrConflict) too: the host
-// holds that entry with other values, as the ledger would say.
+// holds that entry with other values, as the ledger would say; and for a
+// grants event errors.Is(err, ledger.ErrInvalid): the host will never take
+// that batch, so the settle worker isolates the grant at fault and moves
+// its entry to the dead stream instead of retrying it forever.
 func (e *RejectedError) Unwrap() []error {
-	if e.Status == http.StatusConflict && (e.Event == eventFund || e.Event == eventRefund) {
+	switch {
+	case e.Status == http.StatusConflict && (e.Event == eventFund || e.Event == eventRefund):
 		return []error{ErrRejected, ledger.ErrConflict}
+	case e.Event == eventGrants:
+		return []error{ErrRejected, ledger.ErrInvalid}
 	}
 	return []error{ErrRejected}
 }
