@@ -187,18 +187,12 @@ func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Met
 	var lag, dead int64
 	var oldest float64
 	for _, id := range ids {
-		snap, err := s.store.Status(ctx, id)
+		st, err := s.engine.Status(ctx, id)
 		if err != nil {
-			continue // gone between the listing and the read
+			continue // still loading, or gone between the listing and the read
 		}
-		if snap.Meta["state"] == "loading" {
-			continue
-		}
-		total, _ := strconv.ParseInt(snap.Meta["total"], 10, 64)
-		granted, _ := strconv.ParseInt(snap.Meta["granted_cents"], 10, 64)
-		refunded, _ := strconv.ParseInt(snap.Meta["refunded_cents"], 10, 64)
-		ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(snap.PoolLen), id)
-		ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(total-granted-refunded), id)
+		ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(st.RemainingCount), id)
+		ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(st.RemainingCents), id)
 		g, err := s.store.Group(ctx, id)
 		if err != nil {
 			return err
@@ -209,7 +203,7 @@ func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Met
 			// The stream is trimmed below what is settled, so its first
 			// entry is about the oldest unsettled one.
 			if ms, ok := s.firstEntryMs(ctx, id); ok {
-				oldest = max(oldest, float64(snap.Now-ms)/1000)
+				oldest = max(oldest, float64(st.Now.UnixMilli()-ms)/1000)
 			}
 		}
 	}
