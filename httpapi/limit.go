@@ -163,6 +163,10 @@ func (g *globalLimiter) allow(ctx context.Context, now time.Time) (bool, time.Du
 	)
 	n, err := res[0].AsInt64()
 	if err != nil {
+		// Fail open, for a whole chunk: the requests queued behind this
+		// one on the mutex must not each wait out their own timeout on a
+		// Redis that does not answer.
+		g.left = g.chunk - 1
 		return true, 0, err
 	}
 	got := g.chunk

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/testenv"
 )
 
 // TestBucketLimiterBounded: keys that keep arriving faster than their
@@ -60,4 +63,28 @@ func TestBucketLimiterSweepsFull(t *testing.T) {
 	for i := range l.shards {
 		require.LessOrEqual(t, len(l.shards[i].m), l.maxPerShard)
 	}
+}
+
+// TestGlobalLimiterFailsOpenForAChunk: when Redis cannot be asked, one
+// request pays for finding out and the rest of a chunk passes without
+// asking again (they would otherwise queue on the limiter's mutex, each
+// waiting out its own timeout on a stalled Redis).
+func TestGlobalLimiterFailsOpenForAChunk(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	g := newGlobalLimiter(r.Client, 1000)
+	require.EqualValues(t, 20, g.chunk)
+	require.NoError(t, r.Server.Stop())
+	ctx, now := t.Context(), time.Now()
+	ok, _, err := g.allow(ctx, now)
+	require.True(t, ok, "fail open")
+	require.Error(t, err)
+	for i := 1; i < int(g.chunk); i++ {
+		ok, _, err := g.allow(ctx, now)
+		require.True(t, ok)
+		require.NoError(t, err, "request %d of the chunk asked Redis again", i)
+	}
+	ok, _, err = g.allow(ctx, now)
+	require.True(t, ok)
+	require.Error(t, err, "the next chunk asks Redis again")
 }
