@@ -309,8 +309,13 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 	var firstErr error
 	defer func() { w.failing.Store(firstErr != nil) }()
 	for _, id := range ids {
-		if ctx.Err() != nil {
-			return p, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			// Stopped, or out of PassTimeout: a failed pass too, so the
+			// next one checks the ledger before touching any stream.
+			if firstErr == nil {
+				firstErr = err
+			}
+			break
 		}
 		work, unsettled, open, err := w.campaign(ctx, id)
 		p.Work += work
