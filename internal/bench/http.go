@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,11 @@ type HTTPOptions struct {
 	// Trivial, if set, also measures a trivial Go handler on a loopback
 	// listener of this process with the same client, for comparison.
 	Trivial bool
+	// TrivialURL, if set, is a trivial handler already running in a
+	// process of its own ('hongbao bench --mode http --trivial-listen'),
+	// measured instead of one in this process: serve runs in a process of
+	// its own too, so the two are then measured alike.
+	TrivialURL string
 	// Progress, if not nil, starts a progress bar.
 	Progress func(label string, total int64) Progress
 }
@@ -161,11 +167,14 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 	}
 	rep.Serve.Target, rep.Serve.Campaign = "serve", id
 	if o.Trivial {
-		url, stop, err := StartTrivial()
-		if err != nil {
-			return nil, err
+		url := strings.TrimRight(o.TrivialURL, "/")
+		if url == "" {
+			var stop func()
+			if url, stop, err = StartTrivial(); err != nil {
+				return nil, err
+			}
+			defer stop()
 		}
-		defer stop()
 		rep.Trivial, err = measureHTTP(ctx, client, o, url+"/v1/campaigns/"+id+"/grab", toks, "trivial handler")
 		if err != nil {
 			return nil, err

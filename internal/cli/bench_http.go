@@ -50,7 +50,8 @@ func runBenchHTTP(ctx context.Context, io *IO, args []string) error {
 	total := fs.String("total", "", "total of the campaign created; default 1.00 per packet")
 	clicks := fs.Int("clicks", 1, "grabs per user")
 	concurrency := fs.Int("concurrency", 64, "requests in flight (one connection each)")
-	trivial := fs.Bool("trivial", true, "also measure a trivial Go handler in this process, the same way")
+	trivial := fs.Bool("trivial", true, "also measure a trivial Go handler, the same way (in this process, or at --trivial-url)")
+	trivialURL := fs.String("trivial-url", "", "measure the trivial handler at this URL, one started in a process of its own with --trivial-listen, like serve")
 	tokensOut := fs.String("tokens-out", "", "only mint --users tokens into this file, one a line (for wrk), and exit")
 	trivialListen := fs.String("trivial-listen", "", "only serve the trivial handler on this address until interrupted (for wrk)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the report")
@@ -105,6 +106,7 @@ Flags:`)
 	o := bench.HTTPOptions{
 		URL: strings.TrimRight(*url, "/"), Secret: secrets[0], Campaign: *campaign, Packets: *packets,
 		Users: *users, Clicks: *clicks, Concurrency: *concurrency, Trivial: *trivial,
+		TrivialURL: *trivialURL,
 	}
 	if *campaign != "" {
 		if err := hongbao.ValidateCampaignID(*campaign); err != nil {

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,6 +37,23 @@ func TestBenchHTTP(t *testing.T) {
 	require.NotNil(t, rep.Trivial)
 	require.EqualValues(t, 1200, rep.Trivial.Requests)
 	require.Positive(t, rep.Ratio)
+
+	// The trivial handler of another process, given by its URL: this one
+	// counts what reaches it.
+	var hits atomic.Int64
+	triv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		bench.TrivialHandler().ServeHTTP(w, r)
+	}))
+	defer triv.Close()
+	code, out, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", secretFile,
+		"--admin-key-file", adminFile, "--users", "50", "--packets", "10", "--concurrency", "4", "--trivial-url", triv.URL, "--json")
+	require.Equal(t, 0, code, errs)
+	rep = bench.HTTPReport{}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.NotNil(t, rep.Trivial)
+	require.EqualValues(t, 50, rep.Trivial.Requests)
+	require.EqualValues(t, 50, hits.Load(), "measured at --trivial-url")
 
 	code, _, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL)
 	require.Equal(t, 2, code)
