@@ -3,11 +3,12 @@ package httpapi
 import (
 	"context"
 	"hash/maphash"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
 // bucketLimiter is a token bucket per key (a user, a client address), kept
@@ -119,10 +120,6 @@ type globalLimiter struct {
 	empty bool  // the second's global budget is spent
 }
 
-// globalKeyPrefix is the key of the per-second counters (one per second,
-// expiring a few seconds later).
-const globalKeyPrefix = "hb:ratelimit:global:"
-
 func newGlobalLimiter(c rueidis.Client, perSecond int64) *globalLimiter {
 	if perSecond <= 0 {
 		return nil
@@ -154,7 +151,7 @@ func (g *globalLimiter) allow(ctx context.Context, now time.Time) (bool, time.Du
 	if g.empty {
 		return false, untilNext, nil
 	}
-	key := globalKeyPrefix + strconv.FormatInt(sec, 10)
+	key := redisstore.GlobalRateKey(sec) // one per second, expiring a few seconds later
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	res := g.c.DoMulti(ctx,

@@ -4,46 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
 // leaseKey is the Redis key of the scheduler lease: the serve process that
 // holds it runs settlement, the closes on time and the refunds.
-const leaseKey = "hb:lease:scheduler"
-
-// Take the lease when it is free, or extend it when we hold it.
-var leaseAcquire = rueidis.NewLuaScript(`
--- KEYS[1] lease  ARGV[1] holder token  ARGV[2] ttl ms
--- Reply 1 when the caller holds the lease afterwards, else 0.
-local key, token, ttl = KEYS[1], ARGV[1], ARGV[2]
-local holder = redis.call('GET', key)
-if not holder then
-  redis.call('SET', key, token, 'PX', ttl)
-  return 1
-end
-if holder == token then
-  redis.call('PEXPIRE', key, ttl)
-  return 1
-end
-return 0
-`)
-
-// Let go of the lease only if we hold it.
-var leaseRelease = rueidis.NewLuaScript(`
--- KEYS[1] lease  ARGV[1] holder token
--- Reply 1 when it was ours and is gone, else 0.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
+const leaseKey = redisstore.SchedulerLease
 
 // lease is a Redis lease held by one of several processes at a time.
 type lease struct {
-	c     rueidis.Client
+	store *redisstore.Store
 	token string
 	ttl   time.Duration
 }
@@ -51,7 +25,7 @@ type lease struct {
 func newLease(c rueidis.Client, ttl time.Duration) *lease {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return &lease{c: c, token: hex.EncodeToString(b[:]), ttl: ttl}
+	return &lease{store: redisstore.New(c), token: hex.EncodeToString(b[:]), ttl: ttl}
 }
 
 // tryHold takes or extends the lease; false means another process holds it
@@ -59,14 +33,14 @@ func newLease(c rueidis.Client, ttl time.Duration) *lease {
 func (l *lease) tryHold(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, l.ttl/3)
 	defer cancel()
-	n, err := leaseAcquire.Exec(ctx, l.c, []string{leaseKey}, []string{l.token, strconv.FormatInt(l.ttl.Milliseconds(), 10)}).AsInt64()
-	return err == nil && n == 1
+	held, err := l.store.HoldLease(ctx, leaseKey, l.token, l.ttl)
+	return err == nil && held
 }
 
 func (l *lease) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_ = leaseRelease.Exec(ctx, l.c, []string{leaseKey}, []string{l.token}).Error()
+	_ = l.store.ReleaseLease(ctx, leaseKey, l.token)
 }
 
 // run holds the lease while ctx lasts: onGain runs when it is taken,

@@ -1,5 +1,7 @@
 package redisstore
 
+import "strconv"
+
 // Keys are the Redis keys of one campaign. They share the hash tag
 // {c:<id>}, so every campaign script touches a single cluster slot.
 type Keys struct {
@@ -33,3 +35,12 @@ const CampaignsIndex = "hb:campaigns"
 // SettleGroup is the consumer group that settlement reads the grants
 // stream with. It is created with the stream, when a campaign activates.
 const SettleGroup = "settle"
+
+// SchedulerLease is the key of the lease that one serve process of
+// several holds at a time: the holder runs settlement, the closes on time
+// and the refunds.
+const SchedulerLease = "hb:lease:scheduler"
+
+// GlobalRateKey is the key of the service-wide request counter of the
+// second sec (Unix time), shared by every serve process on one Redis.
+func GlobalRateKey(sec int64) string { return "hb:ratelimit:global:" + strconv.FormatInt(sec, 10) }
