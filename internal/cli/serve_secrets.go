@@ -68,30 +68,41 @@ const (
 )
 
 // ensureSecretFile returns path, writing a fresh random secret there
-// (mode 0600) when the file does not exist.
+// (mode 0600) when the file does not exist. The secret is written to a
+// temporary file first and linked into place, so a second process starting
+// at the same moment reads either no file or the whole secret, never a
+// half-written one.
 func ensureSecretFile(path string) (created bool, err error) {
 	if _, err := os.Stat(path); err == nil {
 		return false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, err
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return false, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.CreateTemp(dir, ".secret-*") // mode 0600
 	if err != nil {
+		return false, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := fmt.Fprintln(f, hex.EncodeToString(b[:])); err != nil {
+		f.Close()
+		return false, err
+	}
+	if err := f.Close(); err != nil {
+		return false, err
+	}
+	if err := os.Link(f.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return false, nil // another process made it first
 		}
 		return false, err
 	}
-	if _, err := fmt.Fprintln(f, hex.EncodeToString(b[:])); err != nil {
-		f.Close()
-		return false, err
-	}
-	return true, f.Close()
+	return true, nil
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
@@ -507,4 +508,42 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestEnsureSecretFileConcurrent: processes starting together on one data
+// directory all read the same, whole secret.
+func TestEnsureSecretFileConcurrent(t *testing.T) {
+	t.Parallel()
+	for round := 0; round < 20; round++ {
+		p := filepath.Join(t.TempDir(), "token.secret")
+		var wg sync.WaitGroup
+		var made atomic.Int32
+		got := make([]string, 8)
+		for i := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				created, err := ensureSecretFile(p)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if created {
+					made.Add(1)
+				}
+				k, err := readSecretFile("token-secret-file", p)
+				if assert.NoError(t, err) {
+					got[i] = string(k)
+				}
+			}()
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, made.Load(), "exactly one creates it")
+		for _, k := range got {
+			require.Equal(t, got[0], k)
+			require.Len(t, k, 64)
+		}
+		entries, err := os.ReadDir(filepath.Dir(p))
+		require.NoError(t, err)
+		require.Len(t, entries, 1, "no temporary file left behind")
+	}
 }
