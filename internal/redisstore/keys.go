@@ -11,12 +11,17 @@ type Keys struct {
 	Grants  string // stream: one entry per grab batch, fields user -> "<seq>:<cents>"
 	Dead    string // stream: grants that failed settlement, for an operator
 	Staging string // list: the pool while it loads
+	Xfers   string // hash: transfers out of this shard in flight, xid -> record
+	Applied string // set: ids of the transfers this shard has received
 }
 
-// CampaignKeys builds the keys of campaign id. It is the only place that
-// spells a campaign key.
-func CampaignKeys(id string) Keys {
-	p := "hb:{c:" + id + "}:"
+// CampaignKeys builds the keys of campaign id, or of its root shard when
+// it has several (see ShardKeys).
+func CampaignKeys(id string) Keys { return keysOfTag("c:" + id) }
+
+// keysOfTag is the only place that spells a campaign key.
+func keysOfTag(tag string) Keys {
+	p := "hb:{" + tag + "}:"
 	return Keys{
 		Meta:    p + "meta",
 		Pool:    p + "pool",
@@ -24,6 +29,8 @@ func CampaignKeys(id string) Keys {
 		Grants:  p + "grants",
 		Dead:    p + "dead",
 		Staging: p + "staging",
+		Xfers:   p + "xfers",
+		Applied: p + "applied",
 	}
 }
 

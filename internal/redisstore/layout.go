@@ -1,0 +1,120 @@
+package redisstore
+
+import "strconv"
+
+// Sharded campaigns. A campaign of S shards keeps its packets, claims and
+// grants in S groups of keys, each under a hash tag of its own, so on a
+// Redis Cluster the shards spread over slots and so over masters. Shard 0
+// is the campaign's root: its tag is the one a one-shard campaign has
+// always had, {c:<id>}, and its meta holds the campaign's spec. Shard k >= 1
+// has the tag {c:<id>:<k>:<salt>}, where salt is the smallest number that
+// puts the tag's slot in the k-th of S equal ranges of the 16384 slots,
+// counted on from the range of shard 0's slot. A cluster made by
+// `redis-cli --cluster create` gives each master one contiguous range of
+// slots, so the shards of a campaign land on as many masters as they can.
+// The layout is a pure function of the id and S: any process computes the
+// same keys without asking Redis.
+
+// MaxShards is the most shards a campaign may have.
+const MaxShards = 256
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// ShardTag returns the hash tag (without braces) of shard k of campaign id
+// with shards shards.
+func ShardTag(id string, shards, k int) string {
+	root := "c:" + id
+	if k == 0 {
+		return root
+	}
+	target := (rangeOf(KeySlot(root), shards) + k) % shards
+	prefix := root + ":" + strconv.Itoa(k) + ":"
+	buf := make([]byte, 0, len(prefix)+8)
+	for salt := 0; ; salt++ {
+		buf = strconv.AppendInt(append(buf[:0], prefix...), int64(salt), 10)
+		if rangeOf(slotOf(buf), shards) == target {
+			return string(buf)
+		}
+	}
+}
+
+// rangeOf is which of shards equal ranges of the slot space slot is in.
+func rangeOf(slot uint16, shards int) int { return int(slot) * shards / clusterSlots }
+
+// ShardKeys builds the keys of shard k of campaign id with shards shards.
+// For shards == 1 they are CampaignKeys(id).
+func ShardKeys(id string, shards, k int) Keys {
+	return keysOfTag(ShardTag(id, shards, k))
+}
+
+// Layout returns the keys of every shard of campaign id, shard 0 first.
+func Layout(id string, shards int) []Keys {
+	out := make([]Keys, shards)
+	for k := range out {
+		out[k] = ShardKeys(id, shards, k)
+	}
+	return out
+}
+
+// HomeShard is the shard that holds user's claim in a campaign of shards
+// shards: the 32-bit FNV-1a hash of the user id, modulo shards. It is
+// stable: the same user has the same home in every process and release.
+func HomeShard(user string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(user); i++ {
+		h ^= uint32(user[i])
+		h *= 16777619
+	}
+	return int(h % uint32(shards))
+}
+
+// KeySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of the key's
+// hash tag, or of the whole key when it has none, modulo 16384.
+func KeySlot(key string) uint16 { return slotOf([]byte(key)) }
+
+func slotOf(key []byte) uint16 {
+	for i, c := range key {
+		if c != '{' {
+			continue
+		}
+		for j := i + 1; j < len(key); j++ {
+			if key[j] == '}' {
+				if j > i+1 {
+					key = key[i+1 : j]
+				}
+				return crc16(key) % clusterSlots
+			}
+		}
+		break
+	}
+	return crc16(key) % clusterSlots
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the
+// checksum Redis Cluster hashes keys with.
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^c]
+	}
+	return crc
+}
+
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
