@@ -24,6 +24,7 @@ var (
 	continuation = regexp.MustCompile(`^-- {2,}\S`)
 	hbCode       = regexp.MustCompile(`\bHB[A-Z]+\b`)
 	raised       = regexp.MustCompile(`error_reply\(\s*(?:'(HB[A-Z]+)[ ']|"(HB[A-Z]+)[ "])?`)
+	docScript    = regexp.MustCompile(`\*\*([A-Za-z0-9_]+\.lua)\*\*`)
 )
 
 // header is the contract a script opens with (see the package doc).
@@ -179,6 +180,25 @@ func TestScriptHeaders(t *testing.T) {
 		require.NoError(t, err)
 		_, err = parseHeader(name, string(src))
 		require.NoError(t, err, rel)
+	}
+}
+
+// TestScriptsDocumented: docs/scripts.md documents every script, by its
+// file name in bold, and no script that does not exist.
+func TestScriptsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "scripts.md"))
+	require.NoError(t, err)
+	documented := map[string]bool{}
+	for _, m := range docScript.FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = true
+	}
+	scripts := redisScripts(t)
+	for name, rel := range scripts {
+		require.True(t, documented[name], "%s is not documented in docs/scripts.md (as **%s**)", rel, name)
+	}
+	for name := range documented {
+		require.Contains(t, scripts, name, "docs/scripts.md documents %s, which no lua/ directory holds", name)
 	}
 }
 
