@@ -40,6 +40,13 @@
 // after pushing and before Done, or stalls past its lease, can cause a
 // second push, which the receiver removes by message id. See Once.
 //
+// # Errors
+//
+// Errors wrap the package's sentinels with the operation's name; test them
+// with errors.Is. A script's own refusals map to sentinels too
+// (ErrVersionRange, ErrCorrupt). ErrOutcomeUnknown means a script's reply
+// was lost: it may or may not have run, and every call is safe to retry.
+//
 // # Keys
 //
 // Keys are built by the package from a configurable prefix. A record key

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
 var (
@@ -47,6 +48,15 @@ var (
 	// ErrCorrupt means a key holds a value the package never writes; some
 	// other code wrote it.
 	ErrCorrupt = errors.New("atomicop: unexpected value in a key")
+
+	// ErrOutcomeUnknown means a script's reply was lost (a broken
+	// connection, a timeout, a cancelled context): it may or may not have
+	// run. Every call is safe to retry. When the first attempt had run, a
+	// retried Update answers stale (its own version, or a newer one, is
+	// stored); Done, Release and Extend with the same token succeed again
+	// unless another worker claimed the message since; a retried Claim
+	// answers Busy until the lease the first attempt won runs out.
+	ErrOutcomeUnknown = errors.New("atomicop: outcome unknown")
 )
 
 // NotOwnerError is the error of Done, Release and Extend when the token does
@@ -70,25 +80,24 @@ func (e *NotOwnerError) Error() string {
 // Unwrap returns ErrNotOwner.
 func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
 
-// scriptCodes maps the error codes the scripts raise to sentinels.
-var scriptCodes = map[string]error{
-	"HBVERSION": ErrVersionRange,
-	"HBCORRUPT": ErrCorrupt,
+// scriptErrors maps the error codes the scripts raise to sentinels. An
+// unregistered code (HBARGS: arguments that Go already checked) stays a
+// plain Redis error.
+var scriptErrors = luascript.Errors{
+	Codes: map[string]error{
+		"HBVERSION": ErrVersionRange,
+		"HBCORRUPT": ErrCorrupt,
+	},
+	Unknown: ErrOutcomeUnknown,
 }
 
 // runScript runs script and returns its integer array reply, turning the
-// scripts' error codes into sentinels wrapped with the operation's name.
-func runScript(ctx context.Context, c rueidis.Client, op string, script *rueidis.Lua, keys, args []string) ([]int64, error) {
+// scripts' error codes into sentinels and a lost reply into
+// ErrOutcomeUnknown, wrapped with the operation's name.
+func runScript(ctx context.Context, c rueidis.Client, op string, script *luascript.Script, keys, args []string) ([]int64, error) {
 	out, err := script.Exec(ctx, c, keys, args).AsIntSlice()
-	if err == nil {
-		return out, nil
+	if err != nil {
+		return nil, scriptErrors.Wrap("atomicop: "+op, err)
 	}
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		msg := re.Error()
-		code, _, _ := strings.Cut(msg, " ")
-		if s, ok := scriptCodes[code]; ok {
-			return nil, fmt.Errorf("atomicop: %s: %w (%s)", op, s, msg)
-		}
-	}
-	return nil, fmt.Errorf("atomicop: %s: %w", op, err)
+	return out, nil
 }

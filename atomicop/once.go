@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
 var (
@@ -20,10 +22,10 @@ var (
 	//go:embed lua/extend.lua
 	extendLua string
 
-	claimScript   = rueidis.NewLuaScript(claimLua)
-	doneScript    = rueidis.NewLuaScript(doneLua)
-	releaseScript = rueidis.NewLuaScript(releaseLua)
-	extendScript  = rueidis.NewLuaScript(extendLua)
+	claimScript   = luascript.New(claimLua)
+	doneScript    = luascript.New(doneLua)
+	releaseScript = luascript.New(releaseLua)
+	extendScript  = luascript.New(extendLua)
 )
 
 // DefaultOncePrefix is the key prefix of a Once with no Prefix configured.
@@ -261,7 +263,7 @@ func (o *Once) Extend(ctx context.Context, id string, token int64, lease time.Du
 }
 
 // settle runs a token-checking script, whose reply is {ok, now}.
-func (o *Once) settle(ctx context.Context, op string, script *rueidis.Lua, id string, token int64, keys, args []string) error {
+func (o *Once) settle(ctx context.Context, op string, script *luascript.Script, id string, token int64, keys, args []string) error {
 	out, err := runScript(ctx, o.client, op, script, keys, args)
 	if err != nil {
 		return err

@@ -8,12 +8,14 @@ import (
 	"strconv"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
 //go:embed lua/update.lua
 var updateLua string
 
-var updateScript = rueidis.NewLuaScript(updateLua)
+var updateScript = luascript.New(updateLua)
 
 const (
 	// MaxVersion is the largest version Update accepts: 2^53 - 1. Versions

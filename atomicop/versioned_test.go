@@ -429,3 +429,32 @@ func TestUpdateIfNewerConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, recount, sum, "the summary equals a recount")
 }
+
+// TestUpdateLostReply: when an update's reply is lost after the script
+// ran, the error is ErrOutcomeUnknown, and the retry, stale, shows the
+// version the first attempt stored.
+func TestUpdateLostReply(t *testing.T) {
+	t.Parallel()
+	r := testenv.SharedRedis(t)
+	proxy := testenv.NewProxy(t, r.Addr)
+	v, err := atomicop.NewVersioned(testenv.OneConnClient(t, proxy.Addr), &atomicop.VersionedConfig{Prefix: "t:" + testenv.UniqueID(t) + ":"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	// Load the script first, so the call whose reply is lost is the
+	// EVALSHA that runs it (not a NOSCRIPT answer).
+	_, err = v.Update(ctx, atomicop.Update{Key: "warm-up", Version: 1, Fields: map[string]string{"f": "v"}})
+	require.NoError(t, err)
+
+	proxy.DropNextReply()
+	u := atomicop.Update{Key: "dev", Version: 7, Fields: map[string]string{"status": "on"}}
+	_, err = v.Update(ctx, u)
+	require.ErrorIs(t, err, atomicop.ErrOutcomeUnknown)
+
+	res, err := v.Update(ctx, u)
+	require.NoError(t, err)
+	require.Equal(t, atomicop.Result{Applied: false, Stored: 7}, res, "the lost call applied; the retry is stale")
+	rec, ok, err := v.Get(ctx, "dev")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, map[string]string{"status": "on"}, rec.Fields)
+}

@@ -6,10 +6,8 @@ package redisstore
 import (
 	_ "embed"
 	"errors"
-	"fmt"
-	"strings"
 
-	"github.com/redis/rueidis"
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
 var (
@@ -37,26 +35,19 @@ var (
 	leaseReleaseSrc string
 )
 
-// scripts is one set of the campaign scripts.
-//
-// NewLuaScript sends EVALSHA and falls back to EVAL on NOSCRIPT; it never
-// retries a write on a connection error, and neither must anything else
-// here: a write whose reply was lost has an unknown outcome, which only the
-// caller may resolve by retrying (grab is idempotent per user).
+// scripts is one set of the campaign scripts, built by luascript (which
+// never retries a write on a connection error: a write whose reply was lost
+// has an unknown outcome, which only the caller may resolve by retrying;
+// grab is idempotent per user).
 type scripts struct {
-	begin, load, activate, grab, status, close, dead, settle, redrive *rueidis.Lua
-	leaseHold, leaseRelease                                           *rueidis.Lua
+	begin, load, activate, grab, status, close, dead, settle, redrive *luascript.Script
+	leaseHold, leaseRelease                                           *luascript.Script
 }
 
 func newScripts(legacy bool) *scripts {
-	mk := func(src string) *rueidis.Lua {
-		if legacy {
-			// Drop the "#!lua" line (keeping line numbers): servers before
-			// Redis 7 and the emulator cannot parse it.
-			_, rest, _ := strings.Cut(src, "\n")
-			src = "-- (script flags removed for this server)\n" + rest
-		}
-		return rueidis.NewLuaScript(src)
+	mk := luascript.New
+	if legacy {
+		mk = luascript.NewLegacy
 	}
 	return &scripts{
 		begin: mk(beginSrc), load: mk(loadSrc), activate: mk(activateSrc),
@@ -83,7 +74,7 @@ var (
 	ErrState      = errors.New("campaign is not in the state this needs")
 )
 
-var scriptErrors = map[string]error{
+var scriptErrors = luascript.Errors{Codes: map[string]error{
 	"HBNOCAMPAIGN": ErrNoCampaign,
 	"HBSTALE":      ErrStale,
 	"HBOFFSET":     ErrStale,
@@ -95,40 +86,18 @@ var scriptErrors = map[string]error{
 	"HBBATCH":      ErrArgs,
 	"HBARGS":       ErrArgs,
 	"HBSTATE":      ErrState,
-}
+}}
 
-// ScriptError is an error reply of one of our scripts.
-type ScriptError struct {
-	Code    string // HB... code
-	Message string // the rest of the reply
-	kind    error
-}
-
-func (e *ScriptError) Error() string { return e.kind.Error() + ": " + e.Message }
-func (e *ScriptError) Unwrap() error { return e.kind }
+// ScriptError is an error reply of one of our scripts, with its HB code and
+// message; it unwraps to one of the sentinels above.
+type ScriptError = luascript.Error
 
 // UnknownError is a failure after which a write may or may not have
 // happened: the connection broke, or the reply did not arrive in time.
-type UnknownError struct{ Err error }
-
-func (e *UnknownError) Error() string { return "outcome unknown: " + e.Err.Error() }
-func (e *UnknownError) Unwrap() error { return e.Err }
+type UnknownError = luascript.UnknownError
 
 // resultError classifies the error of a script call: our own error codes
 // become *ScriptError, other Redis error replies (the script did not run, or
 // failed before writing) stay as they are, and anything else (network,
 // timeout, cancellation) is an *UnknownError.
-func resultError(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if rerr, ok := rueidis.IsRedisErr(err); ok {
-		msg := rerr.Error()
-		code, rest, _ := strings.Cut(msg, " ")
-		if kind, ok := scriptErrors[code]; ok {
-			return fmt.Errorf("%s: %w", op, &ScriptError{Code: code, Message: rest, kind: kind})
-		}
-		return fmt.Errorf("%s: redis: %w", op, err)
-	}
-	return fmt.Errorf("%s: %w", op, &UnknownError{Err: err})
-}
+func resultError(op string, err error) error { return scriptErrors.Wrap(op, err) }

@@ -122,6 +122,24 @@ func Client(t testing.TB, addr string) rueidis.Client {
 	return c
 }
 
+// OneConnClient connects to addr over a single connection; the client is
+// closed when the test ends. Tests that lose a reply through a Proxy use it:
+// a default client dials more connections lazily, and the reply lost could
+// be the handshake of one of them instead of the command's.
+func OneConnClient(t testing.TB, addr string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{addr},
+		DisableCache:      true,
+		PipelineMultiplex: -1,
+	})
+	if err != nil {
+		t.Fatalf("connect to redis %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // UniqueID returns an id that no other test of this run uses, made of
 // characters valid in campaign ids and Redis hash tags.
 func UniqueID(t testing.TB) string {

@@ -8,6 +8,9 @@
 -- Reply   {state, opens_at, closes_at}; state is 'scheduled' or 'open'
 -- Errors  HBSTALE not loading or another loader; HBCOUNT / HBSUM staged contents differ
 --         from the spec; HBWINDOW closes_at not after opens_at or already past
+-- Writes  RENAME of staging to pool, XGROUP CREATE of the settle group at 0 (MKSTREAM),
+--         HDEL of the load fields and HSET of state, opens_at, closes_at, created_at
+--         and the zeroed counters in meta.
 -- Complexity O(1). Every check runs before the first write; RENAME makes the pool
 -- appear whole, so no grab ever sees a half-loaded pool.
 local meta, staging, pool, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

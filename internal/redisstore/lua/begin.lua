@@ -5,6 +5,8 @@
 -- ARGV[2..] field, value pairs of the campaign spec, stored in meta
 -- Reply   {0, ''} loading started; {1, state} the campaign exists and is past loading
 -- Errors  HBARGS odd field list
+-- Writes  unless the campaign is past loading: DEL of all six keys, then HSET of meta
+--         (state loading, the token, zero staged counters, the spec fields).
 -- Complexity O(fields) plus deleting the leftovers of an earlier, unfinished load.
 -- A campaign still loading has never answered a grab (grab.lua says NO_CAMPAIGN),
 -- so whatever an interrupted load left behind can be thrown away.

@@ -5,6 +5,7 @@
 -- Reply   {state, close_reason, changed}; changed is 1 when this call closed it,
 --         0 when it was closed already (closing is idempotent)
 -- Errors  HBNOCAMPAIGN no such campaign, or still loading
+-- Writes  when scheduled or open: HSET of state closed, close_reason and closed_at.
 -- Complexity O(1). A campaign closed before it opened is 'cancelled'; one whose
 -- window has passed records 'time'.
 local meta = KEYS[1]

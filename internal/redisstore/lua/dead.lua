@@ -6,6 +6,8 @@
 -- ARGV[3..] user, packet pairs to record (for a malformed entry: its raw fields)
 -- Reply   number of dead entries written
 -- Errors  HBARGS odd pair list
+-- Writes  one XADD to the dead stream per pair (one with only entry and reason when
+--         there is none), then XACK of the entry in the settle group.
 -- Complexity O(pairs). Settlement calls it only after the rest of the entry is
 -- committed to the ledger, so acknowledging the entry loses nothing: the good
 -- grants are in the ledger, the bad ones are here for an operator.

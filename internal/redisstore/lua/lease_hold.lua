@@ -6,6 +6,8 @@
 -- ARGV[1] the caller's token (random, per process)  ARGV[2] ttl in ms
 -- Reply   1 when the caller holds the lease afterwards, else 0
 -- Errors  HBARGS a ttl that is not a positive integer (before any write)
+-- Writes  SET of the key with PX ttl when it is free; PEXPIRE when the caller
+--         holds it.
 -- Complexity O(1)
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then

@@ -7,6 +7,8 @@
 -- Errors  HBSTALE another loader took over or the campaign is not loading;
 --         HBOFFSET chunk out of order; HBAMOUNT an entry that is not "<seq>:<cents>"
 --         with the next seq and a positive amount
+-- Writes  for a chunk that is not empty: RPUSH of its packets to staging, HINCRBY of
+--         staged_cents and staged_count in meta.
 -- Complexity O(chunk). Chunks are at most a few thousand entries (Lua's unpack limit is ~8000).
 -- The offset and seq checks keep the list in seq order, one entry per seq; the
 -- staged sum is counted from what is pushed, so activation checks the real contents.

@@ -4,6 +4,11 @@
 -- KEYS[1] dead stream  KEYS[2] grants stream
 -- ARGV[1] most dead entries to move in this call
 -- Reply   number of dead entries moved
+-- Errors  none
+-- Writes  when the dead stream has entries: one XADD to the grants stream of the
+--         user, packet pairs of up to ARGV[1] dead entries, then XDEL of those
+--         entries (one without a user and packet, as dead.lua writes for an entry
+--         without grants, is only deleted).
 -- Complexity O(ARGV[1]). The grants go back as one new entry (fields user ->
 -- packet, as grab.lua writes them), and the dead entries are deleted in the
 -- same step, so a grant is never in both streams or in neither.

@@ -6,6 +6,8 @@
 --         already (several workers may finish the same campaign)
 -- Errors  HBNOCAMPAIGN no such campaign; HBSTATE not closed; HBSUM the refund is
 --         not total - granted
+-- Writes  when closed and the refund matches: UNLINK of the pool, HSET of state
+--         settled and refunded_cents.
 -- Complexity O(1) (the pool is unlinked, freed in the background).
 -- The pool leaves Redis in the same step as refunded_cents is set, so
 -- total = granted + pool + refunded holds before and after.

@@ -4,6 +4,8 @@
 -- ARGV    none
 -- Reply   {now_ms, pool_len, field1, value1, field2, value2, ...} (all of meta);
 --         pool_len is -1 and there are no fields when the campaign does not exist.
+-- Errors  none
+-- Writes  none (read-only)
 -- Complexity O(fields of meta). Read-only, so it runs on a replica and under OOM.
 local meta, pool = KEYS[1], KEYS[2]
 local t = redis.call('TIME')

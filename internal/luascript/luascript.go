@@ -1,0 +1,137 @@
+// Package luascript holds the one way this module embeds, runs and reads
+// the errors of its Redis Lua scripts. Packages with scripts
+// (internal/redisstore, atomicop) keep their .lua files and their error
+// sentinels; this package builds the scripts, runs them, and turns a
+// failed call into one of three kinds of error.
+//
+// # Embedding
+//
+// Each script is one file, lua/<name>.lua in the package that runs it,
+// embedded into a string with its own directive (//go:embed lua/grab.lua)
+// so a missing file fails the build, and built once, at package
+// initialisation, with New (or NewLegacy, see below). A Script is safe for
+// concurrent use.
+//
+// Scripts are built with rueidis.NewLuaScript: EVALSHA, then EVAL when the
+// server answers NOSCRIPT. Never with the retryable variant: a write whose
+// reply was lost has an unknown outcome, and only the caller, who knows
+// whether the script is safe to run twice, may decide to retry it.
+//
+// # Legacy servers
+//
+// Every script opens with a "#!lua" line, so that Redis 7 refuses a write
+// script up front when it is out of memory instead of failing at its first
+// write, and runs a "flags=no-writes" script on a replica. Servers that
+// cannot parse that line (Redis before 7, the in-process emulator of the
+// demo) get the scripts from NewLegacy, which replaces the line by a
+// comment: the rest of the script keeps its line numbers, so an error
+// names the same line on every server.
+//
+// # Errors
+//
+// A script reports a real error with redis.error_reply("HB<CODE> message"):
+// the code is the first word, upper-case letters after "HB". Business
+// outcomes are values in the reply, never errors. Errors.Wrap classifies
+// the error of a call:
+//
+//   - a code the package registered becomes an *Error (code and message)
+//     that unwraps to the package's sentinel for that code;
+//   - any other Redis error reply (an unregistered code, NOSCRIPT,
+//     a Lua runtime error, a refused command) stays a *rueidis.RedisError:
+//     the script did not run, or failed before its first write, since
+//     every script checks everything it can before writing;
+//   - anything else (a broken connection, a timeout, a cancelled context)
+//     becomes an *UnknownError: the script may or may not have run.
+//
+// # Script header
+//
+// Every script opens with its contract, in this exact order:
+//
+//	#!lua                                      or: #!lua flags=no-writes
+//	-- <name>.lua: <what the script does>      the file's own name
+//	-- <more lines of the summary, if needed>
+//	-- KEYS[1] meta  KEYS[2] pool              or: -- KEYS    none
+//	-- ARGV[1] ...                             or: -- ARGV    none
+//	-- Reply   ...
+//	-- Errors  HB<CODE> when ...               every code it raises, or: none
+//	-- Writes  ...                             what it writes, when; or: none
+//	-- Complexity ...
+//	-- <notes, free>
+//
+// Precisely:
+//
+//   - Line 1 is "#!lua", or "#!lua flags=" and flags separated by commas.
+//   - Line 2 is "-- <name>.lua: " and the summary, <name>.lua being the
+//     file's own name; further "-- " lines continue the summary.
+//   - Then come the fields KEYS, ARGV, Reply, Errors, Writes and
+//     Complexity, each at least once, in that order. A field's line starts
+//     with "-- " and its name, followed by "[" or by spaces and text. A
+//     field may take several lines: more lines starting with the same name
+//     (-- KEYS[2] ...), or continuation lines starting with "--" and at
+//     least two spaces. No other line may come between the summary and
+//     Complexity; after Complexity's first line the comments are free.
+//   - Errors names exactly the HB codes the script raises with
+//     redis.error_reply, or starts with "none"; every error reply starts
+//     with a code.
+//   - Writes starts with "none" exactly when the flags include no-writes.
+//
+// The package's tests check every lua/*.lua file of the module against
+// this format, and that docs/scripts.md documents exactly the scripts that
+// exist (each by its file name in bold, **grab.lua**). File names are
+// unique across the module for that reason.
+package luascript
+
+import (
+	"context"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// Script is one Redis Lua script, built once: its text as sent and its
+// SHA-1.
+type Script struct {
+	lua *rueidis.Lua
+}
+
+// New builds the script src as written, for Redis 7 and later.
+func New(src string) *Script {
+	return &Script{lua: rueidis.NewLuaScript(src)}
+}
+
+// NewLegacy builds src for servers that cannot parse the "#!lua" line
+// (Redis before 7, the in-process emulator): the line is replaced by a
+// comment, so every other line keeps its number. Such a server may fail a
+// script at its first write when it is out of memory, instead of refusing
+// it up front.
+func NewLegacy(src string) *Script {
+	return &Script{lua: rueidis.NewLuaScript(stripFlags(src))}
+}
+
+// legacyLine replaces the "#!lua" line in a legacy script.
+const legacyLine = "-- (script flags removed for this server)"
+
+// stripFlags replaces a first line that starts with "#!" by a comment.
+func stripFlags(src string) string {
+	if !strings.HasPrefix(src, "#!") {
+		return src
+	}
+	_, rest, found := strings.Cut(src, "\n")
+	if !found {
+		return legacyLine
+	}
+	return legacyLine + "\n" + rest
+}
+
+// Exec runs the script once on c. It does not retry: after a lost reply
+// the error says the outcome is unknown (see Errors.Wrap).
+func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	return s.lua.Exec(ctx, c, keys, args)
+}
+
+// ExecMulti runs the script once per exec, pipelined in one round trip,
+// and returns one result per exec, in order. It loads the script first
+// (SCRIPT LOAD), so every call is an EVALSHA.
+func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, execs ...rueidis.LuaExec) []rueidis.RedisResult {
+	return s.lua.ExecMulti(ctx, c, execs...)
+}
