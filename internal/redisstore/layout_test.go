@@ -10,14 +10,14 @@ import (
 // Slots that Redis itself reports (CLUSTER KEYSLOT) for these keys.
 func TestKeySlotMatchesRedis(t *testing.T) {
 	for key, want := range map[string]uint16{
-		"":                 0,
-		"123456789":        12739, // the CRC-16/XMODEM check value 0x31C3, mod 16384
-		"foo":              12182,
+		"":                     0,
+		"123456789":            12739, // the CRC-16/XMODEM check value 0x31C3, mod 16384
+		"foo":                  12182,
 		"{user1000}.following": 3443,
 		"{user1000}.followers": 3443,
-		"foo{}{bar}":       8363,
-		"foo{{bar}}zap":    4015,
-		"foo{bar}{zap}":    5061,
+		"foo{}{bar}":           8363,
+		"foo{{bar}}zap":        4015,
+		"foo{bar}{zap}":        5061,
 	} {
 		require.Equal(t, want, KeySlot(key), "key %q", key)
 	}
