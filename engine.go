@@ -130,10 +130,8 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 	c.OpensAt, c.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
 	// The registry of live campaigns, by close time. Written after
 	// activation: it is another slot, so no campaign script may write it.
-	cl := e.cfg.Redis
-	if err := cl.Do(ctx, cl.B().Zadd().Key(redisstore.CampaignsIndex).ScoreMember().
-		ScoreMember(float64(act.ClosesAt), c.ID).Build()).Error(); err != nil {
-		return nil, fmt.Errorf("hongbao: create %s: register: %w", c.ID, err)
+	if err := e.store.Register(ctx, c.ID, act.ClosesAt); err != nil {
+		return nil, fmt.Errorf("hongbao: create %s: %w", c.ID, err)
 	}
 	return c, nil
 }
@@ -236,6 +234,27 @@ func toGrant(id, user string, r redisstore.GrabResult) (Grant, error) {
 	return Grant{Campaign: id, User: user, Outcome: Outcome(r.Outcome), Seq: r.Seq, Cents: r.Cents}, nil
 }
 
+// Held reads the packet user holds in campaign id, without grabbing: a
+// Grant with outcome Already. It is ErrNoGrant when the user holds none,
+// ErrCampaignNotFound when the campaign does not exist or is still
+// loading.
+func (e *Engine) Held(ctx context.Context, id, user string) (Grant, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return Grant{}, err
+	}
+	if err := ValidateUserID(user); err != nil {
+		return Grant{}, err
+	}
+	seq, cents, held, err := e.store.Held(ctx, id, user)
+	if err != nil {
+		return Grant{}, fmt.Errorf("hongbao: held %s: %w", id, mapStoreErr(err))
+	}
+	if !held {
+		return Grant{}, fmt.Errorf("hongbao: held %s: %w", id, ErrNoGrant)
+	}
+	return Grant{Campaign: id, User: user, Outcome: Already, Seq: seq, Cents: cents}, nil
+}
+
 // Status reads a campaign's state and counters at one instant.
 func (e *Engine) Status(ctx context.Context, id string) (*Status, error) {
 	if err := ValidateCampaignID(id); err != nil {
@@ -295,6 +314,50 @@ func (e *Engine) Close(ctx context.Context, id string) (*Status, error) {
 		return nil, fmt.Errorf("hongbao: close %s: %w", id, mapStoreErr(err))
 	}
 	return e.Status(ctx, id)
+}
+
+// Campaigns lists the live campaigns, those not yet settled, by close
+// time (earliest first).
+func (e *Engine) Campaigns(ctx context.Context) ([]string, error) {
+	ids, err := e.store.Campaigns(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hongbao: %w", err)
+	}
+	return ids, nil
+}
+
+// Persistence says how the engine's Redis persists writes: "off" without
+// an append-only file, else its appendfsync policy ("always", "everysec"
+// or "no"). Only "always" keeps every acknowledged grant through a crash
+// of Redis. It fails where CONFIG GET is not allowed (some managed
+// services rename it).
+func (e *Engine) Persistence(ctx context.Context) (string, error) {
+	p, err := redisstore.Persistence(ctx, e.cfg.Redis)
+	if err != nil {
+		return "", fmt.Errorf("hongbao: persistence: %w", err)
+	}
+	return p, nil
+}
+
+// Ping checks that the engine's Redis answers.
+func (e *Engine) Ping(ctx context.Context) error {
+	if err := e.store.Ping(ctx); err != nil {
+		return fmt.Errorf("hongbao: ping: %w", err)
+	}
+	return nil
+}
+
+// CountRequests adds n to the request count of second sec (Unix time) that
+// every process using the same Redis shares, and returns the count after
+// the addition; a count expires a few seconds after its second. A
+// service-wide rate limit draws on it (httpapi's GlobalRate); the engine
+// itself does not limit.
+func (e *Engine) CountRequests(ctx context.Context, sec, n int64) (int64, error) {
+	count, err := e.store.CountRequests(ctx, sec, n)
+	if err != nil {
+		return 0, fmt.Errorf("hongbao: %w", err)
+	}
+	return count, nil
 }
 
 // mapStoreErr turns store errors into the package's sentinels, keeping the

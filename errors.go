@@ -19,6 +19,8 @@ var (
 	ErrInvalidID = errors.New("hongbao: invalid id")
 	// ErrInvalidAmount: a decimal amount could not be read as cents.
 	ErrInvalidAmount = errors.New("hongbao: invalid amount")
+	// ErrNoGrant: the user holds no packet of the campaign (Held).
+	ErrNoGrant = errors.New("hongbao: no packet held")
 	// ErrOutcomeUnknown: the request reached Redis or may have, but its
 	// answer was lost (timeout, broken connection). A grab may have been
 	// granted; retrying the grab is safe and returns the same packet.
