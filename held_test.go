@@ -26,6 +26,7 @@ func TestHeld(t *testing.T) {
 	_, err := eng.Held(ctx, c.ID, "alice")
 	require.ErrorIs(t, err, hongbao.ErrNoGrant)
 	require.NotErrorIs(t, err, hongbao.ErrCampaignNotFound)
+	require.Equal(t, "hongbao: held "+c.ID+": no packet held", err.Error())
 
 	g, err := eng.Grab(ctx, c.ID, "alice")
 	require.NoError(t, err)

@@ -364,12 +364,14 @@ func (s *Server) admin(next adminHandler) http.HandlerFunc {
 	}
 }
 
-// fail answers an error from the engine or from decoding. Client mistakes
-// keep their message; anything else is logged and answered without its
-// text.
+// fail answers an error from the engine, settle or decoding. Client
+// mistakes are answered from the fields of their typed errors, never from
+// an error's text; anything else is logged and answered without its text.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var re *requestError
 	var idErr *hongbao.IDError
+	var specErr *hongbao.SpecError
+	var amountErr *hongbao.AmountError
 	switch {
 	case errors.As(err, &re):
 		writeError(w, re.status, re.code, re.msg, 0)
@@ -379,14 +381,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, CodeNoGrant, "you hold no packet of this campaign", 0)
 	case errors.As(err, &idErr):
 		writeError(w, http.StatusBadRequest, CodeInvalidID, fmt.Sprintf("invalid %s id: %s", idErr.Kind, idErr.Reason), 0)
+	case errors.As(err, &specErr):
+		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign: "+specErr.Field+": "+specErr.Reason, 0)
+	case errors.As(err, &amountErr):
+		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid amount: "+amountErr.Reason, 0)
 	case errors.Is(err, hongbao.ErrInvalidSpec), errors.Is(err, hongbao.ErrInvalidAmount):
-		// The engine's chain names operations; the client gets the reason,
-		// the last link.
-		msg := err.Error()
-		if i := strings.LastIndex(msg, ": "); i >= 0 {
-			msg = msg[i+2:]
-		}
-		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign: "+msg, 0)
+		// The engine gives these as the typed errors above; should one come
+		// bare, the client still hears nothing of its text.
+		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign", 0)
 	case errors.Is(err, hongbao.ErrBusy):
 		writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many grabs are waiting; retry shortly", s.cfg.RetryAfter)
 	case errors.Is(err, hongbao.ErrOutcomeUnknown):
