@@ -101,7 +101,8 @@ func New(cfg Config) (*Engine, error) {
 // Redis and makes the campaign live, in that order: a grab never sees a
 // half-loaded pool. A create that crashed or was interrupted can be run
 // again with the same id; it starts the load over. A campaign that exists
-// past loading is never touched: that is ErrCampaignExists.
+// past loading is never touched: that is ErrCampaignExists. A refused spec
+// is a *SpecError (see Spec.Validate), a refused id an *IDError.
 func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 	c, amounts, err := e.prepare(spec)
 	if err != nil {
@@ -110,7 +111,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 	token := newToken()
 	existing, err := e.store.Begin(ctx, c.ID, token, metaFields(c))
 	if err != nil {
-		return nil, fmt.Errorf("hongbao: create %s: %w", c.ID, mapStoreErr(err))
+		return nil, opErr("create", c.ID, mapStoreErr(err))
 	}
 	if existing != "" {
 		return nil, &ExistsError{ID: c.ID, State: State(existing)}
@@ -120,57 +121,48 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 		progress = func(done int) { p(done, c.Count) }
 	}
 	if err := e.store.Load(ctx, c.ID, token, amounts, progress); err != nil {
-		return nil, fmt.Errorf("hongbao: create %s: %w", c.ID, mapStoreErr(err))
+		return nil, opErr("create", c.ID, mapStoreErr(err))
 	}
 	act, err := e.store.Activate(ctx, c.ID, token, unixMs(spec.OpensAt), unixMs(spec.ClosesAt), e.cfg.DefaultWindow.Milliseconds())
+	if errors.Is(err, redisstore.ErrWindow) {
+		return nil, opErr("create", c.ID, windowError(spec, e.cfg.DefaultWindow, err))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("hongbao: create %s: %w", c.ID, mapStoreErr(err))
+		return nil, opErr("create", c.ID, mapStoreErr(err))
 	}
 	c.State = State(act.State)
 	c.OpensAt, c.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
 	// The registry of live campaigns, by close time. Written after
 	// activation: it is another slot, so no campaign script may write it.
-	cl := e.cfg.Redis
-	if err := cl.Do(ctx, cl.B().Zadd().Key(redisstore.CampaignsIndex).ScoreMember().
-		ScoreMember(float64(act.ClosesAt), c.ID).Build()).Error(); err != nil {
-		return nil, fmt.Errorf("hongbao: create %s: register: %w", c.ID, err)
+	if err := e.store.Register(ctx, c.ID, act.ClosesAt); err != nil {
+		return nil, opErr("create", c.ID, err)
 	}
 	return c, nil
 }
 
 // prepare validates a spec and splits it.
 func (e *Engine) prepare(spec Spec) (*Campaign, []int64, error) {
+	sp, err := spec.check()
+	if err != nil {
+		return nil, nil, err
+	}
 	id := spec.ID
 	if id == "" {
 		id = newCampaignID()
-	}
-	if err := ValidateCampaignID(id); err != nil {
-		return nil, nil, err
 	}
 	funding := spec.Funding
 	if funding == "" {
 		funding = DefaultFunding
 	}
-	if err := ValidateAccountID(funding); err != nil {
-		return nil, nil, err
-	}
-	if !spec.OpensAt.IsZero() && !spec.ClosesAt.IsZero() && !spec.ClosesAt.After(spec.OpensAt) {
-		return nil, nil, fmt.Errorf("%w: closes_at %s is not after opens_at %s", ErrInvalidSpec,
-			spec.ClosesAt.Format(time.RFC3339), spec.OpensAt.Format(time.RFC3339))
-	}
-	sp, err := split.Spec{Total: spec.Total, Count: spec.Count, Min: spec.Min, Max: spec.Max, Algorithm: spec.Split}.Normalize()
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-	}
 	var seed uint64
 	if spec.Seed != nil {
 		seed = *spec.Seed
 	} else if seed, err = split.NewSeed(); err != nil {
-		return nil, nil, fmt.Errorf("hongbao: seed: %w", err)
+		return nil, nil, opErr("create", id, err)
 	}
 	amounts, err := split.Split(sp, seed)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+		return nil, nil, fromSplit(err)
 	}
 	c := &Campaign{
 		ID: id, State: StateLoading, Total: sp.Total, Count: sp.Count, Min: sp.Min, Max: sp.Max,
@@ -221,19 +213,40 @@ func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
 		if err == ErrBusy {
 			return Grant{}, err
 		}
-		return Grant{}, fmt.Errorf("hongbao: grab %s: %w", id, mapStoreErr(err))
+		return Grant{}, opErr("grab", id, mapStoreErr(err))
 	}
 	return toGrant(id, user, res)
 }
 
 func toGrant(id, user string, r redisstore.GrabResult) (Grant, error) {
 	if r.Outcome == redisstore.NoCampaign {
-		return Grant{}, fmt.Errorf("hongbao: grab %s: %w", id, ErrCampaignNotFound)
+		return Grant{}, opErr("grab", id, ErrCampaignNotFound)
 	}
 	if r.Outcome < redisstore.Granted || r.Outcome > redisstore.Closed {
-		return Grant{}, fmt.Errorf("hongbao: grab %s: unknown outcome code %d", id, r.Outcome)
+		return Grant{}, opErr("grab", id, fmt.Errorf("unknown outcome code %d", r.Outcome))
 	}
 	return Grant{Campaign: id, User: user, Outcome: Outcome(r.Outcome), Seq: r.Seq, Cents: r.Cents}, nil
+}
+
+// Held reads the packet user holds in campaign id, without grabbing: a
+// Grant with outcome Already. It is ErrNoGrant when the user holds none,
+// ErrCampaignNotFound when the campaign does not exist or is still
+// loading.
+func (e *Engine) Held(ctx context.Context, id, user string) (Grant, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return Grant{}, err
+	}
+	if err := ValidateUserID(user); err != nil {
+		return Grant{}, err
+	}
+	seq, cents, held, err := e.store.Held(ctx, id, user)
+	if err != nil {
+		return Grant{}, opErr("held", id, mapStoreErr(err))
+	}
+	if !held {
+		return Grant{}, opErr("held", id, ErrNoGrant)
+	}
+	return Grant{Campaign: id, User: user, Outcome: Already, Seq: seq, Cents: cents}, nil
 }
 
 // Status reads a campaign's state and counters at one instant.
@@ -243,7 +256,7 @@ func (e *Engine) Status(ctx context.Context, id string) (*Status, error) {
 	}
 	snap, err := e.store.Status(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("hongbao: status %s: %w", id, mapStoreErr(err))
+		return nil, opErr("status", id, mapStoreErr(err))
 	}
 	return statusFrom(id, snap)
 }
@@ -252,7 +265,7 @@ func statusFrom(id string, snap redisstore.Snapshot) (*Status, error) {
 	m := snap.Meta
 	st := &Status{Now: time.UnixMilli(snap.Now)}
 	if State(m["state"]) == StateLoading {
-		return nil, fmt.Errorf("hongbao: status %s: %w", id, ErrCampaignNotFound)
+		return nil, opErr("status", id, ErrCampaignNotFound)
 	}
 	num := func(f string) int64 {
 		v, _ := strconv.ParseInt(m[f], 10, 64)
@@ -292,24 +305,68 @@ func (e *Engine) Close(ctx context.Context, id string) (*Status, error) {
 		return nil, err
 	}
 	if _, _, _, err := e.store.Close(ctx, id, CloseOperator); err != nil {
-		return nil, fmt.Errorf("hongbao: close %s: %w", id, mapStoreErr(err))
+		return nil, opErr("close", id, mapStoreErr(err))
 	}
 	return e.Status(ctx, id)
 }
 
-// mapStoreErr turns store errors into the package's sentinels, keeping the
-// cause in the chain.
+// Campaigns lists the live campaigns, those not yet settled, by close
+// time (earliest first).
+func (e *Engine) Campaigns(ctx context.Context) ([]string, error) {
+	ids, err := e.store.Campaigns(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hongbao: %w", err)
+	}
+	return ids, nil
+}
+
+// Persistence says how the engine's Redis persists writes: "off" without
+// an append-only file, else its appendfsync policy ("always", "everysec"
+// or "no"). Only "always" keeps every acknowledged grant through a crash
+// of Redis. It fails where CONFIG GET is not allowed (some managed
+// services rename it).
+func (e *Engine) Persistence(ctx context.Context) (string, error) {
+	p, err := redisstore.Persistence(ctx, e.cfg.Redis)
+	if err != nil {
+		return "", fmt.Errorf("hongbao: persistence: %w", err)
+	}
+	return p, nil
+}
+
+// Ping checks that the engine's Redis answers.
+func (e *Engine) Ping(ctx context.Context) error {
+	if err := e.store.Ping(ctx); err != nil {
+		return fmt.Errorf("hongbao: ping: %w", err)
+	}
+	return nil
+}
+
+// CountRequests adds n to the request count of second sec (Unix time) that
+// every process using the same Redis shares, and returns the count after
+// the addition; a count expires a few seconds after its second. A
+// service-wide rate limit draws on it (httpapi's GlobalRate); the engine
+// itself does not limit.
+func (e *Engine) CountRequests(ctx context.Context, sec, n int64) (int64, error) {
+	count, err := e.store.CountRequests(ctx, sec, n)
+	if err != nil {
+		return 0, fmt.Errorf("hongbao: %w", err)
+	}
+	return count, nil
+}
+
+// mapStoreErr files store errors under the package's sentinels, keeping
+// the cause in the chain.
 func mapStoreErr(err error) error {
 	var unknown *redisstore.UnknownError
 	switch {
 	case errors.Is(err, redisstore.ErrNoCampaign):
-		return fmt.Errorf("%w: %w", ErrCampaignNotFound, err)
+		return &kindError{kind: ErrCampaignNotFound, cause: err}
 	case errors.Is(err, redisstore.ErrStale):
-		return fmt.Errorf("%w: %w", ErrLoadInterrupted, err)
+		return &kindError{kind: ErrLoadInterrupted, cause: err}
 	case errors.Is(err, redisstore.ErrWindow):
-		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+		return &kindError{kind: ErrInvalidSpec, cause: err}
 	case errors.As(err, &unknown):
-		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		return &kindError{kind: ErrOutcomeUnknown, cause: err}
 	}
 	return err
 }

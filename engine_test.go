@@ -501,6 +501,7 @@ func TestLostReplyRetry(t *testing.T) {
 	proxy.DropNextReply()
 	_, err = eng.Grab(ctx, c.ID, "alice")
 	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+	requireOnePrefix(t, err)
 
 	g, err := eng.Grab(ctx, c.ID, "alice")
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package hongbao
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -9,27 +8,79 @@ import (
 // them.
 var (
 	// ErrCampaignNotFound: no such campaign, or it is still loading.
-	ErrCampaignNotFound = errors.New("hongbao: campaign not found")
+	ErrCampaignNotFound = sentinel("campaign not found")
 	// ErrCampaignExists: a campaign with this id was created already.
-	ErrCampaignExists = errors.New("hongbao: campaign exists")
-	// ErrInvalidSpec: the campaign spec cannot be split or scheduled.
-	ErrInvalidSpec = errors.New("hongbao: invalid campaign spec")
+	ErrCampaignExists = sentinel("campaign exists")
+	// ErrInvalidSpec: the campaign spec cannot be split or scheduled. A
+	// *SpecError says which field and why.
+	ErrInvalidSpec = sentinel("invalid campaign spec")
 	// ErrInvalidID: a campaign, user or account id has a bad length or
 	// characters.
-	ErrInvalidID = errors.New("hongbao: invalid id")
+	ErrInvalidID = sentinel("invalid id")
 	// ErrInvalidAmount: a decimal amount could not be read as cents.
-	ErrInvalidAmount = errors.New("hongbao: invalid amount")
+	ErrInvalidAmount = sentinel("invalid amount")
+	// ErrNoGrant: the user holds no packet of the campaign (Held).
+	ErrNoGrant = sentinel("no packet held")
 	// ErrOutcomeUnknown: the request reached Redis or may have, but its
 	// answer was lost (timeout, broken connection). A grab may have been
 	// granted; retrying the grab is safe and returns the same packet.
-	ErrOutcomeUnknown = errors.New("hongbao: outcome unknown, retry")
+	ErrOutcomeUnknown = sentinel("outcome unknown, retry")
 	// ErrBusy: too many grabs of this campaign are waiting; nothing was
 	// attempted. Retry after a short pause.
-	ErrBusy = errors.New("hongbao: busy, retry later")
+	ErrBusy = sentinel("busy, retry later")
 	// ErrLoadInterrupted: another create of the same campaign took over
 	// while this one was loading the pool.
-	ErrLoadInterrupted = errors.New("hongbao: campaign load interrupted")
+	ErrLoadInterrupted = sentinel("campaign load interrupted")
 )
+
+// The package's errors write the "hongbao: " prefix when they stand alone.
+// Wrapped in a chain of this package, only the head writes it: each error
+// has a bare form, its message without the prefix, that the error wrapping
+// it prints instead.
+type barer interface{ bare() string }
+
+// bareMessage is err's message without the package prefix when err is one
+// of this package's errors, else its message.
+func bareMessage(err error) string {
+	if b, ok := err.(barer); ok {
+		return b.bare()
+	}
+	return err.Error()
+}
+
+// sentinelError is a sentinel of this package; errors.Is compares the
+// pointer.
+type sentinelError struct{ msg string }
+
+func sentinel(msg string) error { return &sentinelError{msg: msg} }
+
+func (e *sentinelError) Error() string { return "hongbao: " + e.msg }
+func (e *sentinelError) bare() string  { return e.msg }
+
+// opError is the failure of one engine operation on one campaign: the
+// package prefix once, the operation and campaign, then the cause, as in
+// "hongbao: create c1: campaign not found: begin load: no such campaign".
+type opError struct {
+	op, id string
+	err    error
+}
+
+func (e *opError) Error() string { return "hongbao: " + e.op + " " + e.id + ": " + bareMessage(e.err) }
+func (e *opError) Unwrap() error { return e.err }
+
+func opErr(op, id string, err error) error { return &opError{op: op, id: id, err: err} }
+
+// kindError files a cause from below (the store, Redis) under one of the
+// sentinels: "campaign not found: begin load: no such campaign". errors.Is
+// matches the sentinel and everything in the cause's chain.
+type kindError struct {
+	kind  error
+	cause error
+}
+
+func (e *kindError) Error() string   { return "hongbao: " + e.bare() }
+func (e *kindError) bare() string    { return bareMessage(e.kind) + ": " + e.cause.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }
 
 // ExistsError says which campaign exists and in which state.
 type ExistsError struct {
@@ -37,8 +88,9 @@ type ExistsError struct {
 	State State
 }
 
-func (e *ExistsError) Error() string {
-	return fmt.Sprintf("hongbao: campaign %q exists (state %s)", e.ID, e.State)
+func (e *ExistsError) Error() string { return "hongbao: " + e.bare() }
+func (e *ExistsError) bare() string {
+	return fmt.Sprintf("campaign %q exists (state %s)", e.ID, e.State)
 }
 
 // Unwrap makes errors.Is(err, ErrCampaignExists) true.
@@ -51,9 +103,51 @@ type IDError struct {
 	Reason string
 }
 
-func (e *IDError) Error() string {
-	return fmt.Sprintf("hongbao: invalid %s id %q: %s", e.Kind, e.ID, e.Reason)
+func (e *IDError) Error() string { return "hongbao: " + e.bare() }
+func (e *IDError) bare() string {
+	return fmt.Sprintf("invalid %s id %q: %s", e.Kind, e.ID, e.Reason)
 }
 
 // Unwrap makes errors.Is(err, ErrInvalidID) true.
 func (e *IDError) Unwrap() error { return ErrInvalidID }
+
+// SpecError says which field of a campaign spec was refused and why, in
+// words meant for the operator who wrote it:
+// "hongbao: invalid campaign spec: count: must be at least 1, got 0".
+// errors.Is(err, ErrInvalidSpec) is true, and so is errors.Is against the
+// cause, when there is one.
+type SpecError struct {
+	// Field is the refused field of Spec, spelled as the HTTP API spells
+	// it: "total", "count", "min", "max", "split", "opens_at" or
+	// "closes_at".
+	Field string
+	// Reason says what is wrong with it, e.g. "must be at least 1, got 0".
+	Reason string
+	// Err is the cause, if any: a *split.SpecError, or the store's verdict
+	// on the open window by the Redis clock.
+	Err error
+}
+
+func (e *SpecError) Error() string { return "hongbao: " + e.bare() }
+func (e *SpecError) bare() string  { return "invalid campaign spec: " + e.Field + ": " + e.Reason }
+
+// Unwrap makes errors.Is(err, ErrInvalidSpec) true, and keeps the cause
+// in the chain.
+func (e *SpecError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidSpec}
+	}
+	return []error{ErrInvalidSpec, e.Err}
+}
+
+// AmountError says why a decimal amount was refused.
+type AmountError struct {
+	Input  string
+	Reason string // e.g. "want at most two decimals, as in 12.34"
+}
+
+func (e *AmountError) Error() string { return "hongbao: " + e.bare() }
+func (e *AmountError) bare() string  { return fmt.Sprintf("invalid amount %q: %s", e.Input, e.Reason) }
+
+// Unwrap makes errors.Is(err, ErrInvalidAmount) true.
+func (e *AmountError) Unwrap() error { return ErrInvalidAmount }

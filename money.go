@@ -1,7 +1,6 @@
 package hongbao
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -9,10 +8,11 @@ import (
 
 // ParseCents reads a decimal amount such as "7.10", "7.1" or "7" as integer
 // cents. It refuses signs, exponents, more than two decimals and amounts
-// that do not fit an int64, so a float never stands in for money.
+// that do not fit an int64, so a float never stands in for money. Its
+// error is an *AmountError.
 func ParseCents(s string) (int64, error) {
 	bad := func(why string) (int64, error) {
-		return 0, fmt.Errorf("%w %q: %s", ErrInvalidAmount, s, why)
+		return 0, &AmountError{Input: s, Reason: why}
 	}
 	if s == "" {
 		return bad("empty")

@@ -28,7 +28,11 @@ func TestParseCents(t *testing.T) {
 
 func TestFormatCents(t *testing.T) {
 	t.Parallel()
-	for c, want := range map[int64]string{0: "0.00", 5: "0.05", 710: "7.10", -710: "-7.10", math.MaxInt64: "92233720368547758.07", math.MinInt64: "-92233720368547758.08"} {
+	for c, want := range map[int64]string{
+		0: "0.00", 1: "0.01", 5: "0.05", 10: "0.10", 99: "0.99", 100: "1.00", 710: "7.10", 1285: "12.85",
+		100000: "1000.00", -5: "-0.05", -710: "-7.10",
+		math.MaxInt64: "92233720368547758.07", math.MinInt64: "-92233720368547758.08",
+	} {
 		require.Equal(t, want, hongbao.FormatCents(c))
 	}
 }

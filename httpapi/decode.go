@@ -46,10 +46,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return b, nil
 }
 
-// decodeStrict decodes exactly one JSON value into v: unknown fields,
-// trailing data and an empty body are refused. The message names the
-// problem without echoing the body.
-func decodeStrict(body []byte, v any) error {
+// decodeStrict decodes exactly one JSON value into v, a struct whose keys
+// are fields: unknown fields, trailing data and an empty body are refused.
+// The message names the problem without echoing the body.
+func decodeStrict(body []byte, v any, fields map[string]bool) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest(CodeInvalidJSON, "the body is empty; a JSON object is expected")
 	}
@@ -63,11 +63,12 @@ func decodeStrict(body []byte, v any) error {
 			return badRequest(CodeInvalidJSON, "field %q: wrong type (%s)", typeErr.Field, typeErr.Value)
 		case errors.As(err, &syntaxErr):
 			return badRequest(CodeInvalidJSON, "malformed JSON at byte %d", syntaxErr.Offset)
-		case bytes.HasPrefix([]byte(err.Error()), []byte("json: unknown field ")):
-			return badRequest(CodeInvalidJSON, "%s", err.Error()[len("json: "):])
-		default:
-			return badRequest(CodeInvalidJSON, "malformed JSON")
 		}
+		// encoding/json has no type for an unknown field: find it.
+		if key, ok := unknownKey(body, fields); ok {
+			return badRequest(CodeInvalidJSON, "unknown field %q", key)
+		}
+		return badRequest(CodeInvalidJSON, "malformed JSON")
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest(CodeInvalidJSON, "trailing data after the JSON object")
@@ -103,6 +104,36 @@ func jsonFields(t reflect.Type) map[string]bool {
 		m[name] = true
 	}
 	return m
+}
+
+// unknownKey finds the first key of the JSON object body that names no
+// field, even when case is ignored (as encoding/json matches them, with
+// bytes.EqualFold): the key a decoder that disallows unknown fields
+// stopped at when it met no other error before it.
+func unknownKey(body []byte, fields map[string]bool) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := tok.(string)
+		known := false
+		for f := range fields {
+			known = known || strings.EqualFold(f, key)
+		}
+		if !known {
+			return key, true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // exactKeys refuses what encoding/json lets through and a strict reader
@@ -174,7 +205,7 @@ func timeField(name string, s *string) (time.Time, error) {
 // be checked without Redis. maxCount caps the number of packets.
 func decodeCreate(body []byte, maxCount int) (hongbao.Spec, error) {
 	var req createRequest
-	if err := decodeStrict(body, &req); err != nil {
+	if err := decodeStrict(body, &req, createFields); err != nil {
 		return hongbao.Spec{}, err
 	}
 	if err := exactKeys(body, createFields); err != nil {
@@ -221,12 +252,10 @@ func decodeCreate(body []byte, maxCount int) (hongbao.Spec, error) {
 	}
 	spec.Funding = req.FundingAccount
 	spec.Seed = req.Seed
-	// The split's own checks (min * count <= total, known algorithm, ...)
-	// run here too, so a bad spec never reaches Redis.
-	if _, err := (split.Spec{Total: spec.Total, Count: spec.Count, Min: spec.Min, Max: spec.Max, Algorithm: spec.Split}).Normalize(); err != nil {
-		return spec, badRequest(CodeInvalidRequest, "%s", err.Error())
-	}
-	return spec, nil
+	// The engine's own checks (min * count <= total, known algorithm, ...)
+	// run here too, so a bad spec never reaches Redis. Its *SpecError
+	// names the field and the reason.
+	return spec, spec.Validate()
 }
 
 // decodeEmpty accepts an empty body or an empty JSON object: the body of
@@ -236,5 +265,5 @@ func decodeEmpty(body []byte) error {
 		return nil
 	}
 	var v struct{}
-	return decodeStrict(body, &v)
+	return decodeStrict(body, &v, nil)
 }

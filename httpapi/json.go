@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/settle"
 )
 
 // The JSON answers. Amounts come in both forms, a decimal string and
@@ -68,13 +68,13 @@ type statusOut struct {
 	Now            string        `json:"now"`
 }
 
-func statusJSON(st *hongbao.Status, g redisstore.GroupState) statusOut {
+func statusJSON(st *hongbao.Status, b settle.Backlog) statusOut {
 	return statusOut{
 		campaignOut: campaignJSON(&st.Campaign), CloseReason: st.CloseReason,
 		GrantedCount: st.GrantedCount, Granted: hongbao.FormatCents(st.GrantedCents), GrantedCents: st.GrantedCents,
 		RemainingCount: st.RemainingCount, Remaining: hongbao.FormatCents(st.RemainingCents), RemainingCents: st.RemainingCents,
 		Refunded: hongbao.FormatCents(st.RefundedCents), RefundedCents: st.RefundedCents,
-		Settlement: settlementOut{LagEntries: g.Lag, PendingEntries: g.Pending, DeadEntries: g.Dead},
+		Settlement: settlementOut{LagEntries: b.Lag, PendingEntries: b.Pending, DeadEntries: b.Dead},
 		Now:        rfc3339(st.Now),
 	}
 }

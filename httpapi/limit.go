@@ -5,10 +5,6 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
-
-	"github.com/redis/rueidis"
-
-	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
 // bucketLimiter is a token bucket per key (a user, a client address), kept
@@ -107,10 +103,11 @@ func (l *bucketLimiter) sweep(sh *bucketShard, now time.Time) {
 }
 
 // globalLimiter caps requests per second over every serve process sharing
-// one Redis: a counter per second in Redis, which each process draws from
-// in chunks so that most requests do not touch Redis at all.
+// one Redis: a count per second in Redis (hongbao.Engine.CountRequests),
+// which each process draws from in chunks so that most requests do not
+// touch Redis at all.
 type globalLimiter struct {
-	c     rueidis.Client
+	count func(ctx context.Context, sec, n int64) (int64, error)
 	limit int64
 	chunk int64
 
@@ -120,14 +117,14 @@ type globalLimiter struct {
 	empty bool  // the second's global budget is spent
 }
 
-func newGlobalLimiter(c rueidis.Client, perSecond int64) *globalLimiter {
+func newGlobalLimiter(count func(ctx context.Context, sec, n int64) (int64, error), perSecond int64) *globalLimiter {
 	if perSecond <= 0 {
 		return nil
 	}
 	// Small chunks keep the budget fair among processes; large ones save
 	// Redis calls. One chunk is 2% of the limit, at most 100.
 	chunk := min(max(perSecond/50, 1), 100)
-	return &globalLimiter{c: c, limit: perSecond, chunk: chunk}
+	return &globalLimiter{count: count, limit: perSecond, chunk: chunk}
 }
 
 // allow takes one request from this second's budget. When Redis cannot be
@@ -151,14 +148,9 @@ func (g *globalLimiter) allow(ctx context.Context, now time.Time) (bool, time.Du
 	if g.empty {
 		return false, untilNext, nil
 	}
-	key := redisstore.GlobalRateKey(sec) // one per second, expiring a few seconds later
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	res := g.c.DoMulti(ctx,
-		g.c.B().Incrby().Key(key).Increment(g.chunk).Build(),
-		g.c.B().Expire().Key(key).Seconds(5).Build(),
-	)
-	n, err := res[0].AsInt64()
+	n, err := g.count(ctx, sec, g.chunk)
 	if err != nil {
 		// Fail open, for a whole chunk: the requests queued behind this
 		// one on the mutex must not each wait out their own timeout on a

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
 )
@@ -72,7 +73,9 @@ func TestBucketLimiterSweepsFull(t *testing.T) {
 func TestGlobalLimiterFailsOpenForAChunk(t *testing.T) {
 	t.Parallel()
 	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
-	g := newGlobalLimiter(r.Client, 1000)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	require.NoError(t, err)
+	g := newGlobalLimiter(eng.CountRequests, 1000)
 	require.EqualValues(t, 20, g.chunk)
 	require.NoError(t, r.Server.Stop())
 	ctx, now := t.Context(), time.Now()

@@ -3,8 +3,6 @@ package httpapi
 import (
 	"context"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -65,11 +62,10 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 }
 
 // stateCollector reads the engine's batching counters, the settlement
-// worker's counters and, from Redis, the live campaigns' pools and
-// settlement streams, when Prometheus scrapes.
+// worker's counters and, through the engine and settle, the live
+// campaigns' pools and settlement backlogs, when Prometheus scrapes.
 type stateCollector struct {
 	engine  *hongbao.Engine
-	store   *redisstore.Store
 	redis   rueidis.Client
 	settle  func() settle.Stats
 	timeout time.Duration
@@ -91,7 +87,7 @@ type stateCollector struct {
 func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
 	d := prometheus.NewDesc
 	return &stateCollector{
-		engine: e, store: redisstore.New(c), redis: c, settle: st, timeout: timeout, log: log, cacheFor: time.Second,
+		engine: e, redis: c, settle: st, timeout: timeout, log: log, cacheFor: time.Second,
 		batch:       d("hongbao_grab_batch_size", "Users per grab script call (the engine's coalescing), since start.", nil, nil),
 		poolPackets: d("hongbao_campaign_pool_remaining_packets", "Packets still in a live campaign's pool.", []string{"campaign"}, nil),
 		poolCents:   d("hongbao_campaign_pool_remaining_cents", "Cents still in a live campaign's pool.", []string{"campaign"}, nil),
@@ -166,7 +162,7 @@ func (s *stateCollector) redisState() []prometheus.Metric {
 // fsyncAlways reads the persistence settings; ok is false when they
 // cannot be read.
 func (s *stateCollector) fsyncAlways(ctx context.Context) (float64, bool) {
-	p, err := redisstore.Persistence(ctx, s.redis)
+	p, err := s.engine.Persistence(ctx)
 	if err != nil {
 		return 0, false
 	}
@@ -177,7 +173,7 @@ func (s *stateCollector) fsyncAlways(ctx context.Context) (float64, bool) {
 }
 
 func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Metric) error {
-	ids, err := s.store.Campaigns(ctx)
+	ids, err := s.engine.Campaigns(ctx)
 	if err != nil {
 		return err
 	}
@@ -193,33 +189,16 @@ func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Met
 		}
 		ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(st.RemainingCount), id)
 		ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(st.RemainingCents), id)
-		g, err := s.store.Group(ctx, id)
+		b, err := settle.ReadBacklog(ctx, s.redis, id)
 		if err != nil {
 			return err
 		}
-		lag += g.Lag + g.Pending
-		dead += g.Dead
-		if g.Lag+g.Pending > 0 {
-			// The stream is trimmed below what is settled, so its first
-			// entry is about the oldest unsettled one.
-			if ms, ok := s.firstEntryMs(ctx, id); ok {
-				oldest = max(oldest, float64(st.Now.UnixMilli()-ms)/1000)
-			}
-		}
+		lag += b.Unsettled()
+		dead += b.Dead
+		oldest = max(oldest, b.Oldest.Seconds())
 	}
 	ch <- prometheus.MustNewConstMetric(s.lag, prometheus.GaugeValue, float64(lag))
 	ch <- prometheus.MustNewConstMetric(s.dead, prometheus.GaugeValue, float64(dead))
 	ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, oldest)
 	return nil
-}
-
-func (s *stateCollector) firstEntryMs(ctx context.Context, id string) (int64, bool) {
-	k := redisstore.CampaignKeys(id)
-	es, err := s.redis.Do(ctx, s.redis.B().Xrange().Key(k.Grants).Start("-").End("+").Count(1).Build()).AsXRange()
-	if err != nil || len(es) == 0 {
-		return 0, false
-	}
-	msPart, _, _ := strings.Cut(es[0].ID, "-")
-	ms, err := strconv.ParseInt(msPart, 10, 64)
-	return ms, err == nil
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/settle"
 	"github.com/hongbao/hongbao/split"
 )
@@ -30,8 +29,8 @@ import (
 type Config struct {
 	// Engine answers grabs and manages campaigns. Required.
 	Engine *hongbao.Engine
-	// Redis is the client of the engine's Redis: settlement state, users'
-	// packets, readiness and the global rate limit. Required.
+	// Redis is the client of the engine's Redis, from which package settle
+	// reads the campaigns' settlement backlog. Required.
 	Redis rueidis.Client
 	// UserSecrets verify users' tokens; the first also verifies tokens
 	// without a kid. At least one, each at least MinSecretLen bytes.
@@ -133,7 +132,6 @@ type Server struct {
 	mux      *http.ServeMux
 	users    *userAuth
 	admins   *adminAuth
-	store    *redisstore.Store
 	log      *slog.Logger
 	metrics  *metrics
 	userLim  *bucketLimiter
@@ -190,11 +188,10 @@ func New(cfg Config) (*Server, error) {
 		mux:     http.NewServeMux(),
 		users:   newUserAuth(cfg.UserSecrets, cfg.Leeway, cfg.Now),
 		admins:  newAdminAuth(cfg.AdminKeys),
-		store:   redisstore.New(cfg.Redis),
 		log:     cfg.Logger.With("component", "http"),
 		userLim: newBucketLimiter(cfg.UserRate, cfg.UserBurst),
 		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
-		global:  newGlobalLimiter(cfg.Redis, cfg.GlobalRate),
+		global:  newGlobalLimiter(cfg.Engine.CountRequests, cfg.GlobalRate),
 	}
 	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
 	s.metrics = newMetrics(cfg.Registry, sc)
@@ -367,27 +364,31 @@ func (s *Server) admin(next adminHandler) http.HandlerFunc {
 	}
 }
 
-// fail answers an error from the engine or from decoding. Client mistakes
-// keep their message; anything else is logged and answered without its
-// text.
+// fail answers an error from the engine, settle or decoding. Client
+// mistakes are answered from the fields of their typed errors, never from
+// an error's text; anything else is logged and answered without its text.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var re *requestError
 	var idErr *hongbao.IDError
+	var specErr *hongbao.SpecError
+	var amountErr *hongbao.AmountError
 	switch {
 	case errors.As(err, &re):
 		writeError(w, re.status, re.code, re.msg, 0)
-	case errors.Is(err, hongbao.ErrCampaignNotFound):
+	case errors.Is(err, hongbao.ErrCampaignNotFound), errors.Is(err, settle.ErrNoCampaign):
 		writeError(w, http.StatusNotFound, CodeNotFound, "no such campaign", 0)
+	case errors.Is(err, hongbao.ErrNoGrant):
+		writeError(w, http.StatusNotFound, CodeNoGrant, "you hold no packet of this campaign", 0)
 	case errors.As(err, &idErr):
 		writeError(w, http.StatusBadRequest, CodeInvalidID, fmt.Sprintf("invalid %s id: %s", idErr.Kind, idErr.Reason), 0)
+	case errors.As(err, &specErr):
+		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign: "+specErr.Field+": "+specErr.Reason, 0)
+	case errors.As(err, &amountErr):
+		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid amount: "+amountErr.Reason, 0)
 	case errors.Is(err, hongbao.ErrInvalidSpec), errors.Is(err, hongbao.ErrInvalidAmount):
-		// The engine's chain names operations; the client gets the reason,
-		// the last link.
-		msg := err.Error()
-		if i := strings.LastIndex(msg, ": "); i >= 0 {
-			msg = msg[i+2:]
-		}
-		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign: "+msg, 0)
+		// The engine gives these as the typed errors above; should one come
+		// bare, the client still hears nothing of its text.
+		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign", 0)
 	case errors.Is(err, hongbao.ErrBusy):
 		writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many grabs are waiting; retry shortly", s.cfg.RetryAfter)
 	case errors.Is(err, hongbao.ErrOutcomeUnknown):
@@ -550,12 +551,12 @@ func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
 		s.fail(w, r, err)
 		return
 	}
-	g, err := s.store.Group(ctx, id)
+	b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("settlement state of %s: %w", id, err))
+		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusJSON(st, g))
+	writeJSON(w, http.StatusOK, statusJSON(st, b))
 }
 
 // actionTarget reads the campaign id of an action that takes no body
@@ -589,12 +590,12 @@ func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin str
 	}
 	s.log.Info("admin action", "who", admin, "action", "close", "campaign", id,
 		"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
-	g, err := s.store.Group(ctx, id)
+	b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("settlement state of %s: %w", id, err))
+		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusJSON(st, g))
+	writeJSON(w, http.StatusOK, statusJSON(st, b))
 }
 
 // grantBufs recycle the buffers grab answers are encoded into.
@@ -655,36 +656,11 @@ func (s *Server) myGrant(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	k := redisstore.CampaignKeys(id)
-	c := s.cfg.Redis
-	res := c.DoMulti(ctx,
-		c.B().Hget().Key(k.Meta).Field("state").Build(),
-		c.B().Hget().Key(k.Claims).Field(user).Build(),
-	)
-	state, err := res[0].ToString()
-	if rueidis.IsRedisNil(err) || state == string(hongbao.StateLoading) {
-		s.fail(w, r, hongbao.ErrCampaignNotFound)
-		return
-	}
+	g, err := s.cfg.Engine.Held(ctx, id, user)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	claim, err := res[1].ToString()
-	if rueidis.IsRedisNil(err) {
-		writeError(w, http.StatusNotFound, CodeNoGrant, "you hold no packet of this campaign", 0)
-		return
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	seq, cents, err := redisstore.ParseClaim(claim)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("claim of %s in %s: %w", user, id, err))
-		return
-	}
-	g := hongbao.Grant{Campaign: id, User: user, Outcome: hongbao.Already, Seq: seq, Cents: cents}
 	writeJSON(w, http.StatusOK, grantJSON(g, ""))
 }
 
@@ -700,7 +676,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	checks := map[string]func(context.Context) error{
-		"redis": func(ctx context.Context) error { return s.cfg.Redis.Do(ctx, s.cfg.Redis.B().Ping().Build()).Error() },
+		"redis": s.cfg.Engine.Ping,
 	}
 	for name, f := range s.cfg.Ready {
 		checks[name] = f

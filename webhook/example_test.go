@@ -54,9 +54,3 @@ func ExampleVerify() {
 	// refund: <nil>
 	// forged fund rejected: true
 }
-
-// FormatCents writes money the way the events carry it.
-func ExampleFormatCents() {
-	fmt.Println(webhook.FormatCents(710), webhook.FormatCents(5), webhook.FormatCents(100000))
-	// Output: 7.10 0.05 1000.00
-}

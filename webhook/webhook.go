@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/ledger"
 )
 
@@ -183,7 +184,7 @@ func (s *Sink) Fund(ctx context.Context, c ledger.Campaign) error {
 	key := c.ID + "/fund"
 	body, err := json.Marshal(fundBody{
 		Type: eventFund, Campaign: c.ID, Funding: c.Funding,
-		TotalCents: c.Total, Amount: FormatCents(c.Total), IdempotencyKey: key,
+		TotalCents: c.Total, Amount: hongbao.FormatCents(c.Total), IdempotencyKey: key,
 	})
 	if err != nil {
 		return fmt.Errorf("webhook: fund: %w", err)
@@ -203,7 +204,7 @@ func (s *Sink) Refund(ctx context.Context, campaign string, cents int64) error {
 	}
 	key := campaign + "/refund"
 	body, err := json.Marshal(refundBody{
-		Type: eventRefund, Campaign: campaign, Cents: cents, Amount: FormatCents(cents), IdempotencyKey: key,
+		Type: eventRefund, Campaign: campaign, Cents: cents, Amount: hongbao.FormatCents(cents), IdempotencyKey: key,
 	})
 	if err != nil {
 		return fmt.Errorf("webhook: refund: %w", err)
@@ -238,9 +239,47 @@ func (s *Sink) ApplyGrants(ctx context.Context, campaign string, grants []ledger
 	if len(grants) == 0 {
 		return ledger.ApplyResult{}, nil
 	}
-	batch := make([]ledger.Grant, len(grants))
-	wire := grantsBody{Type: eventGrants, Campaign: campaign, Grants: make([]grantBody, len(grants))}
-	byKey := make(map[string]int, len(grants))
+	b, err := newGrantsBatch(campaign, grants)
+	if err != nil {
+		s.down.Store(nil)
+		return ledger.ApplyResult{}, err
+	}
+	body, err := json.Marshal(b.wire)
+	if err != nil {
+		return ledger.ApplyResult{}, fmt.Errorf("webhook: grants: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	key := fmt.Sprintf("%s/grants/%d-%d-%s", campaign, b.grants[0].Seq, b.grants[len(b.grants)-1].Seq, hex.EncodeToString(sum[:4]))
+
+	reply, err := s.deliver(ctx, eventGrants, key, body)
+	if err != nil {
+		return ledger.ApplyResult{}, err
+	}
+	conflicts, err := parseConflicts(reply)
+	if err != nil {
+		return ledger.ApplyResult{}, fmt.Errorf("webhook: grants %s: %w", key, err)
+	}
+	return b.result(conflicts), nil
+}
+
+// grantsBatch is one ApplyGrants call: the grants, their event, and the
+// index of the first grant of each idempotency key.
+type grantsBatch struct {
+	campaign string
+	grants   []ledger.Grant
+	wire     grantsBody
+	byKey    map[string]int
+}
+
+// newGrantsBatch checks a batch as the ledger would and builds its event;
+// a bad grant is ledger.ErrInvalid.
+func newGrantsBatch(campaign string, grants []ledger.Grant) (*grantsBatch, error) {
+	b := &grantsBatch{
+		campaign: campaign,
+		grants:   make([]ledger.Grant, len(grants)),
+		wire:     grantsBody{Type: eventGrants, Campaign: campaign, Grants: make([]grantBody, len(grants))},
+		byKey:    make(map[string]int, len(grants)),
+	}
 	for i, g := range grants {
 		if g.Campaign == "" {
 			g.Campaign = campaign
@@ -257,39 +296,29 @@ func (s *Sink) ApplyGrants(ctx context.Context, campaign string, grants []ledger
 			bad = fmt.Sprintf("grant seq %d has %d cents", g.Seq, g.Cents)
 		}
 		if bad != "" {
-			s.down.Store(nil)
-			return ledger.ApplyResult{}, fmt.Errorf("%w: %s", ledger.ErrInvalid, bad)
+			return nil, fmt.Errorf("%w: %s", ledger.ErrInvalid, bad)
 		}
-		batch[i] = g
+		b.grants[i] = g
 		key := GrantKey(campaign, g.Seq)
-		if _, dup := byKey[key]; !dup {
-			byKey[key] = i
+		if _, dup := b.byKey[key]; !dup {
+			b.byKey[key] = i
 		}
-		wire.Grants[i] = grantBody{
+		b.wire.Grants[i] = grantBody{
 			IdempotencyKey: key, Campaign: campaign, Seq: g.Seq, User: g.User,
-			Cents: g.Cents, Amount: FormatCents(g.Cents),
+			Cents: g.Cents, Amount: hongbao.FormatCents(g.Cents),
 		}
 	}
-	body, err := json.Marshal(wire)
-	if err != nil {
-		return ledger.ApplyResult{}, fmt.Errorf("webhook: grants: %w", err)
-	}
-	sum := sha256.Sum256(body)
-	key := fmt.Sprintf("%s/grants/%d-%d-%s", campaign, batch[0].Seq, batch[len(batch)-1].Seq, hex.EncodeToString(sum[:4]))
+	return b, nil
+}
 
-	reply, err := s.deliver(ctx, eventGrants, key, body)
-	if err != nil {
-		return ledger.ApplyResult{}, err
-	}
-	conflicts, err := parseConflicts(reply)
-	if err != nil {
-		return ledger.ApplyResult{}, fmt.Errorf("webhook: grants %s: %w", key, err)
-	}
-
+// result counts the batch as the host answered it: the grants it listed
+// as conflicts are refused (keys not in the batch, and repeats, are
+// ignored), the others inserted.
+func (b *grantsBatch) result(conflicts []conflictReply) ledger.ApplyResult {
 	var res ledger.ApplyResult
-	refused := make([]bool, len(batch))
+	refused := make([]bool, len(b.grants))
 	for _, c := range conflicts {
-		i, ok := byKey[c.Key]
+		i, ok := b.byKey[c.Key]
 		if !ok || refused[i] {
 			continue
 		}
@@ -298,19 +327,19 @@ func (s *Sink) ApplyGrants(ctx context.Context, campaign string, grants []ledger
 		if kind == "" {
 			kind = ledger.PacketTaken
 		}
-		conflict := ledger.Conflict{Grant: batch[i], Kind: kind}
+		conflict := ledger.Conflict{Grant: b.grants[i], Kind: kind}
 		if c.Existing != nil {
-			conflict.Existing = ledger.Grant{Campaign: campaign, Seq: c.Existing.Seq, User: c.Existing.User, Cents: c.Existing.Cents}
+			conflict.Existing = ledger.Grant{Campaign: b.campaign, Seq: c.Existing.Seq, User: c.Existing.User, Cents: c.Existing.Cents}
 		}
 		res.Conflicts = append(res.Conflicts, conflict)
 	}
-	for i, g := range batch {
+	for i, g := range b.grants {
 		if !refused[i] {
 			res.Inserted++
 			res.InsertedCents += g.Cents
 		}
 	}
-	return res, nil
+	return res
 }
 
 type conflictReply struct {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -649,31 +648,6 @@ func TestSecretIsCopied(t *testing.T) {
 	require.NoError(t, err)
 	secret[0] = 'z'
 	require.Equal(t, testSecret, s.cfg.Secret)
-}
-
-func TestFormatCents(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		cents int64
-		want  string
-	}{
-		{0, "0.00"},
-		{1, "0.01"},
-		{5, "0.05"},
-		{10, "0.10"},
-		{99, "0.99"},
-		{100, "1.00"},
-		{710, "7.10"},
-		{1285, "12.85"},
-		{100000, "1000.00"},
-		{-5, "-0.05"},
-		{-710, "-7.10"},
-		{math.MaxInt64, "92233720368547758.07"},
-		{math.MinInt64, "-92233720368547758.08"},
-	}
-	for _, tc := range tests {
-		require.Equal(t, tc.want, FormatCents(tc.cents), "%d", tc.cents)
-	}
 }
 
 func TestGrantKey(t *testing.T) {

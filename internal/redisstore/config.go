@@ -29,3 +29,8 @@ func Persistence(ctx context.Context, c rueidis.Client) (string, error) {
 	}
 	return ConfigGet(ctx, c, "appendfsync")
 }
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.c.Do(ctx, s.c.B().Ping().Build()).Error()
+}

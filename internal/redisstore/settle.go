@@ -143,15 +143,23 @@ type GroupState struct {
 
 // Group reads the settle group's state.
 func (s *Store) Group(ctx context.Context, id string) (GroupState, error) {
-	k := CampaignKeys(id)
-	var g GroupState
-	res := s.c.DoMulti(ctx,
+	return groupState(id, s.c.DoMulti(ctx, s.groupCmds(CampaignKeys(id))...))
+}
+
+// groupCmds are the reads groupState decodes, in its order.
+func (s *Store) groupCmds(k Keys) []rueidis.Completed {
+	return []rueidis.Completed{
 		s.c.B().XinfoGroups().Key(k.Grants).Build(),
 		s.c.B().Xpending().Key(k.Grants).Group(SettleGroup).Build(),
 		s.c.B().Xlen().Key(k.Grants).Build(),
 		s.c.B().Xlen().Key(k.Dead).Build(),
 		s.c.B().Xrevrange().Key(k.Grants).End("+").Start("-").Count(1).Build(),
-	)
+	}
+}
+
+// groupState decodes the replies of groupCmds.
+func groupState(id string, res []rueidis.RedisResult) (GroupState, error) {
+	var g GroupState
 	groups, err := res[0].ToArray()
 	if err != nil {
 		return g, fmt.Errorf("group of %s: %w", id, err)

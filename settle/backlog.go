@@ -1,0 +1,50 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+)
+
+// ErrNoCampaign: the campaign does not exist in Redis, or is still
+// loading.
+var ErrNoCampaign = errors.New("settle: no such campaign")
+
+// Backlog is what settlement has left to do on one campaign. Counts are of
+// grant batches (one per grab call of the engine, holding up to its
+// MaxBatch grants), as the workers take them.
+type Backlog struct {
+	// Lag counts batches not yet handed to a worker.
+	Lag int64
+	// Pending counts batches handed to a worker and not yet in the
+	// ledger (or sink).
+	Pending int64
+	// Dead counts batches a worker gave up on (conflicts, malformed
+	// grants): they wait for an operator to redrive them.
+	Dead int64
+	// Oldest is how long the oldest batch not yet settled (lagging or
+	// pending) has waited, by the Redis clock; 0 when there is none.
+	Oldest time.Duration
+}
+
+// Unsettled counts the batches not yet settled: Lag + Pending.
+func (b Backlog) Unsettled() int64 { return b.Lag + b.Pending }
+
+// ReadBacklog reads the settlement backlog of campaign id from Redis. It
+// is ErrNoCampaign when the campaign does not exist or is still loading.
+// It only reads, and may run while workers settle.
+func ReadBacklog(ctx context.Context, rc rueidis.Client, id string) (Backlog, error) {
+	b, err := redisstore.New(rc).Backlog(ctx, id)
+	if errors.Is(err, redisstore.ErrNoCampaign) {
+		return Backlog{}, fmt.Errorf("%w: %s", ErrNoCampaign, id)
+	}
+	if err != nil {
+		return Backlog{}, fmt.Errorf("settle: %w", err)
+	}
+	return Backlog{Lag: b.Lag, Pending: b.Pending, Dead: b.Dead, Oldest: b.OldestAge}, nil
+}
