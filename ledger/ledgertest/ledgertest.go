@@ -37,6 +37,16 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"GrantsOrder", testGrantsOrder},
 		{"ConcurrentOverlappingBatches", testConcurrent},
 		{"TwoLedgersOneDatabase", testTwoLedgers},
+		{"PacketsIdempotent", testPacketsIdempotent},
+		{"PacketsAgreeWithFund", testPacketsFund},
+		{"PacketsInvalid", testPacketsInvalid},
+		{"PacketsNotRecorded", testPacketsNotRecorded},
+		{"PacketsOrder", testPacketsOrder},
+		{"PacketsLarge", testPacketsLarge},
+		{"UngrantedPackets", testUngrantedPackets},
+		{"MismatchedGrants", testMismatchedGrants},
+		{"PacketsConcurrentWriters", testPacketsConcurrent},
+		{"PacketsFundRace", testPacketsFundRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
