@@ -62,6 +62,29 @@ type Totals struct {
 	Refunded   int64
 	RefundDone bool
 	Escrow     int64 // balance of the campaign's escrow account (funded - granted - refunded)
+	// PacketCount and PacketCents describe the packets WritePackets
+	// recorded; both are 0 when none are. Once the campaign is funded too,
+	// PacketCents equals Funded (WritePackets and Fund refuse anything
+	// else), so a difference here means the database was edited by hand.
+	PacketCount int64
+	PacketCents int64
+}
+
+// Packet is one packet of a campaign as it was split at create, before
+// anyone grabbed it. Seqs run from 1 to the campaign's packet count, as
+// in the Redis pool; a grant of packet Seq moves exactly Cents.
+type Packet struct {
+	Seq   int64
+	Cents int64
+}
+
+// Mismatch is a grant that disagrees with the campaign's packets: no
+// packet has its seq (Packet.Cents is 0 then), or the packet has another
+// amount. Like a Conflict it is an incident: Redis granted money that was
+// never in the pool.
+type Mismatch struct {
+	Grant  Grant
+	Packet Packet
 }
 
 // Sentinel errors. Compare with errors.Is.
@@ -76,12 +99,17 @@ var (
 	// amount, a grant of another campaign in the batch). Retrying will not
 	// help.
 	ErrInvalid = errors.New("ledger: invalid argument")
+	// ErrNoPackets: the campaign's packets were never recorded (it was
+	// created before the ledger kept them, or WritePackets has not run),
+	// so the ledger cannot say which packets exist. A reader that needs
+	// them must report this rather than assume an empty pool.
+	ErrNoPackets = errors.New("ledger: campaign packets not recorded")
 )
 
 // ConflictError is an ErrConflict with the stored and the attempted values,
 // for the incident report.
 type ConflictError struct {
-	Entry    string // "fund" or "refund"
+	Entry    string // "fund", "refund" or "packets"
 	Campaign string
 	Existing string // what is stored
 	Attempt  string // what the call wanted to write
@@ -102,7 +130,8 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 type Ledger interface {
 	// Fund writes the fund entry (funding -> escrow, total) once. A replay
 	// with the same funding and total is a no-op; a different one is
-	// ErrConflict.
+	// ErrConflict. So is a total that differs from the sum of the packets
+	// WritePackets recorded for the campaign.
 	Fund(ctx context.Context, c Campaign) error
 	// ApplyGrants writes a batch of grants of one campaign in one
 	// transaction: each grant is inserted (escrow -> user, balances move),
@@ -116,8 +145,9 @@ type Ledger interface {
 	// A replay with the same amount is a no-op, a different amount is
 	// ErrConflict. cents may be 0, which records that the refund is done.
 	Refund(ctx context.Context, campaign string, cents int64) error
-	// Totals reads the campaign's totals; a campaign that was never funded
-	// has zero Totals and no error.
+	// Totals reads the campaign's totals, its packet count and cents
+	// included; a campaign with neither a fund entry nor packets has zero
+	// Totals and no error.
 	Totals(ctx context.Context, campaign string) (Totals, error)
 	// Grants calls fn for every grant of the campaign in seq order, for
 	// reconciliation against Redis. An error from fn stops the iteration
@@ -127,6 +157,46 @@ type Ledger interface {
 	// "escrow:<campaign>" or "funding:<name>". An account that no entry
 	// touched has balance 0.
 	Balance(ctx context.Context, account string) (int64, error)
+
+	// WritePackets records every packet of the campaign, as split at
+	// create and before the campaign goes live: cents[i] is the amount of
+	// packet seq i+1 (the numbering of split.Split's result and of the
+	// Redis pool). All packets go in one transaction, so a campaign has
+	// all of its packets or none.
+	//
+	// A replay with the same amounts in the same order (a retried create)
+	// is a no-op, decided from a stored digest without reading the
+	// packets back. Different packets for a campaign that has some are a
+	// *ConflictError (Entry "packets", unwrapping to ErrConflict) and
+	// change nothing; so are packets that do not sum to the total of the
+	// campaign's fund entry, when Fund ran first. An empty slice, an
+	// amount below 1 cent, a sum above MaxInt64 or an empty campaign id
+	// is ErrInvalid. Writers of one campaign run one after another; a
+	// second writer waits for the first to commit and then replays or
+	// conflicts. Cost: O(n) in time, O(1) memory beyond cents; the
+	// backends write by COPY (PostgreSQL) or by prepared multi-row
+	// INSERTs (SQLite).
+	WritePackets(ctx context.Context, campaign string, cents []int64) error
+	// Packets calls fn for every packet of the campaign in seq order,
+	// streaming: memory is O(1) in the number of packets. An error from
+	// fn stops the iteration and is returned. It returns ErrNoPackets if
+	// the campaign's packets were never recorded.
+	Packets(ctx context.Context, campaign string, fn func(Packet) error) error
+	// UngrantedPackets calls fn, in seq order and streaming, for every
+	// packet of the campaign that no grant in the ledger holds: with the
+	// grants still in Redis's stream left out, that is the pool a rebuild
+	// restores. One statement (an anti-join on the two primary keys)
+	// reads packets and grants from one snapshot. An error from fn stops
+	// the iteration and is returned; ErrNoPackets as for Packets.
+	UngrantedPackets(ctx context.Context, campaign string, fn func(Packet) error) error
+	// MismatchedGrants calls fn, in seq order and streaming, for every
+	// grant of the campaign whose seq is no packet or whose cents differ
+	// from its packet's: the grant side of reconciling against the
+	// packets, none in a healthy ledger. It reads every grant once, O(n)
+	// in the grants. An error from fn stops the iteration and is
+	// returned; ErrNoPackets as for Packets.
+	MismatchedGrants(ctx context.Context, campaign string, fn func(Mismatch) error) error
+
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the database connections.

@@ -37,6 +37,16 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"GrantsOrder", testGrantsOrder},
 		{"ConcurrentOverlappingBatches", testConcurrent},
 		{"TwoLedgersOneDatabase", testTwoLedgers},
+		{"PacketsIdempotent", testPacketsIdempotent},
+		{"PacketsAgreeWithFund", testPacketsFund},
+		{"PacketsInvalid", testPacketsInvalid},
+		{"PacketsNotRecorded", testPacketsNotRecorded},
+		{"PacketsOrder", testPacketsOrder},
+		{"PacketsLarge", testPacketsLarge},
+		{"UngrantedPackets", testUngrantedPackets},
+		{"MismatchedGrants", testMismatchedGrants},
+		{"PacketsConcurrentWriters", testPacketsConcurrent},
+		{"PacketsFundRace", testPacketsFundRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -434,7 +444,7 @@ func testGrantsOrder(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 // land exactly once and the balances must add up.
 func testConcurrent(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	l := open(t)
-	const n, workers, size = 1000, 6, 50
+	const n, workers = 1000, 6
 	grants := make([]ledger.Grant, n)
 	var total int64
 	for i := range grants {
@@ -443,44 +453,8 @@ func testConcurrent(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	}
 	fund(t, l, "c", total)
 
-	// Every worker writes all grants, each starting at another place, so
-	// their batches overlap in every way.
-	run := func(extra func(w int) []ledger.Grant) []ledger.ApplyResult {
-		var wg sync.WaitGroup
-		results := make([]ledger.ApplyResult, workers)
-		errs := make([]error, workers)
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				off := w * n / workers
-				for k := 0; k < n; k += size {
-					var b []ledger.Grant
-					for j := k; j < k+size && j < n; j++ {
-						b = append(b, grants[(off+j)%n])
-					}
-					if k == 0 && extra != nil {
-						b = append(b, extra(w)...)
-					}
-					res, err := l.ApplyGrants(ctx, "c", b)
-					if err != nil {
-						errs[w] = err
-						return
-					}
-					results[w].Inserted += res.Inserted
-					results[w].Replayed += res.Replayed
-					results[w].InsertedCents += res.InsertedCents
-					results[w].Conflicts = append(results[w].Conflicts, res.Conflicts...)
-				}
-			}()
-		}
-		wg.Wait()
-		require.NoError(t, errors.Join(errs...))
-		return results
-	}
-
 	var sum ledger.ApplyResult
-	for _, r := range run(nil) {
+	for _, r := range overlappingWrites(t, l, grants, workers, nil) {
 		sum.Inserted += r.Inserted
 		sum.Replayed += r.Replayed
 		sum.InsertedCents += r.InsertedCents
@@ -489,7 +463,7 @@ func testConcurrent(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	require.Equal(t, ledger.ApplyResult{Inserted: n, Replayed: n*workers - n, InsertedCents: total}, sum)
 
 	// Now with a conflicting grant per worker: reported, never inserted.
-	results := run(func(w int) []ledger.Grant {
+	results := overlappingWrites(t, l, grants, workers, func(w int) []ledger.Grant {
 		return []ledger.Grant{g("c", int64(w), fmt.Sprintf("thief%d", w), 1), g("c", int64(n+w), fmt.Sprintf("u%d", w), 1)}
 	})
 	for w, r := range results {
@@ -500,26 +474,73 @@ func testConcurrent(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		require.Equal(t, ledger.UserHasOther, r.Conflicts[1].Kind)
 		require.Equal(t, grants[w], r.Conflicts[1].Existing)
 	}
+	requireSettledOnce(t, l, grants, total)
+	for w := range workers {
+		b, err := l.Balance(ctx, ledger.UserAccount(fmt.Sprintf("thief%d", w)))
+		require.NoError(t, err)
+		require.Zero(t, b)
+	}
+}
 
+// overlappingWrites has workers goroutines each write all grants of
+// campaign "c" in batches of 50, each starting at another place, so their
+// batches overlap in every way; extra, if not nil, adds grants to a
+// worker's first batch. It returns each worker's summed results.
+func overlappingWrites(t *testing.T, l ledger.Ledger, grants []ledger.Grant, workers int, extra func(w int) []ledger.Grant) []ledger.ApplyResult {
+	t.Helper()
+	const size = 50
+	n := len(grants)
+	var wg sync.WaitGroup
+	results := make([]ledger.ApplyResult, workers)
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			off := w * n / workers
+			for k := 0; k < n; k += size {
+				var b []ledger.Grant
+				for j := k; j < k+size && j < n; j++ {
+					b = append(b, grants[(off+j)%n])
+				}
+				if k == 0 && extra != nil {
+					b = append(b, extra(w)...)
+				}
+				res, err := l.ApplyGrants(ctx, "c", b)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				results[w].Inserted += res.Inserted
+				results[w].Replayed += res.Replayed
+				results[w].InsertedCents += res.InsertedCents
+				results[w].Conflicts = append(results[w].Conflicts, res.Conflicts...)
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	return results
+}
+
+// requireSettledOnce checks that campaign "c" holds exactly grants (in
+// seq order), once each, and that every user's balance is their grant.
+func requireSettledOnce(t *testing.T, l ledger.Ledger, grants []ledger.Grant, total int64) {
+	t.Helper()
 	tot, err := l.Totals(ctx, "c")
 	require.NoError(t, err)
-	require.Equal(t, ledger.Totals{Funded: total, Funding: "ops", GrantCount: n, GrantCents: total}, tot)
+	require.Equal(t, ledger.Totals{Funded: total, Funding: "ops", GrantCount: int64(len(grants)), GrantCents: total}, tot)
 	i := 0
 	require.NoError(t, l.Grants(ctx, "c", func(gr ledger.Grant) error {
 		require.Equal(t, grants[i], gr)
 		i++
 		return nil
 	}))
-	require.Equal(t, n, i)
+	require.Equal(t, len(grants), i)
 	for _, gr := range grants {
 		b, err := l.Balance(ctx, ledger.UserAccount(gr.User))
 		require.NoError(t, err)
 		require.Equal(t, gr.Cents, b, gr.User)
-	}
-	for w := range workers {
-		b, err := l.Balance(ctx, ledger.UserAccount(fmt.Sprintf("thief%d", w)))
-		require.NoError(t, err)
-		require.Zero(t, b)
 	}
 }
 

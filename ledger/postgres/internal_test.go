@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/internal/migrate"
 	"github.com/hongbao/hongbao/ledger/internal/pgtest"
 )
 
@@ -77,7 +79,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 	defer l.Close()
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, child).Scan(&n))
-	require.Equal(t, 6, n) // 5 tables and the journal view
+	require.Equal(t, 8, n) // 7 tables and the journal view
 }
 
 func TestFirstSchema(t *testing.T) {
@@ -92,4 +94,50 @@ func TestFirstSchema(t *testing.T) {
 	} {
 		require.Equal(t, want, firstSchema(in), in)
 	}
+}
+
+// TestUpgradeFromV1: a database that only the first migration built, with
+// a campaign settled in it, is upgraded in place by Open: the packet
+// tables appear, the old rows stay, and the old campaign reads as one
+// whose packets were never recorded.
+func TestUpgradeFromV1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	ms, err := migrate.Load(migrations, "migrations")
+	require.NoError(t, err)
+	old := &Ledger{pool: pool}
+	require.NoError(t, old.applyMigrations(ctx, "", ms[:1]))
+	// The rows Fund and ApplyGrants wrote at version 1.
+	_, err = pool.Exec(ctx, `
+		INSERT INTO ledger_campaigns (id, funding, total, grant_count, grant_cents) VALUES ('old', 'ops', 100, 1, 30);
+		INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents) VALUES ('old', 'fund', 'funding:ops', 'escrow:old', 100);
+		INSERT INTO ledger_grants (campaign, seq, user_id, cents) SELECT num, 1, 'a', 30 FROM ledger_campaigns WHERE id = 'old';
+		INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:old', 70), ('funding:ops', -100), ('user:a', 30)`)
+	require.NoError(t, err)
+	pool.Close()
+
+	l, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer l.Close()
+	rows, _ := l.pool.Query(ctx, `SELECT version FROM ledger_migrations ORDER BY version`)
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(t, err)
+	require.Equal(t, []int32{1, 2}, versions)
+	tot, err := l.Totals(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)
+	require.ErrorIs(t, l.UngrantedPackets(ctx, "old", func(ledger.Packet) error { return nil }), ledger.ErrNoPackets)
+
+	// A campaign created after the upgrade records its packets.
+	require.NoError(t, l.WritePackets(ctx, "new", []int64{40, 60}))
+	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: "new", Funding: "ops", Total: 100}))
+	res, err := l.ApplyGrants(ctx, "new", []ledger.Grant{{Seq: 2, User: "a", Cents: 60}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
+	var free []ledger.Packet
+	require.NoError(t, l.UngrantedPackets(ctx, "new", func(p ledger.Packet) error { free = append(free, p); return nil }))
+	require.Equal(t, []ledger.Packet{{Seq: 1, Cents: 40}}, free)
 }

@@ -2,7 +2,7 @@
 // connection pool, schema migrations under an advisory lock, and each
 // grant batch written in one transaction, by COPY when its grants are all
 // new and by one multi-row INSERT ... ON CONFLICT DO NOTHING RETURNING
-// when some are stored already.
+// when some are stored already. A campaign's packets go in by one COPY.
 package postgres
 
 import (
@@ -78,14 +78,19 @@ func firstSchema(searchPath string) string {
 	return first
 }
 
-// migrate applies the embedded migrations that the database lacks. Two
-// processes starting together serialise on a session advisory lock, so the
-// second finds the schema complete instead of racing to create it.
-func (l *Ledger) migrate(ctx context.Context, schema string) (err error) {
+// migrate applies the embedded migrations that the database lacks.
+func (l *Ledger) migrate(ctx context.Context, schema string) error {
 	ms, err := migrate.Load(migrations, "migrations")
 	if err != nil {
 		return err
 	}
+	return l.applyMigrations(ctx, schema, ms)
+}
+
+// applyMigrations applies those of ms that the database lacks. Two
+// processes starting together serialise on a session advisory lock, so the
+// second finds the schema complete instead of racing to create it.
+func (l *Ledger) applyMigrations(ctx context.Context, schema string, ms []migrate.Migration) (err error) {
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("ledger: migrate: %w", err)
@@ -152,19 +157,24 @@ func (l *Ledger) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 // wrap names the operation on database errors and leaves the ledger's
 // own errors as they are.
 func wrap(op string, err error) error {
-	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) || errors.Is(err, ledger.ErrInvalid) {
+	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
+		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) {
 		return err
 	}
 	return fmt.Errorf("ledger: %s: %w", op, err)
 }
 
-// Fund implements ledger.Ledger.
+// Fund implements ledger.Ledger. It takes the campaign's advisory lock,
+// as WritePackets does, so the two check each other's rows.
 func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 	if c.ID == "" || c.Funding == "" || c.Total < 0 {
 		return fmt.Errorf("%w: fund campaign %q from %q with %d cents", ledger.ErrInvalid, c.ID, c.Funding, c.Total)
 	}
 	escrow, funding := ledger.EscrowAccount(c.ID), ledger.FundingAccount(c.Funding)
 	return wrap("fund", l.tx(ctx, func(tx pgx.Tx) error {
+		if err := lockCampaign(ctx, tx, c.ID); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `INSERT INTO ledger_campaigns (id, funding, total) VALUES ($1, $2, $3)
 			ON CONFLICT (id) DO NOTHING`, c.ID, c.Funding, c.Total)
 		if err != nil {
@@ -182,6 +192,14 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 			return &ledger.ConflictError{Entry: "fund", Campaign: c.ID,
 				Existing: fmt.Sprintf("funding %q total %d", have.Funding, have.Total),
 				Attempt:  fmt.Sprintf("funding %q total %d", c.Funding, c.Total)}
+		}
+		var packetCents int64
+		err = tx.QueryRow(ctx, `SELECT cents FROM ledger_packet_sets WHERE id = $1`, c.ID).Scan(&packetCents)
+		switch {
+		case err == nil && packetCents != c.Total:
+			return batch.FundPacketsConflict(c, packetCents)
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents)
 			VALUES ($1, 'fund', $2, $3, $4)`, c.ID, funding, escrow, c.Total); err != nil {
@@ -359,17 +377,20 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	}))
 }
 
-// Totals implements ledger.Ledger.
+// Totals implements ledger.Ledger. One statement reads everything, so the
+// values come from one snapshot; it answers one row whether the campaign
+// has a fund entry, packets, both or neither.
 func (l *Ledger) Totals(ctx context.Context, campaign string) (ledger.Totals, error) {
 	var t ledger.Totals
 	var refunded *int64
-	err := l.pool.QueryRow(ctx, `SELECT c.funding, c.total, c.grant_count, c.grant_cents, c.refunded, coalesce(a.balance, 0)
-		FROM ledger_campaigns c LEFT JOIN ledger_accounts a ON a.id = $2 WHERE c.id = $1`,
+	err := l.pool.QueryRow(ctx, `SELECT coalesce(c.funding, ''), coalesce(c.total, 0), coalesce(c.grant_count, 0),
+			coalesce(c.grant_cents, 0), c.refunded, coalesce(a.balance, 0), coalesce(s.count, 0), coalesce(s.cents, 0)
+		FROM (SELECT $1::text AS id) k
+		LEFT JOIN ledger_campaigns c ON c.id = k.id
+		LEFT JOIN ledger_accounts a ON a.id = $2
+		LEFT JOIN ledger_packet_sets s ON s.id = k.id`,
 		campaign, ledger.EscrowAccount(campaign)).
-		Scan(&t.Funding, &t.Funded, &t.GrantCount, &t.GrantCents, &refunded, &t.Escrow)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ledger.Totals{}, nil
-	}
+		Scan(&t.Funding, &t.Funded, &t.GrantCount, &t.GrantCents, &refunded, &t.Escrow, &t.PacketCount, &t.PacketCents)
 	if err != nil {
 		return ledger.Totals{}, wrap("totals", err)
 	}

@@ -43,3 +43,14 @@ func BenchmarkApplyGrantsReplay(b *testing.B) {
 	defer l.Close()
 	ledgertest.BenchReplay(b, l)
 }
+
+// BenchmarkWritePackets records a campaign of 1,000,000 packets per
+// iteration; run it once: go test -run XXX -bench WritePackets -benchtime 1x
+func BenchmarkWritePackets(b *testing.B) {
+	l, err := postgres.Open(context.Background(), pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ledgertest.BenchPackets(b, l)
+}

@@ -3,12 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/internal/migrate"
 )
 
 func openTemp(t *testing.T) (*Ledger, string) {
@@ -108,4 +110,73 @@ func TestNoFloats(t *testing.T) {
 	l, _ := openTemp(t)
 	_, err := l.db.ExecContext(context.Background(), `INSERT INTO ledger_accounts (id, balance) VALUES ('user:f', 1.5)`)
 	require.Error(t, err)
+}
+
+// TestUpgradeFromV1: a file that only the first migration built, with a
+// campaign settled in it, is upgraded in place by Open: the packet tables
+// appear, the old rows stay, and the old campaign reads as one whose
+// packets were never recorded.
+func TestUpgradeFromV1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+params)
+	require.NoError(t, err)
+	ms, err := migrate.Load(migrations, "migrations")
+	require.NoError(t, err)
+	old := &Ledger{db: db, write: make(chan struct{}, 1)}
+	require.NoError(t, old.applyMigrations(ctx, ms[:1]))
+	// The rows Fund and ApplyGrants wrote at version 1.
+	_, err = db.ExecContext(ctx, `
+		INSERT INTO ledger_campaigns (id, funding, total, grant_count, grant_cents) VALUES ('old', 'ops', 100, 1, 30);
+		INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents) VALUES ('old', 'fund', 'funding:ops', 'escrow:old', 100);
+		INSERT INTO ledger_grants (campaign, seq, user_id, cents) SELECT num, 1, 'a', 30 FROM ledger_campaigns WHERE id = 'old';
+		INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:old', 70), ('funding:ops', -100), ('user:a', 30)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	var versions string
+	require.NoError(t, l.db.QueryRowContext(ctx, `SELECT group_concat(version) FROM (SELECT version FROM ledger_migrations ORDER BY version)`).Scan(&versions))
+	require.Equal(t, "1,2", versions)
+	tot, err := l.Totals(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)
+	require.ErrorIs(t, l.UngrantedPackets(ctx, "old", func(ledger.Packet) error { return nil }), ledger.ErrNoPackets)
+
+	// A campaign created after the upgrade records its packets.
+	require.NoError(t, l.WritePackets(ctx, "new", []int64{40, 60}))
+	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: "new", Funding: "ops", Total: 100}))
+	res, err := l.ApplyGrants(ctx, "new", []ledger.Grant{{Seq: 2, User: "a", Cents: 60}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
+	var free []ledger.Packet
+	require.NoError(t, l.UngrantedPackets(ctx, "new", func(p ledger.Packet) error { free = append(free, p); return nil }))
+	require.Equal(t, []ledger.Packet{{Seq: 1, Cents: 40}}, free)
+}
+
+// TestPacketInsertChunks writes packet counts around the insert chunk
+// size, so the prepared full-chunk statement and the tail statement are
+// each used alone and together.
+func TestPacketInsertChunks(t *testing.T) {
+	t.Parallel()
+	l, _ := openTemp(t)
+	ctx := context.Background()
+	for _, n := range []int{1, packetsPerInsert - 1, packetsPerInsert, packetsPerInsert + 1, 3 * packetsPerInsert} {
+		cents := make([]int64, n)
+		for i := range cents {
+			cents[i] = int64(1 + i%5)
+		}
+		id := fmt.Sprintf("c%d", n)
+		require.NoError(t, l.WritePackets(ctx, id, cents))
+		i := 0
+		require.NoError(t, l.Packets(ctx, id, func(p ledger.Packet) error {
+			require.Equal(t, ledger.Packet{Seq: int64(i + 1), Cents: cents[i]}, p)
+			i++
+			return nil
+		}))
+		require.Equal(t, n, i)
+	}
 }

@@ -2,7 +2,7 @@
 // no cgo), for a single host and for demos.
 //
 // The connection settings are the ones a settlement needs. WAL lets
-// readers (Totals, Grants, Balance) run while a batch is written.
+// readers (Totals, Grants, Packets, Balance) run while a batch is written.
 // synchronous=FULL makes a commit durable before it returns, because the
 // worker acknowledges the grants to Redis right after the commit and a
 // grant acknowledged but lost would be money nobody can account for.
@@ -81,15 +81,20 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	return l, nil
 }
 
-// migrate applies the pending migrations in one BEGIN IMMEDIATE
-// transaction: a second process starting at the same time waits for the
-// write lock and then finds the schema complete.
+// migrate applies the embedded migrations that the database lacks.
 func (l *Ledger) migrate(ctx context.Context) error {
 	ms, err := migrate.Load(migrations, "migrations")
 	if err != nil {
 		return err
 	}
-	err = l.tx(ctx, func(tx *sql.Tx) error {
+	return l.applyMigrations(ctx, ms)
+}
+
+// applyMigrations applies those of ms that the database lacks, in one
+// BEGIN IMMEDIATE transaction: a second process starting at the same time
+// waits for the write lock and then finds the schema complete.
+func (l *Ledger) applyMigrations(ctx context.Context, ms []migrate.Migration) error {
+	err := l.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS ledger_migrations (
 			version    INTEGER PRIMARY KEY,
 			name       TEXT NOT NULL,
@@ -141,7 +146,8 @@ func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 // wrap names the operation on database errors and leaves the ledger's
 // own errors as they are.
 func wrap(op string, err error) error {
-	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) || errors.Is(err, ledger.ErrInvalid) {
+	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
+		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) {
 		return err
 	}
 	return fmt.Errorf("ledger: %s: %w", op, err)
@@ -165,6 +171,14 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 				Existing: fmt.Sprintf("funding %q total %d", have.Funding, have.Total),
 				Attempt:  fmt.Sprintf("funding %q total %d", c.Funding, c.Total)}
 		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		var packetCents int64
+		err = tx.QueryRowContext(ctx, `SELECT cents FROM ledger_packet_sets WHERE id = ?`, c.ID).Scan(&packetCents)
+		switch {
+		case err == nil && packetCents != c.Total:
+			return batch.FundPacketsConflict(c, packetCents)
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_campaigns (id, funding, total) VALUES (?, ?, ?)`,
@@ -357,17 +371,19 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 }
 
 // Totals implements ledger.Ledger. One statement reads everything, so the
-// values come from one snapshot.
+// values come from one snapshot; it answers one row whether the campaign
+// has a fund entry, packets, both or neither.
 func (l *Ledger) Totals(ctx context.Context, campaign string) (ledger.Totals, error) {
 	var t ledger.Totals
 	var refunded sql.NullInt64
-	err := l.db.QueryRowContext(ctx, `SELECT c.funding, c.total, c.grant_count, c.grant_cents, c.refunded, coalesce(a.balance, 0)
-		FROM ledger_campaigns c LEFT JOIN ledger_accounts a ON a.id = ? WHERE c.id = ?`,
-		ledger.EscrowAccount(campaign), campaign).
-		Scan(&t.Funding, &t.Funded, &t.GrantCount, &t.GrantCents, &refunded, &t.Escrow)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.Totals{}, nil
-	}
+	err := l.db.QueryRowContext(ctx, `SELECT coalesce(c.funding, ''), coalesce(c.total, 0), coalesce(c.grant_count, 0),
+			coalesce(c.grant_cents, 0), c.refunded, coalesce(a.balance, 0), coalesce(s.count, 0), coalesce(s.cents, 0)
+		FROM (SELECT ?1 AS id) k
+		LEFT JOIN ledger_campaigns c ON c.id = k.id
+		LEFT JOIN ledger_accounts a ON a.id = ?2
+		LEFT JOIN ledger_packet_sets s ON s.id = k.id`,
+		campaign, ledger.EscrowAccount(campaign)).
+		Scan(&t.Funding, &t.Funded, &t.GrantCount, &t.GrantCents, &refunded, &t.Escrow, &t.PacketCount, &t.PacketCents)
 	if err != nil {
 		return ledger.Totals{}, wrap("totals", err)
 	}

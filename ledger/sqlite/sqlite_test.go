@@ -42,3 +42,14 @@ func BenchmarkApplyGrantsReplay(b *testing.B) {
 	defer l.Close()
 	ledgertest.BenchReplay(b, l)
 }
+
+// BenchmarkWritePackets records a campaign of 1,000,000 packets per
+// iteration; run it once: go test -run XXX -bench WritePackets -benchtime 1x
+func BenchmarkWritePackets(b *testing.B) {
+	l, err := sqlite.Open(context.Background(), fresh(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ledgertest.BenchPackets(b, l)
+}

@@ -1,7 +1,8 @@
-// Package batch holds the parts of ApplyGrants that do not depend on the
-// database: checking a batch before it is written and sorting each grant
-// into inserted, replayed or conflict after the insert. Both backends use
-// it, so they classify alike.
+// Package batch holds the parts of ApplyGrants and WritePackets that do
+// not depend on the database: checking a batch before it is written,
+// sorting each grant into inserted, replayed or conflict after the insert,
+// and summing a campaign's packets up into the PacketSet a replay is
+// compared with. Both backends use it, so they decide alike.
 package batch
 
 import (
