@@ -109,7 +109,7 @@ func NewCluster(t testing.TB, opt ClusterOptions) *Cluster {
 			}, opt.Args...),
 		}
 	}
-	nodes, err := startNodes(t, ctx, opts)
+	nodes, err := startNodes(ctx, t, opts)
 	if err != nil {
 		t.Fatalf("testenv: start cluster nodes: %v", err)
 	}

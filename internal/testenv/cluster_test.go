@@ -303,3 +303,56 @@ func TestClusterReplicaTakesOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "after", v, "the new replica copies the new master")
 }
+
+// TestClusterOneMasterTwoReplicas: the node order is masters first, then
+// each master's replicas, and a cluster may have a single master.
+func TestClusterOneMasterTwoReplicas(t *testing.T) {
+	t.Parallel()
+	c := NewCluster(t, ClusterOptions{Masters: 1, ReplicasPerMaster: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.Len(t, c.Nodes, 3)
+	slots, err := c.SlotsOf(ctx, c.Nodes[0].Addr)
+	require.NoError(t, err)
+	require.Len(t, slots, Slots)
+	lines, err := clusterNodes(ctx, c.Nodes[0].Client)
+	require.NoError(t, err)
+	for _, l := range lines {
+		if l.addr == c.Nodes[0].Addr {
+			require.True(t, l.has("master"))
+		} else {
+			require.True(t, l.has("slave"), l.addr)
+			require.Equal(t, c.ID(c.Nodes[0].Addr), l.master)
+		}
+	}
+	require.NoError(t, do(ctx, c.Client, "SET", "k", "v").Error())
+	require.NoError(t, c.WaitReplicated(ctx))
+}
+
+func TestTopologyOptionsValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"zero cluster", ClusterOptions{}.Validate(), ""},
+		{"negative masters", ClusterOptions{Masters: -1}.Validate(), "Masters"},
+		{"negative replicas", ClusterOptions{ReplicasPerMaster: -1}.Validate(), "ReplicasPerMaster"},
+		{"tiny node timeout", ClusterOptions{NodeTimeout: time.Millisecond}.Validate(), "NodeTimeout"},
+		{"cluster AOF", ClusterOptions{AOF: "sometimes"}.Validate(), "AOF"},
+		{"zero sentinel", SentinelOptions{}.Validate(), ""},
+		{"negative replicas", SentinelOptions{Replicas: -1}.Validate(), "Replicas"},
+		{"quorum above sentinels", SentinelOptions{Sentinels: 3, Quorum: 4}.Validate(), "Quorum"},
+		{"name with a space", SentinelOptions{MasterName: "a b"}.Validate(), "MasterName"},
+		{"sentinel AOF", SentinelOptions{AOF: "sometimes"}.Validate(), "AOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.want == "" {
+				require.NoError(t, tc.err)
+			} else {
+				require.ErrorContains(t, tc.err, tc.want)
+			}
+		})
+	}
+}

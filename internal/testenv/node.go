@@ -36,7 +36,7 @@ type Node struct {
 
 // startNodes starts one server per option in parallel. Every server that
 // started is stopped when the test ends, also when another failed.
-func startNodes(t testing.TB, ctx context.Context, opts []redisserver.Options) ([]*Node, error) {
+func startNodes(ctx context.Context, t testing.TB, opts []redisserver.Options) ([]*Node, error) {
 	t.Helper()
 	nodes := make([]*Node, len(opts))
 	errs := make([]error, len(opts))

@@ -130,10 +130,10 @@ func NewSentinel(t testing.TB, opt SentinelOptions) *Sentinel {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	s := &Sentinel{Name: opt.MasterName, opt: opt}
-	if err := s.startData(t, ctx); err != nil {
+	if err := s.startData(ctx, t); err != nil {
 		t.Fatalf("testenv: sentinel setup: %v%s", err, logs(s.Data...))
 	}
-	if err := s.startSentinels(t, ctx); err != nil {
+	if err := s.startSentinels(ctx, t); err != nil {
 		t.Fatalf("testenv: sentinel setup: %v%s", err, logs(append(s.Data, s.Sentinels...)...))
 	}
 	s.URL = sentinelURL(s.Name, s.SentinelAddrs())
@@ -158,14 +158,14 @@ func sentinelURL(name string, sentinels []string) string {
 	return u
 }
 
-func (s *Sentinel) startData(t testing.TB, ctx context.Context) error {
+func (s *Sentinel) startData(ctx context.Context, t testing.TB) error {
 	t.Helper()
 	dataOpt := func() redisserver.Options {
 		// A replica's first sync would wait 5 s for other replicas to join.
 		args := append([]string{"--repl-diskless-sync-delay", "0"}, s.opt.Args...)
 		return redisserver.Options{Dir: t.TempDir(), AOF: s.opt.AOF, Args: args}
 	}
-	master, err := startNodes(t, ctx, []redisserver.Options{dataOpt()})
+	master, err := startNodes(ctx, t, []redisserver.Options{dataOpt()})
 	if err != nil {
 		return fmt.Errorf("start master: %w", err)
 	}
@@ -175,7 +175,7 @@ func (s *Sentinel) startData(t testing.TB, ctx context.Context) error {
 		opts[i] = dataOpt()
 		opts[i].Args = append(opts[i].Args, "--replicaof", "127.0.0.1", strconv.Itoa(portOf(s.master)))
 	}
-	replicas, err := startNodes(t, ctx, opts)
+	replicas, err := startNodes(ctx, t, opts)
 	if err != nil {
 		return fmt.Errorf("start replicas: %w", err)
 	}
@@ -185,7 +185,7 @@ func (s *Sentinel) startData(t testing.TB, ctx context.Context) error {
 	return waitReplicated(ctx, 30*time.Second, s.Data[0], replicas)
 }
 
-func (s *Sentinel) startSentinels(t testing.TB, ctx context.Context) error {
+func (s *Sentinel) startSentinels(ctx context.Context, t testing.TB) error {
 	t.Helper()
 	n := s.opt.Sentinels
 	ports, ids := make([]int, n), make([]string, n)
@@ -202,10 +202,10 @@ func (s *Sentinel) startSentinels(t testing.TB, ctx context.Context) error {
 	for i := range opts {
 		opts[i] = redisserver.Options{Dir: t.TempDir(), Port: ports[i], Sentinel: true, Config: s.sentinelConfig(i, ports, ids)}
 	}
-	nodes, err := startNodes(t, ctx, opts)
+	nodes, err := startNodes(ctx, t, opts)
 	if err != nil {
 		// A port taken since it was found free: start again on others.
-		if nodes, err = s.retrySentinels(t, ctx, opts); err != nil {
+		if nodes, err = s.retrySentinels(ctx, t, opts); err != nil {
 			return fmt.Errorf("start sentinels: %w", err)
 		}
 	}
@@ -217,12 +217,12 @@ func (s *Sentinel) startSentinels(t testing.TB, ctx context.Context) error {
 
 // retrySentinels starts the sentinels on ports chosen at start; they then
 // find each other by their hello messages instead of from the config.
-func (s *Sentinel) retrySentinels(t testing.TB, ctx context.Context, opts []redisserver.Options) ([]*Node, error) {
+func (s *Sentinel) retrySentinels(ctx context.Context, t testing.TB, opts []redisserver.Options) ([]*Node, error) {
 	t.Helper()
 	for i := range opts {
 		opts[i].Dir, opts[i].Port = t.TempDir(), 0
 	}
-	return startNodes(t, ctx, opts)
+	return startNodes(ctx, t, opts)
 }
 
 func (s *Sentinel) sentinelConfig(i int, ports []int, ids []string) string {
