@@ -35,16 +35,29 @@ type Backlog struct {
 // Unsettled counts the batches not yet settled: Lag + Pending.
 func (b Backlog) Unsettled() int64 { return b.Lag + b.Pending }
 
-// ReadBacklog reads the settlement backlog of campaign id from Redis. It
-// is ErrNoCampaign when the campaign does not exist or is still loading.
-// It only reads, and may run while workers settle.
+// ReadBacklog reads the settlement backlog of campaign id from Redis,
+// summed over its shards (Oldest is the oldest of any shard). It is
+// ErrNoCampaign when the campaign does not exist or is still loading. It
+// only reads, and may run while workers settle.
 func ReadBacklog(ctx context.Context, rc rueidis.Client, id string) (Backlog, error) {
-	b, err := redisstore.New(rc).Backlog(ctx, id)
-	if errors.Is(err, redisstore.ErrNoCampaign) {
-		return Backlog{}, fmt.Errorf("%w: %s", ErrNoCampaign, id)
+	store := redisstore.New(rc)
+	shards := []redisstore.Keys{redisstore.CampaignKeys(id)}
+	if v, err := store.Read(ctx, id); err == nil {
+		shards = v.Shards
 	}
-	if err != nil {
-		return Backlog{}, fmt.Errorf("settle: %w", err)
+	var out Backlog
+	for _, k := range shards {
+		b, err := store.Backlog(ctx, k)
+		if errors.Is(err, redisstore.ErrNoCampaign) {
+			return Backlog{}, fmt.Errorf("%w: %s", ErrNoCampaign, id)
+		}
+		if err != nil {
+			return Backlog{}, fmt.Errorf("settle: %w", err)
+		}
+		out.Lag += b.Lag
+		out.Pending += b.Pending
+		out.Dead += b.Dead
+		out.Oldest = max(out.Oldest, b.OldestAge)
 	}
-	return Backlog{Lag: b.Lag, Pending: b.Pending, Dead: b.Dead, Oldest: b.OldestAge}, nil
+	return out, nil
 }

@@ -5,6 +5,7 @@ import "strconv"
 // Keys are the Redis keys of one campaign. They share the hash tag
 // {c:<id>}, so every campaign script touches a single cluster slot.
 type Keys struct {
+	Tag     string // the hash tag, without braces: "c:<id>" or "c:<id>:<k>:<salt>"
 	Meta    string // hash: spec, state, counters
 	Pool    string // list: packets not yet granted, "<seq>:<cents>", in seq order
 	Claims  string // hash: user -> "<seq>:<cents>"
@@ -23,6 +24,7 @@ func CampaignKeys(id string) Keys { return keysOfTag("c:" + id) }
 func keysOfTag(tag string) Keys {
 	p := "hb:{" + tag + "}:"
 	return Keys{
+		Tag:     tag,
 		Meta:    p + "meta",
 		Pool:    p + "pool",
 		Claims:  p + "claims",
