@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +20,7 @@ import (
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/leader"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
 )
@@ -246,25 +246,31 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 	// with the Redis clock.) Several workers would be safe too, by the
 	// consumer group and the ledger's idempotency; the lease keeps the
 	// work and the incidents in one place.
-	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
-	var leaseDone sync.WaitGroup
-	leaseDone.Add(1)
-	go func() {
-		defer leaseDone.Done()
-		newLease(conn.Client, f.leaseTTL).run(leaseCtx, func() {
-			log.Info("scheduler lease acquired: running settlement", "consumer", consumer)
+	elector, err := leader.New(leader.Config{
+		Redis: conn.Client, Name: redisstore.SchedulerLease, TTL: f.leaseTTL, Logger: log,
+		OnElected: func(ctx context.Context, term leader.Term) {
+			log.Info("scheduler lease acquired: running settlement", "consumer", consumer, "token", term.Token)
 			leaseHeld.Set(1)
-			if err := worker.Start(context.Background()); err != nil {
+			// The worker's passes outlive the term: on a loss the pass in
+			// flight finishes (within the shutdown timeout), so neither a
+			// loss nor a shutdown leaves a half-done batch behind.
+			if err := worker.Start(context.WithoutCancel(ctx)); err != nil {
 				log.Error("settlement did not start", "err", err)
 			}
-		}, func() {
-			// The pass in flight finishes (within the shutdown timeout),
-			// so a shutdown leaves no half-done batch behind.
+			<-ctx.Done()
 			worker.StopAfterPass(f.shutdownTimeout)
 			leaseHeld.Set(0)
 			log.Info("scheduler lease released: settlement stopped after its current pass", "consumer", consumer)
-		})
-	}()
+		},
+	})
+	if err != nil {
+		_ = srv.Close()
+		return usageErrorf("--lease-ttl: %v", err)
+	}
+	if err := elector.Start(context.WithoutCancel(ctx)); err != nil {
+		_ = srv.Close()
+		return err
+	}
 
 	log.Info("serving", "addr", ln.Addr().String(), "redis", conn.Kind, "redis_addr", conn.Addr,
 		"ledger", ledgerKind(dsn), "data_dir", f.dataDir, "consumer", consumer)
@@ -294,8 +300,7 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 	if pprofSrv != nil {
 		_ = pprofSrv.Close()
 	}
-	stopLease()
-	leaseDone.Wait()
+	elector.Stop()
 	st := worker.Stats()
 	log.Info("stopped", "settled_grants", st.Grants, "refunds", st.Refunds, "conflicts", st.Conflicts)
 	return runErr

@@ -15,6 +15,7 @@ import (
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/leader"
 )
 
 // TestServeShutdownFinishesInFlightGrab: a grab the server is handling
@@ -30,7 +31,11 @@ func TestServeShutdownFinishesInFlightGrab(t *testing.T) {
 	secretFile := writeSecret(t, dir, "token.secret")
 	ctx := context.Background()
 	pauser := testenv.Client(t, r.Addr)
-	require.NoError(t, pauser.Do(ctx, pauser.B().Set().Key(leaseKey).Value("another-process").Px(time.Hour).Build()).Error())
+	other, err := leader.New(leader.Config{Redis: pauser, TTL: time.Hour, Logger: quietLog()})
+	require.NoError(t, err)
+	require.NoError(t, other.Start(ctx))
+	defer other.Stop()
+	waitFor(t, "another process to hold the lease", 10*time.Second, other.IsLeader)
 	p := startServe(t, "--redis", "redis://"+r.Addr, "--ledger", "sqlite:"+filepath.Join(dir, "l.db"),
 		"--admin-key-file", adminFile, "--token-secret-file", secretFile, "--listen", "127.0.0.1:0", "--lease-ttl", "1h")
 	api := newAPIClient(t, p.URL, adminFile, secretFile)

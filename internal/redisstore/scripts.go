@@ -31,10 +31,6 @@ var (
 	settleSrc string
 	//go:embed lua/redrive.lua
 	redriveSrc string
-	//go:embed lua/lease_hold.lua
-	leaseHoldSrc string
-	//go:embed lua/lease_release.lua
-	leaseReleaseSrc string
 )
 
 // scripts is one set of the campaign scripts.
@@ -45,7 +41,6 @@ var (
 // caller may resolve by retrying (grab is idempotent per user).
 type scripts struct {
 	begin, load, activate, grab, status, close, dead, settle, redrive *rueidis.Lua
-	leaseHold, leaseRelease                                           *rueidis.Lua
 }
 
 func newScripts(legacy bool) *scripts {
@@ -62,7 +57,6 @@ func newScripts(legacy bool) *scripts {
 		begin: mk(beginSrc), load: mk(loadSrc), activate: mk(activateSrc),
 		grab: mk(grabSrc), status: mk(statusSrc), close: mk(closeSrc),
 		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
-		leaseHold: mk(leaseHoldSrc), leaseRelease: mk(leaseReleaseSrc),
 	}
 }
 
