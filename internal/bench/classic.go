@@ -124,7 +124,7 @@ func runClassic(ctx context.Context, t *target, o Options, amounts []int64, labe
 			<-start
 			done := 0
 			for u := from; u < to && !stop.Load(); u++ {
-				args[6] = userName(u)
+				args[6] = UserName(u)
 				t0 := time.Now()
 				reply, err := rc.do(args...)
 				lat.add(time.Since(t0))
@@ -154,7 +154,7 @@ func runClassic(ctx context.Context, t *target, o Options, amounts []int64, labe
 					probs.add("user %s was given packet %d, outside 1..%d", args[6], p.ID, o.Packets)
 				} else {
 					if !owner[p.ID-1].CompareAndSwap(0, int32(u+1)) {
-						probs.add("packet %d was given to %s and %s", p.ID, userName(int(owner[p.ID-1].Load())-1), args[6])
+						probs.add("packet %d was given to %s and %s", p.ID, UserName(int(owner[p.ID-1].Load())-1), args[6])
 					}
 					if p.Money != amounts[p.ID-1] {
 						probs.add("packet %d was given with %d cents; the split made it %d", p.ID, p.Money, amounts[p.ID-1])

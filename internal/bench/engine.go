@@ -72,7 +72,7 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 			done := 0
 			for u := from; u < to; u++ {
 				t0 := time.Now()
-				g, err := eng.Grab(gctx, camp.ID, userName(u))
+				g, err := eng.Grab(gctx, camp.ID, UserName(u))
 				lat.add(time.Since(t0))
 				if errors.Is(err, hongbao.ErrBusy) {
 					n.busy++
@@ -93,7 +93,7 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 						break
 					}
 					if !owner[g.Seq-1].CompareAndSwap(0, int32(u+1)) {
-						probs.add("packet %d was granted to %s and %s", g.Seq, userName(int(owner[g.Seq-1].Load())-1), g.User)
+						probs.add("packet %d was granted to %s and %s", g.Seq, UserName(int(owner[g.Seq-1].Load())-1), g.User)
 					}
 					if want := amounts[g.Seq-1]; g.Cents != want {
 						probs.add("packet %d was granted with %d cents; the split made it %d", g.Seq, g.Cents, want)

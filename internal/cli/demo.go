@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/bench"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
@@ -275,8 +276,6 @@ type toldUser struct {
 	answers []answer
 }
 
-func userName(i int) string { return "u" + strconv.Itoa(i+1) }
-
 // rain lets every user click concurrently and records every answer.
 func rain(ctx context.Context, io *IO, eng *hongbao.Engine, camp *hongbao.Campaign, f demoFlags) (*demoReport, []toldUser, error) {
 	told := make([]toldUser, f.users)
@@ -307,7 +306,7 @@ func rain(ctx context.Context, io *IO, eng *hongbao.Engine, camp *hongbao.Campai
 			defer wg.Done()
 			var clicks sync.WaitGroup
 			for u := range users {
-				name := userName(u)
+				name := bench.UserName(u)
 				for c := 0; c < f.clicks; c++ {
 					clicks.Add(1)
 					go func() {
@@ -391,28 +390,28 @@ func check(rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 				held = a
 			} else if a.seq != held.seq || a.cents != held.cents {
 				rep.DuplicateUsers++
-				problem("user %s was told packets %d and %d", userName(u), held.seq, a.seq)
+				problem("user %s was told packets %d and %d", bench.UserName(u), held.seq, a.seq)
 			}
 		}
 		if granted > 1 {
 			rep.DuplicateUsers++
-			problem("user %s was told GRANTED %d times", userName(u), granted)
+			problem("user %s was told GRANTED %d times", bench.UserName(u), granted)
 		}
 		if held == nil {
 			continue
 		}
 		if granted == 0 {
-			problem("user %s was told ALREADY but never GRANTED", userName(u))
+			problem("user %s was told ALREADY but never GRANTED", bench.UserName(u))
 		}
 		if o, dup := owner[held.seq]; dup {
 			rep.DuplicatePackets++
-			problem("packet %d was told to %s and %s", held.seq, userName(o), userName(u))
+			problem("packet %d was told to %s and %s", held.seq, bench.UserName(o), bench.UserName(u))
 		}
 		owner[held.seq] = u
 		toldCount++
 		toldCents += held.cents
 		if held.cents > rep.LuckiestCents {
-			rep.LuckiestCents, rep.LuckiestUser = held.cents, userName(u)
+			rep.LuckiestCents, rep.LuckiestUser = held.cents, bench.UserName(u)
 		}
 	}
 	rep.GrantedCents = audit.Status.GrantedCents

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao/atomicop"
+	"github.com/hongbao/hongbao/internal/random"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
@@ -223,9 +222,7 @@ func (f *raceFlags) validate() error {
 
 // raceRunPrefix returns a key prefix no other run uses.
 func raceRunPrefix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "hb:race:" + hex.EncodeToString(b[:]) + ":"
+	return "hb:race:" + random.Hex(6) + ":"
 }
 
 // raceCleanup deletes the keys of a run from every node.
