@@ -125,10 +125,7 @@ Flags:`
 func (b *benchDesignsCmd) parseFlags(args []string) error {
 	fs := newFlagSet("bench", b.env)
 	b.f.declare(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(b.env.Stderr, benchUsage)
-		fs.PrintDefaults()
-	}
+	setUsage(fs, b.env, benchUsage)
 	if err := parseFlags(fs, b.env, args); err != nil {
 		return err
 	}
@@ -440,14 +437,7 @@ func printBenchResult(w io.Writer, r *bench.Result) {
 	for _, n := range r.Notes {
 		p("  note: %s\n", n)
 	}
-	if r.OK {
-		p("  invariants        OK\n")
-	} else {
-		p("  invariants        FAILED\n")
-		for _, pr := range r.Problems {
-			p("    - %s\n", pr)
-		}
-	}
+	printVerdict(w, r.OK, "  invariants        OK", "  invariants        FAILED", r.Problems)
 }
 
 func redisWords(kind string) string {

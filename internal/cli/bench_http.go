@@ -80,10 +80,7 @@ func (b *benchHTTPCmd) declare(fs *flag.FlagSet) {
 func (b *benchHTTPCmd) parseFlags(args []string) error {
 	fs := newFlagSet("bench", b.env)
 	b.declare(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(b.env.Stderr, benchHTTPUsage)
-		fs.PrintDefaults()
-	}
+	setUsage(fs, b.env, benchHTTPUsage)
 	if err := parseFlags(fs, b.env, args); err != nil {
 		return err
 	}

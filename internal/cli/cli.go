@@ -189,6 +189,14 @@ func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 	return err
 }
 
+// setUsage makes fs's usage text, then the flags.
+func setUsage(fs *flag.FlagSet, env *IO, text string) {
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, text)
+		fs.PrintDefaults()
+	}
+}
+
 // given returns the flags of fs set on the command line.
 func given(fs *flag.FlagSet) map[string]bool {
 	m := map[string]bool{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -106,10 +107,7 @@ func (f *demoFlags) declare(fs *flag.FlagSet) {
 func (d *demoCmd) parseFlags(args []string) error {
 	fs := newFlagSet("demo", d.env)
 	d.f.declare(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(d.env.Stderr, "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, d.env, "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:")
 	if err := parseFlags(fs, d.env, args); err != nil {
 		return err
 	}
@@ -510,7 +508,7 @@ func check(rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 	rep.ConservationOK = nProblems == 0 && rep.DuplicateUsers == 0 && rep.DuplicatePackets == 0
 }
 
-func printDemo(w interface{ Write([]byte) (int, error) }, rep *demoReport, told []toldUser, audit *hongbao.Audit) {
+func printDemo(w io.Writer, rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("\nCampaign %s: %d packets, %s\n", rep.Campaign, rep.Packets, hongbao.FormatCents(rep.TotalCents))
 	p("  attempts   %10d  (%d users x %d clicks)\n", rep.Attempts, rep.Users, rep.Clicks)
@@ -542,27 +540,13 @@ func printDemo(w interface{ Write([]byte) (int, error) }, rep *demoReport, told 
 	p("  refunded           %14s\n", hongbao.FormatCents(audit.Status.RefundedCents))
 	p("  total              %14s\n", hongbao.FormatCents(rep.TotalCents))
 	p("  users with two packets: %d, packets with two users: %d\n", rep.DuplicateUsers, rep.DuplicatePackets)
-	if rep.ConservationOK {
-		p("  OK: every cent accounted for, no user twice, no packet twice\n")
-	} else {
-		p("  FAILED:\n")
-		for _, pr := range rep.Problems {
-			p("    - %s\n", pr)
-		}
-	}
+	printVerdict(w, rep.ConservationOK, "  OK: every cent accounted for, no user twice, no packet twice", "  FAILED:", rep.Problems)
 	if rec := rep.Reconcile; rec != nil {
 		p("\nSettlement into the ledger (%s): %d grants, %.0f grants/s, drained %.2f s after the last grab\n",
 			rep.Ledger, rep.Settled, rep.SettlePerSec, rep.SettleLagSeconds)
 		p("  refunded %s to the funding account; escrow %s; campaign %s\n",
 			hongbao.FormatCents(rec.RefundCents), hongbao.FormatCents(rec.EscrowCents), rec.State)
-		if rep.ReconcileOK {
-			p("  OK: Redis and the ledger agree to the cent\n")
-		} else {
-			p("  RECONCILE FAILED:\n")
-			for _, d := range rec.Differences {
-				p("    - %s\n", d)
-			}
-		}
+		printVerdict(w, rep.ReconcileOK, "  OK: Redis and the ledger agree to the cent", "  RECONCILE FAILED:", rec.Differences)
 	}
 }
 

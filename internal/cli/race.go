@@ -28,8 +28,7 @@ type raceCmd struct {
 
 func newRaceCmd(env *IO) command { return &raceCmd{base: base{env: env}} }
 
-func raceUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, `Usage: hongbao race update-if-newer|once [flags]
+const raceUsage = `Usage: hongbao race update-if-newer|once [flags]
 
 Runs the naive approach and hongbao's scripts side by side, each with
 --workers goroutines at the same time on the same Redis, and prints what
@@ -51,9 +50,7 @@ Exit status 0 when hongbao's side has no error, 1 when it has one, 2 for a
 usage error. Every flag can also be set with HONGBAO_<NAME>, e.g.
 HONGBAO_WORKERS=32.
 
-Flags:`)
-	fs.PrintDefaults()
-}
+Flags:`
 
 func (c *raceCmd) parseFlags(args []string) error {
 	fs := newFlagSet("race", c.env)
@@ -68,7 +65,7 @@ func (c *raceCmd) parseFlags(args []string) error {
 	fs.Float64Var(&cfg.DieAfterPush, "die-after-push", 0, "once: probability that a worker dies after pushing, before confirming")
 	fs.DurationVar(&cfg.Lease, "lease", 500*time.Millisecond, "once: lease of a claim; the source redelivers a dead worker's copy a little after it")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "workload seed; 0: random")
-	fs.Usage = func() { raceUsage(c.env.Stderr, fs) }
+	setUsage(fs, c.env, raceUsage)
 
 	if len(args) == 0 {
 		fs.Usage()

@@ -85,10 +85,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 func (s *serveCmd) parseFlags(args []string) error {
 	fs := newFlagSet("serve", s.env)
 	s.f.declare(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(s.env.Stderr, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there.\n\nFlags:")
 	if err := parseFlags(fs, s.env, args); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -233,12 +234,19 @@ func printReconcile(env *IO, rep *settle.Report, asJSON bool) {
 	p("  fund %s   refund %s   escrow %s   pool %s   dead %d   unsettled %d\n",
 		hongbao.FormatCents(rep.FundCents), hongbao.FormatCents(rep.RefundCents), hongbao.FormatCents(rep.EscrowCents),
 		hongbao.FormatCents(rep.PoolCents), rep.Dead, rep.Unsettled)
-	if rep.OK {
-		p("  OK: Redis and the ledger agree to the cent\n")
+	printVerdict(env.Stdout, rep.OK, "  OK: Redis and the ledger agree to the cent",
+		fmt.Sprintf("  %d differences:", rep.DifferenceCount), rep.Differences)
+}
+
+// printVerdict prints the line ok, or the line failed and then the
+// problems, one a line.
+func printVerdict(w io.Writer, ok bool, okLine, failed string, problems []string) {
+	if ok {
+		fmt.Fprintln(w, okLine)
 		return
 	}
-	p("  %d differences:\n", rep.DifferenceCount)
-	for _, d := range rep.Differences {
-		p("    - %s\n", d)
+	fmt.Fprintln(w, failed)
+	for _, p := range problems {
+		fmt.Fprintf(w, "    - %s\n", p)
 	}
 }
