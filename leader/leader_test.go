@@ -2,6 +2,7 @@ package leader_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/internal/redisserver"
@@ -17,7 +19,36 @@ import (
 	"github.com/hongbao/hongbao/leader"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+// exampleClient is the client the runnable examples use: examples take no
+// *testing.T, so runTests connects it to the shared test server.
+var exampleClient rueidis.Client
+
+func runTests(m *testing.M) int {
+	if !redisserver.Available("") {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, "redis-server is not installed; CI must have it")
+			return 1
+		}
+		// Every test and example here needs Redis; the tests would skip,
+		// the examples cannot.
+		fmt.Fprintln(os.Stderr, "skipping leader: redis-server is not installed")
+		return 0
+	}
+	srv, err := testenv.SharedServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start the shared redis-server:", err)
+		return 1
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connect to the shared redis-server:", err)
+		return 1
+	}
+	exampleClient = c
+	return testenv.Main(m, c.Close)
+}
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
