@@ -96,6 +96,8 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
 	}
+	// Redis keeps whole milliseconds.
+	f.leaseTTL = f.leaseTTL.Truncate(time.Millisecond)
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
 		return usageErrorf("--listen %q: %v", f.listen, err)
 	}
