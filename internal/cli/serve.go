@@ -260,6 +260,18 @@ func (s *serveCmd) newAPI(context.Context) error {
 	return nil
 }
 
+// registry returns the registry of serve's metrics: the API's, and the
+// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go).
+func (s *serveCmd) registry() *prometheus.Registry {
+	s.leaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hongbao_scheduler_lease_held",
+		Help: "1 while this process holds the scheduler lease (runs settlement, closes on time and refunds).",
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.leaseHeld)
+	return reg
+}
+
 // listen starts serving the API.
 func (s *serveCmd) listen(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.f.listen)

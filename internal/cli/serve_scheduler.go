@@ -3,23 +3,9 @@ package cli
 import (
 	"context"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/leader"
 )
-
-// registry returns the registry of serve's metrics: the API's, and the
-// scheduler lease gauge, which the scheduler keeps.
-func (s *serveCmd) registry() *prometheus.Registry {
-	s.leaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "hongbao_scheduler_lease_held",
-		Help: "1 while this process holds the scheduler lease (runs settlement, closes on time and refunds).",
-	})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.leaseHeld)
-	return reg
-}
 
 // startScheduler starts the election of the scheduler: the holder of the
 // lease runs the settlement worker, whose passes settle grants, close
