@@ -33,10 +33,6 @@ var (
 	xferTakeSrc string
 	//go:embed lua/xfer_apply.lua
 	xferApplySrc string
-	//go:embed lua/lease_hold.lua
-	leaseHoldSrc string
-	//go:embed lua/lease_release.lua
-	leaseReleaseSrc string
 )
 
 // scripts is one set of the campaign scripts, built by luascript (which
@@ -46,7 +42,6 @@ var (
 type scripts struct {
 	begin, load, activate, grab, status, close, dead, settle, redrive *luascript.Script
 	xferTake, xferApply                                               *luascript.Script
-	leaseHold, leaseRelease                                           *luascript.Script
 }
 
 func newScripts(legacy bool) *scripts {
@@ -59,7 +54,6 @@ func newScripts(legacy bool) *scripts {
 		grab: mk(grabSrc), status: mk(statusSrc), close: mk(closeSrc),
 		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
-		leaseHold: mk(leaseHoldSrc), leaseRelease: mk(leaseReleaseSrc),
 	}
 }
 

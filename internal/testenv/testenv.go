@@ -44,8 +44,6 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -56,6 +54,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
+	"github.com/hongbao/hongbao/internal/random"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
@@ -178,8 +177,6 @@ func OneConnClient(t testing.TB, addr string) rueidis.Client {
 // characters valid in campaign ids and Redis hash tags.
 func UniqueID(t testing.TB) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
 	name := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
@@ -190,5 +187,5 @@ func UniqueID(t testing.TB) string {
 	if len(name) > 40 {
 		name = name[len(name)-40:]
 	}
-	return strings.Trim(name, "-") + "-" + hex.EncodeToString(b[:])
+	return strings.Trim(name, "-") + "-" + random.Hex(6)
 }
