@@ -30,10 +30,10 @@ import (
 type route struct {
 	id     string
 	shards int
-	arg    string             // grab.lua's first argument
-	keys   []redisstore.Keys  // per shard
-	grab   [][]string         // grab.lua's KEYS per shard
-	root   redisstore.Keys    // keys[0]
+	arg    string            // grab.lua's first argument
+	keys   []redisstore.Keys // per shard
+	grab   [][]string        // grab.lua's KEYS per shard
+	root   redisstore.Keys   // keys[0]
 }
 
 func newRoute(id string, shards int) *route {
