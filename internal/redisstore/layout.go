@@ -27,8 +27,15 @@ const clusterSlots = 16384
 
 // ShardTag returns the hash tag (without braces) of shard k of campaign id
 // with shards shards.
-func ShardTag(id string, shards, k int) string {
-	root := "c:" + id
+func ShardTag(id string, shards, k int) string { return ShardTagOf("c:"+id, shards, k) }
+
+// ShardTagOf returns the hash tag of shard k of shards under the root tag
+// root: root itself for shard 0, else "<root>:<k>:<salt>" with the salt
+// that puts its slot in the k-th of shards equal ranges of the slot space,
+// counted on from the range of root's slot. Other sharded structures (the
+// discount campaigns) lay themselves out the same way under their own
+// root tag.
+func ShardTagOf(root string, shards, k int) string {
 	if k == 0 {
 		return root
 	}
