@@ -123,15 +123,29 @@ func stripFlags(src string) string {
 	return legacyLine + "\n" + rest
 }
 
-// Exec runs the script once on c. It does not retry: after a lost reply
-// the error says the outcome is unknown (see Errors.Wrap).
+// Exec runs the script on c. It never retries after a lost reply (the
+// error then says the outcome is unknown, see Errors.Wrap); it sends the
+// script again only after an error reply that says Redis did not run it
+// (NotRun: TRYAGAIN during a slot migration, CLUSTERDOWN, LOADING).
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	return s.lua.Exec(ctx, c, keys, args)
+	r := s.lua.Exec(ctx, c, keys, args)
+	for attempt := 0; r.Error() != nil && resend(ctx, r.Error(), attempt); attempt++ {
+		r = s.lua.Exec(ctx, c, keys, args)
+	}
+	return r
 }
 
 // ExecMulti runs the script once per exec, pipelined in one round trip,
-// and returns one result per exec, in order. It loads the script first
+// and returns one result per exec, in order; an exec that Redis did not
+// run (NotRun) is sent again on its own, as Exec does. It loads the script first
 // (SCRIPT LOAD), so every call is an EVALSHA.
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, execs ...rueidis.LuaExec) []rueidis.RedisResult {
-	return s.lua.ExecMulti(ctx, c, execs...)
+	out := s.lua.ExecMulti(ctx, c, execs...)
+	for i, r := range out {
+		for attempt := 0; r.Error() != nil && resend(ctx, r.Error(), attempt); attempt++ {
+			r = s.lua.Exec(ctx, c, execs[i].Keys, execs[i].Args)
+		}
+		out[i] = r
+	}
+	return out
 }

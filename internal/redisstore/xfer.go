@@ -41,8 +41,8 @@ type Transfer struct {
 // src's pool into a transfer record for shard dest. No packets (an empty
 // pool, or a shard that is closed) is a Transfer with none.
 func (s *Store) TakeTransfer(ctx context.Context, src Keys, dest, want int) (Transfer, error) {
-	vals, err := s.s.xferTake.Exec(ctx, s.c, []string{src.Meta, src.Pool, src.Xfers},
-		[]string{strconv.Itoa(dest), strconv.Itoa(want)}).AsStrSlice()
+	keys, args := []string{src.Meta, src.Pool, src.Xfers}, []string{strconv.Itoa(dest), strconv.Itoa(want)}
+	vals, err := s.s.xferTake.Exec(ctx, s.c, keys, args).AsStrSlice()
 	if err != nil {
 		return Transfer{}, resultError("take transfer from "+src.Tag, err)
 	}
@@ -57,7 +57,8 @@ func (s *Store) TakeTransfer(ctx context.Context, src Keys, dest, want int) (Tra
 func (s *Store) ApplyTransfer(ctx context.Context, dst Keys, t Transfer) (int64, error) {
 	args := make([]string, 0, 1+len(t.Packets))
 	args = append(append(args, t.ID), t.Packets...)
-	n, err := s.s.xferApply.Exec(ctx, s.c, []string{dst.Meta, dst.Pool, dst.Applied}, args).AsInt64()
+	keys := []string{dst.Meta, dst.Pool, dst.Applied}
+	n, err := s.s.xferApply.Exec(ctx, s.c, keys, args).AsInt64()
 	if err != nil {
 		return 0, resultError("apply transfer "+t.ID+" to "+dst.Tag, err)
 	}
