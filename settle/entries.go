@@ -174,6 +174,16 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if inFlight(v) {
+		// Every shard is closed, so no engine takes packets any more:
+		// whatever transfer is left was cut short. Finish it now.
+		if _, err := w.store.Recover(ctx, v.Shards, 0); err != nil {
+			return false, err
+		}
+		if v, err = w.store.Read(ctx, id); err != nil {
+			return false, err
+		}
+	}
 	root := v.Root()
 	if err := w.fund(ctx, id, root); err != nil {
 		return false, err
@@ -181,7 +191,6 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 	var grantedCount, grantedCents int64
 	for k, snap := range v.Snaps {
 		if snap.Transfers > 0 {
-			// Finished by the next pass's recovery.
 			return false, nil
 		}
 		g, err := w.store.Group(ctx, v.Shards[k])
@@ -218,6 +227,16 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// inFlight reports whether a transfer between shards is in flight.
+func inFlight(v *redisstore.View) bool {
+	for _, snap := range v.Snaps {
+		if snap.Transfers > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // ledgerAgrees checks that the ledger holds the grants Redis counts

@@ -36,6 +36,7 @@ type demoFlags struct {
 	json        bool
 	ledger      string
 	settle      bool
+	shards      int
 }
 
 // demoReport is the --json output of demo.
@@ -44,6 +45,9 @@ type demoReport struct {
 	Redis            string         `json:"redis"`
 	Split            string         `json:"split"`
 	Packets          int            `json:"packets"`
+	Shards           int            `json:"shards"`
+	Transfers        uint64         `json:"transfers"`
+	PacketsMoved     uint64         `json:"packets_moved"`
 	TotalCents       int64          `json:"total_cents"`
 	Users            int            `json:"users"`
 	Clicks           int            `json:"clicks"`
@@ -99,6 +103,7 @@ func (f *demoFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.split, "split", "double-average", "split algorithm: double-average, line-cut or fixed")
 	fs.StringVar(&f.seed, "seed", "", "split seed (an unsigned integer); default: random")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
+	fs.IntVar(&f.shards, "shards", 1, "spread the campaign over this many shards (1 to 256, at most --packets): on a Redis Cluster, over several masters")
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: a SQLite file in a temporary directory")
 	fs.BoolVar(&f.settle, "settle", true, "settle into the ledger while it rains, then refund and reconcile; --settle=false (only with --redis) leaves the grants in Redis for 'hongbao settle'")
 }
@@ -148,7 +153,10 @@ func (d *demoCmd) parseSpec(total int64) error {
 	}
 	d.spec = hongbao.Spec{
 		ID:    "demo-" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36),
-		Total: total, Count: f.packets, Split: alg,
+		Total: total, Count: f.packets, Split: alg, Shards: f.shards,
+	}
+	if f.shards < 1 || f.shards > hongbao.MaxShards {
+		return usageErrorf("--shards must be within 1 and %d, not %d", hongbao.MaxShards, f.shards)
 	}
 	if f.seed != "" {
 		s, err := strconv.ParseUint(f.seed, 10, 64)
@@ -157,7 +165,7 @@ func (d *demoCmd) parseSpec(total int64) error {
 		}
 		d.spec.Seed = &s
 	}
-	if _, err := (split.Spec{Total: total, Count: f.packets, Algorithm: alg}).Normalize(); err != nil {
+	if err := d.spec.Validate(); err != nil {
 		return usageErrorf("%v", err)
 	}
 	return nil
@@ -215,6 +223,9 @@ func (d *demoCmd) run(ctx context.Context) error {
 		return err
 	}
 	rep.Redis = d.conn.Kind
+	rep.Shards = d.camp.Shards
+	stats := d.eng.Stats()
+	rep.Transfers, rep.PacketsMoved = stats.Transfers, stats.Moved
 	check(rep, told, audit)
 	if err := d.finishSettlement(ctx, rep, settleStart, rainEnd); err != nil {
 		return err
@@ -511,6 +522,9 @@ func check(rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 func printDemo(w io.Writer, rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("\nCampaign %s: %d packets, %s\n", rep.Campaign, rep.Packets, hongbao.FormatCents(rep.TotalCents))
+	if rep.Shards > 1 {
+		p("  shards     %10d  (%d transfers moved %d packets to shards that ran dry)\n", rep.Shards, rep.Transfers, rep.PacketsMoved)
+	}
 	p("  attempts   %10d  (%d users x %d clicks)\n", rep.Attempts, rep.Users, rep.Clicks)
 	p("  granted    %10d\n", rep.Granted)
 	p("  already    %10d  (repeat clicks answered with the user's own packet)\n", rep.Already)
