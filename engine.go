@@ -41,6 +41,32 @@ type Config struct {
 	// LoadProgress, if not nil, is told how many packets are loaded while
 	// Create loads a pool (for progress bars). Default: nil.
 	LoadProgress func(loaded, count int)
+	// WaitReplicas, when above 0, makes a grant durable before anyone is
+	// told: after each batch script (and each step of a transfer between
+	// shards) the engine sends WAIT WaitReplicas WaitTimeout on the same
+	// connection, one per batch, and answers the batch only once that
+	// many replicas hold its writes. A WAIT that falls short answers
+	// ErrOutcomeUnknown to the whole batch: the grants are on the primary
+	// and may be lost in a failover, so nobody is told GRANTED; a retry
+	// answers ALREADY with the same packet when the grant survived, and
+	// grants afresh when it was lost. Default 0 (no waiting). See
+	// docs/durability.md.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT. Default 500ms; it must be shorter than
+	// BatchTimeout.
+	WaitTimeout time.Duration
+	// Packets, if not nil, records every packet of a campaign (seq i+1 is
+	// cents[i]) before the campaign goes live, so that a campaign Redis
+	// lost can be rebuilt from it (hongbao rebuild). A ledger.Ledger is
+	// one. Create fails, and the campaign stays loading, when it fails; a
+	// retried Create records the same packets again, which it must accept.
+	// Default nil.
+	Packets PacketRecorder
+}
+
+// PacketRecorder records a campaign's packets; see Config.Packets.
+type PacketRecorder interface {
+	WritePackets(ctx context.Context, campaign string, cents []int64) error
 }
 
 // Validate checks the configuration.
@@ -56,6 +82,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueue < 0 || c.BatchTimeout < 0 {
 		return errors.New("hongbao: Config.MaxQueue and BatchTimeout must not be negative")
+	}
+	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
+		return errors.New("hongbao: Config.WaitReplicas and WaitTimeout must not be negative")
+	}
+	if c.WaitReplicas > 0 && c.BatchTimeout > 0 && c.WaitTimeout >= c.BatchTimeout {
+		return errors.New("hongbao: Config.WaitTimeout must be shorter than BatchTimeout")
 	}
 	return nil
 }
@@ -90,6 +122,12 @@ func New(cfg Config) (*Engine, error) {
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
 		store = redisstore.NewLegacy(cfg.Redis)
+	}
+	if cfg.WaitReplicas > 0 {
+		if cfg.WaitTimeout == 0 {
+			cfg.WaitTimeout = 500 * time.Millisecond
+		}
+		store = store.WithWait(cfg.WaitReplicas, cfg.WaitTimeout)
 	}
 	return &Engine{cfg: cfg, store: store, co: &coalescer{
 		store: store, maxBatch: cfg.MaxBatch, maxQueue: cfg.MaxQueue, timeout: cfg.BatchTimeout,
@@ -142,6 +180,9 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 	if err := e.store.Load(ctx, k, token, 1, 1, amounts, e.progress(c.Count, 0)); err != nil {
 		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
 	}
+	if err := e.record(ctx, c.ID, amounts); err != nil {
+		return redisstore.Activation{}, err
+	}
 	act, err := e.store.Activate(ctx, k, token, unixMs(spec.OpensAt), unixMs(spec.ClosesAt), e.cfg.DefaultWindow.Milliseconds())
 	return act, e.activateErr(c.ID, spec, err)
 }
@@ -154,6 +195,17 @@ func (e *Engine) progress(count, before int) func(int) {
 		return nil
 	}
 	return func(done int) { p(before+done, count) }
+}
+
+// record writes the packets to Config.Packets, if any.
+func (e *Engine) record(ctx context.Context, id string, amounts []int64) error {
+	if e.cfg.Packets == nil {
+		return nil
+	}
+	if err := e.cfg.Packets.WritePackets(ctx, id, amounts); err != nil {
+		return opErr("create", id, fmt.Errorf("record the packets: %w", err))
+	}
+	return nil
 }
 
 func (e *Engine) activateErr(id string, spec Spec, err error) error {

@@ -321,6 +321,9 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 		}
 		before += len(shares[k])
 	}
+	if err := e.record(ctx, c.ID, amounts); err != nil {
+		return redisstore.Activation{}, err
+	}
 	opens, closes, err := e.window(ctx, spec)
 	if err != nil {
 		return redisstore.Activation{}, opErr("create", c.ID, err)

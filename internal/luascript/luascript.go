@@ -92,11 +92,13 @@ import (
 // SHA-1.
 type Script struct {
 	lua *rueidis.Lua
+	src string // as sent
+	sha string // of src
 }
 
 // New builds the script src as written, for Redis 7 and later.
 func New(src string) *Script {
-	return &Script{lua: rueidis.NewLuaScript(src)}
+	return &Script{lua: rueidis.NewLuaScript(src), src: src, sha: sha(src)}
 }
 
 // NewLegacy builds src for servers that cannot parse the "#!lua" line
@@ -105,7 +107,8 @@ func New(src string) *Script {
 // script at its first write when it is out of memory, instead of refusing
 // it up front.
 func NewLegacy(src string) *Script {
-	return &Script{lua: rueidis.NewLuaScript(stripFlags(src))}
+	src = stripFlags(src)
+	return &Script{lua: rueidis.NewLuaScript(src), src: src, sha: sha(src)}
 }
 
 // legacyLine replaces the "#!lua" line in a legacy script.

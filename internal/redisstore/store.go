@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
 // Outcome codes of grab.lua.
@@ -35,6 +38,9 @@ const loadPipeline = 32
 type Store struct {
 	c rueidis.Client
 	s *scripts
+	// waitN > 0: every script that moves packets (grab, the transfer
+	// steps) is followed by WAIT waitN waitMs on its connection.
+	waitN, waitMs int64
 }
 
 // New returns a Store on client c, a Redis 7 or later.
@@ -45,6 +51,30 @@ func New(c rueidis.Client) *Store { return &Store{c: c, s: modernScripts} }
 // Such a server may fail a script at its first write when out of memory,
 // instead of refusing it up front.
 func NewLegacy(c rueidis.Client) *Store { return &Store{c: c, s: legacyScripts} }
+
+// WithWait returns a copy of the store whose grabs and transfer steps
+// are acknowledged only once replicas replicas hold their writes, waiting
+// at most timeout; one that falls short is an *UnknownError (wrapping a
+// *luascript.ShortWaitError): its outcome is unknown.
+func (s *Store) WithWait(replicas int, timeout time.Duration) *Store {
+	c := *s
+	c.waitN, c.waitMs = int64(replicas), max(timeout.Milliseconds(), 1)
+	return &c
+}
+
+// Wait is the store's WAIT setting: replicas and timeout (0 when off).
+func (s *Store) Wait() (replicas int, timeout time.Duration) {
+	return int(s.waitN), time.Duration(s.waitMs) * time.Millisecond
+}
+
+// exec runs a script that moves packets, followed by WAIT when the store
+// waits for replicas.
+func (s *Store) exec(ctx context.Context, sc *luascript.Script, keys, args []string) (rueidis.RedisResult, error) {
+	if s.waitN == 0 {
+		return sc.Exec(ctx, s.c, keys, args), nil
+	}
+	return sc.ExecWait(ctx, s.c, keys, args, s.waitN, s.waitMs)
+}
 
 // Client is the Redis client of the store.
 func (s *Store) Client() rueidis.Client { return s.c }
@@ -161,7 +191,11 @@ type GrabResult struct {
 // len(args)-1 elements. A caller that routed with a stale shard count gets
 // a *ShardsError and nothing was written.
 func (s *Store) Grab(ctx context.Context, keys []string, args []string, out []GrabResult) error {
-	resp, err := s.s.grab.Exec(ctx, s.c, keys, args).ToArray()
+	r, werr := s.exec(ctx, s.s.grab, keys, args)
+	resp, err := r.ToArray()
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
 		return shardsError(resultError("grab", err))
 	}

@@ -42,7 +42,11 @@ type Transfer struct {
 // pool, or a shard that is closed) is a Transfer with none.
 func (s *Store) TakeTransfer(ctx context.Context, src Keys, dest, want int) (Transfer, error) {
 	keys, args := []string{src.Meta, src.Pool, src.Xfers}, []string{strconv.Itoa(dest), strconv.Itoa(want)}
-	vals, err := s.s.xferTake.Exec(ctx, s.c, keys, args).AsStrSlice()
+	r, werr := s.exec(ctx, s.s.xferTake, keys, args)
+	vals, err := r.AsStrSlice()
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
 		return Transfer{}, resultError("take transfer from "+src.Tag, err)
 	}
@@ -58,7 +62,11 @@ func (s *Store) ApplyTransfer(ctx context.Context, dst Keys, t Transfer) (int64,
 	args := make([]string, 0, 1+len(t.Packets))
 	args = append(append(args, t.ID), t.Packets...)
 	keys := []string{dst.Meta, dst.Pool, dst.Applied}
-	n, err := s.s.xferApply.Exec(ctx, s.c, keys, args).AsInt64()
+	r, werr := s.exec(ctx, s.s.xferApply, keys, args)
+	n, err := r.AsInt64()
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
 		return 0, resultError("apply transfer "+t.ID+" to "+dst.Tag, err)
 	}
