@@ -52,7 +52,8 @@
 //	ledger_packet_sets
 //	                  one row per campaign whose packets are recorded: id,
 //	                  a short integer key (num), count, cents and the
-//	                  SHA-256 digest of the amounts in seq order
+//	                  SHA-256 digest of the amounts in seq order, and
+//	                  the campaign's terms (JSON, see Terms)
 //	ledger_packets    every packet, key (packet set num, seq), and its
 //	                  cents; narrow, as a campaign may have ten million
 //
@@ -108,6 +109,15 @@
 // grants whose seq is no packet or whose amount is not the packet's, so a
 // reconcile can check both invariants on any ledger, including one edited
 // by hand.
+//
+// # Terms
+//
+// A rebuild needs more than the packets: the campaign's window, its
+// layout over shards and its funding account. WriteTerms stores them next
+// to the packet set (one JSON column), written at create before the
+// campaign goes live and replaced by a retried create, by an operator's
+// close (which the window alone does not explain) and by a rebuild, which
+// adds the packets it found gone with no holder it could name (Lost).
 //
 // # Backends
 //

@@ -78,6 +78,37 @@ type Packet struct {
 	Cents int64
 }
 
+// Terms are what a campaign was created with besides its packets: the
+// funding account, the spec, the layout over shards and the open window
+// as the create resolved it. Redis keeps them in the campaign's meta; the
+// ledger keeps a copy so that a campaign Redis lost entirely can be
+// rebuilt with the same window and layout (hongbao rebuild), never a
+// guessed one.
+type Terms struct {
+	Funding string `json:"funding"`
+	Total   int64  `json:"total"`
+	Count   int64  `json:"count"`
+	Min     int64  `json:"min"`
+	Max     int64  `json:"max"`
+	Split   string `json:"split"`
+	Seed    uint64 `json:"seed"`
+	Shards  int    `json:"shards"`
+	// OpensAt and ClosesAt are the window in ms since the epoch.
+	OpensAt  int64 `json:"opens_at"`
+	ClosesAt int64 `json:"closes_at"`
+	// CloseReason and ClosedAt (ms) record a close the window does not
+	// explain: an operator's ("operator", "cancelled"). Empty and 0
+	// otherwise; a close by time or by the pool running out is derived
+	// again from the window and the packets.
+	CloseReason string `json:"close_reason,omitempty"`
+	ClosedAt    int64  `json:"closed_at,omitempty"`
+	// Lost lists, in seq order, the packets a rebuild found gone from the
+	// pools without a holder it could name: some user was told GRANTED,
+	// and no record says who. A later rebuild keeps them out of the pool
+	// too.
+	Lost []int64 `json:"lost,omitempty"`
+}
+
 // Mismatch is a grant that disagrees with the campaign's packets: no
 // packet has its seq (Packet.Cents is 0 then), or the packet has another
 // amount. Like a Conflict it is an incident: Redis granted money that was
@@ -104,6 +135,9 @@ var (
 	// so the ledger cannot say which packets exist. A reader that needs
 	// them must report this rather than assume an empty pool.
 	ErrNoPackets = errors.New("ledger: campaign packets not recorded")
+	// ErrNoTerms: the campaign's packets are recorded but its terms are
+	// not (it was created before the ledger kept them).
+	ErrNoTerms = errors.New("ledger: campaign terms not recorded")
 )
 
 // ConflictError is an ErrConflict with the stored and the attempted values,
@@ -196,6 +230,18 @@ type Ledger interface {
 	// in the grants. An error from fn stops the iteration and is
 	// returned; ErrNoPackets as for Packets.
 	MismatchedGrants(ctx context.Context, campaign string, fn func(Mismatch) error) error
+
+	// WriteTerms records the campaign's terms, replacing any recorded
+	// before: a retried create resolves its window again, and a rebuild
+	// adds the packets it found lost. The packets must be recorded first
+	// (ErrNoPackets otherwise), and t.Count and t.Total must be their
+	// count and sum; those, an empty funding account, Shards below 1 or
+	// a Lost seq outside 1..Count are ErrInvalid. One statement: O(1).
+	WriteTerms(ctx context.Context, campaign string, t Terms) error
+	// Terms reads the campaign's terms: ErrNoPackets when its packets
+	// were never recorded, ErrNoTerms when they were but its terms were
+	// not.
+	Terms(ctx context.Context, campaign string) (Terms, error)
 
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error

@@ -47,6 +47,8 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"MismatchedGrants", testMismatchedGrants},
 		{"PacketsConcurrentWriters", testPacketsConcurrent},
 		{"PacketsFundRace", testPacketsFundRace},
+		{"Terms", testTerms},
+		{"TermsInvalid", testTermsInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

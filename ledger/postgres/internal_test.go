@@ -125,7 +125,7 @@ func TestUpgradeFromV1(t *testing.T) {
 	rows, _ := l.pool.Query(ctx, `SELECT version FROM ledger_migrations ORDER BY version`)
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(t, err)
-	require.Equal(t, []int32{1, 2}, versions)
+	require.Equal(t, []int32{1, 2, 3}, versions)
 	tot, err := l.Totals(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)

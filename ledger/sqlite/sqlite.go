@@ -147,7 +147,7 @@ func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 // own errors as they are.
 func wrap(op string, err error) error {
 	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
-		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) {
+		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) {
 		return err
 	}
 	return fmt.Errorf("ledger: %s: %w", op, err)
