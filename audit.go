@@ -26,6 +26,10 @@ type Audit struct {
 	StreamCount, StreamCents int64
 	// ClaimsCount and ClaimsCents sum the claims.
 	ClaimsCount, ClaimsCents int64
+	// LostCount and LostCents sum the packets a rebuild found granted to
+	// nobody it could name (see package rebuild): out of the pools, in no
+	// claim, returned with the refund.
+	LostCount, LostCents int64
 	// DuplicateUsers counts users who appear in the streams more than once;
 	// DuplicatePackets counts packets granted more than once.
 	DuplicateUsers, DuplicatePackets int64
@@ -83,6 +87,8 @@ type auditor struct {
 	ix *packetIndex
 	// stray collects the users of stream grants that match no claim.
 	stray map[string]int
+	// rebuilt: a rebuild wrote the pools, in seq order but with gaps.
+	rebuilt bool
 }
 
 // packetIndex is what the audit knows of each packet, by seq.
@@ -103,12 +109,16 @@ func newPacketIndex(n int64) *packetIndex {
 func (ix *packetIndex) inRange(seq int64) bool { return seq >= 1 && seq <= ix.n }
 
 // shardSums are one shard's contents, to compare with its counters.
-type shardSums struct{ poolCount, poolCents, claimsCount, claimsCents int64 }
+type shardSums struct{ poolCount, poolCents, claimsCount, claimsCents, lostCount, lostCents int64 }
 
 func (au *auditor) run(ctx context.Context, snaps []redisstore.Snapshot) error {
 	sums := make([]shardSums, au.r.shards)
+	au.rebuilt = snaps[0].Meta["rebuilt_at"] != ""
 	for k, keys := range au.r.keys {
 		if err := au.pool(ctx, k, keys, &sums[k]); err != nil {
+			return err
+		}
+		if err := au.lost(ctx, k, keys, &sums[k]); err != nil {
 			return err
 		}
 	}
@@ -138,13 +148,19 @@ func (au *auditor) run(ctx context.Context, snaps []redisstore.Snapshot) error {
 }
 
 // pool scans one shard's pool. Grabs take packets from the tail only, so
-// the pool of a one-shard campaign is always packets 1..n in order; a
-// shard's pool holds its share and whatever transfers brought, in no
-// particular order, but each packet once in all pools.
+// the pool of a one-shard campaign is always packets 1..n in order (after
+// a rebuild: in seq order, with gaps); a shard's pool holds its share and
+// whatever transfers brought, in no particular order, but each packet once
+// in all pools.
 func (au *auditor) pool(ctx context.Context, k int, keys redisstore.Keys, sum *shardSums) error {
 	a, ix, st := au.a, au.ix, au.a.Status
+	last := int64(0)
 	return au.e.store.ScanPool(ctx, keys, func(seq, cents int64) error {
-		if au.r.shards == 1 && seq != a.PoolCount+1 {
+		if au.r.shards == 1 && au.rebuilt && seq <= last {
+			a.problem("pool position %d holds packet %d after packet %d", a.PoolCount+1, seq, last)
+		}
+		last = seq
+		if au.r.shards == 1 && !au.rebuilt && seq != a.PoolCount+1 {
 			a.problem("pool position %d holds packet %d", a.PoolCount+1, seq)
 		}
 		a.PoolCount++
@@ -161,6 +177,28 @@ func (au *auditor) pool(ctx context.Context, k int, keys redisstore.Keys, sum *s
 		}
 		if cents < st.Min || (st.Max > 0 && cents > st.Max) {
 			a.problem("pool packet %d of %d cents is outside [%d, %d]", seq, cents, st.Min, st.Max)
+		}
+		return nil
+	})
+}
+
+// lost scans the packets a rebuild kept out of shard k's pool: each
+// once, in no pool.
+func (au *auditor) lost(ctx context.Context, k int, keys redisstore.Keys, sum *shardSums) error {
+	a, ix := au.a, au.ix
+	return au.e.store.ScanLost(ctx, keys, func(seq, cents int64) error {
+		a.LostCount++
+		a.LostCents += cents
+		sum.lostCount++
+		sum.lostCents += cents
+		switch {
+		case !ix.inRange(seq):
+			a.problem("lost packets of shard %d hold packet %d, outside 1..%d", k, seq, ix.n)
+		case ix.inPool.has(seq) || ix.inFlight.has(seq):
+			a.DuplicatePackets++
+			a.problem("packet %d is lost and in a pool or twice in the lost packets", seq)
+		default:
+			ix.inFlight.set(seq) // in no pool, in no transfer, in no claim
 		}
 		return nil
 	})
@@ -199,6 +237,9 @@ func (au *auditor) claims(ctx context.Context, k int, keys redisstore.Keys, sum 
 		sum.claimsCents += cents
 		if ix.inPool.has(seq) {
 			a.problem("packet %d is claimed by %q and still in the pool", seq, user)
+		}
+		if ix.inFlight.has(seq) {
+			a.problem("packet %d is claimed by %q and lost", seq, user)
 		}
 		return nil
 	})
@@ -326,9 +367,9 @@ func (au *auditor) shardCounters(k int, snap redisstore.Snapshot, sum shardSums)
 	}
 	holds := snap.Int("base_count") + snap.Int("in_count") - snap.Int("out_count")
 	cents := snap.Int("base_cents") + snap.Int("in_cents") - snap.Int("out_cents")
-	if holds != sum.claimsCount+sum.poolCount || cents != sum.claimsCents+sum.poolCents {
-		a.problem("shard %d: dealt + borrowed - lent = %d packets, %d cents; granted + pool = %d, %d cents",
-			k, holds, cents, sum.claimsCount+sum.poolCount, sum.claimsCents+sum.poolCents)
+	if n, c := sum.claimsCount+sum.poolCount+sum.lostCount, sum.claimsCents+sum.poolCents+sum.lostCents; holds != n || cents != c {
+		a.problem("shard %d: dealt + borrowed - lent = %d packets, %d cents; granted + pool + lost = %d, %d cents",
+			k, holds, cents, n, c)
 	}
 }
 
@@ -344,12 +385,21 @@ func (au *auditor) totals() {
 	if a.PoolCount+a.InFlightCount != st.RemainingCount {
 		a.problem("remaining: counters say %d packets; pools and transfers hold %d", st.RemainingCount, a.PoolCount+a.InFlightCount)
 	}
-	if got := a.ClaimsCents + a.PoolCents + a.InFlightCents + st.RefundedCents; got != st.Total {
-		a.problem("conservation: granted %d + pool %d + in flight %d + refunded %d = %d cents, total is %d",
-			a.ClaimsCents, a.PoolCents, a.InFlightCents, st.RefundedCents, got, st.Total)
+	if a.LostCount != st.LostCount || a.LostCents != st.LostCents {
+		a.problem("lost: counters %d packets, %d cents; lost lists %d, %d cents", st.LostCount, st.LostCents, a.LostCount, a.LostCents)
 	}
-	if st.State != StateSettled && a.ClaimsCount+a.PoolCount+a.InFlightCount != int64(st.Count) {
-		a.problem("packets: granted %d + pool %d + in flight %d != count %d", a.ClaimsCount, a.PoolCount, a.InFlightCount, st.Count)
+	// Once settled, the refund holds the lost packets' cents.
+	lost := a.LostCents
+	if st.State == StateSettled {
+		lost = 0
+	}
+	if got := a.ClaimsCents + a.PoolCents + a.InFlightCents + lost + st.RefundedCents; got != st.Total {
+		a.problem("conservation: granted %d + pool %d + in flight %d + lost %d + refunded %d = %d cents, total is %d",
+			a.ClaimsCents, a.PoolCents, a.InFlightCents, lost, st.RefundedCents, got, st.Total)
+	}
+	if st.State != StateSettled && a.ClaimsCount+a.PoolCount+a.InFlightCount+a.LostCount != int64(st.Count) {
+		a.problem("packets: granted %d + pool %d + in flight %d + lost %d != count %d",
+			a.ClaimsCount, a.PoolCount, a.InFlightCount, a.LostCount, st.Count)
 	}
 }
 

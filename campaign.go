@@ -114,6 +114,10 @@ type Status struct {
 	RemainingCents int64
 	// RefundedCents went back to the funding account.
 	RefundedCents int64
+	// LostCount and LostCents are the packets a rebuild found granted to
+	// nobody it could name (package rebuild): in no pool and no claim,
+	// and refunded with the pool. 0 unless the campaign was rebuilt.
+	LostCount, LostCents int64
 	// InFlight counts the packets (of RemainingCount) on their way from
 	// one shard to another; always 0 with one shard.
 	InFlight int64

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/split"
 )
 
@@ -60,13 +61,24 @@ type Config struct {
 	// lost can be rebuilt from it (hongbao rebuild). A ledger.Ledger is
 	// one. Create fails, and the campaign stays loading, when it fails; a
 	// retried Create records the same packets again, which it must accept.
-	// Default nil.
+	// When it is a TermsRecorder too (a ledger.Ledger is), Create also
+	// records the campaign's terms, its window resolved by the Redis
+	// clock, before the campaign goes live, and Close records an
+	// operator's close: a rebuild of a campaign Redis lost entirely then
+	// restores its own window and state. Default nil.
 	Packets PacketRecorder
 }
 
 // PacketRecorder records a campaign's packets; see Config.Packets.
 type PacketRecorder interface {
 	WritePackets(ctx context.Context, campaign string, cents []int64) error
+}
+
+// TermsRecorder keeps a campaign's terms next to its packets; see
+// Config.Packets. ledger.Ledger is one.
+type TermsRecorder interface {
+	WriteTerms(ctx context.Context, campaign string, t ledger.Terms) error
+	Terms(ctx context.Context, campaign string) (ledger.Terms, error)
 }
 
 // Validate checks the configuration.
@@ -97,6 +109,7 @@ type Engine struct {
 	cfg   Config
 	store *redisstore.Store
 	co    *coalescer
+	terms TermsRecorder // Config.Packets, when it keeps terms; else nil
 }
 
 // Stats reports the engine's batching counters.
@@ -129,7 +142,8 @@ func New(cfg Config) (*Engine, error) {
 		}
 		store = store.WithWait(cfg.WaitReplicas, cfg.WaitTimeout)
 	}
-	return &Engine{cfg: cfg, store: store, co: &coalescer{
+	terms, _ := cfg.Packets.(TermsRecorder)
+	return &Engine{cfg: cfg, store: store, terms: terms, co: &coalescer{
 		store: store, maxBatch: cfg.MaxBatch, maxQueue: cfg.MaxQueue, timeout: cfg.BatchTimeout,
 		lanes: map[laneKey]*lane{}, routes: map[string]*route{},
 	}}, nil
@@ -180,10 +194,11 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 	if err := e.store.Load(ctx, k, token, 1, 1, amounts, e.progress(c.Count, 0)); err != nil {
 		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
 	}
-	if err := e.record(ctx, c.ID, amounts); err != nil {
+	opens, closes, err := e.record(ctx, c, spec, amounts, false)
+	if err != nil {
 		return redisstore.Activation{}, err
 	}
-	act, err := e.store.Activate(ctx, k, token, unixMs(spec.OpensAt), unixMs(spec.ClosesAt), e.cfg.DefaultWindow.Milliseconds())
+	act, err := e.store.Activate(ctx, k, token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
 	return act, e.activateErr(c.ID, spec, err)
 }
 
@@ -197,13 +212,61 @@ func (e *Engine) progress(count, before int) func(int) {
 	return func(done int) { p(before+done, count) }
 }
 
-// record writes the packets to Config.Packets, if any.
-func (e *Engine) record(ctx context.Context, id string, amounts []int64) error {
+// record writes the packets to Config.Packets, if any, and the terms
+// when it keeps them, and returns the window to activate with: resolved
+// by the Redis clock when resolve is set or the terms are recorded (the
+// recorded window must be the one the campaign gets), else the spec's
+// (0 for "now" and "the default window", which activation resolves).
+func (e *Engine) record(ctx context.Context, c *Campaign, spec Spec, amounts []int64, resolve bool) (opens, closes int64, err error) {
+	opens, closes = unixMs(spec.OpensAt), unixMs(spec.ClosesAt)
+	if resolve || e.terms != nil {
+		if opens, closes, err = e.window(ctx, spec); err != nil {
+			return 0, 0, opErr("create", c.ID, err)
+		}
+	}
 	if e.cfg.Packets == nil {
+		return opens, closes, nil
+	}
+	if err := e.cfg.Packets.WritePackets(ctx, c.ID, amounts); err != nil {
+		return 0, 0, opErr("create", c.ID, fmt.Errorf("record the packets: %w", err))
+	}
+	// A window activation will refuse is not recorded: the campaign
+	// never goes live.
+	if e.terms != nil && closes > opens {
+		if err := e.terms.WriteTerms(ctx, c.ID, termsOf(c, opens, closes)); err != nil {
+			return 0, 0, opErr("create", c.ID, fmt.Errorf("record the terms: %w", err))
+		}
+	}
+	return opens, closes, nil
+}
+
+// termsOf are the terms of campaign c with the window opens..closes (ms).
+func termsOf(c *Campaign, opens, closes int64) ledger.Terms {
+	return ledger.Terms{
+		Funding: c.Funding, Total: c.Total, Count: int64(c.Count), Min: c.Min, Max: c.Max,
+		Split: string(c.Split), Seed: c.Seed, Shards: c.Shards, OpensAt: opens, ClosesAt: closes,
+	}
+}
+
+// recordClose records an operator's close in the terms, when
+// Config.Packets keeps them: a rebuild could not tell it from the window.
+// The packets a rebuild found lost stay recorded.
+func (e *Engine) recordClose(ctx context.Context, st *Status) error {
+	if e.terms == nil || (st.CloseReason != CloseOperator && st.CloseReason != CloseCancelled) {
 		return nil
 	}
-	if err := e.cfg.Packets.WritePackets(ctx, id, amounts); err != nil {
-		return opErr("create", id, fmt.Errorf("record the packets: %w", err))
+	t, err := e.terms.Terms(ctx, st.ID)
+	if errors.Is(err, ledger.ErrNoPackets) {
+		return nil // created before the packets were recorded: nothing to add to
+	}
+	if err != nil && !errors.Is(err, ledger.ErrNoTerms) {
+		return fmt.Errorf("read the terms: %w", err)
+	}
+	lost := t.Lost
+	t = termsOf(&st.Campaign, st.OpensAt.UnixMilli(), st.ClosesAt.UnixMilli())
+	t.CloseReason, t.ClosedAt, t.Lost = st.CloseReason, st.Now.UnixMilli(), lost
+	if err := e.terms.WriteTerms(ctx, st.ID, t); err != nil {
+		return fmt.Errorf("record the close: %w", err)
 	}
 	return nil
 }
@@ -379,11 +442,17 @@ func statusFrom(id string, snaps []redisstore.Snapshot) (*Status, error) {
 		st.GrantedCents += sn.Int("granted_cents")
 		st.RefundedCents += sn.Int("refunded_cents")
 		st.RemainingCount += sn.PoolLen
+		st.LostCount += sn.Int("lost_count")
+		st.LostCents += sn.Int("lost_cents")
 		moved += sn.Int("out_count") - sn.Int("in_count")
 	}
 	st.InFlight = moved
 	st.RemainingCount += moved
 	st.RemainingCents = st.Total - st.GrantedCents - st.RefundedCents
+	if st.State != StateSettled {
+		// The refund takes the lost packets' cents with the pool's.
+		st.RemainingCents -= st.LostCents
+	}
 	// The state in force now, as grab.lua sees it.
 	if st.State == StateScheduled || st.State == StateOpen {
 		switch {
@@ -412,7 +481,14 @@ func (e *Engine) Close(ctx context.Context, id string) (*Status, error) {
 	if err != nil {
 		return nil, opErr("close", id, mapStoreErr(err))
 	}
-	return e.Status(ctx, id)
+	st, err := e.Status(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.recordClose(ctx, st); err != nil {
+		return nil, opErr("close", id, err)
+	}
+	return st, nil
 }
 
 // Campaigns lists the live campaigns, those not yet settled, by close

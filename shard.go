@@ -321,12 +321,9 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 		}
 		before += len(shares[k])
 	}
-	if err := e.record(ctx, c.ID, amounts); err != nil {
-		return redisstore.Activation{}, err
-	}
-	opens, closes, err := e.window(ctx, spec)
+	opens, closes, err := e.record(ctx, c, spec, amounts, true)
 	if err != nil {
-		return redisstore.Activation{}, opErr("create", c.ID, err)
+		return redisstore.Activation{}, err
 	}
 	var act redisstore.Activation
 	for k := c.Shards - 1; k >= 0; k-- {

@@ -21,6 +21,7 @@ type Report struct {
 	GrantedCentsRedis  int64    `json:"granted_cents_redis"`
 	GrantedCentsLedger int64    `json:"granted_cents_ledger"`
 	PoolCents          int64    `json:"pool_cents"`
+	LostCents          int64    `json:"lost_cents"`
 	FundCents          int64    `json:"fund_cents"`
 	RefundCents        int64    `json:"refund_cents"`
 	RefundRedisCents   int64    `json:"refund_redis_cents"`
@@ -154,6 +155,16 @@ func (rc *reconciler) redisPools(ctx context.Context) error {
 		if err := rc.store.ScanPool(ctx, keys, func(seq, cents int64) error { seen(seq, cents); return nil }); err != nil {
 			return err
 		}
+		err := rc.store.ScanLost(ctx, keys, func(seq, cents int64) error {
+			r.LostCents += cents
+			if u, ok := rc.bySeq[seq]; ok {
+				r.diff("packet %d is lost and claimed by %q", seq, u)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 		if rc.v.Snaps[k].Transfers == 0 {
 			continue
 		}
@@ -240,9 +251,15 @@ func (rc *reconciler) ledgerTotals(ctx context.Context) error {
 	if t.Escrow != t.Funded-t.GrantCents-t.Refunded {
 		r.summary("escrow balance %d != funded %d - granted %d - refunded %d", t.Escrow, t.Funded, t.GrantCents, t.Refunded)
 	}
-	if r.GrantedCentsRedis+r.PoolCents+r.RefundRedisCents != r.TotalCents {
-		r.summary("conservation in Redis: claims %d + pool %d + refunded %d != total %d",
-			r.GrantedCentsRedis, r.PoolCents, r.RefundRedisCents, r.TotalCents)
+	// Packets a rebuild found lost are out of the pools until the
+	// refund, which takes their cents.
+	lost := r.LostCents
+	if r.State == "settled" {
+		lost = 0
+	}
+	if r.GrantedCentsRedis+r.PoolCents+lost+r.RefundRedisCents != r.TotalCents {
+		r.summary("conservation in Redis: claims %d + pool %d + lost %d + refunded %d != total %d",
+			r.GrantedCentsRedis, r.PoolCents, lost, r.RefundRedisCents, r.TotalCents)
 	}
 	if r.State == "settled" {
 		if !t.RefundDone || t.Refunded != r.RefundRedisCents {

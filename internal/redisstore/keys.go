@@ -14,6 +14,7 @@ type Keys struct {
 	Staging string // list: the pool while it loads
 	Xfers   string // hash: transfers out of this shard in flight, xid -> record
 	Applied string // set: ids of the transfers this shard has received
+	Lost    string // list: packets a rebuild found gone with no holder it could name
 }
 
 // CampaignKeys builds the keys of campaign id, or of its root shard when
@@ -33,7 +34,21 @@ func keysOfTag(tag string) Keys {
 		Staging: p + "staging",
 		Xfers:   p + "xfers",
 		Applied: p + "applied",
+		Lost:    p + "lost",
 	}
+}
+
+// Staged are the keys a rebuild writes a shard into before it swaps them
+// in: in the shard's slot, named by the rebuild's token so two rebuilds
+// never mix, and expiring should the rebuild die.
+type Staged struct {
+	Pool, Claims, Grants, Lost string
+}
+
+// Staged returns the staged keys of rebuild token for shard k.
+func (k Keys) Staged(token string) Staged {
+	p := "hb:{" + k.Tag + "}:rebuild:" + token + ":"
+	return Staged{Pool: p + "pool", Claims: p + "claims", Grants: p + "grants", Lost: p + "lost"}
 }
 
 // CampaignsIndex is the sorted set of campaign ids by close time (ms),

@@ -31,15 +31,26 @@ func ParseClaim(v string) (seq, cents int64, err error) {
 // ScanPool calls fn for every packet still in the pool, in list order
 // (which is seq order).
 func (s *Store) ScanPool(ctx context.Context, k Keys, fn func(seq, cents int64) error) error {
+	return s.scanPackets(ctx, "pool", k.Pool, fn)
+}
+
+// ScanLost calls fn for every packet a rebuild found lost (see package
+// rebuild), in seq order.
+func (s *Store) ScanLost(ctx context.Context, k Keys, fn func(seq, cents int64) error) error {
+	return s.scanPackets(ctx, "lost packets", k.Lost, fn)
+}
+
+// scanPackets calls fn for every packet of the list key, in list order.
+func (s *Store) scanPackets(ctx context.Context, what, key string, fn func(seq, cents int64) error) error {
 	for start := int64(0); ; start += scanPage {
-		vals, err := s.c.Do(ctx, s.c.B().Lrange().Key(k.Pool).Start(start).Stop(start+scanPage-1).Build()).AsStrSlice()
+		vals, err := s.c.Do(ctx, s.c.B().Lrange().Key(key).Start(start).Stop(start+scanPage-1).Build()).AsStrSlice()
 		if err != nil {
-			return fmt.Errorf("scan pool: %w", err)
+			return fmt.Errorf("scan %s: %w", what, err)
 		}
 		for _, v := range vals {
 			seq, cents, err := ParseClaim(v)
 			if err != nil {
-				return fmt.Errorf("scan pool: %w", err)
+				return fmt.Errorf("scan %s: %w", what, err)
 			}
 			if err := fn(seq, cents); err != nil {
 				return err

@@ -33,6 +33,12 @@ var (
 	xferTakeSrc string
 	//go:embed lua/xfer_apply.lua
 	xferApplySrc string
+	//go:embed lua/rebuild_freeze.lua
+	rebuildFreezeSrc string
+	//go:embed lua/rebuild_swap.lua
+	rebuildSwapSrc string
+	//go:embed lua/rebuild_activate.lua
+	rebuildActivateSrc string
 )
 
 // scripts is one set of the campaign scripts, built by luascript (which
@@ -42,6 +48,7 @@ var (
 type scripts struct {
 	begin, load, activate, grab, status, close, dead, settle, redrive *luascript.Script
 	xferTake, xferApply                                               *luascript.Script
+	rebuildFreeze, rebuildSwap, rebuildActivate                       *luascript.Script
 }
 
 func newScripts(legacy bool) *scripts {
@@ -54,6 +61,7 @@ func newScripts(legacy bool) *scripts {
 		grab: mk(grabSrc), status: mk(statusSrc), close: mk(closeSrc),
 		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
+		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
 	}
 }
 

@@ -8,10 +8,12 @@
 --         a packet (a shard other than the root, activated by a create that crashed
 --         before the root went live); '0' otherwise
 -- ARGV[3..] field, value pairs of the campaign spec, stored in meta
--- Reply   {0, ''} loading started; {1, state} the campaign exists and is past loading
+-- Reply   {0, ''} loading started; {1, state} the campaign exists and is past loading,
+--         or {1, 'loading'} when a rebuild holds it (hongbao rebuild)
 -- Errors  HBARGS odd field list
--- Writes  unless the campaign is past loading: DEL of all eight keys, then HSET of
---         meta (state loading, the token, zero staged counters, the spec fields).
+-- Writes  unless the campaign is past loading or being rebuilt: DEL of all eight keys,
+--         then HSET of meta (state loading, the token, zero staged counters, the
+--         spec fields).
 -- Complexity O(fields) plus deleting the leftovers of an earlier, unfinished load.
 -- A campaign still loading has never answered a grab (grab.lua says NO_CAMPAIGN),
 -- so whatever an interrupted load left behind can be thrown away; so can a shard
@@ -20,8 +22,12 @@ local meta, staging, pool, claims, grants, dead = KEYS[1], KEYS[2], KEYS[3], KEY
 local xfers, applied = KEYS[7], KEYS[8]
 local token, unused = ARGV[1], ARGV[2]
 
-local m = redis.call('HMGET', meta, 'state', 'granted_count', 'in_count', 'out_count')
+local m = redis.call('HMGET', meta, 'state', 'granted_count', 'in_count', 'out_count', 'rebuild_token')
 local state = m[1]
+if state == 'loading' and m[5] then
+  -- A rebuild froze it: what it holds is evidence, not a load to throw away.
+  return {1, state}
+end
 if state and state ~= 'loading' then
   local idle = unused == '1' and (m[2] or '0') == '0' and (m[3] or '0') == '0' and (m[4] or '0') == '0'
   if not idle then

@@ -58,6 +58,16 @@ func Main(m *testing.M) int {
 	return code
 }
 
+// StopPrivate stops the private cluster, if one was started: for test
+// binaries whose TestMain cannot use Main.
+func StopPrivate() {
+	if private != nil {
+		if err := private.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest:", err)
+		}
+	}
+}
+
 // Server returns the DSN of a reachable server, starting a private one if
 // needed, or skips (fails under CI=true) the test.
 func Server(t testing.TB) string {

@@ -1,0 +1,32 @@
+#!lua
+-- rebuild_activate.lua: make a rebuilt shard live again.
+-- KEYS[1] meta
+-- ARGV[1] rebuild token  ARGV[2] state: scheduled, open or closed
+-- ARGV[3] close_reason and ARGV[4] closed_at (ms), for a closed shard
+-- Reply   the state set
+-- Errors  HBSTALE another rebuild took over, or this one has not swapped the shard;
+--         HBARGS a state that is not scheduled, open or closed, or a closed one
+--         without its reason
+-- Writes  HSET of state (and close_reason, closed_at for a
+--         closed shard), HDEL of rebuild_token, rebuild_from and rebuild_swapped.
+-- Complexity O(1). A rebuild activates every other shard first and the root last, as a
+-- create does: until the root is live the campaign is not found. A rebuild cut short
+-- is run again whole, under a new token.
+local meta = KEYS[1]
+local token, state = ARGV[1], ARGV[2]
+local m = redis.call('HMGET', meta, 'state', 'rebuild_token', 'rebuild_swapped')
+if m[1] ~= 'loading' or m[2] ~= token or m[3] ~= token then
+  return redis.error_reply('HBSTALE another rebuild took over, or this one has not swapped the shard')
+end
+if state ~= 'scheduled' and state ~= 'open' and state ~= 'closed' then
+  return redis.error_reply('HBARGS state ' .. tostring(state))
+end
+if state == 'closed' then
+  if not ARGV[3] or ARGV[3] == '' or not ARGV[4] then
+    return redis.error_reply('HBARGS a closed shard needs its close reason and time')
+  end
+  redis.call('HSET', meta, 'close_reason', ARGV[3], 'closed_at', ARGV[4])
+end
+redis.call('HSET', meta, 'state', state)
+redis.call('HDEL', meta, 'rebuild_token', 'rebuild_from', 'rebuild_swapped')
+return state

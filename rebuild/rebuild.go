@@ -1,0 +1,161 @@
+// Package rebuild restores a campaign into a Redis that lost it, or lost
+// part of it, from the ledger and from whatever of it survives in Redis.
+//
+// The ledger holds every packet from create on (ledger.Ledger's
+// WritePackets), the campaign's terms (WriteTerms: window, layout,
+// funding) and every settled grant. Redis may still hold some of the
+// campaign: claims, pools, grants streams not yet settled, counters. A
+// rebuild gives each packet one place:
+//
+//   - a claim, when a record names its holder: the ledger's grants first
+//     (money moved for them), then the surviving claims, then the
+//     surviving stream entries. Grants the ledger does not hold yet go
+//     into the new grants stream, so the settlement worker carries on;
+//   - lost ("unrecoverable"), when it provably left a pool and no record
+//     names who holds it: some user was told GRANTED and nothing says
+//     who. It is kept out of the pool (conservation counts it; the
+//     refund returns it to the funding account) and recorded in the
+//     ledger's terms, so a later rebuild keeps it out too. See proofs.go
+//     for what proves it;
+//   - the pool, otherwise.
+//
+// What no record and no proof reaches cannot be known: a grant
+// acknowledged after the last settled one on a shard whose state did not
+// survive. The report says so rather than guess; with WAIT
+// (hongbao.Config.WaitReplicas) a failover loses no acknowledged grant.
+//
+// A rebuild never runs beside live grabs on the keys it rewrites: it
+// first freezes every shard (state loading: grabs answer NO_CAMPAIGN, the
+// worker skips the campaign), then reads, plans, writes the new state
+// under keys of its own and swaps each shard in with one script, and
+// activates the shards, the root last, and registers the campaign again.
+// Run again after a crash, it freezes what it left and converges on the
+// same result. It refuses a campaign whose keys look healthy, unless
+// forced.
+package rebuild
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// Errors. Compare with errors.Is.
+var (
+	// ErrHealthy: the campaign's keys look whole and agree with the
+	// ledger; Config.Force rebuilds it anyway.
+	ErrHealthy = errors.New("rebuild: the campaign's keys look healthy")
+	// ErrSettled: the campaign is settled (refunded); nothing to rebuild.
+	ErrSettled = errors.New("rebuild: the campaign is settled")
+	// ErrCreating: a create is loading the campaign; finish or retry it.
+	ErrCreating = errors.New("rebuild: the campaign is loading for a create")
+	// ErrUnknowable: what survives says that packets were granted without
+	// saying which, so no pool can be restored without a guess.
+	ErrUnknowable = errors.New("rebuild: the surviving state cannot tell which packets were granted")
+	// ErrNoTerms: the campaign's root shard is gone and the ledger holds
+	// no terms (window, layout) for it.
+	ErrNoTerms = errors.New("rebuild: the campaign's terms are neither in Redis nor in the ledger")
+)
+
+// Config configures a rebuild.
+type Config struct {
+	// Redis is the client of the campaign's Redis. Required.
+	Redis rueidis.Client
+	// Ledger is the ledger the campaign settles into; it must hold the
+	// campaign's packets. Required.
+	Ledger ledger.Ledger
+	// Force rebuilds a campaign whose keys look healthy. Default false.
+	Force bool
+}
+
+// Report is what a rebuild did and what it could not know.
+type Report struct {
+	Campaign string `json:"campaign"`
+	Shards   int    `json:"shards"`
+	// State is the state the campaign was restored in.
+	State string `json:"state"`
+	// RestoredClaims counts the claims written: one per user a record
+	// names. ToSettle of them are grants the ledger does not hold yet,
+	// now in the grants streams.
+	RestoredClaims int64 `json:"restored_claims"`
+	ToSettle       int64 `json:"to_settle"`
+	// RestoredPool counts the packets put back in the pools.
+	RestoredPool int64 `json:"restored_pool"`
+	// Unrecoverable counts the packets kept out of the pool: each left a
+	// pool, and no record names its holder. UnrecoverablePackets lists
+	// their seqs.
+	Unrecoverable        int64   `json:"unrecoverable"`
+	UnrecoverableCents   int64   `json:"unrecoverable_cents"`
+	UnrecoverablePackets []int64 `json:"unrecoverable_packets"`
+	// LedgerGrants counts the settled grants read from the ledger;
+	// ShardsSurvived the shards whose state Redis still held.
+	LedgerGrants   int64 `json:"ledger_grants"`
+	ShardsSurvived int   `json:"shards_survived"`
+	// Problems are why the campaign did not look healthy.
+	Problems []string `json:"problems"`
+	// Conflicts are records the rebuild did not follow (at most 100
+	// listed; ConflictCount counts them all).
+	Conflicts     []string `json:"conflicts"`
+	ConflictCount int      `json:"conflict_count"`
+	// Notes say what could not be known.
+	Notes []string `json:"notes"`
+}
+
+// run is one rebuild's state.
+type run struct {
+	cfg   Config
+	id    string
+	store *redisstore.Store
+	rep   *Report
+
+	cents    []int64      // the ledger's packets
+	terms    ledger.Terms // the campaign's terms, from the root's meta or the ledger
+	shards   []redisstore.Keys
+	token    string
+	prior    string            // the root's state before the rebuild ("" when it was gone)
+	rootMeta map[string]string // the root's meta before the freeze (nil when gone)
+	ev       *evidence
+	plan     *plan
+	now      int64 // Redis clock, ms
+
+	// the state the campaign is restored in
+	state, reason string
+	closedAt      int64
+}
+
+// Rebuild restores campaign id; see the package comment. The report is
+// returned with ErrHealthy too, listing nothing wrong.
+func Rebuild(ctx context.Context, cfg Config, id string) (*Report, error) {
+	if cfg.Redis == nil || cfg.Ledger == nil {
+		return nil, errors.New("rebuild: Config.Redis and Config.Ledger are required")
+	}
+	if err := hongbao.ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, id: id, store: redisstore.New(cfg.Redis),
+		rep: &Report{Campaign: id, Problems: []string{}, Conflicts: []string{}, Notes: []string{}, UnrecoverablePackets: []int64{}}}
+	for _, step := range []func(context.Context) error{r.readLedger, r.check, r.freeze, r.read, r.decide, r.write, r.activate} {
+		if err := step(ctx); err != nil {
+			if errors.Is(err, ErrHealthy) {
+				return r.rep, err
+			}
+			return nil, fmt.Errorf("rebuild %s: %w", id, err)
+		}
+	}
+	return r.rep, nil
+}
+
+// newToken names one rebuild.
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,200 @@
+package rebuild
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// freeze freezes every shard, the root first, under a new token, and
+// keeps the state the root had before any rebuild.
+func (r *run) freeze(ctx context.Context) error {
+	r.token = newToken()
+	for k, keys := range r.shards {
+		prior, err := r.store.FreezeForRebuild(ctx, keys, r.token)
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			r.prior = prior
+		}
+	}
+	return nil
+}
+
+// read reads every frozen shard and the ledger's grants (after the
+// freeze: whatever settled before it is in them), and plans.
+func (r *run) read(ctx context.Context) error {
+	ev := &evidence{shards: len(r.shards), cents: r.cents, lost: r.terms.Lost}
+	for _, keys := range r.shards {
+		c, err := r.store.ReadShard(ctx, keys)
+		if err != nil {
+			return err
+		}
+		ev.redis = append(ev.redis, c)
+		if c.Found() {
+			r.rep.ShardsSurvived++
+		}
+	}
+	err := r.cfg.Ledger.Grants(ctx, r.id, func(g ledger.Grant) error { ev.grants = append(ev.grants, g); return nil })
+	if err != nil {
+		return err
+	}
+	r.ev = ev
+	if r.now, err = r.store.Now(ctx); err != nil {
+		return err
+	}
+	r.plan, err = makePlan(ev)
+	return err
+}
+
+// decide settles the state the campaign is restored in: closed as it was,
+// or as an operator closed it (recorded in the terms), or by its window,
+// or sold out when no packet is left; else scheduled or open by the
+// Redis clock.
+func (r *run) decide(context.Context) error {
+	t, m := r.terms, r.rootMeta
+	r.state = "open"
+	switch {
+	case r.prior == "closed":
+		r.state, r.reason = "closed", m["close_reason"]
+		r.closedAt, _ = strconv.ParseInt(m["closed_at"], 10, 64)
+		if r.reason == "" {
+			r.reason, r.closedAt = "time", t.ClosesAt
+		}
+	case t.CloseReason != "":
+		r.state, r.reason, r.closedAt = "closed", t.CloseReason, t.ClosedAt
+	case r.now >= t.ClosesAt:
+		r.state, r.reason, r.closedAt = "closed", "time", t.ClosesAt
+	case r.plan.pool == 0:
+		r.state, r.reason, r.closedAt = "closed", "sold_out", r.now
+	case r.now < t.OpensAt:
+		r.state = "scheduled"
+	}
+	return nil
+}
+
+// write records the terms in the ledger, with the lost packets (first:
+// once Redis changes, the ledger must know them), then stages and swaps
+// every shard.
+func (r *run) write(ctx context.Context) error {
+	t := r.terms
+	t.Lost = r.plan.lost
+	if r.state == "closed" && (r.reason == "operator" || r.reason == "cancelled") {
+		t.CloseReason, t.ClosedAt = r.reason, r.closedAt
+	}
+	if err := r.cfg.Ledger.WriteTerms(ctx, r.id, t); err != nil {
+		return fmt.Errorf("record the terms: %w", err)
+	}
+	for k, keys := range r.shards {
+		if err := r.store.Stage(ctx, keys, r.token, r.plan.shards[k].img); err != nil {
+			return err
+		}
+		if _, err := r.store.Swap(ctx, keys, r.token, r.fields(k)); err != nil {
+			return err
+		}
+		if testHookSwapped != nil {
+			if err := testHookSwapped(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// testHookSwapped, set by tests, runs after each shard's swap: an error
+// cuts the rebuild short there, as a crash would.
+var testHookSwapped func(k int) error
+
+// owned are the meta fields a rebuild decides; the others are kept.
+var owned = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range []string{"state", "total", "count", "min", "max", "split", "seed", "funding", "opens_at", "closes_at",
+		"created_at", "granted_count", "granted_cents", "refunded_cents", "close_reason", "closed_at", "load_token",
+		"staged_count", "staged_cents", "shards", "shard", "base_count", "base_cents", "in_count", "in_cents",
+		"out_count", "out_cents", "xfer_seq", "lost_count", "lost_cents", "rebuilt_at", "rebuild_token",
+		"rebuild_from", "rebuild_swapped"} {
+		m[f] = true
+	}
+	return m
+}()
+
+// fields is shard k's new meta, as field, value pairs.
+func (r *run) fields(k int) []string {
+	var f []string
+	for name, v := range r.ev.redis[k].Meta {
+		if !owned[name] {
+			f = append(f, name, v)
+		}
+	}
+	sh, t := r.plan.shards[k], r.terms
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	created := r.rootMeta["created_at"]
+	if created == "" {
+		created = i64(t.OpensAt)
+	}
+	f = append(f, "granted_count", i64(sh.grantedCount), "granted_cents", i64(sh.grantedCents), "refunded_cents", "0",
+		"lost_count", i64(sh.lostCount), "lost_cents", i64(sh.lostCents),
+		"opens_at", i64(t.OpensAt), "closes_at", i64(t.ClosesAt), "created_at", created,
+		"rebuilt_at", i64(r.now), "rebuild_from", r.prior)
+	if r.state == "closed" {
+		f = append(f, "close_reason", r.reason, "closed_at", i64(r.closedAt))
+	}
+	if len(r.shards) > 1 {
+		f = append(f, "shards", strconv.Itoa(len(r.shards)), "shard", strconv.Itoa(k),
+			"base_count", i64(sh.grantedCount+sh.poolCount+sh.lostCount),
+			"base_cents", i64(sh.grantedCents+sh.poolCents+sh.lostCents))
+	}
+	if k == 0 {
+		f = append(f, "total", i64(t.Total), "count", i64(t.Count), "min", i64(t.Min), "max", i64(t.Max),
+			"split", t.Split, "seed", strconv.FormatUint(t.Seed, 10), "funding", t.Funding)
+	}
+	return f
+}
+
+// activate makes every shard live, the root last, registers the
+// campaign again and fills the report.
+func (r *run) activate(ctx context.Context) error {
+	for k := len(r.shards) - 1; k >= 0; k-- {
+		if err := r.store.ActivateRebuilt(ctx, r.shards[k], r.token, r.state, r.reason, r.closedAt); err != nil {
+			return err
+		}
+	}
+	if err := r.store.Register(ctx, r.id, r.terms.ClosesAt); err != nil {
+		return err
+	}
+	r.report()
+	return nil
+}
+
+// report fills the report from the plan.
+func (r *run) report() {
+	rep, p := r.rep, r.plan
+	rep.State = r.state
+	rep.RestoredClaims, rep.ToSettle, rep.RestoredPool = p.claims, p.toSettle, p.pool
+	rep.Unrecoverable, rep.UnrecoverableCents = int64(len(p.lost)), p.lostCents
+	rep.UnrecoverablePackets = append(rep.UnrecoverablePackets, p.lost...)
+	rep.LedgerGrants = int64(len(r.ev.grants))
+	rep.Conflicts, rep.ConflictCount = append(rep.Conflicts, p.conflicts...), p.nConflicts
+	note := func(format string, a ...any) { rep.Notes = append(rep.Notes, fmt.Sprintf(format, a...)) }
+	if gone := len(r.shards) - rep.ShardsSurvived; gone > 0 {
+		note("%d of %d shards kept nothing: a grant one of them acknowledged after the last one the ledger holds left no record, "+
+			"cannot be counted, and its packet is back in the pool (with WAIT none is lost in a failover; "+
+			"after a loss of every copy of the data, the grants not yet settled are)", gone, len(r.shards))
+	} else {
+		note("every shard kept its state: a grant acknowledged after that state was last copied and never settled " +
+			"left no record and cannot be counted (none with WAIT)")
+	}
+	if rep.Unrecoverable > 0 {
+		note("%d packets (%d cents) are kept out of the pool: each was granted, and no record names to whom; "+
+			"they are refunded with the campaign unless their holders are found", rep.Unrecoverable, rep.UnrecoverableCents)
+	}
+	if rep.ToSettle > 0 {
+		note("%d restored grants are not in the ledger yet; they wait in the grants streams for settlement", rep.ToSettle)
+	}
+	if rep.ConflictCount > 0 {
+		note("%d records disagreed with the ledger or with each other and were not followed (see conflicts)", rep.ConflictCount)
+	}
+}
