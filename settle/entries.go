@@ -52,6 +52,9 @@ func (w *Worker) fund(ctx context.Context, id string, snap redisstore.Snapshot) 
 // the error is returned and that entry stays pending.
 func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.Entry) error {
 	id := sh.id
+	if err := w.syncReplicas(ctx, sh.keys); err != nil {
+		return err
+	}
 	if err := w.fund(ctx, id, sh.root); err != nil {
 		return err
 	}
@@ -162,6 +165,18 @@ func entryOf(es []redisstore.Entry, g ledger.Grant) string {
 	return es[0].ID
 }
 
+// syncReplicas waits, with Config.WaitReplicas, until the replicas hold
+// every write of shard k's node so far.
+func (w *Worker) syncReplicas(ctx context.Context, k redisstore.Keys) error {
+	if w.cfg.WaitReplicas == 0 {
+		return nil
+	}
+	if err := w.store.SyncReplicas(ctx, k, w.cfg.WaitReplicas, w.cfg.WaitTimeout); err != nil {
+		return fmt.Errorf("settle only what the replicas hold: %w", err)
+	}
+	return nil
+}
+
 // refund settles a closed, drained campaign: the remaining cents go back
 // to the funding account in the ledger (once: the ledger refuses a second,
 // different refund), then Redis records the refund and the settled state,
@@ -207,6 +222,11 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 	}
 	if ok, err := w.ledgerAgrees(ctx, id, grantedCount, grantedCents); !ok || err != nil {
 		return false, err
+	}
+	for _, k := range v.Shards {
+		if err := w.syncReplicas(ctx, k); err != nil {
+			return false, err
+		}
 	}
 	refund := root.Int("total") - grantedCents
 	if err := w.sink.Refund(ctx, id, refund); err != nil {

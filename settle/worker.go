@@ -96,6 +96,19 @@ type Config struct {
 	Only []string
 	// LegacyScripts: see hongbao.Config.LegacyScripts.
 	LegacyScripts bool
+	// WaitReplicas, when above 0, settles only what that many replicas
+	// hold: before each ledger transaction (a batch of grants, a refund)
+	// the worker waits until the replicas acknowledge every write of the
+	// shard's node so far, the grants read among them (see
+	// redisstore.SyncReplicas for why a write precedes the WAIT). Without
+	// it, a failover to a replica that missed the last grants would leave
+	// in the ledger packets that the new primary hands out again. A short
+	// wait writes nothing: the batch stays pending, neither acknowledged
+	// nor dead-lettered, and the pass fails and is retried after a
+	// backoff. Use the engine's hongbao.Config.WaitReplicas. Default 0.
+	WaitReplicas int
+	// WaitTimeout bounds each wait for replicas. Default 500ms.
+	WaitTimeout time.Duration
 	// Logger receives incidents and progress. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -176,6 +189,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.WaitReplicas < 0 || cfg.WaitTimeout < 0 {
+		return nil, errors.New("settle: Config.WaitReplicas and WaitTimeout must not be negative")
+	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = 500 * time.Millisecond
 	}
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
