@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/hongbao/hongbao/internal/luascript"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/split"
@@ -548,6 +549,8 @@ func mapStoreErr(err error) error {
 		return &kindError{kind: ErrInvalidSpec, cause: err}
 	case errors.As(err, &unknown):
 		return &kindError{kind: ErrOutcomeUnknown, cause: err}
+	case luascript.Unwritable(err):
+		return &kindError{kind: ErrUnavailable, cause: err}
 	}
 	return err
 }

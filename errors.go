@@ -31,6 +31,11 @@ var (
 	// ErrLoadInterrupted: another create of the same campaign took over
 	// while this one was loading the pool.
 	ErrLoadInterrupted = sentinel("campaign load interrupted")
+	// ErrUnavailable: Redis refused the write without running it: fewer
+	// good replicas than its min-replicas-to-write, a primary demoted to a
+	// replica during a failover, a server still loading. Nothing was
+	// written; retry after a short pause.
+	ErrUnavailable = sentinel("store unavailable, retry later")
 )
 
 // The package's errors write the "hongbao: " prefix when they stand alone.

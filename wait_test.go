@@ -126,3 +126,23 @@ func TestPacketsRecordedAtCreate(t *testing.T) {
 		}
 	}
 }
+
+// TestNoReplicasIsUnavailable: a primary paired with min-replicas-to-write
+// refuses a grab outright while too few replicas follow it: nothing was
+// written, and the engine says ErrUnavailable (HTTP 503), never GRANTED.
+func TestNoReplicasIsUnavailable(t *testing.T) {
+	t.Parallel()
+	primary := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	ctx := context.Background()
+	eng, err := hongbao.New(hongbao.Config{Redis: primary.Client, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	c := create(t, eng, hongbao.Spec{Total: 1000, Count: 10})
+	p := primary.Client
+	require.NoError(t, p.Do(ctx, p.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", "1").Build()).Error())
+	_, err = eng.Grab(ctx, c.ID, "ann")
+	require.ErrorIs(t, err, hongbao.ErrUnavailable)
+	require.NotErrorIs(t, err, hongbao.ErrOutcomeUnknown, "the script did not run")
+	n, err := p.Do(ctx, p.B().Hlen().Key(redisstore.CampaignKeys(c.ID).Claims).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing was written")
+}

@@ -23,7 +23,7 @@ const (
 	CodeInProgress          = "in_progress"          // 409, with Retry-After: a create with this Idempotency-Key is loading
 	CodeIdempotencyMismatch = "idempotency_mismatch" // 422: the Idempotency-Key was used for another campaign spec
 	CodeNotReady            = "not_ready"            // 503: a dependency is unreachable or the server is stopping
-	CodeUnavailable         = "unavailable"          // 503: the request ran out of time
+	CodeUnavailable         = "unavailable"          // 503: the request ran out of time, or the store takes no writes now
 	CodeInternal            = "internal"             // 500
 )
 

@@ -391,6 +391,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign", 0)
 	case errors.Is(err, hongbao.ErrBusy):
 		writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many grabs are waiting; retry shortly", s.cfg.RetryAfter)
+	case errors.Is(err, hongbao.ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the store takes no writes now; retrying is safe", s.cfg.RetryAfter)
 	case errors.Is(err, hongbao.ErrOutcomeUnknown):
 		s.log.Warn("outcome unknown", "route", r.Pattern, "err", err)
 		writeError(w, http.StatusServiceUnavailable, CodeOutcomeUnknown, "the answer was lost; retrying is safe", s.cfg.RetryAfter)

@@ -75,6 +75,15 @@ type Options struct {
 	RedisCPUs string
 	// MaxBatch is the engine's Config.MaxBatch; 0 means its default.
 	MaxBatch int
+	// Replicas is how many replicas of its own server each run starts
+	// (loopback, no persistence, unpinned): what WaitReplicas waits for.
+	// Not with RedisURL. Default 0.
+	Replicas int
+	// WaitReplicas and WaitTimeout are the engine's Config.WaitReplicas
+	// and WaitTimeout: each batch waits for that many replicas (engine
+	// mode only; the classic design has no such step). Default 0.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// Progress, if not nil, starts a progress bar for a long phase.
 	Progress func(label string, total int64) Progress
 }
@@ -101,6 +110,12 @@ func (o Options) Validate() error {
 		return fmt.Errorf("concurrency must be at least 1, not %d", o.Concurrency)
 	case o.Runs < 0:
 		return fmt.Errorf("runs must not be negative")
+	case o.Replicas < 0 || o.Replicas > 8:
+		return fmt.Errorf("replicas must be within 0..8, not %d", o.Replicas)
+	case o.Replicas > 0 && o.RedisURL != "":
+		return fmt.Errorf("replicas are started only for a Redis of our own, not with a given Redis")
+	case o.WaitReplicas < 0 || o.WaitTimeout < 0:
+		return fmt.Errorf("wait replicas and wait timeout must not be negative")
 	}
 	switch o.AOF {
 	case "", "off", "everysec", "always":
@@ -127,6 +142,10 @@ type Result struct {
 	Concurrency int    `json:"concurrency"`
 	Runs        int    `json:"runs"`
 	Redis       string `json:"redis"` // "own" (a fresh server per run) or "given"
+	// Replicas is the replicas of our own server; WaitReplicas what each
+	// batch of the engine waited for (0: no WAIT).
+	Replicas     int `json:"replicas"`
+	WaitReplicas int `json:"wait_replicas"`
 	// AOF is the persistence the server had: off, everysec, always, no, or
 	// unknown when CONFIG GET is not allowed.
 	AOF string `json:"aof"`
@@ -290,6 +309,10 @@ func summarize(mode Mode, o Options, aof string, runs []*runStats) *Result {
 	r := &Result{
 		Mode: mode, Packets: o.Packets, Users: o.Users, TotalCents: o.Total, Concurrency: o.Concurrency,
 		Runs: len(runs), Redis: "own", AOF: aof, RedisCPUReliable: o.RedisURL == "", OK: true,
+		Replicas: o.Replicas,
+	}
+	if mode == Engine {
+		r.WaitReplicas = o.WaitReplicas
 	}
 	if o.RedisURL != "" {
 		r.Redis = "given"
@@ -358,9 +381,12 @@ type target struct {
 	shared   bool // given with --redis: other runs and clients may use it
 	runID    string
 	srv      *redisserver.Server
+	replicas []*redisserver.Server
 }
 
-// openTarget connects to the given Redis, or starts a fresh one.
+// openTarget connects to the given Redis (one server, or a Sentinel
+// deployment: the classic design then dials the master the sentinels name
+// at the start), or starts a fresh one with Replicas replicas.
 func openTarget(ctx context.Context, o Options) (*target, error) {
 	t := &target{runID: newRunID()}
 	var opt rueidis.ClientOption
@@ -375,43 +401,102 @@ func openTarget(ctx context.Context, o Options) (*target, error) {
 		}
 		t.shared = true
 		t.user, t.password, t.db = opt.Username, opt.Password, opt.SelectDB
-	} else {
-		aof := o.AOF
-		if aof == "" {
-			aof = "off"
+		if len(opt.InitAddress) != 1 && opt.Sentinel.MasterSet == "" {
+			return nil, fmt.Errorf("--redis must name one server or a Sentinel deployment, not %d servers", len(opt.InitAddress))
 		}
-		srv, err := redisserver.Start(ctx, redisserver.Options{Bin: o.RedisServer, AOF: aof, NoAOFRewrite: true, CPUs: o.RedisCPUs})
-		if err != nil {
+	} else {
+		if err := t.startOwn(ctx, o); err != nil {
+			t.close()
 			return nil, err
 		}
-		t.srv = srv
-		opt.InitAddress = []string{srv.Addr}
-	}
-	if len(opt.InitAddress) != 1 {
-		t.close()
-		return nil, fmt.Errorf("--redis must name one server, not %d", len(opt.InitAddress))
+		opt.InitAddress = []string{t.srv.Addr}
 	}
 	t.addr = opt.InitAddress[0]
+	if err := t.connect(ctx, opt); err != nil {
+		t.close()
+		return nil, err
+	}
+	if err := t.startReplicas(ctx, o); err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// startOwn starts the run's own server; with replicas to follow, it
+// serves their first sync at once.
+func (t *target) startOwn(ctx context.Context, o Options) error {
+	aof := o.AOF
+	if aof == "" {
+		aof = "off"
+	}
+	so := redisserver.Options{Bin: o.RedisServer, AOF: aof, NoAOFRewrite: true, CPUs: o.RedisCPUs}
+	if o.Replicas > 0 {
+		so.Args = []string{"--repl-diskless-sync-delay", "0"}
+	}
+	srv, err := redisserver.Start(ctx, so)
+	t.srv = srv
+	return err
+}
+
+// connect makes the run's client and checks that it answers. Through
+// Sentinel, the address the classic design dials is the master's now.
+func (t *target) connect(ctx context.Context, opt rueidis.ClientOption) error {
 	opt.DisableCache = true
 	opt.Dialer.Timeout = 3 * time.Second
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		t.close()
-		return nil, fmt.Errorf("cannot reach Redis at %s: %w", t.addr, err)
+		return fmt.Errorf("cannot reach Redis at %s: %w", t.addr, err)
 	}
 	t.client = c
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if err := c.Do(pctx, c.B().Ping().Build()).Error(); err != nil {
-		t.close()
-		return nil, fmt.Errorf("cannot reach Redis at %s: %w", t.addr, err)
+		return fmt.Errorf("cannot reach Redis at %s: %w", t.addr, err)
 	}
-	return t, nil
+	if opt.Sentinel.MasterSet != "" {
+		for addr := range c.Nodes() {
+			t.addr = addr
+		}
+	}
+	return nil
+}
+
+// startReplicas starts the replicas of the run's own server (no
+// persistence: a replica acknowledges what it applied, not what it
+// wrote to disk) and waits until each acknowledges a write.
+func (t *target) startReplicas(ctx context.Context, o Options) error {
+	if o.Replicas == 0 {
+		return nil
+	}
+	host, port, _ := strings.Cut(t.srv.Addr, ":")
+	for range o.Replicas {
+		r, err := redisserver.Start(ctx, redisserver.Options{Bin: o.RedisServer, AOF: "off", NoAOFRewrite: true,
+			Args: []string{"--replicaof", host, port}})
+		if err != nil {
+			return fmt.Errorf("start a replica: %w", err)
+		}
+		t.replicas = append(t.replicas, r)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for c := t.client; ; {
+		res := c.DoMulti(ctx, c.B().Incr().Key("bench:replicas").Build(),
+			c.B().Wait().Numreplicas(int64(o.Replicas)).Timeout(100).Build())
+		if n, err := res[1].AsInt64(); err == nil && n == int64(o.Replicas) {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%d replicas did not catch up within a minute", o.Replicas)
+		}
+	}
 }
 
 func (t *target) close() {
 	if t.client != nil {
 		t.client.Close()
+	}
+	for _, r := range t.replicas {
+		_ = r.Stop()
 	}
 	if t.srv != nil {
 		_ = t.srv.Stop()

@@ -65,6 +65,8 @@ func loadEngine(ctx context.Context, t *target, o Options, id string) (*hongbao.
 	eng, err := hongbao.New(hongbao.Config{
 		Redis:        t.client,
 		MaxBatch:     o.MaxBatch,
+		WaitReplicas: o.WaitReplicas,
+		WaitTimeout:  o.WaitTimeout,
 		LoadProgress: func(n, _ int) { load.Set(int64(n)) },
 	})
 	if err != nil {

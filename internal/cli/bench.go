@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/bench"
@@ -35,6 +36,9 @@ type benchFlags struct {
 	sweep       string
 	svg         string
 	json        bool
+	replicas    int
+	waitN       int
+	waitTimeout time.Duration
 }
 
 // benchPair is the --json output of --mode both.
@@ -105,6 +109,9 @@ func (f *benchFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.sweep, "sweep", "", "comma-separated concurrencies: measure both designs at each (e.g. 16,32,64,128,256,512,1024)")
 	fs.StringVar(&f.svg, "svg", "", "with --sweep: write the plot (throughput and p99 against concurrency) to this SVG file")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
+	fs.IntVar(&f.replicas, "replicas", 0, "replicas of our own redis-server per run (loopback, no persistence), for --wait-replicas")
+	fs.IntVar(&f.waitN, "wait-replicas", 0, "the engine waits after each batch until this many replicas hold it (WAIT); 0: no waiting")
+	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT may take")
 }
 
 const benchUsage = `Usage: hongbao bench [flags]
@@ -157,6 +164,12 @@ func (b *benchDesignsCmd) checkModes() error {
 	default:
 		return usageErrorf("--aof must be off, everysec or always, not %q", f.aof)
 	}
+	if f.redis.url == "" && f.waitN > f.replicas {
+		return usageErrorf("--wait-replicas %d needs as many replicas of bench's own redis-server: --replicas %d", f.waitN, f.waitN)
+	}
+	if f.redis.url != "" && b.set["replicas"] {
+		return usageErrorf("--replicas starts replicas of bench's own redis-server; give the replicas of the server given with --redis there")
+	}
 	if f.redis.url != "" && b.set["aof"] {
 		return usageErrorf("--aof applies only when bench starts its own redis-server; set the persistence of the server given with --redis there")
 	}
@@ -175,6 +188,7 @@ func (b *benchDesignsCmd) checkSizes() error {
 	b.o = bench.Options{
 		Packets: f.packets, Users: f.users, Seed: f.seed, Concurrency: f.concurrency, Runs: f.runs,
 		RedisURL: f.redis.url, RedisServer: f.redis.server, AOF: f.aof, MaxBatch: f.maxBatch,
+		Replicas: f.replicas, WaitReplicas: f.waitN, WaitTimeout: f.waitTimeout,
 		Progress: func(label string, total int64) bench.Progress {
 			return startProgress(b.env, !f.json, label, total)
 		},
@@ -251,6 +265,12 @@ func (b *benchDesignsCmd) open(context.Context) error {
 		}
 	}
 	where := "a fresh private redis-server per run (loopback, AOF " + f.aof + ", automatic AOF rewrite off)"
+	if f.replicas > 0 {
+		where += fmt.Sprintf(", with %d replica(s)", f.replicas)
+	}
+	if f.waitN > 0 {
+		where += fmt.Sprintf("; the engine waits for %d replica(s) after each batch (WAIT, timeout %s)", f.waitN, f.waitTimeout)
+	}
 	if f.redis.url != "" {
 		where = "the given Redis " + f.redis.url + " (shared by every run; Redis CPU per grant is unreliable there)"
 	}
@@ -410,7 +430,8 @@ func okWord(ok bool) string {
 
 func printBenchResult(w io.Writer, r *bench.Result) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("\n%s  (concurrency %d, AOF %s, the median of %d by grants/s)\n", r.Mode, r.Concurrency, r.AOF, r.Runs)
+	p("\n%s  (concurrency %d, AOF %s, replicas %d, WAIT for %d, the median of %d by grants/s)\n",
+		r.Mode, r.Concurrency, r.AOF, r.Replicas, r.WaitReplicas, r.Runs)
 	p("  grants/s          %12.0f  (%d GRANTED in %.3f s; every run: %v)\n", r.GrantsPerSec, r.Granted, r.Seconds, r.RunsPerSec)
 	p("  grab calls        %12d  (%.0f/s; %d without a packet", r.Grabs, r.GrabsPerSec, r.SoldOut)
 	if r.Busy > 0 {

@@ -51,6 +51,7 @@ var commands = []struct {
 	{"bench", "measure the engine against the classic one-EVAL-per-grab design", newBenchCmd},
 	{"demo", "run a simulated red packet rain end to end and check the invariants", newDemoCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
+	{"rebuild", "restore a campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
 	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant", newReconcileCmd},
 	{"serve", "run the HTTP service: the /v1 API, settlement and the scheduler", newServeCmd},
 	{"settle", "settle granted packets from Redis into the ledger (a worker)", newSettleCmd},

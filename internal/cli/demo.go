@@ -37,6 +37,8 @@ type demoFlags struct {
 	ledger      string
 	settle      bool
 	shards      int
+	waitN       int
+	waitTimeout time.Duration
 }
 
 // demoReport is the --json output of demo.
@@ -105,6 +107,8 @@ func (f *demoFlags) declare(fs *flag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
 	fs.IntVar(&f.shards, "shards", 1, "spread the campaign over this many shards (1 to 256, at most --packets): on a Redis Cluster, over several masters")
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: a SQLite file in a temporary directory")
+	fs.IntVar(&f.waitN, "wait-replicas", 0, "answer a grant only once this many replicas of --redis hold it (WAIT), and settle only what they hold; 0: off")
+	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 	fs.BoolVar(&f.settle, "settle", true, "settle into the ledger while it rains, then refund and reconcile; --settle=false (only with --redis) leaves the grants in Redis for 'hongbao settle'")
 }
 
@@ -140,6 +144,9 @@ func (d *demoCmd) parseFlags(args []string) error {
 	}
 	if !f.settle && f.ledger != "" {
 		return usageErrorf("--ledger makes no sense with --settle=false")
+	}
+	if f.waitN < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
+		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
 	}
 	return nil
 }
@@ -238,7 +245,12 @@ func (d *demoCmd) create(ctx context.Context) error {
 	load := startProgress(d.env, !d.f.json, "loading", int64(d.f.packets))
 	defer load.Done()
 	var err error
-	d.eng, err = hongbao.New(hongbao.Config{Redis: d.conn.Client, LegacyScripts: d.conn.Kind == "emulator", LoadProgress: func(n, _ int) { load.Set(int64(n)) }})
+	cfg := hongbao.Config{Redis: d.conn.Client, LegacyScripts: d.conn.Kind == "emulator", LoadProgress: func(n, _ int) { load.Set(int64(n)) },
+		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout}
+	if d.led != nil {
+		cfg.Packets = d.led // every packet and the terms, before the campaign goes live
+	}
+	d.eng, err = hongbao.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -261,6 +273,7 @@ func (d *demoCmd) startSettlement(ctx context.Context) error {
 	}
 	w, err := settle.New(settle.Config{
 		Redis: d.conn.Client, Ledger: d.led, Consumer: "demo", Only: []string{c.ID},
+		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout,
 		LegacyScripts: d.conn.Kind == "emulator", Logger: slog.New(slog.NewTextHandler(d.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

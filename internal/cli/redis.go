@@ -23,7 +23,7 @@ type redisFlags struct {
 // declare adds --redis, whose usage ends with without (what the command
 // does when it is not given), and, when server, --redis-server.
 func (r *redisFlags) declare(fs *flag.FlagSet, without string, server bool) {
-	fs.StringVar(&r.url, "redis", "", "Redis URL (redis://host:port); "+without)
+	fs.StringVar(&r.url, "redis", "", "Redis URL: redis://host:port, or a Sentinel deployment, redis://S1:26379?master_set=NAME&addr=S2:26379&addr=S3:26379 (the master the sentinels name, followed through failovers); "+without)
 	if server {
 		fs.StringVar(&r.server, "redis-server", "redis-server", "redis-server binary to start when --redis is not given")
 	}
@@ -124,7 +124,11 @@ func dialRedis(ctx context.Context, url string) (*redisConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &redisConn{Client: c, Addr: strings.Join(opt.InitAddress, ","), Kind: "given", close: c.Close}, nil
+	addr := strings.Join(opt.InitAddress, ",")
+	if opt.Sentinel.MasterSet != "" {
+		addr = "sentinel " + opt.Sentinel.MasterSet + "@" + addr
+	}
+	return &redisConn{Client: c, Addr: addr, Kind: "given", close: c.Close}, nil
 }
 
 func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, error) {

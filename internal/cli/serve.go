@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,8 @@ type serveFlags struct {
 	userBurst, ipBurst                                  int
 	globalRate                                          int64
 	shutdownTimeout, leaseTTL                           time.Duration
+	waitReplicas                                        int
+	waitTimeout                                         time.Duration
 }
 
 func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
@@ -80,6 +83,8 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight requests")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
+	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 }
 
 func (s *serveCmd) parseFlags(args []string) error {
@@ -92,6 +97,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	f := &s.f
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return usageErrorf("--log-format must be text or json")
+	}
+	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
+		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
@@ -209,7 +217,40 @@ func (s *serveCmd) openRedis(ctx context.Context) error {
 	}
 	s.conn = conn
 	s.deferClose(conn.Close)
-	return checkRedis(ctx, s.log, conn, s.f.allowEviction)
+	if err := checkRedis(ctx, s.log, conn, s.f.allowEviction); err != nil {
+		return err
+	}
+	checkReplicas(ctx, s.log, conn, s.f.waitReplicas)
+	return nil
+}
+
+// checkReplicas says what --wait-replicas n will meet: a primary that
+// takes writes with fewer than n good replicas (without
+// min-replicas-to-write n each such grab waits out --wait-timeout, then
+// answers 503) and too few replicas now.
+func checkReplicas(ctx context.Context, log *slog.Logger, conn *redisConn, n int) {
+	if n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if v, err := redisstore.ConfigGet(ctx, conn.Client, "min-replicas-to-write"); err == nil {
+		if m, _ := strconv.Atoi(v); m < n {
+			log.Warn("Redis takes writes with fewer good replicas than --wait-replicas: then every grab waits out --wait-timeout and answers 503; set min-replicas-to-write to refuse them at once",
+				"wait_replicas", n, "min_replicas_to_write", m)
+		}
+	}
+	info, err := conn.Client.Do(ctx, conn.Client.B().Info().Section("replication").Build()).ToString()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			if c, _ := strconv.Atoi(v); c < n {
+				log.Warn("fewer replicas follow Redis than --wait-replicas: grabs answer 503 until they do", "wait_replicas", n, "replicas", c)
+			}
+		}
+	}
 }
 
 func (s *serveCmd) openLedger(ctx context.Context) error {
@@ -231,15 +272,20 @@ func (s *serveCmd) openLedger(ctx context.Context) error {
 
 // newAPI builds the engine, the settlement worker and the HTTP API.
 func (s *serveCmd) newAPI(context.Context) error {
-	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client})
+	f := &s.f
+	// The ledger records every packet (and the campaign's terms) before
+	// a campaign goes live: what hongbao rebuild restores from.
+	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client, Packets: s.led,
+		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout})
 	if err != nil {
 		return err
 	}
-	s.worker, err = settle.New(settle.Config{Redis: s.conn.Client, Ledger: s.led, Consumer: s.consumer, Logger: s.log})
+	s.worker, err = settle.New(settle.Config{Redis: s.conn.Client, Ledger: s.led, Consumer: s.consumer, Logger: s.log,
+		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout})
 	if err != nil {
 		return err
 	}
-	led, f := s.led, &s.f
+	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
 		Engine: eng, Redis: s.conn.Client, UserSecrets: s.secrets, AdminKeys: s.adminKeys,
 		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
@@ -323,7 +369,7 @@ func (s *serveCmd) listenPprof(context.Context) error {
 
 func (s *serveCmd) run(ctx context.Context) error {
 	s.log.Info("serving", "addr", s.ln.Addr().String(), "redis", s.conn.Kind, "redis_addr", s.conn.Addr,
-		"ledger", ledgerKind(s.dsn), "data_dir", s.f.dataDir, "consumer", s.consumer)
+		"ledger", ledgerKind(s.dsn), "data_dir", s.f.dataDir, "consumer", s.consumer, "wait_replicas", s.f.waitReplicas)
 	fmt.Fprintf(s.env.Stdout, "hongbao serve: listening on http://%s\n", s.ln.Addr())
 	var runErr error
 	select {

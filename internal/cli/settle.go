@@ -38,7 +38,8 @@ type settleCmd struct {
 	dsn, hook, hookSecret   string
 	drain, asJSON           bool
 	redrive, consumer, only string
-	retention               time.Duration
+	retention, waitTimeout  time.Duration
+	waitN                   int
 	campaigns               []string
 	worker                  *settle.Worker
 }
@@ -57,8 +58,13 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.only, "campaigns", "", "comma-separated campaign ids to settle (default: every registered campaign)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the final counters as JSON")
 	fs.DurationVar(&c.retention, "retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
+	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
+	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
 	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
+	}
+	if c.waitN < 0 || c.waitTimeout <= 0 {
+		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be positive")
 	}
 	if err := c.redis.require(); err != nil {
 		return err
@@ -89,7 +95,8 @@ func (c *settleCmd) parseFlags(args []string) error {
 // open opens the sink (the webhook or the ledger), then Redis, and makes
 // the worker.
 func (c *settleCmd) open(ctx context.Context) error {
-	cfg := settle.Config{Consumer: c.consumer, Logger: slog.New(slog.NewTextHandler(c.env.Stderr, nil)), Only: c.campaigns, Retention: c.retention}
+	cfg := settle.Config{Consumer: c.consumer, Logger: slog.New(slog.NewTextHandler(c.env.Stderr, nil)), Only: c.campaigns, Retention: c.retention,
+		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout}
 	if c.hook != "" {
 		sink, err := openWebhook(c.hook, c.hookSecret)
 		if err != nil {

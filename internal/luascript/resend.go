@@ -3,6 +3,7 @@ package luascript
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -30,6 +31,22 @@ func NotRun(err error) bool {
 		return false
 	}
 	return re.IsTryAgain() || re.IsClusterDown() || re.IsLoading()
+}
+
+// Unwritable reports whether err is an error reply saying that the server
+// did not run a write because it cannot take writes now: NotRun's
+// replies, and NOREPLICAS (fewer good replicas than min-replicas-to-write),
+// READONLY (a replica: the client still speaks to a demoted primary),
+// MASTERDOWN (a replica that lost its primary). Nothing was written; the
+// write may be sent again once the deployment is whole.
+func Unwritable(err error) bool {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return NotRun(err) || strings.HasPrefix(msg, "NOREPLICAS") || strings.HasPrefix(msg, "READONLY") ||
+		strings.HasPrefix(msg, "MASTERDOWN")
 }
 
 // maxResends bounds how often one call is sent again after NotRun errors;

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy in front of a server that can lose a reply on
@@ -18,6 +19,7 @@ type Proxy struct {
 	ln     net.Listener
 	drop   atomic.Bool
 	cut    atomic.Bool
+	delay  atomic.Int64 // ns each reply is held back
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -58,6 +60,10 @@ func (p *Proxy) Cut() {
 // Restore ends a Cut: new connections reach the server again.
 func (p *Proxy) Restore() { p.cut.Store(false) }
 
+// Delay holds every reply back by d before passing it on (0: none), as a
+// slow network or a stalled server would.
+func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
+
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -94,6 +100,9 @@ func (p *Proxy) replies(c, s net.Conn) {
 	for {
 		n, err := s.Read(buf)
 		if n > 0 {
+			if d := time.Duration(p.delay.Load()); d > 0 {
+				time.Sleep(d)
+			}
 			if p.drop.CompareAndSwap(true, false) {
 				s.Close()
 				return

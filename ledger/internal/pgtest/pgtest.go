@@ -156,6 +156,7 @@ type Cluster struct {
 	DSN    string
 	dir    string
 	pgCtl  string
+	opts   string // the server's options, for a restart
 	runAs  []string
 	stopMu sync.Mutex
 }
@@ -202,14 +203,34 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=200", port, dir)
-	if err := c.run(ctx, c.pgCtl, "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "-o", opts, "start"); err != nil {
+	c.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=200", port, dir)
+	if err := c.start(ctx); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w\n%s", err, log)
 	}
 	c.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	return c.run(ctx, c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60", "-o", c.opts, "start")
+}
+
+// Restart stops the server at once, as a crash would (pg_ctl stop -m
+// immediate: no checkpoint, clients cut), and starts it again on the same
+// port; it returns once the server takes connections (after its crash
+// recovery).
+func (c *Cluster) Restart(ctx context.Context) error {
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	if c.dir == "" {
+		return errors.New("pgtest: the cluster is stopped")
+	}
+	if err := c.run(ctx, c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-m", "immediate", "-w", "stop"); err != nil {
+		return err
+	}
+	return c.start(ctx)
 }
 
 // Stop stops the server and removes its directory.

@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/rebuild"
+)
+
+// sizes are a fault test's packets and users: small in the normal suite,
+// large with HONGBAO_LONG_FAULTS=1.
+func sizes(short, long [2]int) (packets, users int) {
+	if longFaults() {
+		return long[0], long[1]
+	}
+	return short[0], short[1]
+}
+
+// TestFailoverRain: a rain through serve on a master, a replica and three
+// sentinels, serve given the Sentinel URL and --wait-replicas 1. The
+// master is SIGKILLed mid-rain; the sentinels promote the replica, serve
+// follows it without a restart, and the old master comes back as its
+// replica (until then every grab waits for a replica in vain and answers
+// 503). Every grant a client was told of reads back from the new master,
+// every claim there was told to its user, nobody holds two packets, the
+// campaign settles (the worker waits for the replica too) and reconcile,
+// given the Sentinel URL as well, is ok.
+func TestFailoverRain(t *testing.T) {
+	t.Parallel()
+	packets, users := sizes([2]int{400, 600}, [2]int{20_000, 30_000})
+	s := testenv.NewSentinel(t, testenv.SentinelOptions{})
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"}) // its Redis is unused: serve gets the Sentinel URL
+	p := startServe(t, "--redis", s.URL, "--ledger", fx.dsn, "--admin-key-file", fx.adminFile, "--token-secret-file", fx.secretFile,
+		"--listen", "127.0.0.1:0", "--user-rate", "-1", "--wait-replicas", "1", "--wait-timeout", "300ms", "--lease-ttl", "2s")
+	api := fx.api(t, p.URL)
+	id := api.create(t, p.URL, fmt.Sprintf(`{"total":"%d.00","count":%d}`, packets, packets))
+	r := newRainer(t, api, func() string { return p.URL }, id)
+
+	ctx := context.Background()
+	var old, newMaster string
+	r.rain("f", 0, users, 16, 1, int64(users/4), func() {
+		old = s.KillMaster()
+		var err error
+		if newMaster, err = s.WaitFailover(ctx); err != nil {
+			t.Errorf("failover: %v", err)
+			return
+		}
+		if err := s.RestartAsReplica(ctx, old); err != nil {
+			t.Errorf("the old master back as a replica: %v", err)
+		}
+	})
+	require.NotEmpty(t, newMaster)
+	st := r.statusCounts()
+	t.Logf("%d granted, %d sold out, %d retries; answers by status %v; master %s -> %s",
+		r.granted.Load(), r.soldOut.Load(), r.retries.Load(), st, old, newMaster)
+	require.Positive(t, st[http.StatusServiceUnavailable], "the failover was seen: some grabs answered 503")
+
+	r.requireReadBack(t, s.Node(newMaster).Client, 1)
+	eng, err := hongbao.New(hongbao.Config{Redis: s.Client})
+	require.NoError(t, err)
+	a, err := eng.Audit(ctx, id)
+	require.NoError(t, err)
+	require.True(t, a.OK(), "nobody holds two packets, no packet is held twice: %v", a.Problems)
+	require.EqualValues(t, len(r.acked), a.ClaimsCount, "every claim was told to its user")
+	require.EqualValues(t, min(packets, users), a.ClaimsCount)
+
+	code, _, err := api.call("POST", p.URL+"/v1/campaigns/"+id+"/close", api.admin, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	waitSettled(t, api, func() string { return p.URL }, id, 60*time.Second)
+	codeR, out, errs := run(t, nil, "reconcile", "--campaign", id, "--redis", s.URL, "--ledger", fx.dsn)
+	require.Equal(t, 0, codeR, "%s %s", out, errs)
+	require.Contains(t, out, "OK")
+}
+
+// TestFlushThenRebuild: settlement caught up, then the Redis under a
+// running serve is flushed. hongbao rebuild restores the campaign from
+// the ledger; reconcile is ok; users who held a packet get ALREADY with
+// the same packet; new users get packets from the restored pool; the
+// campaign settles and reconciles.
+func TestFlushThenRebuild(t *testing.T) {
+	t.Parallel()
+	packets, users := sizes([2]int{300, 200}, [2]int{100_000, 80_000})
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--user-rate", "-1")...)
+	url := func() string { return p.URL }
+	api := fx.api(t, p.URL)
+	id := api.create(t, p.URL, fmt.Sprintf(`{"total":"%d.00","count":%d,"shards":2}`, packets, packets))
+	r := newRainer(t, api, url, id)
+	r.rain("h", 0, users, 16, 2, 0, nil)
+	require.EqualValues(t, users, r.granted.Load())
+	waitFor(t, "settlement to catch up", 60*time.Second, func() bool {
+		_, m, err := api.call("GET", p.URL+"/v1/campaigns/"+id, api.admin, "")
+		s, _ := m["settlement"].(map[string]any)
+		return err == nil && s != nil && s["lag_entries"] == 0.0 && s["pending_entries"] == 0.0
+	})
+	ctx := context.Background()
+	require.NoError(t, fx.redis.Client.Do(ctx, fx.redis.Client.B().Flushall().Build()).Error())
+	code, _, err := api.call("POST", p.URL+"/v1/campaigns/"+id+"/grab", api.userToken(t, "h0"), "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, code, "Redis lost the campaign")
+
+	code, out, errs := run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn, "--json")
+	require.Equal(t, 0, code, "%s %s", out, errs)
+	var rep rebuild.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.EqualValues(t, users, rep.RestoredClaims)
+	require.EqualValues(t, packets-users, rep.RestoredPool)
+	require.Zero(t, rep.Unrecoverable)
+	require.Contains(t, out, `"restored_claims"`)
+	require.Contains(t, out, `"restored_pool"`)
+	require.Contains(t, out, `"unrecoverable"`)
+	code, out, errs = run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
+	require.Equal(t, 0, code, "reconcile after the rebuild: %s %s", out, errs)
+	code, _, errs = run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, "--force")
+
+	before := len(r.acked)
+	r.rain("h", 0, users, 16, 1, 0, nil) // the same users again: ALREADY, the same packets
+	require.EqualValues(t, users, r.granted.Load(), "nobody was granted twice")
+	require.Len(t, r.acked, before)
+	r.rain("n", 0, packets-users+50, 16, 1, 0, nil)
+	require.EqualValues(t, packets, r.granted.Load(), "new users got the restored pool, each packet once")
+	require.EqualValues(t, 50, r.soldOut.Load())
+
+	code, _, err = api.call("POST", p.URL+"/v1/campaigns/"+id+"/close", api.admin, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	waitSettled(t, api, url, id, 60*time.Second)
+	code, out, errs = run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
+	require.Equal(t, 0, code, "%s %s", out, errs)
+}
+
+// TestProxyFaultsRain: serve reaches Redis through a proxy that delays
+// replies and cuts every connection, again and again, during a rain.
+// Grabs whose answer was lost answer 503 and are retried: nobody is
+// granted twice, every acknowledged grant is in Redis afterwards, and the
+// campaign settles and reconciles.
+func TestProxyFaultsRain(t *testing.T) {
+	t.Parallel()
+	packets, users := sizes([2]int{1500, 2000}, [2]int{50_000, 60_000})
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	proxy := testenv.NewProxy(t, fx.redis.Addr)
+	p := startServe(t, "--redis", "redis://"+proxy.Addr, "--ledger", fx.dsn, "--admin-key-file", fx.adminFile,
+		"--token-secret-file", fx.secretFile, "--listen", "127.0.0.1:0", "--user-rate", "-1")
+	api := fx.api(t, p.URL)
+	id := api.create(t, p.URL, fmt.Sprintf(`{"total":"%d.00","count":%d}`, packets, packets))
+	r := newRainer(t, api, func() string { return p.URL }, id)
+
+	stop := make(chan struct{})
+	chaos := make(chan int)
+	go func() {
+		n := 0
+		defer func() { chaos <- n }()
+		for {
+			select {
+			case <-stop:
+				proxy.Delay(0)
+				proxy.Restore()
+				return
+			case <-time.After(150 * time.Millisecond):
+			}
+			n++
+			if n%2 == 0 {
+				proxy.Delay(0)
+				proxy.Cut()
+				time.Sleep(30 * time.Millisecond)
+				proxy.Restore()
+			} else {
+				proxy.Delay(20 * time.Millisecond)
+			}
+		}
+	}()
+	r.rain("p", 0, users, 32, 2, 0, nil)
+	close(stop)
+	faults := <-chaos
+	st := r.statusCounts()
+	t.Logf("%d faults; %d granted, %d sold out, %d retries; answers by status %v", faults, r.granted.Load(), r.soldOut.Load(), r.retries.Load(), st)
+	require.Positive(t, st[http.StatusServiceUnavailable], "the faults were seen")
+	r.requireReadBack(t, fx.redis.Client, 1)
+	eng, err := hongbao.New(hongbao.Config{Redis: fx.redis.Client})
+	require.NoError(t, err)
+	ctx := context.Background()
+	a, err := eng.Audit(ctx, id)
+	require.NoError(t, err)
+	require.True(t, a.OK(), "%v", a.Problems)
+	require.EqualValues(t, len(r.acked), a.ClaimsCount, "every claim was told to its user")
+	require.EqualValues(t, min(packets, users), a.ClaimsCount)
+
+	code, _, err := api.call("POST", p.URL+"/v1/campaigns/"+id+"/close", api.admin, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	waitSettled(t, api, func() string { return p.URL }, id, 60*time.Second)
+	code, out, errs := run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
+	require.Equal(t, 0, code, "%s %s", out, errs)
+}
+
+// TestServeWaitWithoutReplica: serve --wait-replicas 1 on a Redis that no
+// replica follows warns at the start, and a grab answers 503
+// outcome_unknown with Retry-After (the grant is on the primary, no
+// replica holds it, nobody is told GRANTED).
+func TestServeWaitWithoutReplica(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--wait-replicas", "1", "--wait-timeout", "100ms")...)
+	require.Contains(t, p.stderr.String(), "min-replicas-to-write")
+	require.Contains(t, p.stderr.String(), "fewer replicas follow Redis")
+	api := fx.api(t, p.URL)
+	id := api.create(t, p.URL, `{"total":"10.00","count":10}`)
+	req, err := http.NewRequest("POST", p.URL+"/v1/campaigns/"+id+"/grab", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+api.userToken(t, "ann"))
+	res, err := api.c.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var body map[string]map[string]string
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	require.Equal(t, "outcome_unknown", body["error"]["code"])
+	require.NotEmpty(t, res.Header.Get("Retry-After"))
+
+	code, _, errs := run(t, nil, "serve", "--wait-timeout", "5s")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "--wait-timeout")
+}
+
+// TestRebuildCommandRefuses: the rebuild command's flags, and a healthy
+// campaign refused without --force.
+func TestRebuildCommandRefuses(t *testing.T) {
+	t.Parallel()
+	r := testenv.SharedRedis(t)
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--redis", r.Addr, "--ledger", "sqlite:x"}, "--campaign"},
+		{[]string{"--campaign", "c1", "--ledger", "sqlite:x"}, "--redis"},
+		{[]string{"--campaign", "c1", "--redis", r.Addr}, "--ledger"},
+		{[]string{"--campaign", "bad id", "--redis", r.Addr, "--ledger", "sqlite:x"}, "--campaign"},
+	} {
+		code, _, errs := run(t, nil, append([]string{"rebuild"}, tc.args...)...)
+		require.Equal(t, 2, code, errs)
+		require.Contains(t, errs, tc.msg)
+	}
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	code, _, errs := run(t, nil, "demo", "--redis", fx.redisURL(), "--ledger", fx.dsn, "--packets", "50", "--users", "80", "--json")
+	require.Equal(t, 0, code, errs)
+	// The demo's campaign is settled: nothing to rebuild.
+	ids, err := fx.redis.Client.Do(context.Background(), fx.redis.Client.B().Keys().Pattern("hb:{c:*}:meta").Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Len(t, ids, 1)
+	id := strings.TrimSuffix(strings.TrimPrefix(ids[0], "hb:{c:"), "}:meta")
+	code, _, errs = run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn, "--force")
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, "settled")
+}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/rebuild"
+)
+
+// rebuildCmd is "hongbao rebuild": restore a campaign into a Redis that
+// lost it, or lost part of it, from the ledger and what survives.
+type rebuildCmd struct {
+	base
+	redis         redisFlags
+	id, dsn       string
+	asJSON, force bool
+	conn          *redisConn
+	led           ledger.Ledger
+}
+
+func newRebuildCmd(env *IO) command { return &rebuildCmd{base: base{env: env}} }
+
+const rebuildUsage = `Usage: hongbao rebuild --campaign ID --redis URL --ledger DSN [--json] [--force]
+
+Restores a campaign into a Redis that lost it, or lost part of it (a FLUSHALL,
+an old snapshot, a failover to a replica that missed the last writes): the
+claims from the ledger's grants and whatever claims and grants streams survive,
+the pool from the packets nobody holds, the counters, state, grants streams and
+settle groups, and the registry entry. The campaign is frozen meanwhile (grabs
+answer not found). Packets that provably left a pool with no record of their
+holder are kept out of the pool and reported as unrecoverable; see
+docs/durability.md for what it can and cannot know. It refuses a campaign whose
+keys look healthy unless --force.
+
+Flags:`
+
+func (c *rebuildCmd) parseFlags(args []string) error {
+	fs := newFlagSet("rebuild", c.env)
+	fs.StringVar(&c.id, "campaign", "", "campaign id (required)")
+	c.redis.declare(fs, "required", false)
+	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&c.force, "force", false, "rebuild even when the campaign's keys look healthy")
+	setUsage(fs, c.env, rebuildUsage)
+	if err := parseFlags(fs, c.env, args); err != nil {
+		return err
+	}
+	if err := hongbao.ValidateCampaignID(c.id); err != nil {
+		return usageErrorf("--campaign: %v", err)
+	}
+	if c.dsn == "" {
+		return usageErrorf("--ledger is required (sqlite:PATH or postgres://...)")
+	}
+	return c.redis.require()
+}
+
+func (c *rebuildCmd) open(ctx context.Context) error {
+	l, err := openLedger(ctx, c.dsn)
+	if err != nil {
+		return err
+	}
+	c.led = l
+	c.deferClose(func() { _ = l.Close() })
+	c.conn, err = dialRedis(ctx, c.redis.url)
+	if err != nil {
+		return err
+	}
+	c.deferClose(c.conn.Close)
+	return nil
+}
+
+func (c *rebuildCmd) run(ctx context.Context) error {
+	rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: c.conn.Client, Ledger: c.led, Force: c.force}, c.id)
+	if errors.Is(err, rebuild.ErrHealthy) {
+		return fmt.Errorf("%w: nothing to do (--force rebuilds it anyway)", err)
+	}
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return json.NewEncoder(c.env.Stdout).Encode(rep)
+	}
+	p := func(f string, a ...any) { fmt.Fprintf(c.env.Stdout, f, a...) }
+	p("Rebuilt %s (%d shards, %d kept their state), now %s\n", rep.Campaign, rep.Shards, rep.ShardsSurvived, rep.State)
+	if len(rep.Problems) > 0 {
+		p("  found:          %s\n", strings.Join(rep.Problems, "; "))
+	}
+	p("  claims         %8d  (%d from %d ledger grants; %d not settled yet, back in the grants streams)\n",
+		rep.RestoredClaims, rep.RestoredClaims-rep.ToSettle, rep.LedgerGrants, rep.ToSettle)
+	p("  pool           %8d  packets\n", rep.RestoredPool)
+	p("  unrecoverable  %8d  packets, %s (kept out of the pool)\n", rep.Unrecoverable, hongbao.FormatCents(rep.UnrecoverableCents))
+	for _, n := range rep.Notes {
+		p("  note: %s\n", n)
+	}
+	for _, x := range rep.Conflicts {
+		p("  conflict: %s\n", x)
+	}
+	return nil
+}
