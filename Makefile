@@ -4,7 +4,7 @@ PKGS := ./...
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test race short lint bench demo build fuzz serve
+.PHONY: help deps test race short lint bench demo build fuzz serve faults
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,6 +37,10 @@ fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzParseClaim -fuzztime 30s ./internal/redisstore
 	$(GO) test -run XXX -fuzz FuzzDecodeCreate -fuzztime 30s ./httpapi
 	$(GO) test -run XXX -fuzz FuzzDecodeEmpty -fuzztime 30s ./httpapi
+
+faults: deps ## the long fault tests and the soak (docs/durability.md): failover, flush and rebuild, proxy, PostgreSQL restarts, 1,000,000 users x 2 clicks
+	HONGBAO_LONG_FAULTS=1 $(GO) test -count=1 -timeout 90m -v -run 'TestFailoverRain|TestFlushThenRebuild|TestProxyFaultsRain|TestSoak' ./internal/cli/
+	HONGBAO_LONG_FAULTS=1 $(GO) test -count=1 -timeout 30m -v -run TestSettleThroughRestarts ./ledger/postgres/
 
 bench: ## Go benchmarks
 	$(GO) test -run XXX -bench . -benchmem $(PKGS)
