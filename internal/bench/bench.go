@@ -155,8 +155,11 @@ type Result struct {
 	Granted int64 `json:"granted"` // GRANTED answers
 	// SoldOut counts answers without a packet (the classic script answers
 	// nil; the engine SOLD_OUT); Busy counts ErrBusy (engine only).
-	SoldOut int64   `json:"sold_out"`
-	Busy    int64   `json:"busy"`
+	SoldOut int64 `json:"sold_out"`
+	Busy    int64 `json:"busy"`
+	// Unknown counts answers lost or unconfirmed (ErrOutcomeUnknown: a
+	// WAIT that timed out, engine only), each retried for the same user.
+	Unknown int64   `json:"outcome_unknown"`
 	Seconds float64 `json:"seconds"` // the grab phase only
 	// GrantsPerSec is the headline: GRANTED answers per second of the grab
 	// phase. GrabsPerSec counts every answered grab call.
@@ -208,16 +211,16 @@ type Result struct {
 
 // runStats is what one run measured.
 type runStats struct {
-	grabs, granted, soldOut, busy int64
-	seconds                       float64
-	hist                          *hdrhistogram.Histogram
-	cpuSeconds, benchCPUSeconds   float64
-	gomaxprocs                    int
-	peakRSS, peakRSSChecks        float64 // MiB
-	pooledBytes, grantBytes       int64
-	batches, carried              uint64 // script calls, grabs they carried
-	sizes                         []BatchBucket
-	problems                      []string
+	grabs, granted, soldOut, busy, unknown int64
+	seconds                                float64
+	hist                                   *hdrhistogram.Histogram
+	cpuSeconds, benchCPUSeconds            float64
+	gomaxprocs                             int
+	peakRSS, peakRSSChecks                 float64 // MiB
+	pooledBytes, grantBytes                int64
+	batches, carried                       uint64 // script calls, grabs they carried
+	sizes                                  []BatchBucket
+	problems                               []string
 }
 
 // Run measures design mode: Runs runs, each on a fresh Redis of its own
@@ -338,7 +341,7 @@ func summarize(mode Mode, o Options, aof string, runs []*runStats) *Result {
 	sort.SliceStable(order, func(i, j int) bool { return perSec(order[i]) < perSec(order[j]) })
 	m := order[(len(order)-1)/2]
 
-	r.Grabs, r.Granted, r.SoldOut, r.Busy = m.grabs, m.granted, m.soldOut, m.busy
+	r.Grabs, r.Granted, r.SoldOut, r.Busy, r.Unknown = m.grabs, m.granted, m.soldOut, m.busy, m.unknown
 	r.Seconds = round(m.seconds, 4)
 	r.GrantsPerSec = round(perSec(m), 1)
 	if m.seconds > 0 {

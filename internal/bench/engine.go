@@ -77,6 +77,10 @@ func loadEngine(ctx context.Context, t *target, o Options, id string) (*hongbao.
 	return eng, camp, err
 }
 
+// maxUnknownRetries bounds the retries of one user's grab whose outcome
+// was unknown.
+const maxUnknownRetries = 10
+
 // engineWorker is worker w: it grabs once for each user in [from, to).
 func (p *phase) engineWorker(ctx context.Context, eng *hongbao.Engine, id string, w, from, to int) {
 	lat, n := &p.lats[w], &p.counts[w]
@@ -85,6 +89,14 @@ func (p *phase) engineWorker(ctx context.Context, eng *hongbao.Engine, id string
 	for u := from; u < to; u++ {
 		t0 := time.Now()
 		g, err := eng.Grab(ctx, id, UserName(u))
+		for try := 0; errors.Is(err, hongbao.ErrOutcomeUnknown) && try < maxUnknownRetries && ctx.Err() == nil; try++ {
+			// A WAIT that timed out: the grant may stand. The retry answers
+			// ALREADY with it, which is this user's grant, or grants afresh.
+			n.unknown++
+			if g, err = eng.Grab(ctx, id, UserName(u)); err == nil && g.Outcome == hongbao.Already {
+				g.Outcome = hongbao.Granted
+			}
+		}
 		lat.add(time.Since(t0))
 		if errors.Is(err, hongbao.ErrBusy) {
 			n.busy++

@@ -29,7 +29,7 @@ type phase struct {
 }
 
 // counts is what one worker counted.
-type counts struct{ grabs, granted, soldOut, busy, cents int64 }
+type counts struct{ grabs, granted, soldOut, busy, unknown, cents int64 }
 
 // newPhase prepares a phase whose bar counts to barTotal.
 func newPhase(o Options, amounts []int64, label string, barTotal int64) *phase {
@@ -109,6 +109,7 @@ func (p *phase) tally(rs *runStats) (cents int64) {
 		rs.granted += c.granted
 		rs.soldOut += c.soldOut
 		rs.busy += c.busy
+		rs.unknown += c.unknown
 		cents += c.cents
 	}
 	return cents
