@@ -19,7 +19,10 @@ import (
 type Config struct {
 	// Redis is the client to run the scripts on. Required. Use a client
 	// made with DisableCache when the server does not support client-side
-	// caching (an emulator); hongbao reads no cached data.
+	// caching (an emulator); hongbao reads no cached data. A Sentinel
+	// deployment is a client made from rueidis.ParseURL(
+	// "redis://S1:26379?master_set=NAME&addr=S2:26379&addr=S3:26379"): it
+	// follows the master through failovers (see docs/durability.md).
 	Redis rueidis.Client
 	// DefaultWindow is how long a campaign stays open when its spec gives
 	// no close time. Default: DefaultWindow (24h).
