@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sort"
 	"strings"
 
 	"github.com/hongbao/hongbao"
@@ -35,6 +36,9 @@ type benchFlags struct {
 	sweep       string
 	svg         string
 	json        bool
+	shards      int
+	skew        float64
+	scriptTimes bool
 }
 
 // benchPair is the --json output of --mode both.
@@ -105,6 +109,9 @@ func (f *benchFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.sweep, "sweep", "", "comma-separated concurrencies: measure both designs at each (e.g. 16,32,64,128,256,512,1024)")
 	fs.StringVar(&f.svg, "svg", "", "with --sweep: write the plot (throughput and p99 against concurrency) to this SVG file")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
+	fs.IntVar(&f.shards, "shards", 1, "spread the engine's campaign over this many shards (1 to 256)")
+	fs.Float64Var(&f.skew, "skew", 0, "share of the users (0 to 1) homed on shard 0, so that shard borrows from the others (needs --shards 2 or more)")
+	fs.BoolVar(&f.scriptTimes, "script-times", false, "sum the time Redis spends in each script (its slow log, threshold 0, during the grabs); needs our own redis-server")
 }
 
 const benchUsage = `Usage: hongbao bench [flags]
@@ -175,6 +182,7 @@ func (b *benchDesignsCmd) checkSizes() error {
 	b.o = bench.Options{
 		Packets: f.packets, Users: f.users, Seed: f.seed, Concurrency: f.concurrency, Runs: f.runs,
 		RedisURL: f.redis.url, RedisServer: f.redis.server, AOF: f.aof, MaxBatch: f.maxBatch,
+		Shards: f.shards, Skew: f.skew, ScriptTimes: f.scriptTimes,
 		Progress: func(label string, total int64) bench.Progress {
 			return startProgress(b.env, !f.json, label, total)
 		},
@@ -425,6 +433,12 @@ func printBenchResult(w io.Writer, r *bench.Result) {
 	p("  Redis CPU         %12.2f µs per grant (%.3f s in the grab phase)%s\n", r.RedisUsPerGrant, r.RedisCPUSeconds, cpuNote)
 	p("  bench CPU         %12.2f µs per grant (this process, GOMAXPROCS %d)\n", r.BenchUsPerGrant, r.GoMaxProcs)
 	p("  script calls      %12d  (mean batch %.2f)\n", r.Batches, r.MeanBatch)
+	if r.Shards > 1 {
+		p("  shards            %12d  (%d transfers moved %d packets)\n", r.Shards, r.Transfers, r.PacketsMoved)
+	}
+	if len(r.ScriptMs) > 0 {
+		p("  script time       %s\n", scriptTimes(r.ScriptMs))
+	}
 	var bars []string
 	for _, b := range r.BatchSizes {
 		if b.Count > 0 {
@@ -438,6 +452,22 @@ func printBenchResult(w io.Writer, r *bench.Result) {
 		p("  note: %s\n", n)
 	}
 	printVerdict(w, r.OK, "  invariants        OK", "  invariants        FAILED", r.Problems)
+}
+
+// scriptTimes lists the time per script, the most first, with shares.
+func scriptTimes(ms map[string]float64) string {
+	names := make([]string, 0, len(ms))
+	var sum float64
+	for n, v := range ms {
+		names = append(names, n)
+		sum += v
+	}
+	sort.Slice(names, func(i, j int) bool { return ms[names[i]] > ms[names[j]] })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.1f ms (%.1f%%)", n, ms[n], 100*ms[n]/max(sum, 1e-9))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func redisWords(kind string) string {

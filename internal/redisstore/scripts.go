@@ -57,6 +57,21 @@ func newScripts(legacy bool) *scripts {
 	}
 }
 
+// ScriptNames maps the SHA-1 of every campaign script, as sent to Redis 7,
+// to its file name (for benchmarks reading the slow log).
+func ScriptNames() map[string]string {
+	s := modernScripts
+	out := map[string]string{}
+	for name, sc := range map[string]*luascript.Script{
+		"begin.lua": s.begin, "load.lua": s.load, "activate.lua": s.activate, "grab.lua": s.grab,
+		"status.lua": s.status, "close.lua": s.close, "dead.lua": s.dead, "settle.lua": s.settle,
+		"redrive.lua": s.redrive, "xfer_take.lua": s.xferTake, "xfer_apply.lua": s.xferApply,
+	} {
+		out[sc.SHA()] = name
+	}
+	return out
+}
+
 var (
 	modernScripts = newScripts(false)
 	legacyScripts = newScripts(true)
