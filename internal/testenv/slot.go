@@ -11,8 +11,9 @@ const Slots = 16384
 
 // SlotRange returns the first and last slot of master i of masters, as
 // redis-cli --cluster create assigns them: contiguous ranges in master
-// order, each about Slots/masters slots, the last ending at slot 16383. NewCluster assigns the same ranges when it makes
-// the cluster itself.
+// order, each about Slots/masters slots, the last ending at slot 16383.
+// NewCluster assigns the same ranges when it makes the cluster itself,
+// and the shards of a campaign are laid out over them.
 func SlotRange(i, masters int) (first, last int) {
 	// redis-cli's own arithmetic, in single precision: a cursor that
 	// advances by Slots/masters, each range ending at the cursor's next
