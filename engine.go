@@ -472,6 +472,10 @@ func mapStoreErr(err error) error {
 		return &kindError{kind: ErrInvalidSpec, cause: err}
 	case errors.As(err, &unknown):
 		return &kindError{kind: ErrOutcomeUnknown, cause: err}
+	case redisstore.NotRun(err):
+		// Redis refused the script before running it (a migrating slot,
+		// a failover, a restart): nothing was done, and a retry is safe.
+		return &kindError{kind: ErrBusy, cause: err}
 	}
 	return err
 }

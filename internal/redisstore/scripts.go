@@ -113,6 +113,13 @@ type ScriptError = luascript.Error
 // happened: the connection broke, or the reply did not arrive in time.
 type UnknownError = luascript.UnknownError
 
+// NotRun reports whether err says that Redis did not run the command and
+// that sending it again later may succeed: TRYAGAIN (a slot of the key is
+// migrating between cluster nodes), CLUSTERDOWN, LOADING. The scripts are
+// sent again on these already; an error that still says so came after
+// every resend.
+func NotRun(err error) bool { return luascript.NotRun(err) }
+
 // resultError classifies the error of a script call: our own error codes
 // become *ScriptError, other Redis error replies (the script did not run, or
 // failed before writing) stay as they are, and anything else (network,
