@@ -56,17 +56,19 @@ func (s *Script) ExecWait(ctx context.Context, c rueidis.Client, keys, args []st
 		return w
 	}
 	n := strconv.Itoa(len(keys))
-	evalsha := c.B().Arbitrary("EVALSHA").Args(s.sha, n).Keys(keys...).Args(args...).Build()
-	res := c.DoMulti(ctx, evalsha, wait())
+	evalsha := func() rueidis.Completed {
+		return c.B().Arbitrary("EVALSHA").Args(s.sha, n).Keys(keys...).Args(args...).Build()
+	}
+	res := pair(ctx, c, evalsha(), wait())
 	for attempt := 0; ; attempt++ {
 		if err := res[0].Error(); err != nil {
 			if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
 				eval := c.B().Arbitrary("EVAL").Args(s.src, n).Keys(keys...).Args(args...).Build()
-				res = c.DoMulti(ctx, eval, wait())
+				res = pair(ctx, c, eval, wait())
 				continue
 			}
 			if resend(ctx, err, attempt) {
-				res = c.DoMulti(ctx, evalsha, wait())
+				res = pair(ctx, c, evalsha(), wait())
 				continue
 			}
 			return res[0], nil
@@ -81,4 +83,19 @@ func (s *Script) ExecWait(ctx context.Context, c rueidis.Client, keys, args []st
 		return res[0], &ShortWaitError{Want: replicas, Got: got}
 	}
 	return res[0], nil
+}
+
+// pair sends a script and its WAIT in one round trip on one connection.
+// On a Redis Cluster it takes a dedicated connection to the slot's node:
+// the shared client would follow a MOVED or ASK for the script alone and
+// leave WAIT on the node that redirected it, which would then vouch for
+// writes it never saw. A dedicated connection follows no redirect: the
+// script comes back MOVED or ASK, not run, and is sent again (see NotRun).
+func pair(ctx context.Context, c rueidis.Client, script, wait rueidis.Completed) []rueidis.RedisResult {
+	if c.Mode() != rueidis.ClientModeCluster {
+		return c.DoMulti(ctx, script, wait)
+	}
+	dc, release := c.Dedicate()
+	defer release()
+	return dc.DoMulti(ctx, script, wait)
 }
