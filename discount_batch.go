@@ -53,16 +53,16 @@ type droute struct {
 	shards  int
 	arg     string // the scripts' first argument
 	keys    []redisstore.DiscountKeys
-	reserve [][]string // disc_reserve.lua's (and disc_cancel.lua's) KEYS per shard
+	reserve [][]string // disc_reserve.lua's KEYS per shard
 	confirm [][]string // disc_confirm.lua's KEYS per shard
+	cancel  [][]string // disc_cancel.lua's KEYS per shard
 }
 
 func newDRoute(id string, shards int) *droute {
 	r := &droute{id: id, shards: shards, arg: redisstore.ShardsArg(shards), keys: redisstore.DiscountLayout(id, shards)}
-	r.reserve = make([][]string, shards)
-	r.confirm = make([][]string, shards)
+	r.reserve, r.confirm, r.cancel = make([][]string, shards), make([][]string, shards), make([][]string, shards)
 	for k, keys := range r.keys {
-		r.reserve[k], r.confirm[k] = keys.ReserveKeys(), keys.ConfirmKeys()
+		r.reserve[k], r.confirm[k], r.cancel[k] = keys.ReserveKeys(), keys.ConfirmKeys(), keys.CancelKeys()
 	}
 	return r
 }
@@ -367,7 +367,7 @@ func (d *discounter) call(ctx context.Context, op dop, r *droute, k int, reqs []
 	case opConfirm:
 		return d.store.Confirm(ctx, r.confirm[k], args, out)
 	default:
-		return d.store.Cancel(ctx, r.reserve[k], args, out)
+		return d.store.Cancel(ctx, r.cancel[k], args, out)
 	}
 }
 

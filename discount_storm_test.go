@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,7 +65,7 @@ var retried atomic.Int64
 func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	for attempt := 0; ; attempt++ {
 		v, err := f()
-		if (errors.Is(err, hongbao.ErrOutcomeUnknown) || errors.Is(err, hongbao.ErrBusy)) && attempt < 50 && ctx.Err() == nil {
+		if retryable(err) && attempt < 50 && ctx.Err() == nil {
 			retried.Add(1)
 			// A client's backoff: Redis may be restarting.
 			time.Sleep(time.Duration(min(attempt+1, 20)) * 5 * time.Millisecond)
@@ -72,6 +73,14 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		}
 		return v, err
 	}
+}
+
+// retryable says whether a call may be retried as it is: a lost reply, a
+// full queue, or a Redis still loading its data after a restart (the
+// script did not run).
+func retryable(err error) bool {
+	return errors.Is(err, hongbao.ErrOutcomeUnknown) || errors.Is(err, hongbao.ErrBusy) ||
+		(err != nil && strings.Contains(err.Error(), "LOADING"))
 }
 
 // storm runs cfg against campaign d and returns what the clients were told.
@@ -114,7 +123,7 @@ func pollStatus(ctx context.Context, eng *hongbao.Engine, d *hongbao.Discount, l
 		default:
 		}
 		st, err := eng.DiscountStatus(ctx, d.ID)
-		if errors.Is(err, hongbao.ErrOutcomeUnknown) {
+		if retryable(err) {
 			continue // Redis is restarting (TestDiscountRedisCrash)
 		}
 		if err != nil {

@@ -89,7 +89,7 @@ func (s *Store) Confirm(ctx context.Context, keys, args []string, out []Discount
 	return discBatch(s.s.discConfirm.Exec(ctx, s.c, keys, args), "confirm", out)
 }
 
-// Cancel runs disc_cancel.lua on one shard: keys are ReserveKeys, args the
+// Cancel runs disc_cancel.lua on one shard: keys are CancelKeys, args the
 // shard count and then pairs of user, order.
 func (s *Store) Cancel(ctx context.Context, keys, args []string, out []DiscountResult) error {
 	return discBatch(s.s.discCancel.Exec(ctx, s.c, keys, args), "cancel", out)
@@ -111,8 +111,9 @@ func discBatch(r rueidis.RedisResult, op string, out []DiscountResult) error {
 	return nil
 }
 
-// Reap runs disc_reap.lua on one shard: it expires up to most (1..MaxReap)
-// reservations whose hold has passed and says whether more are due.
+// Reap runs disc_reap.lua on one shard: it takes up to most (1..MaxReap)
+// due holds off the holds list, expires those still reserved, and says
+// whether more may be due.
 func (s *Store) Reap(ctx context.Context, k DiscountKeys, most int) (expired int, more bool, err error) {
 	vals, err := s.s.discReap.Exec(ctx, s.c, k.ReserveKeys(), []string{strconv.Itoa(most)}).AsIntSlice()
 	if err != nil {
@@ -290,28 +291,28 @@ func (s *Store) ScanUsage(ctx context.Context, k DiscountKeys, fn func(user stri
 	})
 }
 
-// ScanHolds calls fn for every reservation held on a shard, by OrderKey,
-// with its expiry in ms.
+// ScanHolds calls fn for every hold in a shard's holds list, in list
+// (expiry) order: the OrderKey and the expiry in ms. Holds of reservations
+// confirmed or cancelled stay until the reaper takes them off.
 func (s *Store) ScanHolds(ctx context.Context, k DiscountKeys, fn func(key string, expiresMs int64) error) error {
-	cursor := uint64(0)
-	for {
-		e, err := s.c.Do(ctx, s.c.B().Zscan().Key(k.Holds).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+	for start := int64(0); ; start += scanPage {
+		vals, err := s.c.Do(ctx, s.c.B().Lrange().Key(k.Holds).Start(start).Stop(start+scanPage-1).Build()).AsStrSlice()
 		if err != nil {
 			return fmt.Errorf("scan holds: %w", err)
 		}
-		for i := 0; i+1 < len(e.Elements); i += 2 {
-			ms, err := strconv.ParseFloat(e.Elements[i+1], 64)
-			if err != nil {
-				return fmt.Errorf("scan holds: %w: %q", ErrCorrupt, e.Elements[i+1])
+		for _, v := range vals {
+			ms, key, ok := strings.Cut(v, "|")
+			exp, err := strconv.ParseInt(ms, 10, 64)
+			if !ok || err != nil || key == "" {
+				return fmt.Errorf("scan holds: %w: %q", ErrCorrupt, v)
 			}
-			if err := fn(e.Elements[i], int64(ms)); err != nil {
+			if err := fn(key, exp); err != nil {
 				return err
 			}
 		}
-		if e.Cursor == 0 {
+		if len(vals) < scanPage {
 			return nil
 		}
-		cursor = e.Cursor
 	}
 }
 

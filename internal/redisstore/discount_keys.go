@@ -11,7 +11,7 @@ type DiscountKeys struct {
 	Pool     string // list: amounts not yet reserved, "<seq>:<cents>", served from the head
 	Usage    string // hash: user -> "<count>:<cents>" confirmed or reserved
 	Resv     string // hash: "<user>/<order>" -> reservation record
-	Holds    string // sorted set: "<user>/<order>" of each reservation held, by expiry (ms)
+	Holds    string // list: "<expires_ms>|<user>/<order>" per reservation made, in expiry order; the reaper drops them as they come due
 	Confirms string // stream: one entry per confirm batch, "<user>/<order>" -> "<seq>:<cents>"
 	Dead     string // stream: confirmations that failed settlement, for an operator
 	Staging  string // list: the pool while it loads
@@ -71,16 +71,20 @@ func (k DiscountKeys) Keys() Keys {
 	}
 }
 
-// ReserveKeys are the KEYS of disc_reserve.lua (and disc_cancel.lua and
-// disc_reap.lua) for one shard, built once per campaign by callers on the
-// hot path.
+// ReserveKeys are the KEYS of disc_reserve.lua (and disc_reap.lua) for one
+// shard, built once per campaign by callers on the hot path.
 func (k DiscountKeys) ReserveKeys() []string {
 	return []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds}
 }
 
 // ConfirmKeys are the KEYS of disc_confirm.lua for one shard.
 func (k DiscountKeys) ConfirmKeys() []string {
-	return []string{k.Meta, k.Resv, k.Holds, k.Confirms}
+	return []string{k.Meta, k.Resv, k.Confirms}
+}
+
+// CancelKeys are the KEYS of disc_cancel.lua for one shard.
+func (k DiscountKeys) CancelKeys() []string {
+	return []string{k.Meta, k.Pool, k.Usage, k.Resv}
 }
 
 // DiscountsIndex is the sorted set of discount campaign ids by close time

@@ -2,7 +2,7 @@
 -- disc_cancel.lua: cancel the reservations of a batch of orders on one shard of a
 -- discount campaign: each amount goes back to the head of the pool as one unit of
 -- quota and the user's usage goes down by it.
--- KEYS[1] meta  KEYS[2] pool  KEYS[3] usage  KEYS[4] reservations  KEYS[5] holds
+-- KEYS[1] meta  KEYS[2] pool  KEYS[3] usage  KEYS[4] reservations
 -- ARGV[1] the campaign's shard count as the caller knows it
 -- ARGV[2..] pairs user, order id (1 <= n <= 1000 pairs); a pair may repeat
 -- Reply   4n integers, four per pair in ARGV order: code, seq, cents, 0.
@@ -16,13 +16,14 @@
 -- Writes  for each reservation released now: LPUSH of "<seq>:<r>" to the pool, with
 --         r = min(cents, the amount first taken from the pool), the rest added to
 --         comp_cents; the user's usage down (HDEL at zero); the record's state x (or
---         e); ZREM of its hold; HINCRBY of reserved_count, reserved_cents and
---         returned_cents (what went back to the pool) in meta.
+--         e); HINCRBY of reserved_count, reserved_cents and returned_cents (what went
+--         back to the pool) in meta. The hold's entry stays in the holds list until
+--         the reaper drops it.
 -- Complexity O(n).
 -- The amount returns to the pool, not to compensation: it holds a unit of quota,
 -- and only the pool holds units, so confirmed + reserved + remaining stays equal to
 -- the quota as well as to the budget. At the head it is served next.
-local meta, pool, usage, resv, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local meta, pool, usage, resv = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local n = (#ARGV - 1) / 2
 
 if n < 1 or n > 1000 or n ~= math.floor(n) then
@@ -92,7 +93,6 @@ local function release(key, user, p, st)
   count, cents_sum = count + 1, cents_sum + p[4]
 end
 
-local zrems = {}
 for i = 1, n do
   local p = parsed[i]
   if not p then
@@ -103,7 +103,6 @@ for i = 1, n do
       st, code = 'e', 10
     end
     release(keys[i], ARGV[2 * i], p, st)
-    zrems[#zrems + 1] = keys[i]
     p[1] = st
     answer(i, code, tonumber(p[2]), p[4])
   elseif p[1] == 'c' then
@@ -115,7 +114,6 @@ for i = 1, n do
   end
 end
 if count > 0 then
-  redis.call('ZREM', holds, unpack(zrems))
   for user in pairs(dirty) do
     local u = used[user]
     if u[1] == 0 and u[2] == 0 then

@@ -1,7 +1,7 @@
 #!lua
 -- disc_confirm.lua: make the reservations of a batch of orders final on one shard of
 -- a discount campaign, and journal them for settlement.
--- KEYS[1] meta  KEYS[2] reservations  KEYS[3] holds  KEYS[4] confirms stream
+-- KEYS[1] meta  KEYS[2] reservations  KEYS[3] confirms stream
 -- ARGV[1] the campaign's shard count as the caller knows it
 -- ARGV[2..] pairs user, order id (1 <= n <= 1000 pairs); a pair may repeat
 -- Reply   4n integers, four per pair in ARGV order: code, seq, cents, expires_ms.
@@ -12,14 +12,16 @@
 -- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
 --         shard count than ARGV[1]; HBCORRUPT a record that cannot be read. All raised
 --         before any write.
--- Writes  when some are confirmed now: one HSET of their records (state c), one ZREM
---         of their holds, one XADD of the batch to the confirms stream (field
+-- Writes  when some are confirmed now: one HSET of their records (state c), one XADD
+--         of the batch to the confirms stream (field
 --         "<user>/<order>", value "<seq>:<cents>"), HINCRBY of reserved_count and
 --         reserved_cents (down) and confirmed_count and confirmed_cents (up) in meta.
 -- Complexity O(n), with a constant number of Redis commands per batch.
+-- The holds list keeps the confirmed order's entry: the reaper drops it when it comes
+-- due (a removal from the middle of a list would cost O(holds) here).
 -- A reservation past its expiry is answered EXPIRED and left to the reaper, which
 -- returns its amount: a confirm never writes a release, so a release is one script.
-local meta, resv, holds, confirms = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, resv, confirms = KEYS[1], KEYS[2], KEYS[3]
 local n = (#ARGV - 1) / 2
 
 if n < 1 or n > 1000 or n ~= math.floor(n) then
@@ -47,7 +49,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local recs = redis.call('HMGET', resv, unpack(keys))
 
-local done, sets, zrems, entry = {}, {}, {}, {}
+local done, sets, entry = {}, {}, {}
 local count, cents_sum = 0, 0
 for i = 1, n do
   local rec = done[keys[i]] or recs[i]
@@ -68,7 +70,6 @@ for i = 1, n do
       rec = 'c|' .. seq .. rest
       done[keys[i]] = rec
       sets[#sets + 1], sets[#sets + 2] = keys[i], rec
-      zrems[#zrems + 1] = keys[i]
       entry[#entry + 1], entry[#entry + 2] = keys[i], seq .. ':' .. cents
       count, cents_sum = count + 1, cents_sum + tonumber(cents)
       answer(i, 1, tonumber(seq), tonumber(cents), tonumber(exp))
@@ -78,7 +79,6 @@ end
 
 if count > 0 then
   redis.call('HSET', resv, unpack(sets))
-  redis.call('ZREM', holds, unpack(zrems))
   redis.call('XADD', confirms, '*', unpack(entry))
   redis.call('HINCRBY', meta, 'reserved_count', -count)
   redis.call('HINCRBY', meta, 'reserved_cents', string.format('%d', -cents_sum))

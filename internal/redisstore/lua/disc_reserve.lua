@@ -25,8 +25,9 @@
 --         raised before any write.
 -- Writes  when some requests are reserved: LTRIM (or DEL) of the amounts taken from
 --         the head of the pool, one HSET of the new records
---         "r|<seq>|<amount>|<cents>|<expires_ms>|<order_cents>", one ZADD of their
---         expiries, one HSET of the users' usage "<count>:<cents>", HINCRBY of
+--         "r|<seq>|<amount>|<cents>|<expires_ms>|<order_cents>", one RPUSH of their
+--         holds "<expires_ms>|<user>/<order>" (in expiry order, the hold being the
+--         same for all), one HSET of the users' usage "<count>:<cents>", HINCRBY of
 --         reserved_count, reserved_cents and taken_cents (what left the pool) and
 --         HSET of comp_cents in meta.
 -- Complexity O(n), with a constant number of Redis commands per batch.
@@ -80,49 +81,57 @@ else
 end
 
 local recs = redis.call('HMGET', resv, unpack(keys))
-local used = {}
+-- Usage by user, in two tables: count and cents (no table per user).
+local ucount, ucents = {}, {}
 local have = redis.call('HMGET', usage, unpack(users))
 for i = 1, n do
-  if have[i] and not used[users[i]] then
+  local u = users[i]
+  if have[i] and not ucount[u] then
     local c, a = string.match(have[i], '^(%d+):(%d+)$')
     if not c then
-      return redis.error_reply('HBCORRUPT usage of ' .. users[i])
+      return redis.error_reply('HBCORRUPT usage of ' .. u)
     end
-    used[users[i]] = {tonumber(c), tonumber(a)}
+    ucount[u], ucents[u] = tonumber(c), tonumber(a)
   end
 end
 -- The head of the pool: at most one amount per request, parsed before any write.
-local got = {}
+local gseq, gcents, ngot = {}, {}, 0
 if not gate then
-  got = redis.call('LRANGE', pool, 0, n - 1)
-  for j = 1, #got do
-    local seq, cents = string.match(got[j], '^(%d+):(%d+)$')
-    if not seq or tonumber(cents) < 1 then
+  local got = redis.call('LRANGE', pool, 0, n - 1)
+  ngot = #got
+  for j = 1, ngot do
+    local p = string.find(got[j], ':', 1, true)
+    local cents = p and tonumber(string.sub(got[j], p + 1))
+    if not cents or cents < 1 or not string.match(got[j], '^%d+:%d+$') then
       return redis.error_reply('HBCORRUPT pool entry ' .. got[j])
     end
-    got[j] = {seq, tonumber(cents)}
+    gseq[j], gcents[j] = string.sub(got[j], 1, p - 1), cents
   end
 end
 
 local mx, capn, capc = tonumber(m[5]), tonumber(m[6] or '0'), tonumber(m[7] or '0')
-local hold, comp = tonumber(m[8]), tonumber(m[9] or '0')
+local comp = tonumber(m[9] or '0')
+-- Every reservation of the batch ends its hold at the same moment.
+local exp = now + tonumber(m[8])
+local exps = string.format('%d', exp)
 local empty = 3
 if shards ~= '1' then
   empty = 7
 end
-local made, newrecs, zadds, dirty = {}, {}, {}, {}
+local made, newrecs, holdsAdd, dirty = {}, {}, {}, {}
 local taken, rcount, rcents, tcents = 0, 0, 0, 0
 for i = 1, n do
-  local rec = made[keys[i]] or recs[i]
+  local key, user = keys[i], users[i]
+  local rec = made[key] or recs[i]
   if rec then
-    local st, seq, _, cents, exp = string.match(rec, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|%d+$')
+    local st, seq, _, cents, rexp = string.match(rec, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|%d+$')
     if not st then
-      return redis.error_reply('HBCORRUPT record of ' .. keys[i])
+      return redis.error_reply('HBCORRUPT record of ' .. key)
     end
     if st == 'c' then
-      answer(i, 12, tonumber(seq), tonumber(cents), tonumber(exp))
-    elseif st == 'r' and now < tonumber(exp) then
-      answer(i, 2, tonumber(seq), tonumber(cents), tonumber(exp))
+      answer(i, 12, tonumber(seq), tonumber(cents), tonumber(rexp))
+    elseif st == 'r' and now < tonumber(rexp) then
+      answer(i, 2, tonumber(seq), tonumber(cents), tonumber(rexp))
     elseif st == 'x' then
       answer(i, 9, 0, 0, 0)
     else
@@ -131,29 +140,37 @@ for i = 1, n do
   elseif gate then
     answer(i, gate, 0, 0, 0)
   else
-    local u = used[users[i]] or {0, 0}
-    if (capn > 0 and u[1] >= capn) or (capc > 0 and u[2] >= capc) then
+    local uc, ua = ucount[user] or 0, ucents[user] or 0
+    if (capn > 0 and uc >= capn) or (capc > 0 and ua >= capc) then
       answer(i, 8, 0, 0, 0)
-    elseif taken == #got then
+    elseif taken == ngot then
       answer(i, empty, 0, 0, 0)
     else
       taken = taken + 1
-      local seq, a = got[taken][1], got[taken][2]
+      local a = gcents[taken]
       local allow = tonumber(ARGV[3 * i + 1])
-      if capc > 0 then
-        allow = math.min(allow, capc - u[2])
+      if capc > 0 and capc - ua < allow then
+        allow = capc - ua
       end
-      local d = math.min(a + math.min(comp, math.max(mx - a, 0)), allow)
+      local top = mx - a
+      if top > comp then
+        top = comp
+      elseif top < 0 then
+        top = 0
+      end
+      local d = a + top
+      if d > allow then
+        d = allow
+      end
       comp = comp - (d - a)
-      local exp = now + hold
-      rec = 'r|' .. seq .. '|' .. string.format('%d|%d|%d|', a, d, exp) .. ARGV[3 * i + 1]
-      made[keys[i]] = rec
-      newrecs[#newrecs + 1], newrecs[#newrecs + 2] = keys[i], rec
-      zadds[#zadds + 1], zadds[#zadds + 2] = string.format('%d', exp), keys[i]
-      used[users[i]] = {u[1] + 1, u[2] + d}
-      dirty[users[i]] = true
+      rec = string.format('r|%s|%d|%d|%s|%s', gseq[taken], a, d, exps, ARGV[3 * i + 1])
+      made[key] = rec
+      newrecs[#newrecs + 1], newrecs[#newrecs + 2] = key, rec
+      holdsAdd[#holdsAdd + 1] = exps .. '|' .. key
+      ucount[user], ucents[user] = uc + 1, ua + d
+      dirty[user] = true
       rcount, rcents, tcents = rcount + 1, rcents + d, tcents + a
-      answer(i, 1, tonumber(seq), d, exp)
+      answer(i, 1, tonumber(gseq[taken]), d, exp)
     end
   end
 end
@@ -166,10 +183,10 @@ if taken > 0 then
     redis.call('LTRIM', pool, taken, -1)
   end
   redis.call('HSET', resv, unpack(newrecs))
-  redis.call('ZADD', holds, unpack(zadds))
+  redis.call('RPUSH', holds, unpack(holdsAdd))
   local ups = {}
   for user in pairs(dirty) do
-    ups[#ups + 1], ups[#ups + 2] = user, string.format('%d:%d', used[user][1], used[user][2])
+    ups[#ups + 1], ups[#ups + 2] = user, string.format('%d:%d', ucount[user], ucents[user])
   end
   redis.call('HSET', usage, unpack(ups))
   redis.call('HINCRBY', meta, 'reserved_count', rcount)

@@ -9,7 +9,8 @@
 --         or a transfer out of this shard in flight; HBSUM the refund is not what
 --         the shard holds
 -- Writes  when closed, with nothing reserved or in flight and the refund matching:
---         UNLINK of the pool, HSET of state settled, refunded_cents and comp_cents 0.
+--         UNLINK of the pool and of the holds left (of orders confirmed or
+--         cancelled), HSET of state settled, refunded_cents and comp_cents 0.
 -- Complexity O(1) (the pool is unlinked, freed in the background).
 -- The pool and compensation leave in the same step as refunded_cents is set, so
 -- base + in - out = confirmed + reserved + pool + compensation + refunded holds
@@ -26,7 +27,7 @@ end
 if m[1] ~= 'closed' then
   return redis.error_reply('HBSTATE shard is ' .. m[1] .. ', not closed')
 end
-if tonumber(m[7] or '0') > 0 or redis.call('ZCARD', holds) > 0 then
+if tonumber(m[7] or '0') > 0 then
   return redis.error_reply('HBSTATE reservations are still held')
 end
 if redis.call('HLEN', xfers) > 0 then
@@ -36,6 +37,6 @@ local held = tonumber(m[3]) + tonumber(m[4] or '0') - tonumber(m[5] or '0') - to
 if held ~= tonumber(ARGV[1]) then
   return redis.error_reply('HBSUM refund ' .. ARGV[1] .. ' is not what the shard holds, ' .. string.format('%d', held))
 end
-redis.call('UNLINK', pool)
+redis.call('UNLINK', pool, holds)
 redis.call('HSET', meta, 'state', 'settled', 'refunded_cents', ARGV[1], 'comp_cents', 0)
 return {'settled', ARGV[1], 1}
