@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
 )
 
@@ -205,4 +206,43 @@ func TestDiscountSpecErrors(t *testing.T) {
 	require.ErrorIs(t, hongbao.ValidateOrderID("a/b"), hongbao.ErrInvalidID)
 	require.ErrorIs(t, hongbao.ValidateOrderID(string(make([]byte, 65))), hongbao.ErrInvalidID)
 	require.NoError(t, hongbao.ValidateOrderID("o-1.2:3_4"))
+}
+
+// TestDiscountInterruptedCreate: a create that activated some shards and
+// died before the root can be run again and yields one whole campaign; a
+// live campaign is never loaded over.
+func TestDiscountInterruptedCreate(t *testing.T) {
+	t.Parallel()
+	eng, r := newEngine(t)
+	ctx := context.Background()
+	store := redisstore.New(r.Client)
+	id := testenv.UniqueID(t)
+	layout := redisstore.DiscountLayout(id, 3)
+	// The root was loading; shard 2 alone went live, with a share of a
+	// campaign that never existed.
+	_, err := store.DiscountBegin(ctx, layout[0], "crashed", false, []string{"shards", "3", "shard", "0"})
+	require.NoError(t, err)
+	_, err = store.DiscountBegin(ctx, layout[2], "crashed", true, []string{"shards", "3", "shard", "2", "base_count", "2", "base_cents", "200"})
+	require.NoError(t, err)
+	require.NoError(t, store.Load(ctx, layout[2].Keys(), "crashed", 3, 3, []int64{100, 100}, nil))
+	_, err = store.Activate(ctx, layout[2].Keys(), "crashed", 0, 0, 60_000)
+	require.NoError(t, err)
+
+	spec := hongbao.DiscountSpec{ID: id, Budget: 900, Quota: 9, Min: 100, Max: 100, Shards: 3}
+	d, err := eng.CreateDiscount(ctx, spec)
+	require.NoError(t, err)
+	require.Equal(t, hongbao.StateOpen, d.State)
+	a := requireAudit(t, eng, id)
+	require.EqualValues(t, 9, a.PoolCount)
+	_, err = eng.CreateDiscount(ctx, spec)
+	require.ErrorIs(t, err, hongbao.ErrCampaignExists)
+
+	// A shard that reserved something is never restarted either.
+	r2, err := eng.ReserveDiscount(ctx, id, usersHomedOn("i", 1, 3, 2)[0], "o", 100)
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Reserved, r2.Outcome)
+	existing, err := store.DiscountBegin(ctx, layout[2], "again", true, nil)
+	require.NoError(t, err)
+	require.Equal(t, "open", existing)
+	requireAudit(t, eng, id)
 }
