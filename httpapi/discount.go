@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/ledger"
 )
 
 // The discount routes: random instant discounts at payment time. A
@@ -62,6 +63,12 @@ func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin st
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 4*s.cfg.Timeout)
 	defer cancel()
+	if spec.ID != "" && s.cfg.Retired != nil {
+		if err := s.checkDiscountNotRetired(ctx, spec.ID); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	d, err := s.cfg.Engine.CreateDiscount(ctx, spec)
 	var exists *hongbao.ExistsError
 	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
@@ -77,6 +84,30 @@ func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin st
 		"per_user_count", d.PerUserCount, "per_user_amount_cents", d.PerUserAmount, "shards", d.Shards,
 		"hold", d.Hold, "funding", d.Funding, "opens_at", d.OpensAt, "closes_at", d.ClosesAt, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusCreated, discountJSON(d))
+}
+
+// checkDiscountNotRetired refuses an Idempotency-Key whose discount
+// campaign the ledger knows (under its ledger id) while Redis does not: it
+// was settled and its keys expired.
+func (s *Server) checkDiscountNotRetired(ctx context.Context, id string) error {
+	known, err := s.cfg.Retired(ctx, ledger.DiscountCampaign(id))
+	if err != nil {
+		s.log.Warn("idempotency check: ledger lookup failed", "discount", id, "err", err)
+		return &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+			msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
+	}
+	if !known {
+		return nil
+	}
+	_, err = s.cfg.Engine.DiscountStatus(ctx, id)
+	switch {
+	case errors.Is(err, hongbao.ErrCampaignNotFound):
+		return &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch,
+			msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
+	case err != nil:
+		return err
+	}
+	return nil // still in Redis: the create replays it
 }
 
 // replayDiscount answers a create whose Idempotency-Key names an existing

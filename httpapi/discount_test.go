@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
 )
 
 // createDiscount makes a discount campaign as admin and returns its id.
@@ -268,4 +270,35 @@ func TestDiscountIdempotentCreateAndMetrics(t *testing.T) {
 	} {
 		require.Contains(t, body2, want)
 	}
+}
+
+// TestDiscountIdempotencyKeyOfRetiredCampaign: a discount campaign made
+// with an Idempotency-Key, settled and gone from Redis but known to the
+// ledger, is not made again under the same id.
+func TestDiscountIdempotencyKeyOfRetiredCampaign(t *testing.T) {
+	t.Parallel()
+	var led ledger.Ledger
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		c.Retired = func(ctx context.Context, id string) (bool, error) {
+			tt, err := led.Totals(ctx, id)
+			return tt.Funded > 0, err
+		}
+	})
+	led = ts.Ledger
+	ctx := context.Background()
+	key := "retired-d-" + time.Now().Format(time.RFC3339Nano)
+	body := `{"budget":"5.00","quota":5}`
+	r := ts.do(t, "POST", "/v1/discounts", string(adminKey), body, "Idempotency-Key", key)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	id := r.json(t)["id"].(string)
+	require.NoError(t, led.Fund(ctx, ledger.Campaign{ID: ledger.DiscountCampaign(id), Funding: "platform", Total: 500}))
+	r = ts.do(t, "POST", "/v1/discounts", string(adminKey), body, "Idempotency-Key", key)
+	require.Equal(t, http.StatusOK, r.Status, "still in Redis: replayed: %s", r.Body)
+
+	k := redisstore.DiscountShardKeys(id, 1, 0)
+	c := ts.Redis.Client
+	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.Meta, k.Pool, k.Confirms).Build()).Error())
+	r = ts.do(t, "POST", "/v1/discounts", string(adminKey), body, "Idempotency-Key", key)
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+	require.Equal(t, "idempotency_mismatch", r.errorCode(t))
 }
