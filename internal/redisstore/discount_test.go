@@ -121,3 +121,17 @@ func TestOrderKey(t *testing.T) {
 		require.ErrorIs(t, err, redisstore.ErrCorrupt, bad)
 	}
 }
+
+// TestReserveLargestOrder: the largest order amount the engine accepts
+// (2^53-1 cents) is one the script takes too.
+func TestReserveLargestOrder(t *testing.T) {
+	t.Parallel()
+	r := testenv.SharedRedis(t)
+	s := redisstore.New(r.Client)
+	k := newDiscountShard(t, s, []int64{100})
+	out := make([]redisstore.DiscountResult, 1)
+	require.NoError(t, s.Reserve(context.Background(), k.ReserveKeys(), []string{"1", "a", "o", "9007199254740991"}, out))
+	require.Equal(t, redisstore.DiscReserved, out[0].Code)
+	err := s.Reserve(context.Background(), k.ReserveKeys(), []string{"1", "b", "o", "9007199254740992"}, out)
+	require.ErrorIs(t, err, redisstore.ErrArgs)
+}

@@ -20,8 +20,8 @@
 --         and 10 EXPIRED (the order's reservation ended so; an order is reserved
 --         once). seq, cents and expires_ms are 0 unless the code is 1, 2 or 12.
 -- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
---         shard count than ARGV[1]; HBARGS an order amount that is not a positive
---         integer; HBCORRUPT a pool entry, usage or record that cannot be read. All
+--         shard count than ARGV[1]; HBARGS an order amount that is not an integer
+--         in 1..2^53-1; HBCORRUPT a pool entry, usage or record that cannot be read. All
 --         raised before any write.
 -- Writes  when some requests are reserved: LTRIM (or DEL) of the amounts taken from
 --         the head of the pool, one HSET of the new records
@@ -60,7 +60,7 @@ end
 local keys, users = {}, {}
 for i = 1, n do
   local c = ARGV[3 * i + 1]
-  if not string.match(c, '^[1-9]%d*$') or #c > 15 then
+  if not string.match(c, '^[1-9]%d*$') or #c > 16 or tonumber(c) > 9007199254740991 then
     return redis.error_reply('HBARGS order amount ' .. c)
   end
   users[i] = ARGV[3 * i - 1]
