@@ -257,6 +257,8 @@ const (
 
 var stateNames = [...]string{"", "held", "confirmed", "cancelled", "expired"}
 
+// String is the state in words: "held", "confirmed", "cancelled" or
+// "expired".
 func (s ReservationState) String() string {
 	if int(s) < len(stateNames) && s != 0 {
 		return stateNames[s]
