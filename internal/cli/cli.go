@@ -48,7 +48,7 @@ var commands = []struct {
 	name, summary string
 	new           func(env *IO) command
 }{
-	{"bench", "measure the engine against the classic one-EVAL-per-grab design", newBenchCmd},
+	{"bench", "measure the engine against the classic one-EVAL-per-grab design (--mode discount: discounts against the published design)", newBenchCmd},
 	{"demo", "run a simulated red packet rain end to end and check the invariants", newDemoCmd},
 	{"discount-demo", "run a simulated payment rush on a discount campaign end to end and check the invariants", newDiscountDemoCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
