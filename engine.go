@@ -97,6 +97,7 @@ type Engine struct {
 	cfg   Config
 	store *redisstore.Store
 	co    *coalescer
+	disc  *discounter // discount campaigns (discount_batch.go)
 }
 
 // Stats reports the engine's batching counters.
@@ -132,7 +133,7 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, store: store, co: &coalescer{
 		store: store, maxBatch: cfg.MaxBatch, maxQueue: cfg.MaxQueue, timeout: cfg.BatchTimeout,
 		lanes: map[laneKey]*lane{}, routes: map[string]*route{},
-	}}, nil
+	}, disc: newDiscounter(store, cfg)}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into

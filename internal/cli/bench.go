@@ -62,8 +62,9 @@ type benchSingle struct {
 	Pinned string `json:"pinned,omitempty"`
 }
 
-// benchCmd is "hongbao bench": benchDesignsCmd, or with --mode http
-// benchHTTPCmd; parseFlags picks one by the mode.
+// benchCmd is "hongbao bench": benchDesignsCmd, with --mode http
+// benchHTTPCmd, with --mode discount benchDiscountCmd; parseFlags picks
+// one by the mode.
 type benchCmd struct {
 	env *IO
 	command
@@ -72,9 +73,12 @@ type benchCmd struct {
 func newBenchCmd(env *IO) command { return &benchCmd{env: env} }
 
 func (b *benchCmd) parseFlags(args []string) error {
-	if benchHTTPRequested(b.env, args) {
+	switch {
+	case benchHTTPRequested(b.env, args):
 		b.command = &benchHTTPCmd{base: base{env: b.env}}
-	} else {
+	case benchMode(b.env, args) == "discount":
+		b.command = &benchDiscountCmd{base: base{env: b.env}}
+	default:
 		b.command = &benchDesignsCmd{base: base{env: b.env}}
 	}
 	return b.command.parseFlags(args)
@@ -93,7 +97,7 @@ type benchDesignsCmd struct {
 }
 
 func (f *benchFlags) declare(fs *flag.FlagSet) {
-	fs.StringVar(&f.mode, "mode", "both", "engine (hongbao in-process), classic (one EVAL per grab), or both, one after the other")
+	fs.StringVar(&f.mode, "mode", "both", "engine (hongbao in-process), classic (one EVAL per grab), or both, one after the other; http and discount are benchmarks of their own (see --mode http -h, --mode discount -h)")
 	f.redis.declare(fs, "shared by every run, keys of their own; default: a fresh private redis-server per run", true)
 	fs.StringVar(&f.aof, "aof", "off", "persistence of our own redis-server: off, everysec or always (appendfsync); automatic AOF rewrite is off")
 	fs.IntVar(&f.packets, "packets", 200000, "packets in the pool")

@@ -33,6 +33,20 @@ var (
 	xferTakeSrc string
 	//go:embed lua/xfer_apply.lua
 	xferApplySrc string
+
+	// The discount campaigns' own scripts (discount.go).
+	//go:embed lua/disc_begin.lua
+	discBeginSrc string
+	//go:embed lua/disc_reserve.lua
+	discReserveSrc string
+	//go:embed lua/disc_confirm.lua
+	discConfirmSrc string
+	//go:embed lua/disc_cancel.lua
+	discCancelSrc string
+	//go:embed lua/disc_reap.lua
+	discReapSrc string
+	//go:embed lua/disc_settle.lua
+	discSettleSrc string
 )
 
 // scripts is one set of the campaign scripts, built by luascript (which
@@ -40,8 +54,9 @@ var (
 // has an unknown outcome, which only the caller may resolve by retrying;
 // grab is idempotent per user).
 type scripts struct {
-	begin, load, activate, grab, status, close, dead, settle, redrive *luascript.Script
-	xferTake, xferApply                                               *luascript.Script
+	begin, load, activate, grab, status, close, dead, settle, redrive     *luascript.Script
+	xferTake, xferApply                                                   *luascript.Script
+	discBegin, discReserve, discConfirm, discCancel, discReap, discSettle *luascript.Script
 }
 
 func newScripts(legacy bool) *scripts {
@@ -54,6 +69,8 @@ func newScripts(legacy bool) *scripts {
 		grab: mk(grabSrc), status: mk(statusSrc), close: mk(closeSrc),
 		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
+		discBegin: mk(discBeginSrc), discReserve: mk(discReserveSrc), discConfirm: mk(discConfirmSrc),
+		discCancel: mk(discCancelSrc), discReap: mk(discReapSrc), discSettle: mk(discSettleSrc),
 	}
 }
 

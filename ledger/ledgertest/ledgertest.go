@@ -47,6 +47,10 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"MismatchedGrants", testMismatchedGrants},
 		{"PacketsConcurrentWriters", testPacketsConcurrent},
 		{"PacketsFundRace", testPacketsFundRace},
+		{"Discounts", testDiscounts},
+		{"DiscountConflicts", testDiscountConflicts},
+		{"DiscountsInvalid", testDiscountsInvalid},
+		{"DiscountsConcurrent", testDiscountsConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
