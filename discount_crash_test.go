@@ -32,7 +32,7 @@ import (
 // must conserve the budget and the quota, every limit must hold, and
 // every confirm a client heard of must still be there.
 
-const crashChildEnv = "HONGBAO_DISCOUNT_CRASH_CHILD"
+const discountCrashEnv = "HONGBAO_DISCOUNT_CRASH_CHILD"
 
 // TestDiscountCrashKill kills a child process at random points of its
 // work on a four-shard campaign and audits the campaign after every kill,
@@ -53,7 +53,7 @@ func TestDiscountCrashKill(t *testing.T) {
 	kills := 0
 	for round := range 8 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDiscountCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+strings.Join([]string{r.Addr, d.ID, strconv.Itoa(round), logPath}, ","))
+		cmd.Env = append(os.Environ(), discountCrashEnv+"="+strings.Join([]string{r.Addr, d.ID, strconv.Itoa(round), logPath}, ","))
 		require.NoError(t, cmd.Start())
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -94,7 +94,7 @@ func TestDiscountCrashKill(t *testing.T) {
 // users paying until it is killed, and appends every confirm it hears of
 // to the log ("C <user> <order> <cents>").
 func TestDiscountCrashChild(t *testing.T) {
-	arg := os.Getenv(crashChildEnv)
+	arg := os.Getenv(discountCrashEnv)
 	if arg == "" {
 		t.Skip("run by TestDiscountCrashKill")
 	}
