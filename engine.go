@@ -114,6 +114,7 @@ type Engine struct {
 	store *redisstore.Store
 	co    *coalescer
 	terms TermsRecorder // Config.Packets, when it keeps terms; else nil
+	disc  *discounter   // discount campaigns (discount_batch.go)
 }
 
 // Stats reports the engine's batching counters.
@@ -150,7 +151,7 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, store: store, terms: terms, co: &coalescer{
 		store: store, maxBatch: cfg.MaxBatch, maxQueue: cfg.MaxQueue, timeout: cfg.BatchTimeout,
 		lanes: map[laneKey]*lane{}, routes: map[string]*route{},
-	}}, nil
+	}, disc: newDiscounter(store, cfg)}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into
@@ -552,7 +553,13 @@ func mapStoreErr(err error) error {
 		return &kindError{kind: ErrInvalidSpec, cause: err}
 	case errors.As(err, &unknown):
 		return &kindError{kind: ErrOutcomeUnknown, cause: err}
+	case redisstore.NotRun(err):
+		// Redis refused the script before running it (a migrating slot,
+		// a failover, a restart): nothing was done, and a retry is safe.
+		return &kindError{kind: ErrBusy, cause: err}
 	case luascript.Unwritable(err):
+		// Refused before running too, because it cannot take writes now
+		// (too few replicas, a demoted primary).
 		return &kindError{kind: ErrUnavailable, cause: err}
 	}
 	return err

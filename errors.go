@@ -25,8 +25,10 @@ var (
 	// answer was lost (timeout, broken connection). A grab may have been
 	// granted; retrying the grab is safe and returns the same packet.
 	ErrOutcomeUnknown = sentinel("outcome unknown, retry")
-	// ErrBusy: too many grabs of this campaign are waiting; nothing was
-	// attempted. Retry after a short pause.
+	// ErrBusy: too many grabs of this campaign are waiting, or Redis could
+	// not run the request now (a slot of the campaign is migrating between
+	// cluster nodes, a failover or a restart is under way); nothing was
+	// done. Retry after a short pause.
 	ErrBusy = sentinel("busy, retry later")
 	// ErrLoadInterrupted: another create of the same campaign took over
 	// while this one was loading the pool.

@@ -146,3 +146,43 @@ func TestNoReplicasIsUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing was written")
 }
+
+// TestWaitReplicasOnCluster: on a cluster of three masters with a replica
+// each, WaitReplicas 1 answers a grant once the replica of the master that
+// holds the user's shard has it.
+func TestWaitReplicasOnCluster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.NewCluster(t, testenv.ClusterOptions{Masters: 3, ReplicasPerMaster: 1})
+	ctx := context.Background()
+	eng, err := hongbao.New(hongbao.Config{Redis: cl.Client, WaitReplicas: 1, WaitTimeout: time.Second})
+	require.NoError(t, err)
+	const shards = 3
+	c := create(t, eng, hongbao.Spec{Total: 30_000, Count: 300, Shards: shards})
+	for i := range 60 {
+		u := "w" + strconv.Itoa(i)
+		g, err := eng.Grab(ctx, c.ID, u)
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Granted, g.Outcome)
+		k := redisstore.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
+		master, err := cl.MasterOf(ctx, k.Claims)
+		require.NoError(t, err)
+		// The replica of that master holds the claim already.
+		found := false
+		for _, n := range cl.Nodes[3:] {
+			role, err := n.Client.Do(ctx, n.Client.B().Role().Build()).ToArray()
+			require.NoError(t, err)
+			of, _ := role[1].ToString()
+			port, _ := role[2].AsInt64()
+			if of+":"+strconv.FormatInt(port, 10) != master {
+				continue
+			}
+			cmd := n.Client.B().Arbitrary("HGET").Keys(k.Claims).Args(u).Build()
+			res := n.Client.DoMulti(ctx, n.Client.B().Readonly().Build(), cmd)
+			v, err := res[1].ToString()
+			require.NoError(t, err, "replica of %s", master)
+			require.Equal(t, redisstore.FormatPacket(g.Seq, g.Cents), v)
+			found = true
+		}
+		require.True(t, found, "no replica of %s", master)
+	}
+}

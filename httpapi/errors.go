@@ -25,6 +25,10 @@ const (
 	CodeNotReady            = "not_ready"            // 503: a dependency is unreachable or the server is stopping
 	CodeUnavailable         = "unavailable"          // 503: the request ran out of time, or the store takes no writes now
 	CodeInternal            = "internal"             // 500
+	CodeNoReservation       = "no_reservation"       // 404: the user holds no reservation of that order
+	CodeExpired             = "expired"              // 409: the order's reservation expired; use a new order id
+	CodeCancelled           = "cancelled"            // 409: the order's reservation was cancelled; use a new order id
+	CodeConfirmed           = "confirmed"            // 409: the order's discount is confirmed; it cannot be cancelled
 )
 
 type errorBody struct {

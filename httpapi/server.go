@@ -134,6 +134,7 @@ type Server struct {
 	admins   *adminAuth
 	log      *slog.Logger
 	metrics  *metrics
+	dmetrics *discountMetrics
 	userLim  *bucketLimiter
 	ipLim    *bucketLimiter
 	global   *globalLimiter
@@ -195,12 +196,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
 	s.metrics = newMetrics(cfg.Registry, sc)
+	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
 
 	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
 	s.handle("GET /v1/campaigns/{id}", s.v1(s.admin(s.getCampaign)))
 	s.handle("POST /v1/campaigns/{id}/close", s.v1(s.admin(s.closeCampaign)))
 	s.handle("POST /v1/campaigns/{id}/grab", s.v1(s.user(s.grab)))
 	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
+	s.discountRoutes()
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}).ServeHTTP)

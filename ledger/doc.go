@@ -56,6 +56,21 @@
 //	                  the campaign's terms (JSON, see Terms)
 //	ledger_packets    every packet, key (packet set num, seq), and its
 //	                  cents; narrow, as a campaign may have ten million
+//	ledger_discounts  the confirmed discounts of discount campaigns, key
+//	                  (campaign num, user_id, order_id), unique (campaign
+//	                  num, seq): each the entry escrow -> user of one order
+//
+// # Discount campaigns
+//
+// A discount campaign lives in the same tables under the id
+// DiscountCampaign(id), "discount:<id>": its budget is funded into
+// "escrow:discount:<id>", every confirmed discount moves escrow -> user
+// (ApplyDiscounts, idempotent by campaign, user and order, and counted in
+// the campaign's grant_count and grant_cents), and the leftover is
+// refunded once at the end, so escrow ends at exactly 0 as for red
+// packets. A discount's unit of quota (seq) is confirmed once: another
+// order on it is a conflict (UnitTaken), as is an order stored with
+// another unit or amount (OrderDiffers).
 //
 // Money is BIGINT (PostgreSQL) or INTEGER in STRICT tables (SQLite):
 // integer cents, never floats.

@@ -242,12 +242,66 @@ type Ledger interface {
 	// were never recorded, ErrNoTerms when they were but its terms were
 	// not.
 	Terms(ctx context.Context, campaign string) (Terms, error)
+	// ApplyDiscounts writes a batch of one discount campaign's confirmed
+	// discounts in one transaction, as ApplyGrants does grants: each is
+	// inserted (escrow -> user, balances move, counted in the campaign's
+	// GrantCount and GrantCents), replayed (the identical row exists) or
+	// a conflict (reported, not inserted). Its key is (campaign, user,
+	// order); its unit, (campaign, seq), is confirmed once too. It returns
+	// ErrNotFunded if the campaign has no fund entry, ErrInvalid for a
+	// discount that can never be written. campaign is the ledger's id of
+	// the campaign (DiscountCampaign).
+	ApplyDiscounts(ctx context.Context, campaign string, ds []Discount) (DiscountResult, error)
+	// Discounts calls fn for every confirmed discount of the campaign, in
+	// seq order (its unit of quota), streaming. An error from fn stops the
+	// iteration and is returned.
+	Discounts(ctx context.Context, campaign string, fn func(Discount) error) error
 
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the database connections.
 	Close() error
 }
+
+// Discount is one confirmed discount of a discount campaign: escrow ->
+// user for one order. Its key is (Campaign, User, Order); Seq is the unit
+// of quota it holds, confirmed once, so (Campaign, Seq) is unique too.
+type Discount struct {
+	Campaign string // the ledger's campaign id, DiscountCampaign(id)
+	User     string
+	Order    string
+	Seq      int64
+	Cents    int64
+}
+
+// OrderDiffers: the order is stored with another unit or amount.
+const OrderDiffers ConflictKind = "order_differs"
+
+// UnitTaken: the unit (campaign, seq) is stored for another order.
+const UnitTaken ConflictKind = "unit_taken"
+
+// DiscountConflict is a discount that disagrees with a stored one: an
+// incident, reported, never written.
+type DiscountConflict struct {
+	Discount Discount
+	Kind     ConflictKind // OrderDiffers or UnitTaken
+	Existing Discount
+}
+
+// DiscountResult says what ApplyDiscounts did with each discount of a
+// batch: every one is counted exactly once, in Inserted, Replayed or
+// Conflicts.
+type DiscountResult struct {
+	Inserted      int
+	Replayed      int
+	InsertedCents int64
+	Conflicts     []DiscountConflict
+}
+
+// DiscountCampaign is the ledger's id of discount campaign id: its fund,
+// refund, escrow ("escrow:discount:<id>") and totals live under it.
+// Campaign ids have no ':', so it never names a red packet campaign.
+func DiscountCampaign(id string) string { return "discount:" + id }
 
 // Account ids. The prefixes keep the three kinds apart in one table, so a
 // user named like a campaign can never share its balance.

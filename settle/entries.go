@@ -15,6 +15,9 @@ type shard struct {
 	id   string              // the campaign
 	keys redisstore.Keys     // the shard's keys
 	root redisstore.Snapshot // the campaign's root, for its spec
+	// discount is set for a shard of a discount campaign, whose stream
+	// holds confirmed discounts (discounts.go).
+	discount bool
 }
 
 func atoi(s string) int64 {
@@ -26,13 +29,19 @@ func atoi(s string) int64 {
 // from its meta in Redis: the first to touch a campaign in the ledger funds
 // it.
 func (w *Worker) fund(ctx context.Context, id string, snap redisstore.Snapshot) error {
+	return w.fundLedger(ctx, ledger.Campaign{ID: id, Funding: snap.Meta["funding"], Total: atoi(snap.Meta["total"])})
+}
+
+// fundLedger writes the fund entry of c once per worker (the ledger makes
+// repeats no-ops anyway).
+func (w *Worker) fundLedger(ctx context.Context, c ledger.Campaign) error {
+	id := c.ID
 	w.mu.Lock()
 	done := w.funded[id]
 	w.mu.Unlock()
 	if done {
 		return nil
 	}
-	c := ledger.Campaign{ID: id, Funding: snap.Meta["funding"], Total: atoi(snap.Meta["total"])}
 	if err := w.sink.Fund(ctx, c); err != nil {
 		return fmt.Errorf("fund: %w", err)
 	}
@@ -55,7 +64,11 @@ func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.En
 	if err := w.syncReplicas(ctx, sh.keys); err != nil {
 		return err
 	}
-	if err := w.fund(ctx, id, sh.root); err != nil {
+	if sh.discount {
+		if err := w.fundDiscount(ctx, id, sh.root); err != nil {
+			return err
+		}
+	} else if err := w.fund(ctx, id, sh.root); err != nil {
 		return err
 	}
 	good := es[:0:0]
@@ -86,6 +99,9 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 	id := sh.id
 	if len(es) == 0 {
 		return nil
+	}
+	if sh.discount {
+		return w.applyDiscounts(ctx, sh, es)
 	}
 	var grants []ledger.Grant
 	for _, e := range es {

@@ -13,24 +13,29 @@ import (
 
 // Report compares one campaign in Redis with the ledger.
 type Report struct {
-	Campaign           string   `json:"campaign"`
-	State              string   `json:"state"`
-	TotalCents         int64    `json:"total_cents"`
-	GrantedRedis       int64    `json:"granted_redis"`
-	GrantedLedger      int64    `json:"granted_ledger"`
-	GrantedCentsRedis  int64    `json:"granted_cents_redis"`
-	GrantedCentsLedger int64    `json:"granted_cents_ledger"`
-	PoolCents          int64    `json:"pool_cents"`
-	LostCents          int64    `json:"lost_cents"`
-	FundCents          int64    `json:"fund_cents"`
-	RefundCents        int64    `json:"refund_cents"`
-	RefundRedisCents   int64    `json:"refund_redis_cents"`
-	EscrowCents        int64    `json:"escrow_cents"`
-	Unsettled          int64    `json:"unsettled_entries"`
-	Dead               int64    `json:"dead"`
-	Differences        []string `json:"differences"`
-	DifferenceCount    int      `json:"difference_count"`
-	OK                 bool     `json:"ok"`
+	Campaign           string `json:"campaign"`
+	State              string `json:"state"`
+	TotalCents         int64  `json:"total_cents"`
+	GrantedRedis       int64  `json:"granted_redis"`
+	GrantedLedger      int64  `json:"granted_ledger"`
+	GrantedCentsRedis  int64  `json:"granted_cents_redis"`
+	GrantedCentsLedger int64  `json:"granted_cents_ledger"`
+	PoolCents          int64  `json:"pool_cents"`
+	LostCents          int64  `json:"lost_cents"`
+	FundCents          int64  `json:"fund_cents"`
+	RefundCents        int64  `json:"refund_cents"`
+	RefundRedisCents   int64  `json:"refund_redis_cents"`
+	EscrowCents        int64  `json:"escrow_cents"`
+	Unsettled          int64  `json:"unsettled_entries"`
+	Dead               int64  `json:"dead"`
+	// ReservedCents and CompensationCents are a discount campaign's
+	// reservations held and compensation (ReconcileDiscount; part of
+	// PoolCents, the latter).
+	ReservedCents     int64    `json:"reserved_cents,omitempty"`
+	CompensationCents int64    `json:"compensation_cents,omitempty"`
+	Differences       []string `json:"differences"`
+	DifferenceCount   int      `json:"difference_count"`
+	OK                bool     `json:"ok"`
 
 	items int // grant-by-grant lines listed so far
 }

@@ -13,6 +13,11 @@
 // reclaims. A closed campaign whose stream has drained gets its refund
 // (total - granted) recorded once in the ledger, then in Redis, and leaves
 // the registry; its keys expire after a retention period.
+//
+// Discount campaigns settle through the same passes (discounts.go): their
+// confirms streams into the ledger's discounts, their leftover refunded
+// once they are closed, drained and hold no reservation. A Sink that is
+// not a DiscountSink (a webhook) leaves them unsettled.
 package settle
 
 import (
@@ -91,8 +96,9 @@ type Config struct {
 	// does not reconcile keeps its keys for an operator). Default 7 days;
 	// negative keeps them.
 	Retention time.Duration
-	// Only, if not empty, limits the worker to these campaigns. Default:
-	// every registered campaign.
+	// Only, if not empty, limits the worker to these campaigns, red
+	// packet or discount campaigns by their ids. Default: every registered
+	// campaign.
 	Only []string
 	// LegacyScripts: see hongbao.Config.LegacyScripts.
 	LegacyScripts bool
@@ -123,6 +129,7 @@ type Stats struct {
 	Deleted   int64 // pending entries Redis reported deleted (alarms)
 	Refunds   int64 // campaigns refunded and settled
 	Failures  int64 // ledger or Redis failures (backed off)
+	Discounts int64 // confirmed discounts newly written (discount campaigns)
 }
 
 // Worker settles campaigns. Use New, then Start and Stop, or Pass / Drain.
@@ -137,6 +144,8 @@ type Worker struct {
 	claimAt map[string]string
 
 	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
+	discounts                                                                   atomic.Int64
+	noDiscounts                                                                 sync.Once // warned that the sink takes no discounts
 
 	// failing is set while passes fail: the next pass then pings the
 	// sink before it touches any stream, so that during an outage the
@@ -211,7 +220,7 @@ func (w *Worker) Stats() Stats {
 	return Stats{
 		Grants: w.grants.Load(), Replayed: w.replayed.Load(), Entries: w.entries.Load(),
 		Conflicts: w.conflicts.Load(), Malformed: w.malformed.Load(), Deleted: w.deleted.Load(),
-		Refunds: w.refunds.Load(), Failures: w.failures.Load(),
+		Refunds: w.refunds.Load(), Failures: w.failures.Load(), Discounts: w.discounts.Load(),
 	}
 }
 
@@ -301,8 +310,8 @@ type Progress struct {
 	Open int
 }
 
-// Pass settles what it can of every registered campaign, once, within
-// Config.PassTimeout.
+// Pass settles what it can of every registered campaign, red packet and
+// discount campaigns alike, once, within Config.PassTimeout.
 func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.PassTimeout)
 	defer cancel()
@@ -310,16 +319,12 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 	if err != nil {
 		return Progress{}, err
 	}
-	if len(w.cfg.Only) > 0 {
-		keep := ids[:0]
-		for _, id := range ids {
-			if slices.Contains(w.cfg.Only, id) {
-				keep = append(keep, id)
-			}
-		}
-		ids = keep
+	dids, err := w.store.DiscountCampaigns(ctx)
+	if err != nil {
+		return Progress{}, err
 	}
-	p := Progress{Campaigns: len(ids)}
+	ids, dids = w.only(ids), w.only(dids)
+	p := Progress{Campaigns: len(ids) + len(dids)}
 	if w.failing.Load() {
 		if err := w.sink.Ping(ctx); err != nil {
 			return p, fmt.Errorf("ledger unavailable: %w", err)
@@ -327,26 +332,47 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 	}
 	var firstErr error
 	defer func() { w.failing.Store(firstErr != nil) }()
-	for _, id := range ids {
-		if err := ctx.Err(); err != nil {
-			// Stopped, or out of PassTimeout: a failed pass too, so the
-			// next one checks the ledger before touching any stream.
-			if firstErr == nil {
-				firstErr = err
+	type settler func(context.Context, string) (int, int64, bool, error)
+	for _, kind := range []struct {
+		ids  []string
+		name string
+		f    settler
+	}{{ids, "campaign", w.campaign}, {dids, "discount", w.discount}} {
+		for _, id := range kind.ids {
+			if err := ctx.Err(); err != nil {
+				// Stopped, or out of PassTimeout: a failed pass too, so the
+				// next one checks the ledger before touching any stream.
+				if firstErr == nil {
+					firstErr = err
+				}
+				return p, firstErr
 			}
-			break
-		}
-		work, unsettled, open, err := w.campaign(ctx, id)
-		p.Work += work
-		p.Unsettled += unsettled
-		if open {
-			p.Open++
-		}
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("campaign %s: %w", id, err)
+			work, unsettled, open, err := kind.f(ctx, id)
+			p.Work += work
+			p.Unsettled += unsettled
+			if open {
+				p.Open++
+			}
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("%s %s: %w", kind.name, id, err)
+			}
 		}
 	}
 	return p, firstErr
+}
+
+// only keeps the ids of Config.Only, when it is set.
+func (w *Worker) only(ids []string) []string {
+	if len(w.cfg.Only) == 0 {
+		return ids
+	}
+	keep := ids[:0]
+	for _, id := range ids {
+		if slices.Contains(w.cfg.Only, id) {
+			keep = append(keep, id)
+		}
+	}
+	return keep
 }
 
 // Drain runs passes until nothing is pending or undelivered in any
@@ -446,7 +472,12 @@ const staleTransfer = 10 * time.Second
 // stream settles what it can of one shard's grants stream and returns the
 // entries it handled and those still unsettled.
 func (w *Worker) stream(ctx context.Context, v *redisstore.View, k redisstore.Keys) (work int, unsettled int64, err error) {
-	sh := shard{id: v.ID, keys: k, root: v.Root()}
+	return w.streamShard(ctx, shard{id: v.ID, keys: k, root: v.Root()})
+}
+
+// streamShard settles what it can of shard sh's stream.
+func (w *Worker) streamShard(ctx context.Context, sh shard) (work int, unsettled int64, err error) {
+	k := sh.keys
 	// Our own pending entries first: after a restart, or a pass cut short
 	// by a failure or a stop, they were delivered to us and may not be in
 	// the ledger yet. (When there are none this is one cheap read.)

@@ -40,6 +40,15 @@
 // so the order in which people grab packets carries no information about what
 // they get: being first, or last, is neither an advantage nor a handicap.
 //
+// # Discount amounts
+//
+// [Discounts] draws the amounts of a discount campaign (a budget spent
+// over a quota of discounts within [Min, Max]) in three lists: pairs that
+// spread amounts evenly over ten bands yet sum to a known constant, a
+// tail of Min amounts served last, and the rest by DoubleAverage;
+// [DiscountLists.Deal] deals them to the shards of a campaign, each
+// shard's tail last. The file discount.go explains the construction.
+//
 // # Fairness of DoubleAverage
 //
 // The classic double-average draw is uniform on [min, 2*avg], whose mean is

@@ -30,3 +30,27 @@ func ExampleSpec_Normalize() {
 	fmt.Println(err)
 	// Output: split: total: 500 cents cannot give 10 packets of at least 100 cents
 }
+
+// A discount campaign's amounts: 100.00 over 25 discounts within [0.01,
+// 10.00]. List 1 is one group of ten pairs, each pair summing to a
+// constant of its band; the tail is two 1-cent amounts, one dealt last to
+// each of two shards.
+func ExampleDiscounts() {
+	l, err := split.Discounts(split.DiscountSpec{Budget: 10000, Quota: 25, Max: 1000}, 7)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var sum int64
+	for _, a := range l.All() {
+		sum += a
+	}
+	fmt.Println("pairs:", len(l.Pairs), "rest:", len(l.Rest), "tail:", l.Tail, "sum:", sum)
+	for _, q := range l.Deal(2, 7) {
+		fmt.Println("queue of", len(q), "ends with", q[len(q)-1])
+	}
+	// Output:
+	// pairs: 20 rest: 3 tail: [1 1] sum: 10000
+	// queue of 13 ends with 1
+	// queue of 12 ends with 1
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/redis/rueidis"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/random"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
@@ -84,6 +85,20 @@ type Options struct {
 	// mode only; the classic design has no such step). Default 0.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// Shards spreads the engine's campaign over this many shards; 0 or 1:
+	// one. The classic design has no shards.
+	Shards int
+	// Skew is the share of the users (0 to 1) homed on shard 0 of the
+	// engine's campaign: with 0 the users are u1..uN, homed evenly; with
+	// 0.5 half of them are homed on shard 0, so that shard borrows from
+	// the others all the time (it needs Shards > 1).
+	Skew float64
+	// ScriptTimes asks our own Redis for the time each script call took
+	// (the slow log, with a threshold of 0 while the grabs run), summed by
+	// script: it tells the transfers' share of the scripts' time.
+	ScriptTimes bool
+
+	names []string // the users' ids with a skew (see user)
 	// Progress, if not nil, starts a progress bar for a long phase.
 	Progress func(label string, total int64) Progress
 }
@@ -116,6 +131,12 @@ func (o Options) Validate() error {
 		return fmt.Errorf("replicas are started only for a Redis of our own, not with a given Redis")
 	case o.WaitReplicas < 0 || o.WaitTimeout < 0:
 		return fmt.Errorf("wait replicas and wait timeout must not be negative")
+	case o.Shards < 0 || o.Shards > hongbao.MaxShards || o.Shards > o.Packets:
+		return fmt.Errorf("shards must be within 1 and %d, and at most the packets", hongbao.MaxShards)
+	case o.Skew < 0 || o.Skew > 1 || (o.Skew > 0 && o.Shards < 2):
+		return fmt.Errorf("skew must be within 0 and 1, and needs shards above 1")
+	case o.ScriptTimes && o.RedisURL != "":
+		return fmt.Errorf("script times need a Redis of our own, not --redis")
 	}
 	switch o.AOF {
 	case "", "off", "everysec", "always":
@@ -177,6 +198,14 @@ type Result struct {
 	RedisUsPerGrant  float64 `json:"redis_us_per_grab"`
 	RedisCPUSeconds  float64 `json:"redis_cpu_seconds"`
 	RedisCPUReliable bool    `json:"redis_cpu_reliable"`
+	// Shards is the engine's shard count; Transfers and PacketsMoved what
+	// its refills moved between shards in the median run.
+	Shards       int    `json:"shards,omitempty"`
+	Transfers    uint64 `json:"transfers,omitempty"`
+	PacketsMoved uint64 `json:"packets_moved,omitempty"`
+	// ScriptMs is the time Redis spent running each script in the median
+	// run's grab phase, by script name, in ms (with ScriptTimes).
+	ScriptMs map[string]float64 `json:"script_ms,omitempty"`
 	// BenchUsPerGrant is this process's CPU (user + system) in the grab
 	// phase per GRANTED answer, in microseconds: the client's side of the
 	// cost. GoMaxProcs is the Go scheduler's parallelism during the run.
@@ -211,16 +240,19 @@ type Result struct {
 
 // runStats is what one run measured.
 type runStats struct {
-	grabs, granted, soldOut, busy, unknown int64
-	seconds                                float64
-	hist                                   *hdrhistogram.Histogram
-	cpuSeconds, benchCPUSeconds            float64
-	gomaxprocs                             int
-	peakRSS, peakRSSChecks                 float64 // MiB
-	pooledBytes, grantBytes                int64
-	batches, carried                       uint64 // script calls, grabs they carried
-	sizes                                  []BatchBucket
-	problems                               []string
+	grabs, granted, soldOut, busy int64
+	unknown                       int64
+	seconds                       float64
+	hist                          *hdrhistogram.Histogram
+	cpuSeconds, benchCPUSeconds   float64
+	gomaxprocs                    int
+	peakRSS, peakRSSChecks        float64 // MiB
+	pooledBytes, grantBytes       int64
+	batches, carried              uint64 // script calls, grabs they carried
+	sizes                         []BatchBucket
+	transfers, moved              uint64
+	scriptMs                      map[string]float64
+	problems                      []string
 }
 
 // Run measures design mode: Runs runs, each on a fresh Redis of its own
@@ -244,6 +276,9 @@ func Run(ctx context.Context, mode Mode, o Options) (*Result, error) {
 	amounts, err := split.Split(sp, o.Seed)
 	if err != nil {
 		return nil, err
+	}
+	if o.Skew > 0 {
+		o.names = skewedNames(o.Users, o.Shards, o.Skew)
 	}
 	var runs []*runStats
 	aof := ""
@@ -288,6 +323,13 @@ func grabPhase(ctx context.Context, t *target, rs *runStats, start chan struct{}
 		return err
 	}
 	rs.gomaxprocs = runtime.GOMAXPROCS(0)
+	if err := t.startScriptTimes(ctx); err != nil {
+		abort()
+		close(start)
+		wg.Wait()
+		bar.Done()
+		return err
+	}
 	b0, t0 := processCPU(), time.Now()
 	close(start)
 	wg.Wait()
@@ -303,7 +345,8 @@ func grabPhase(ctx context.Context, t *target, rs *runStats, start chan struct{}
 		return err
 	}
 	rs.cpuSeconds = cpu1 - cpu0
-	return nil
+	rs.scriptMs, err = t.scriptTimes(ctx)
+	return err
 }
 
 // summarize picks the median run (the lower one of the middle two for an
@@ -358,6 +401,10 @@ func summarize(mode Mode, o Options, aof string, runs []*runStats) *Result {
 	}
 	r.BytesPerPooledPacket = round(float64(m.pooledBytes)/float64(o.Packets), 1)
 	r.Batches, r.BatchSizes = m.batches, m.sizes
+	r.Transfers, r.PacketsMoved, r.ScriptMs = m.transfers, m.moved, m.scriptMs
+	if mode == Engine {
+		r.Shards = max(o.Shards, 1)
+	}
 	r.GoMaxProcs = m.gomaxprocs
 	if m.batches > 0 {
 		r.MeanBatch = round(float64(m.carried)/float64(m.batches), 2)
@@ -382,16 +429,18 @@ type target struct {
 	password string
 	db       int
 	shared   bool // given with --redis: other runs and clients may use it
-	runID    string
-	srv      *redisserver.Server
-	replicas []*redisserver.Server
+	// scriptTimes: log every command in the slow log while grabs run.
+	timeScripts bool
+	runID       string
+	srv         *redisserver.Server
+	replicas    []*redisserver.Server
 }
 
 // openTarget connects to the given Redis (one server, or a Sentinel
 // deployment: the classic design then dials the master the sentinels name
 // at the start), or starts a fresh one with Replicas replicas.
 func openTarget(ctx context.Context, o Options) (*target, error) {
-	t := &target{runID: newRunID()}
+	t := &target{runID: newRunID(), timeScripts: o.ScriptTimes}
 	var opt rueidis.ClientOption
 	if o.RedisURL != "" {
 		url := o.RedisURL
@@ -655,6 +704,42 @@ func (p *problems) all() []string {
 	return out
 }
 
+// user is the id of simulated user i: UserName(i), or with a skew, the
+// i-th of a list in which a share Skew is homed on shard 0.
+func (o Options) user(i int) string {
+	if o.names != nil {
+		return o.names[i]
+	}
+	return UserName(i)
+}
+
+// skewedNames lists n user ids, share of them (spread evenly through the
+// list) homed on shard 0 of shards, the rest anywhere else.
+func skewedNames(n, shards int, share float64) []string {
+	out := make([]string, n)
+	next := 0
+	fresh := func(home bool) string {
+		for {
+			next++
+			u := "u" + strconv.Itoa(next)
+			if (hongbao.HomeShard(u, shards) == 0) == home {
+				return u
+			}
+		}
+	}
+	hot := 0.0
+	for i := range out {
+		hot += share
+		if hot >= 1 {
+			hot--
+			out[i] = fresh(true)
+		} else {
+			out[i] = fresh(false)
+		}
+	}
+	return out
+}
+
 // UserName is the id of simulated user i (0-based): u1 .. uN, in both
 // designs here and in demo's rain.
 func UserName(i int) string { return "u" + strconv.Itoa(i+1) }
@@ -676,3 +761,64 @@ type nopProgress struct{}
 func (nopProgress) Add(int64) {}
 func (nopProgress) Set(int64) {}
 func (nopProgress) Done()     {}
+
+// startScriptTimes, with ScriptTimes, makes our own Redis log every command
+// in its slow log, emptied first.
+func (t *target) startScriptTimes(ctx context.Context) error {
+	if !t.timeScripts {
+		return nil
+	}
+	c := t.client
+	for _, r := range c.DoMulti(ctx,
+		c.B().ConfigSet().ParameterValue().ParameterValue("slowlog-log-slower-than", "0").ParameterValue("slowlog-max-len", "1000000").Build(),
+		c.B().SlowlogReset().Build(),
+	) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("slow log: %w", err)
+		}
+	}
+	return nil
+}
+
+// scriptTimes reads the slow log back, sums the time of each script's
+// calls by name (ms), and turns the slow log off again. Only the script
+// calls count: the time Redis spent running each, not reading the request
+// or writing the reply.
+func (t *target) scriptTimes(ctx context.Context) (map[string]float64, error) {
+	if !t.timeScripts {
+		return nil, nil
+	}
+	c := t.client
+	entries, err := c.Do(ctx, c.B().SlowlogGet().Count(-1).Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("slow log: %w", err)
+	}
+	names := redisstore.ScriptNames()
+	out := map[string]float64{}
+	for _, e := range entries {
+		f, err := e.ToArray()
+		if err != nil || len(f) < 4 {
+			continue
+		}
+		us, _ := f[2].AsInt64()
+		args, _ := f[3].AsStrSlice()
+		name := ""
+		switch {
+		case len(args) >= 2 && strings.EqualFold(args[0], "EVALSHA"):
+			name = names[strings.ToLower(args[1])]
+		case len(args) >= 1 && strings.EqualFold(args[0], "EVAL"):
+			name = "EVAL (first call of a script)"
+		}
+		if name == "" {
+			// Redis 7 also logs the commands a script runs, inside the
+			// script's own time: only the scripts count.
+			continue
+		}
+		out[name] += float64(us) / 1000
+	}
+	for k, v := range out {
+		out[k] = round(v, 3)
+	}
+	err = c.Do(ctx, c.B().ConfigSet().ParameterValue().ParameterValue("slowlog-log-slower-than", "10000").Build()).Error()
+	return out, err
+}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
 )
 
@@ -182,4 +184,41 @@ func BenchmarkClassicGrab(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestShardedSkewedRun: a run over four shards with half the users homed
+// on shard 0 makes transfers, keeps every invariant, and the slow log
+// tells the transfer scripts' time apart from the grabs'.
+func TestShardedSkewedRun(t *testing.T) {
+	t.Parallel()
+	if !redisserver.Available("") {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is not installed")
+		}
+		t.Skip("redis-server is not installed")
+	}
+	o := Options{Packets: 4000, Users: 4000, Total: 400_000, Seed: 7, Concurrency: 32, Runs: 1,
+		Shards: 4, Skew: 0.5, ScriptTimes: true}
+	r, err := Run(context.Background(), Engine, o)
+	require.NoError(t, err)
+	require.True(t, r.OK, "problems: %v", r.Problems)
+	require.EqualValues(t, 4000, r.Granted)
+	require.Equal(t, 4, r.Shards)
+	require.NotZero(t, r.Transfers)
+	require.NotZero(t, r.PacketsMoved)
+	require.Greater(t, r.ScriptMs["grab.lua"], 0.0)
+	require.Greater(t, r.ScriptMs["xfer_take.lua"], 0.0)
+	require.Greater(t, r.ScriptMs["xfer_apply.lua"], 0.0)
+
+	names := skewedNames(1000, 4, 0.5)
+	home := 0
+	for _, u := range names {
+		if u == "" {
+			t.Fatal("empty name")
+		}
+		if hongbao.HomeShard(u, 4) == 0 {
+			home++
+		}
+	}
+	require.Equal(t, 500, home, "exactly half homed on shard 0")
 }

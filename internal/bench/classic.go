@@ -128,7 +128,7 @@ func (p *phase) classicWorker(rc *respConn, k classicKeys, w, from, to int) {
 	defer tk.flush()
 	var pk classicPacket
 	for u := from; u < to && !p.stopped.Load(); u++ {
-		args[6] = UserName(u)
+		args[6] = p.o.user(u)
 		t0 := time.Now()
 		reply, err := rc.do(args...)
 		lat.add(time.Since(t0))

@@ -44,6 +44,7 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 	grantedCents := p.tally(rs)
 	st := eng.Stats()
 	rs.batches, rs.carried = st.Batches, st.Grabs
+	rs.transfers, rs.moved = st.Transfers, st.Moved
 	for _, b := range st.BatchSizes {
 		rs.sizes = append(rs.sizes, BatchBucket{Max: b.Max, Count: b.Count})
 	}
@@ -73,7 +74,7 @@ func loadEngine(ctx context.Context, t *target, o Options, id string) (*hongbao.
 		return nil, nil, err
 	}
 	seed := o.Seed
-	camp, err := eng.Create(ctx, hongbao.Spec{ID: id, Total: o.Total, Count: o.Packets, Split: o.Split, Seed: &seed})
+	camp, err := eng.Create(ctx, hongbao.Spec{ID: id, Total: o.Total, Count: o.Packets, Split: o.Split, Seed: &seed, Shards: o.Shards})
 	return eng, camp, err
 }
 
@@ -88,12 +89,12 @@ func (p *phase) engineWorker(ctx context.Context, eng *hongbao.Engine, id string
 	defer tk.flush()
 	for u := from; u < to; u++ {
 		t0 := time.Now()
-		g, err := eng.Grab(ctx, id, UserName(u))
+		g, err := eng.Grab(ctx, id, p.o.user(u))
 		for try := 0; errors.Is(err, hongbao.ErrOutcomeUnknown) && try < maxUnknownRetries && ctx.Err() == nil; try++ {
 			// A WAIT that timed out: the grant may stand. The retry answers
 			// ALREADY with it, which is this user's grant, or grants afresh.
 			n.unknown++
-			if g, err = eng.Grab(ctx, id, UserName(u)); err == nil && g.Outcome == hongbao.Already {
+			if g, err = eng.Grab(ctx, id, p.o.user(u)); err == nil && g.Outcome == hongbao.Already {
 				g.Outcome = hongbao.Granted
 			}
 		}

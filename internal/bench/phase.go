@@ -92,7 +92,7 @@ func (p *phase) granted(u int, user string, seq, cents int64, verb string) {
 		return
 	}
 	if !p.owner[seq-1].CompareAndSwap(0, int32(u+1)) {
-		p.probs.add("packet %d was %s to %s and %s", seq, verb, UserName(int(p.owner[seq-1].Load())-1), user)
+		p.probs.add("packet %d was %s to %s and %s", seq, verb, p.o.user(int(p.owner[seq-1].Load())-1), user)
 	}
 	if want := p.amounts[seq-1]; cents != want {
 		p.probs.add("packet %d was %s with %d cents; the split made it %d", seq, verb, cents, want)

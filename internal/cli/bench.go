@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,9 @@ type benchFlags struct {
 	replicas    int
 	waitN       int
 	waitTimeout time.Duration
+	shards      int
+	skew        float64
+	scriptTimes bool
 }
 
 // benchPair is the --json output of --mode both.
@@ -62,8 +66,9 @@ type benchSingle struct {
 	Pinned string `json:"pinned,omitempty"`
 }
 
-// benchCmd is "hongbao bench": benchDesignsCmd, or with --mode http
-// benchHTTPCmd; parseFlags picks one by the mode.
+// benchCmd is "hongbao bench": benchDesignsCmd, with --mode http
+// benchHTTPCmd, with --mode discount benchDiscountCmd; parseFlags picks
+// one by the mode.
 type benchCmd struct {
 	env *IO
 	command
@@ -72,9 +77,12 @@ type benchCmd struct {
 func newBenchCmd(env *IO) command { return &benchCmd{env: env} }
 
 func (b *benchCmd) parseFlags(args []string) error {
-	if benchHTTPRequested(b.env, args) {
+	switch {
+	case benchHTTPRequested(b.env, args):
 		b.command = &benchHTTPCmd{base: base{env: b.env}}
-	} else {
+	case benchMode(b.env, args) == "discount":
+		b.command = &benchDiscountCmd{base: base{env: b.env}}
+	default:
 		b.command = &benchDesignsCmd{base: base{env: b.env}}
 	}
 	return b.command.parseFlags(args)
@@ -93,7 +101,7 @@ type benchDesignsCmd struct {
 }
 
 func (f *benchFlags) declare(fs *flag.FlagSet) {
-	fs.StringVar(&f.mode, "mode", "both", "engine (hongbao in-process), classic (one EVAL per grab), or both, one after the other")
+	fs.StringVar(&f.mode, "mode", "both", "engine (hongbao in-process), classic (one EVAL per grab), or both, one after the other; http and discount are benchmarks of their own (see --mode http -h, --mode discount -h)")
 	f.redis.declare(fs, "shared by every run, keys of their own; default: a fresh private redis-server per run", true)
 	fs.StringVar(&f.aof, "aof", "off", "persistence of our own redis-server: off, everysec or always (appendfsync); automatic AOF rewrite is off")
 	fs.IntVar(&f.packets, "packets", 200000, "packets in the pool")
@@ -112,6 +120,9 @@ func (f *benchFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.replicas, "replicas", 0, "replicas of our own redis-server per run (loopback, no persistence), for --wait-replicas")
 	fs.IntVar(&f.waitN, "wait-replicas", 0, "the engine waits after each batch until this many replicas hold it (WAIT); 0: no waiting")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT may take")
+	fs.IntVar(&f.shards, "shards", 1, "spread the engine's campaign over this many shards (1 to 256)")
+	fs.Float64Var(&f.skew, "skew", 0, "share of the users (0 to 1) homed on shard 0, so that shard borrows from the others (needs --shards 2 or more)")
+	fs.BoolVar(&f.scriptTimes, "script-times", false, "sum the time Redis spends in each script (its slow log, threshold 0, during the grabs); needs our own redis-server")
 }
 
 const benchUsage = `Usage: hongbao bench [flags]
@@ -189,6 +200,7 @@ func (b *benchDesignsCmd) checkSizes() error {
 		Packets: f.packets, Users: f.users, Seed: f.seed, Concurrency: f.concurrency, Runs: f.runs,
 		RedisURL: f.redis.url, RedisServer: f.redis.server, AOF: f.aof, MaxBatch: f.maxBatch,
 		Replicas: f.replicas, WaitReplicas: f.waitN, WaitTimeout: f.waitTimeout,
+		Shards: f.shards, Skew: f.skew, ScriptTimes: f.scriptTimes,
 		Progress: func(label string, total int64) bench.Progress {
 			return startProgress(b.env, !f.json, label, total)
 		},
@@ -446,6 +458,12 @@ func printBenchResult(w io.Writer, r *bench.Result) {
 	p("  Redis CPU         %12.2f µs per grant (%.3f s in the grab phase)%s\n", r.RedisUsPerGrant, r.RedisCPUSeconds, cpuNote)
 	p("  bench CPU         %12.2f µs per grant (this process, GOMAXPROCS %d)\n", r.BenchUsPerGrant, r.GoMaxProcs)
 	p("  script calls      %12d  (mean batch %.2f)\n", r.Batches, r.MeanBatch)
+	if r.Shards > 1 {
+		p("  shards            %12d  (%d transfers moved %d packets)\n", r.Shards, r.Transfers, r.PacketsMoved)
+	}
+	if len(r.ScriptMs) > 0 {
+		p("  script time       %s\n", scriptTimes(r.ScriptMs))
+	}
 	var bars []string
 	for _, b := range r.BatchSizes {
 		if b.Count > 0 {
@@ -459,6 +477,22 @@ func printBenchResult(w io.Writer, r *bench.Result) {
 		p("  note: %s\n", n)
 	}
 	printVerdict(w, r.OK, "  invariants        OK", "  invariants        FAILED", r.Problems)
+}
+
+// scriptTimes lists the time per script, the most first, with shares.
+func scriptTimes(ms map[string]float64) string {
+	names := make([]string, 0, len(ms))
+	var sum float64
+	for n, v := range ms {
+		names = append(names, n)
+		sum += v
+	}
+	sort.Slice(names, func(i, j int) bool { return ms[names[i]] > ms[names[j]] })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.1f ms (%.1f%%)", n, ms[n], 100*ms[n]/max(sum, 1e-9))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func redisWords(kind string) string {

@@ -18,22 +18,26 @@ import (
 
 // benchHTTPRequested reports whether the bench command line asks for
 // --mode http (on the command line or in HONGBAO_MODE).
-func benchHTTPRequested(env *IO, args []string) bool {
+func benchHTTPRequested(env *IO, args []string) bool { return benchMode(env, args) == "http" }
+
+// benchMode is the --mode the bench command line asks for, on the command
+// line or in HONGBAO_MODE ("" when neither says).
+func benchMode(env *IO, args []string) string {
 	for i, a := range args {
 		switch {
-		case a == "--mode=http" || a == "-mode=http":
-			return true
 		case (a == "--mode" || a == "-mode") && i+1 < len(args):
-			return args[i+1] == "http"
-		case strings.HasPrefix(a, "--mode=") || strings.HasPrefix(a, "-mode="):
-			return false
+			return args[i+1]
+		case strings.HasPrefix(a, "--mode="):
+			return strings.TrimPrefix(a, "--mode=")
+		case strings.HasPrefix(a, "-mode="):
+			return strings.TrimPrefix(a, "-mode=")
 		}
 	}
 	getenv := env.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	return getenv("HONGBAO_MODE") == "http"
+	return getenv("HONGBAO_MODE")
 }
 
 // benchHTTPCmd is "hongbao bench --mode http": grabs against a running

@@ -48,8 +48,9 @@ var commands = []struct {
 	name, summary string
 	new           func(env *IO) command
 }{
-	{"bench", "measure the engine against the classic one-EVAL-per-grab design", newBenchCmd},
+	{"bench", "measure the engine against the classic one-EVAL-per-grab design (--mode discount: discounts against the published design)", newBenchCmd},
 	{"demo", "run a simulated red packet rain end to end and check the invariants", newDemoCmd},
+	{"discount-demo", "run a simulated payment rush on a discount campaign end to end and check the invariants", newDiscountDemoCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
 	{"rebuild", "restore a campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
 	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant", newReconcileCmd},
@@ -149,7 +150,7 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "hongbao: red packets and quota under extreme concurrency, one atomic Lua script per decision")
 	fmt.Fprintln(w, "\nUsage: hongbao <command> [flags]\n\nCommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'hongbao <command> -h' for the flags of a command.")
 }

@@ -40,6 +40,7 @@ type serveCmd struct {
 	dsn       string
 	led       ledger.Ledger
 	consumer  string
+	eng       *hongbao.Engine
 	worker    *settle.Worker
 	api       *httpapi.Server
 	srv       *http.Server
@@ -58,7 +59,7 @@ type serveFlags struct {
 	userRate, ipRate                                    float64
 	userBurst, ipBurst                                  int
 	globalRate                                          int64
-	shutdownTimeout, leaseTTL                           time.Duration
+	shutdownTimeout, leaseTTL, reapEvery                time.Duration
 	waitReplicas                                        int
 	waitTimeout                                         time.Duration
 }
@@ -82,6 +83,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.Int64Var(&f.globalRate, "global-rate", 0, "API requests per second over every serve process sharing the Redis (0: no limit)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight requests")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
+	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
@@ -103,6 +105,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
+	}
+	if f.reapEvery < 10*time.Millisecond {
+		return usageErrorf("--reap-every must be at least 10ms")
 	}
 	// Redis keeps whole milliseconds.
 	f.leaseTTL = f.leaseTTL.Truncate(time.Millisecond)
@@ -280,6 +285,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.eng = eng
 	s.worker, err = settle.New(settle.Config{Redis: s.conn.Client, Ledger: s.led, Consumer: s.consumer, Logger: s.log,
 		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout})
 	if err != nil {

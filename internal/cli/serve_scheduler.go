@@ -29,17 +29,27 @@ func (s *serveCmd) startScheduler(ctx context.Context) error {
 	return nil
 }
 
-// schedule runs settlement while this process holds the lease. The
-// worker's passes outlive the term: on a loss or a shutdown the pass in
-// flight finishes (within the shutdown timeout), so neither leaves a
-// half-done batch behind.
+// schedule runs settlement and the discount reaper while this process
+// holds the lease. The worker's passes outlive the term: on a loss or a
+// shutdown the pass in flight finishes (within the shutdown timeout), so
+// neither leaves a half-done batch behind. The reaper stops with the term:
+// a reap is one script per shard and idempotent, so one cut short, or run
+// by two holders across a handover, changes nothing twice.
 func (s *serveCmd) schedule(ctx context.Context, term leader.Term) {
-	s.log.Info("scheduler lease acquired: running settlement", "consumer", s.consumer, "token", term.Token)
+	s.log.Info("scheduler lease acquired: running settlement and the discount reaper", "consumer", s.consumer, "token", term.Token)
 	s.leaseHeld.Set(1)
 	if err := s.worker.Start(context.WithoutCancel(ctx)); err != nil {
 		s.log.Error("settlement did not start", "err", err)
 	}
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		s.eng.RunDiscountReaper(ctx, s.f.reapEvery, func(err error) {
+			s.log.Warn("discount reaper: a round failed; the next tries again", "err", err)
+		})
+	}()
 	<-ctx.Done()
+	<-reaped
 	s.worker.StopAfterPass(s.f.shutdownTimeout)
 	s.leaseHeld.Set(0)
 	s.log.Info("scheduler lease released: settlement stopped after its current pass", "consumer", s.consumer)

@@ -177,24 +177,35 @@ func openWebhook(url, secretFile string) (*webhook.Sink, error) {
 // ledger.
 type reconcileCmd struct {
 	base
-	redis  redisFlags
-	id     string
-	dsn    string
-	asJSON bool
-	conn   *redisConn
-	led    ledger.Ledger
+	redis    redisFlags
+	id       string
+	discount string
+	dsn      string
+	asJSON   bool
+	conn     *redisConn
+	led      ledger.Ledger
 }
 
 func newReconcileCmd(env *IO) command { return &reconcileCmd{base: base{env: env}} }
 
 func (c *reconcileCmd) parseFlags(args []string) error {
 	fs := newFlagSet("reconcile", c.env)
-	fs.StringVar(&c.id, "campaign", "", "campaign id (required)")
+	fs.StringVar(&c.id, "campaign", "", "campaign id (this or --discount is required)")
+	fs.StringVar(&c.discount, "discount", "", "discount campaign id, instead of --campaign")
 	c.redis.declare(fs, "required", false)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
 	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
+	}
+	if c.discount != "" {
+		if c.id != "" {
+			return usageErrorf("give --campaign or --discount, not both")
+		}
+		if err := hongbao.ValidateCampaignID(c.discount); err != nil {
+			return usageErrorf("--discount: %v", err)
+		}
+		return c.redis.require()
 	}
 	if err := hongbao.ValidateCampaignID(c.id); err != nil {
 		return usageErrorf("--campaign: %v", err)
@@ -218,7 +229,12 @@ func (c *reconcileCmd) open(ctx context.Context) error {
 }
 
 func (c *reconcileCmd) run(ctx context.Context) error {
-	rep, err := settle.Reconcile(ctx, c.conn.Client, c.led, c.id)
+	reconcile := settle.Reconcile
+	id := c.id
+	if c.discount != "" {
+		reconcile, id = settle.ReconcileDiscount, c.discount
+	}
+	rep, err := reconcile(ctx, c.conn.Client, c.led, id)
 	if err != nil {
 		return err
 	}

@@ -96,6 +96,9 @@ type Script struct {
 	sha string // of src
 }
 
+// SHA is the script's SHA-1, as EVALSHA and the slow log name it.
+func (s *Script) SHA() string { return s.sha }
+
 // New builds the script src as written, for Redis 7 and later.
 func New(src string) *Script {
 	return &Script{lua: rueidis.NewLuaScript(src), src: src, sha: sha(src)}

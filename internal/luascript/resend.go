@@ -20,8 +20,9 @@ import (
 //   - CLUSTERDOWN: the cluster cannot serve the slot now (a failover);
 //   - LOADING: the server is loading its data set after a restart.
 //
-// MOVED and ASK also mean "not run here"; the client library follows
-// them itself.
+// MOVED and ASK also mean "not run here"; the shared client follows them
+// itself, a dedicated connection (ExecWait on a cluster) does not, and
+// then they are sent again like the others.
 
 // NotRun reports whether err is an error reply saying that the command did
 // not run and can be sent again unchanged.
@@ -29,6 +30,12 @@ func NotRun(err error) bool {
 	var re *rueidis.RedisError
 	if !errors.As(err, &re) {
 		return false
+	}
+	if _, moved := re.IsMoved(); moved {
+		return true
+	}
+	if _, ask := re.IsAsk(); ask {
+		return true
 	}
 	return re.IsTryAgain() || re.IsClusterDown() || re.IsLoading()
 }

@@ -56,17 +56,19 @@ func (s *Script) ExecWait(ctx context.Context, c rueidis.Client, keys, args []st
 		return w
 	}
 	n := strconv.Itoa(len(keys))
-	evalsha := c.B().Arbitrary("EVALSHA").Args(s.sha, n).Keys(keys...).Args(args...).Build()
-	res := c.DoMulti(ctx, evalsha, wait())
+	evalsha := func() rueidis.Completed {
+		return c.B().Arbitrary("EVALSHA").Args(s.sha, n).Keys(keys...).Args(args...).Build()
+	}
+	res := pair(ctx, c, evalsha(), wait())
 	for attempt := 0; ; attempt++ {
 		if err := res[0].Error(); err != nil {
 			if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
 				eval := c.B().Arbitrary("EVAL").Args(s.src, n).Keys(keys...).Args(args...).Build()
-				res = c.DoMulti(ctx, eval, wait())
+				res = pair(ctx, c, eval, wait())
 				continue
 			}
 			if resend(ctx, err, attempt) {
-				res = c.DoMulti(ctx, evalsha, wait())
+				res = pair(ctx, c, evalsha(), wait())
 				continue
 			}
 			return res[0], nil
@@ -81,4 +83,48 @@ func (s *Script) ExecWait(ctx context.Context, c rueidis.Client, keys, args []st
 		return res[0], &ShortWaitError{Want: replicas, Got: got}
 	}
 	return res[0], nil
+}
+
+// pair sends a script and its WAIT in one round trip on one connection.
+// On a Redis Cluster it takes a dedicated connection to the slot's node:
+// the shared client would follow a MOVED or ASK for the script alone and
+// leave WAIT on the node that redirected it, which would then vouch for
+// writes it never saw. A dedicated connection follows no redirect: the
+// script comes back MOVED or ASK, not run, and is sent again (see NotRun).
+func pair(ctx context.Context, c rueidis.Client, script, wait rueidis.Completed) []rueidis.RedisResult {
+	if c.Mode() != rueidis.ClientModeCluster {
+		return c.DoMulti(ctx, script, wait)
+	}
+	dc, release := c.Dedicate()
+	defer release()
+	return dc.DoMulti(ctx, script, wait)
+}
+
+// WriteWait sends a write of one key (built afresh by write for each
+// attempt), then WAIT replicas timeoutMs on the same connection, as
+// ExecWait sends a script: in one round trip, and on a cluster on a
+// dedicated connection to the key's node, the write sent again when that
+// node answers that it did not run it. It returns the write's error, or
+// a *ShortWaitError when fewer replicas acknowledged it in time. The
+// replicas that acknowledged it hold every write the node made before it,
+// on whatever connection.
+func WriteWait(ctx context.Context, c rueidis.Client, write func() rueidis.Completed, key string, replicas, timeoutMs int64) error {
+	wait := func() rueidis.Completed {
+		return c.B().Wait().Numreplicas(replicas).Timeout(timeoutMs).Build().SetSlot(key)
+	}
+	res := pair(ctx, c, write(), wait())
+	for attempt := 0; res[0].Error() != nil && resend(ctx, res[0].Error(), attempt); attempt++ {
+		res = pair(ctx, c, write(), wait())
+	}
+	if err := res[0].Error(); err != nil {
+		return err
+	}
+	got, err := res[1].AsInt64()
+	if err != nil {
+		return fmt.Errorf("WAIT: %w", err)
+	}
+	if got < replicas {
+		return &ShortWaitError{Want: replicas, Got: got}
+	}
+	return nil
 }

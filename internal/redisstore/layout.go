@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
+	"sort"
 	"strconv"
 )
 
@@ -15,7 +17,9 @@ import (
 // puts the tag's slot in the k-th of S equal ranges of the 16384 slots,
 // counted on from the range of shard 0's slot. A cluster made by
 // `redis-cli --cluster create` gives each master one contiguous range of
-// slots, so the shards of a campaign land on as many masters as they can.
+// slots, and the S ranges are split as it splits them between S masters
+// (slotRanges), so the shards of a campaign land on as many masters as
+// they can: with S masters, one shard on each.
 // The layout is a pure function of the id and S: any process computes the
 // same keys without asking Redis.
 
@@ -39,19 +43,52 @@ func ShardTagOf(root string, shards, k int) string {
 	if k == 0 {
 		return root
 	}
-	target := (rangeOf(KeySlot(root), shards) + k) % shards
+	ranges := newSlotRanges(shards)
+	target := (ranges.of(KeySlot(root)) + k) % shards
 	prefix := root + ":" + strconv.Itoa(k) + ":"
 	buf := make([]byte, 0, len(prefix)+8)
 	for salt := 0; ; salt++ {
 		buf = strconv.AppendInt(append(buf[:0], prefix...), int64(salt), 10)
-		if rangeOf(slotOf(buf), shards) == target {
+		if ranges.of(slotOf(buf)) == target {
 			return string(buf)
 		}
 	}
 }
 
-// rangeOf is which of shards equal ranges of the slot space slot is in.
-func rangeOf(slot uint16, shards int) int { return int(slot) * shards / clusterSlots }
+// slotRanges are the first slots of n contiguous ranges of the slot
+// space, split exactly as redis-cli --cluster create splits the slots
+// between n masters: a cursor advancing by 16384/n in single precision,
+// each range ending at the cursor's next value less one, rounded. With as
+// many shards as masters, each shard then lands on a master of its own;
+// ranges of 16384/n slots rounded down would differ from redis-cli's by a
+// slot at some boundaries (slot 5461 of three masters is the second
+// master's), putting two shards on one master now and then.
+type slotRanges []uint16
+
+func newSlotRanges(n int) slotRanges {
+	r := make(slotRanges, n)
+	per := float32(clusterSlots) / float32(n)
+	var cursor float32
+	first := 0
+	for i := range r {
+		r[i] = uint16(first)
+		last := int(math.Round(float64(cursor + per - 1)))
+		if last > clusterSlots || i == n-1 {
+			last = clusterSlots - 1
+		}
+		first = max(last, first) + 1
+		cursor += per
+	}
+	return r
+}
+
+// of is the range slot is in.
+func (r slotRanges) of(slot uint16) int {
+	return sort.Search(len(r), func(i int) bool { return r[i] > slot }) - 1
+}
+
+// rangeOf is which of shards ranges of the slot space slot is in.
+func rangeOf(slot uint16, shards int) int { return newSlotRanges(shards).of(slot) }
 
 // ShardKeys builds the keys of shard k of campaign id with shards shards.
 // For shards == 1 they are CampaignKeys(id).

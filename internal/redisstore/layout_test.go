@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao/internal/testenv"
 )
 
 // Slots that Redis itself reports (CLUSTER KEYSLOT) for these keys.
@@ -40,6 +42,37 @@ func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
 		}
 	}
 	require.Equal(t, CampaignKeys("c1"), ShardKeys("c1", 1, 0))
+}
+
+// TestShardRangesAreRedisCLIs: the S ranges the shards are laid out over
+// are the ranges redis-cli --cluster create gives S masters, slot for slot,
+// so with as many masters as shards every shard has a master of its own.
+func TestShardRangesAreRedisCLIs(t *testing.T) {
+	for shards := 1; shards <= MaxShards; shards++ {
+		for i := range shards {
+			first, last := testenv.SlotRange(i, shards)
+			for _, slot := range []int{first, last, (first + last) / 2} {
+				require.Equal(t, i, rangeOf(uint16(slot), shards), "slot %d of %d ranges", slot, shards)
+			}
+			if first > 0 {
+				require.Equal(t, i-1, rangeOf(uint16(first-1), shards), "slot %d of %d ranges", first-1, shards)
+			}
+		}
+	}
+	// Three masters: 0-5460, 5461-10922, 10923-16383. A campaign whose
+	// root sits on slot 5461 gets its other two shards on the first and
+	// third masters.
+	id := testenv.IDInSlot(5461, "edge", func(id string) string { return CampaignKeys(id).Meta })
+	var masters []int
+	for k := range 3 {
+		slot := int(KeySlot(ShardKeys(id, 3, k).Meta))
+		for m := range 3 {
+			if first, last := testenv.SlotRange(m, 3); slot >= first && slot <= last {
+				masters = append(masters, m)
+			}
+		}
+	}
+	require.ElementsMatch(t, []int{0, 1, 2}, masters, "one shard on each master")
 }
 
 func TestHomeShardIsStableAndEven(t *testing.T) {

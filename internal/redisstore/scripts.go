@@ -39,6 +39,20 @@ var (
 	rebuildSwapSrc string
 	//go:embed lua/rebuild_activate.lua
 	rebuildActivateSrc string
+
+	// The discount campaigns' own scripts (discount.go).
+	//go:embed lua/disc_begin.lua
+	discBeginSrc string
+	//go:embed lua/disc_reserve.lua
+	discReserveSrc string
+	//go:embed lua/disc_confirm.lua
+	discConfirmSrc string
+	//go:embed lua/disc_cancel.lua
+	discCancelSrc string
+	//go:embed lua/disc_reap.lua
+	discReapSrc string
+	//go:embed lua/disc_settle.lua
+	discSettleSrc string
 )
 
 // scripts is one set of the campaign scripts, built by luascript (which
@@ -46,9 +60,10 @@ var (
 // has an unknown outcome, which only the caller may resolve by retrying;
 // grab is idempotent per user).
 type scripts struct {
-	begin, load, activate, grab, status, close, dead, settle, redrive *luascript.Script
-	xferTake, xferApply                                               *luascript.Script
-	rebuildFreeze, rebuildSwap, rebuildActivate                       *luascript.Script
+	begin, load, activate, grab, status, close, dead, settle, redrive     *luascript.Script
+	xferTake, xferApply                                                   *luascript.Script
+	rebuildFreeze, rebuildSwap, rebuildActivate                           *luascript.Script
+	discBegin, discReserve, discConfirm, discCancel, discReap, discSettle *luascript.Script
 }
 
 func newScripts(legacy bool) *scripts {
@@ -62,7 +77,24 @@ func newScripts(legacy bool) *scripts {
 		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
 		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
+		discBegin: mk(discBeginSrc), discReserve: mk(discReserveSrc), discConfirm: mk(discConfirmSrc),
+		discCancel: mk(discCancelSrc), discReap: mk(discReapSrc), discSettle: mk(discSettleSrc),
 	}
+}
+
+// ScriptNames maps the SHA-1 of every campaign script, as sent to Redis 7,
+// to its file name (for benchmarks reading the slow log).
+func ScriptNames() map[string]string {
+	s := modernScripts
+	out := map[string]string{}
+	for name, sc := range map[string]*luascript.Script{
+		"begin.lua": s.begin, "load.lua": s.load, "activate.lua": s.activate, "grab.lua": s.grab,
+		"status.lua": s.status, "close.lua": s.close, "dead.lua": s.dead, "settle.lua": s.settle,
+		"redrive.lua": s.redrive, "xfer_take.lua": s.xferTake, "xfer_apply.lua": s.xferApply,
+	} {
+		out[sc.SHA()] = name
+	}
+	return out
 }
 
 var (
@@ -105,6 +137,13 @@ type ScriptError = luascript.Error
 // UnknownError is a failure after which a write may or may not have
 // happened: the connection broke, or the reply did not arrive in time.
 type UnknownError = luascript.UnknownError
+
+// NotRun reports whether err says that Redis did not run the command and
+// that sending it again later may succeed: TRYAGAIN (a slot of the key is
+// migrating between cluster nodes), CLUSTERDOWN, LOADING. The scripts are
+// sent again on these already; an error that still says so came after
+// every resend.
+func NotRun(err error) bool { return luascript.NotRun(err) }
 
 // resultError classifies the error of a script call: our own error codes
 // become *ScriptError, other Redis error replies (the script did not run, or

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/hongbao/hongbao/internal/luascript"
 )
 
@@ -29,22 +31,10 @@ const syncTTL = time.Minute
 // connection, in one round trip: Redis orders all writes of a node in one
 // replication stream, so the replicas that acknowledged that write hold
 // every grant written before it, the ones just read among them. On a
-// cluster both commands go to the shard's node.
+// cluster both commands go to the shard's node, on a connection of its
+// own (luascript.WriteWait).
 func (s *Store) SyncReplicas(ctx context.Context, k Keys, replicas int, timeout time.Duration) error {
-	ms := max(timeout.Milliseconds(), 1)
-	res := s.c.DoMulti(ctx,
-		s.c.B().Set().Key(k.Sync).Value("1").Px(syncTTL).Build(),
-		s.c.B().Wait().Numreplicas(int64(replicas)).Timeout(ms).Build().SetSlot(k.Sync),
-	)
-	if err := res[0].Error(); err != nil {
-		return resultError("sync replicas of "+k.Tag, err)
-	}
-	got, err := res[1].AsInt64()
-	if err != nil {
-		return resultError("sync replicas of "+k.Tag, err)
-	}
-	if got < int64(replicas) {
-		return resultError("sync replicas of "+k.Tag, &luascript.ShortWaitError{Want: int64(replicas), Got: got})
-	}
-	return nil
+	write := func() rueidis.Completed { return s.c.B().Set().Key(k.Sync).Value("1").Px(syncTTL).Build() }
+	err := luascript.WriteWait(ctx, s.c, write, k.Sync, int64(replicas), max(timeout.Milliseconds(), 1))
+	return resultError("sync replicas of "+k.Tag, err)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,7 +21,7 @@ import (
 // without replicas or persistence.
 type ClusterOptions struct {
 	// Masters is the number of masters; the slots are split evenly between
-	// them in node order. Default 3.
+	// them in node order, in contiguous ranges. Default 3.
 	Masters int
 	// ReplicasPerMaster is the number of replicas of each master.
 	// Default 0.
@@ -77,6 +79,11 @@ type Cluster struct {
 	// Client is a cluster client given the address of Nodes[0] alone: it
 	// found the other nodes itself, as a deployment's client would.
 	Client rueidis.Client
+	// CreatedBy says how the cluster was made: "redis-cli" (redis-cli
+	// --cluster create, as operators make one) or "testenv" (the same
+	// steps sent by this package, for fewer than three masters, which
+	// redis-cli refuses, or where redis-cli is not installed).
+	CreatedBy string
 
 	opt ClusterOptions
 	ids map[string]string // node address to cluster node id
@@ -84,9 +91,14 @@ type Cluster struct {
 
 // NewCluster starts a cluster for this test: the nodes in parallel, each in
 // its own data directory on a free loopback port whose bus port
-// (port+10000) is free too; it assigns the slots, joins the nodes, attaches
-// the replicas, and returns once every node reports cluster_state:ok and
-// all agree on the slots and the roles. The nodes stop when the test ends.
+// (port+10000) is free too, each a redis-server --cluster-enabled yes. With
+// three masters or more it then runs redis-cli --cluster create on them
+// (with --cluster-replicas ReplicasPerMaster), so the slots are laid out
+// as an operator's cluster lays them out; with fewer, which redis-cli
+// refuses, or without redis-cli (a failure under CI=true), it assigns the
+// slots, joins the nodes and attaches the replicas itself, the same way.
+// It returns once every node reports cluster_state:ok and all agree on the
+// slots and the roles. The nodes stop when the test ends.
 func NewCluster(t testing.TB, opt ClusterOptions) *Cluster {
 	t.Helper()
 	need(t)
@@ -114,17 +126,42 @@ func NewCluster(t testing.TB, opt ClusterOptions) *Cluster {
 		t.Fatalf("testenv: start cluster nodes: %v", err)
 	}
 	c := &Cluster{Nodes: nodes, opt: opt, ids: map[string]string{}}
-	if err := c.create(ctx); err != nil {
+	cli, err := redisCLI(opt.Masters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cli != "" {
+		err = c.createWithCLI(ctx, cli)
+	} else {
+		err = c.create(ctx)
+	}
+	if err != nil {
 		t.Fatalf("testenv: create cluster: %v%s", err, logs(nodes...))
 	}
 	c.Client = c.NewClient(t, rueidis.ClientOption{})
 	return c
 }
 
-// create assigns the slots and epochs, joins the nodes and attaches the
-// replicas: what redis-cli --cluster create does, without its fixed
-// one-second waits and its three-master minimum.
-func (c *Cluster) create(ctx context.Context) error {
+// redisCLI returns the path of redis-cli when a cluster of masters masters
+// is to be made with it, or "" when testenv makes it itself: redis-cli
+// refuses fewer than three masters. Missing redis-cli is an error under
+// CI=true, where the suite must run as operators do.
+func redisCLI(masters int) (string, error) {
+	if masters < 3 {
+		return "", nil
+	}
+	path, err := exec.LookPath("redis-cli")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			return "", errors.New("testenv: redis-cli is not installed; CI must have it (apt-get install -y redis-tools)")
+		}
+		return "", nil
+	}
+	return path, nil
+}
+
+// readIDs records every node's cluster node id.
+func (c *Cluster) readIDs(ctx context.Context) error {
 	for _, n := range c.Nodes {
 		id, err := do(ctx, n.Client, "CLUSTER", "MYID").ToString()
 		if err != nil {
@@ -132,9 +169,85 @@ func (c *Cluster) create(ctx context.Context) error {
 		}
 		c.ids[n.Addr] = id
 	}
+	return nil
+}
+
+// createWithCLI runs redis-cli --cluster create on the nodes, as an
+// operator does: the masters first, in order (redis-cli takes the first
+// Masters addresses of one host as masters and splits the slots between
+// them in that order), then the replicas. redis-cli pairs replicas with
+// masters as it likes; the replicas are then put in the documented order
+// of Nodes.
+func (c *Cluster) createWithCLI(ctx context.Context, cli string) error {
+	if err := c.readIDs(ctx); err != nil {
+		return err
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(c.opt.ReplicasPerMaster), "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("redis-cli %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	c.CreatedBy = "redis-cli"
+	if err := c.WaitConsistent(ctx); err != nil {
+		return err
+	}
+	return c.orderReplicas(ctx)
+}
+
+// orderReplicas checks that Nodes[:Masters] are the masters and sorts the
+// replicas after them: those of master 0 first, then those of master 1,
+// and so on.
+func (c *Cluster) orderReplicas(ctx context.Context) error {
+	lines, err := c.view(ctx)
+	if err != nil {
+		return err
+	}
+	masterOf := map[string]string{} // replica address -> master address
+	byID := map[string]string{}
+	for _, l := range lines {
+		byID[l.id] = l.addr
+	}
+	for _, l := range lines {
+		if l.has("slave") {
+			masterOf[l.addr] = byID[l.master]
+		}
+	}
+	m := c.opt.Masters
+	rank := map[string]int{}
+	for i, n := range c.Nodes[:m] {
+		if _, isReplica := masterOf[n.Addr]; isReplica {
+			return fmt.Errorf("redis-cli made %s, node %d, a replica", n.Addr, i)
+		}
+		rank[n.Addr] = i
+	}
+	replicas := c.Nodes[m:]
+	count := make([]int, m)
+	for _, r := range replicas {
+		i, ok := rank[masterOf[r.Addr]]
+		if !ok {
+			return fmt.Errorf("redis-cli left %s without a master of the first %d nodes", r.Addr, m)
+		}
+		if count[i]++; count[i] > c.opt.ReplicasPerMaster {
+			return fmt.Errorf("redis-cli gave master %s more than %d replicas", c.Nodes[i].Addr, c.opt.ReplicasPerMaster)
+		}
+	}
+	sort.SliceStable(replicas, func(a, b int) bool {
+		return rank[masterOf[replicas[a].Addr]] < rank[masterOf[replicas[b].Addr]]
+	})
+	return nil
+}
+
+// create assigns the slots and epochs, joins the nodes and attaches the
+// replicas: what redis-cli --cluster create does, without its fixed
+// one-second waits and its three-master minimum.
+func (c *Cluster) create(ctx context.Context) error {
+	c.CreatedBy = "testenv"
+	if err := c.readIDs(ctx); err != nil {
+		return err
+	}
 	m := c.opt.Masters
 	for i, n := range c.Nodes[:m] {
-		lo, hi := i*Slots/m, (i+1)*Slots/m-1
+		lo, hi := SlotRange(i, m)
 		if err := do(ctx, n.Client, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)).Error(); err != nil {
 			return fmt.Errorf("CLUSTER ADDSLOTSRANGE on %s: %w", n.Addr, err)
 		}

@@ -38,6 +38,28 @@ func TestKeySlot(t *testing.T) {
 	require.True(t, strings.HasPrefix(id, "camp-"))
 }
 
+// TestSlotRange: the ranges redis-cli --cluster create assigns (as it
+// prints them for three masters), contiguous and covering every slot for
+// any number of masters.
+func TestSlotRange(t *testing.T) {
+	t.Parallel()
+	for i, want := range [][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}} {
+		first, last := SlotRange(i, 3)
+		require.Equal(t, want, [2]int{first, last})
+	}
+	for masters := 1; masters <= 64; masters++ {
+		next := 0
+		for i := range masters {
+			first, last := SlotRange(i, masters)
+			require.Equal(t, next, first, "masters %d, range %d", masters, i)
+			require.GreaterOrEqual(t, last, first)
+			require.InDelta(t, float64(Slots)/float64(masters), last-first+1, 1.5, "masters %d, range %d", masters, i)
+			next = last + 1
+		}
+		require.Equal(t, Slots, next, "masters %d cover every slot", masters)
+	}
+}
+
 // campaignKeys are keys of one campaign, sharing its hash tag as hongbao's
 // keys do.
 func campaignKeys(id string) []string {
@@ -61,6 +83,17 @@ func TestClusterScriptOnEachMaster(t *testing.T) {
 	defer cancel()
 	require.Equal(t, rueidis.ClientModeCluster, c.Client.Mode())
 	require.Len(t, c.Client.Nodes(), 3, "the client found every master from one address")
+	if _, err := exec.LookPath("redis-cli"); err == nil {
+		require.Equal(t, "redis-cli", c.CreatedBy, "three masters are made by redis-cli --cluster create")
+	}
+	// The masters own the ranges redis-cli assigns, in node order.
+	for i, n := range c.Nodes {
+		slots, err := c.SlotsOf(ctx, n.Addr)
+		require.NoError(t, err)
+		first, last := SlotRange(i, 3)
+		require.Len(t, slots, last-first+1, n.Addr)
+		require.Equal(t, []int{first, last}, []int{slots[0], slots[len(slots)-1]}, n.Addr)
+	}
 
 	base := UniqueID(t)
 	for _, master := range c.Addrs()[:3] {

@@ -1,12 +1,38 @@
 package testenv
 
 import (
+	"math"
 	"strconv"
 	"strings"
 )
 
 // Slots is the number of hash slots of a Redis Cluster.
 const Slots = 16384
+
+// SlotRange returns the first and last slot of master i of masters, as
+// redis-cli --cluster create assigns them: contiguous ranges in master
+// order, each about Slots/masters slots, the last ending at slot 16383.
+// NewCluster assigns the same ranges when it makes the cluster itself,
+// and the shards of a campaign are laid out over them.
+func SlotRange(i, masters int) (first, last int) {
+	// redis-cli's own arithmetic, in single precision: a cursor that
+	// advances by Slots/masters, each range ending at the cursor's next
+	// value less one, rounded.
+	per := float32(Slots) / float32(masters)
+	var cursor float32
+	for j := 0; j <= i; j++ {
+		last = int(math.Round(float64(cursor + per - 1)))
+		if last > Slots || j == masters-1 {
+			last = Slots - 1
+		}
+		last = max(last, first)
+		if j < i {
+			first = last + 1
+			cursor += per
+		}
+	}
+	return first, last
+}
 
 // crcTable is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the
 // checksum Redis Cluster hashes keys with.

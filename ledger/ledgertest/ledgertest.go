@@ -49,6 +49,10 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"PacketsFundRace", testPacketsFundRace},
 		{"Terms", testTerms},
 		{"TermsInvalid", testTermsInvalid},
+		{"Discounts", testDiscounts},
+		{"DiscountConflicts", testDiscountConflicts},
+		{"DiscountsInvalid", testDiscountsInvalid},
+		{"DiscountsConcurrent", testDiscountsConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

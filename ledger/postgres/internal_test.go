@@ -32,6 +32,7 @@ func TestBalancesDerivable(t *testing.T) {
 	_, err = l.ApplyGrants(ctx, "d", []ledger.Grant{{Seq: 1, User: "a", Cents: 7}})
 	require.NoError(t, err)
 	require.NoError(t, l.Refund(ctx, "c", 700))
+	applyDiscountsTwice(t, l)
 
 	rows, _ := l.pool.Query(ctx, `
 		WITH moves AS (
@@ -45,7 +46,7 @@ func TestBalancesDerivable(t *testing.T) {
 	}
 	accts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[acct])
 	require.NoError(t, err)
-	require.Len(t, accts, 5) // escrow:c, escrow:d, funding:ops, user:a, user:b; never user:x
+	require.Len(t, accts, 7) // escrow:c, escrow:d, escrow:discount:e, funding:ops, user:a, user:b, user:q; never user:x
 	for _, a := range accts {
 		require.Equal(t, a.Derived, a.Kept, a.ID)
 	}
@@ -79,7 +80,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 	defer l.Close()
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, child).Scan(&n))
-	require.Equal(t, 8, n) // 7 tables and the journal view
+	require.Equal(t, 9, n) // 8 tables and the journal view
 }
 
 func TestFirstSchema(t *testing.T) {
@@ -125,7 +126,7 @@ func TestUpgradeFromV1(t *testing.T) {
 	rows, _ := l.pool.Query(ctx, `SELECT version FROM ledger_migrations ORDER BY version`)
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(t, err)
-	require.Equal(t, []int32{1, 2, 3}, versions)
+	require.Equal(t, []int32{1, 2, 3, 4}, versions)
 	tot, err := l.Totals(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)
@@ -140,4 +141,19 @@ func TestUpgradeFromV1(t *testing.T) {
 	var free []ledger.Packet
 	require.NoError(t, l.UngrantedPackets(ctx, "new", func(p ledger.Packet) error { free = append(free, p); return nil }))
 	require.Equal(t, []ledger.Packet{{Seq: 1, Cents: 40}}, free)
+}
+
+// applyDiscountsTwice funds a discount campaign and writes its discounts
+// twice, one of them conflicting, for the balance checks.
+func applyDiscountsTwice(t *testing.T, l ledger.Ledger) {
+	t.Helper()
+	ctx := context.Background()
+	e := ledger.DiscountCampaign("e")
+	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: e, Funding: "ops", Total: 500}))
+	ds := []ledger.Discount{{User: "a", Order: "1", Seq: 1, Cents: 40}, {User: "a", Order: "2", Seq: 2, Cents: 60},
+		{User: "q", Order: "1", Seq: 3, Cents: 5}, {User: "x", Order: "1", Seq: 3, Cents: 5}}
+	for range 2 {
+		_, err := l.ApplyDiscounts(ctx, e, ds)
+		require.NoError(t, err)
+	}
 }

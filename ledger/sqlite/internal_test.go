@@ -80,6 +80,14 @@ func TestBalancesDerivable(t *testing.T) {
 	_, err := l.ApplyGrants(ctx, "d", []ledger.Grant{{Seq: 1, User: "a", Cents: 7}})
 	require.NoError(t, err)
 	require.NoError(t, l.Refund(ctx, "c", 700))
+	e := ledger.DiscountCampaign("e")
+	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: e, Funding: "ops", Total: 500}))
+	ds := []ledger.Discount{{User: "a", Order: "1", Seq: 1, Cents: 40}, {User: "a", Order: "2", Seq: 2, Cents: 60},
+		{User: "q", Order: "1", Seq: 3, Cents: 5}, {User: "x", Order: "1", Seq: 3, Cents: 5}}
+	for range 2 {
+		_, err := l.ApplyDiscounts(ctx, e, ds)
+		require.NoError(t, err)
+	}
 
 	rows, err := l.db.QueryContext(ctx, `
 		WITH moves AS (
@@ -100,7 +108,7 @@ func TestBalancesDerivable(t *testing.T) {
 		n++
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, 5, n) // escrow:c, escrow:d, funding:ops, user:a, user:b; never user:x
+	require.Equal(t, 7, n) // escrow:c, escrow:d, escrow:discount:e, funding:ops, user:a, user:b, user:q; never user:x
 }
 
 // TestNoFloats: the STRICT tables refuse a REAL in a money column, so a
@@ -140,7 +148,7 @@ func TestUpgradeFromV1(t *testing.T) {
 	defer l.Close()
 	var versions string
 	require.NoError(t, l.db.QueryRowContext(ctx, `SELECT group_concat(version) FROM (SELECT version FROM ledger_migrations ORDER BY version)`).Scan(&versions))
-	require.Equal(t, "1,2,3", versions)
+	require.Equal(t, "1,2,3,4", versions)
 	tot, err := l.Totals(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)

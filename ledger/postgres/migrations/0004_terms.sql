@@ -1,4 +1,4 @@
--- 0003: a campaign's terms next to its packets.
+-- 0004: a campaign's terms next to its packets.
 --
 -- The window, layout and spec of a campaign live in Redis; a copy here
 -- (JSON, written at create and replaced by a retried create or a rebuild)

@@ -1,0 +1,129 @@
+package hongbao
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+)
+
+// Dry shards of a discount campaign. A shard whose pool is empty answers
+// DRY instead of reserving; the engine then borrows amounts from the
+// richest other shard by the red packet campaigns' journaled transfer
+// (TakeTransfer, ApplyTransfer, FinishTransfer, each step one script on
+// one slot, Recover for what a crash left behind) and asks again: on
+// demand, since homes are only statistically even. A transfer takes half
+// of the richest pool (at least what the batch needs), from its head: the
+// amounts it would serve next, so the lender keeps its tail of small
+// amounts for last.
+//
+// Exhausted is answered only when no amount is left anywhere: every pool
+// is empty and no transfer is in flight. Reservations still held may come
+// back (cancel, expiry), so the campaign stays open; the settlement worker
+// closes it, reason exhausted, once nothing is left and nothing is held.
+
+// errNothingLeft says that no shard has an amount to lend.
+var errNothingLeft = errors.New("no amount left on any shard")
+
+// serveDry refills dry shard k and asks again for the requests it answered
+// DRY, until none is left dry. When nothing is left anywhere they are
+// answered EXHAUSTED; a request still dry after maxRefills gets ErrBusy
+// (nothing was reserved for it; a retry is safe).
+func (d *discounter) serveDry(ctx context.Context, r *droute, k int, reqs []dreq, out []redisstore.DiscountResult) []error {
+	each := make([]error, len(reqs))
+	for attempt := 0; ; attempt++ {
+		var dry []int
+		for i, o := range out {
+			if o.Code == redisstore.DiscDry {
+				dry = append(dry, i)
+			}
+		}
+		if len(dry) == 0 {
+			return each
+		}
+		fail := func(err error) []error {
+			for _, i := range dry {
+				each[i] = err
+			}
+			return each
+		}
+		if attempt == maxRefills {
+			return fail(ErrBusy)
+		}
+		err := d.refill(ctx, r, k, len(dry))
+		if errors.Is(err, errNothingLeft) {
+			for _, i := range dry {
+				out[i] = redisstore.DiscountResult{Code: redisstore.DiscExhausted}
+			}
+			return each
+		}
+		if err != nil {
+			return fail(&kindError{kind: ErrBusy, cause: err})
+		}
+		again := make([]dreq, len(dry))
+		for j, i := range dry {
+			again[j] = reqs[i]
+		}
+		res := make([]redisstore.DiscountResult, len(dry))
+		if err := d.call(ctx, opReserve, r, k, again, res); err != nil {
+			return fail(err)
+		}
+		for j, i := range dry {
+			out[i] = res[j]
+		}
+	}
+}
+
+// refill brings amounts to dry shard k for need requests, from the shard
+// with the most, by one transfer. When no other pool has any, it finishes
+// the transfers in flight (anyone's: every step is idempotent); when
+// there are none either, it is errNothingLeft. nil means: ask again.
+func (d *discounter) refill(ctx context.Context, r *droute, k, need int) error {
+	views := r.views()
+	lens, err := d.store.PoolLengths(ctx, views)
+	if err != nil {
+		return err
+	}
+	if lens[k] > 0 {
+		return nil // someone else refilled it, or a unit came back
+	}
+	order := make([]int, 0, r.shards-1)
+	for j, n := range lens {
+		if j != k && n > 0 {
+			order = append(order, j)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return lens[order[a]] > lens[order[b]] })
+	for _, j := range order {
+		want := min(max(need, int((lens[j]+1)/2)), redisstore.MaxTransfer)
+		t, err := d.store.TakeTransfer(ctx, views[j], k, want)
+		if err != nil {
+			return err
+		}
+		if len(t.Packets) == 0 {
+			continue
+		}
+		if _, err := d.store.ApplyTransfer(ctx, views[k], t); err != nil {
+			return err // the record stays; recovery applies it
+		}
+		_ = d.store.FinishTransfer(ctx, views[j], t.ID)
+		d.transfers.Add(1)
+		d.moved.Add(uint64(len(t.Packets)))
+		return nil
+	}
+	n, err := d.store.Recover(ctx, views, 0)
+	if err != nil || n > 0 {
+		return err
+	}
+	lens, err = d.store.PoolLengths(ctx, views)
+	if err != nil {
+		return err
+	}
+	for _, n := range lens {
+		if n > 0 {
+			return nil // a unit came back or moved between our reads
+		}
+	}
+	return errNothingLeft
+}

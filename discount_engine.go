@@ -1,0 +1,424 @@
+package hongbao
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/split"
+)
+
+// Errors of discount calls, beside the engine's others (ErrCampaignNotFound
+// for an unknown discount campaign, ErrBusy, ErrOutcomeUnknown).
+var (
+	// ErrNoReservation: the user holds no reservation of that order.
+	ErrNoReservation = sentinel("no such reservation")
+	// ErrReservationExpired: the order's reservation expired (by the
+	// Redis clock) and its amount went back; it cannot be confirmed, and
+	// the order cannot be reserved again: use a new order id.
+	ErrReservationExpired = sentinel("reservation expired")
+	// ErrReservationCancelled: the order's reservation was cancelled; it
+	// cannot be confirmed, and the order cannot be reserved again.
+	ErrReservationCancelled = sentinel("reservation cancelled")
+	// ErrReservationConfirmed: the order's discount is confirmed; it can
+	// no longer be cancelled.
+	ErrReservationConfirmed = sentinel("reservation confirmed")
+)
+
+// CreateDiscount validates spec, draws the amounts (split.Discounts),
+// deals them to the shards (each shard's tail last), loads them and makes
+// the campaign live, the root shard last, so no reservation sees it in
+// part. A create that crashed can be run again with the same id. A
+// campaign that exists past loading is ErrCampaignExists (an
+// *ExistsError); a refused spec a *SpecError.
+func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discount, error) {
+	d, queues, err := prepareDiscount(spec)
+	if err != nil {
+		return nil, err
+	}
+	r := newDRoute(d.ID, d.Shards)
+	token := newToken()
+	for k, keys := range r.keys {
+		existing, err := e.store.DiscountBegin(ctx, keys, token, k > 0, discountFields(d, k, queues[k]))
+		if err != nil {
+			return nil, opErr("create discount", d.ID, mapStoreErr(err))
+		}
+		if existing != "" {
+			return nil, &ExistsError{ID: d.ID, State: State(existing)}
+		}
+	}
+	loaded := 0
+	for k, keys := range r.keys {
+		if err := e.store.Load(ctx, keys.Keys(), token, int64(k+1), int64(d.Shards), queues[k], e.progress(d.Quota, loaded)); err != nil {
+			return nil, opErr("create discount", d.ID, mapStoreErr(err))
+		}
+		loaded += len(queues[k])
+	}
+	window := Spec{OpensAt: spec.OpensAt, ClosesAt: spec.ClosesAt}
+	opens, closes, err := e.window(ctx, window)
+	if err != nil {
+		return nil, opErr("create discount", d.ID, err)
+	}
+	var act redisstore.Activation
+	for k := d.Shards - 1; k >= 0; k-- {
+		act, err = e.store.Activate(ctx, r.keys[k].Keys(), token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
+		if err != nil {
+			return nil, e.activateErr(d.ID, window, err)
+		}
+	}
+	e.disc.learn(d.ID, d.Shards)
+	d.State = State(act.State)
+	d.OpensAt, d.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
+	if err := e.store.RegisterDiscount(ctx, d.ID, act.ClosesAt); err != nil {
+		return nil, opErr("create discount", d.ID, err)
+	}
+	return d, nil
+}
+
+// prepareDiscount validates a spec, draws its amounts and deals them.
+func prepareDiscount(spec DiscountSpec) (*Discount, [][]int64, error) {
+	sp, err := spec.check()
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &Discount{
+		ID: spec.ID, State: StateLoading, Budget: sp.Budget, Quota: sp.Quota, Min: sp.Min, Max: sp.Max,
+		PerUserCount: spec.PerUserCount, PerUserAmount: spec.PerUserAmount, Shards: max(spec.Shards, 1),
+		Hold: spec.Hold, Funding: spec.Funding,
+	}
+	if d.ID == "" {
+		d.ID = newCampaignID()
+	}
+	if d.Funding == "" {
+		d.Funding = DefaultFunding
+	}
+	if d.Hold == 0 {
+		d.Hold = DefaultHold
+	}
+	if spec.Seed != nil {
+		d.Seed = *spec.Seed
+	} else if d.Seed, err = split.NewSeed(); err != nil {
+		return nil, nil, opErr("create discount", d.ID, err)
+	}
+	lists, err := split.Discounts(sp, d.Seed)
+	if err != nil {
+		return nil, nil, fromSplit(err)
+	}
+	d.TailCount = len(lists.Tail)
+	return d, lists.Deal(d.Shards, d.Seed), nil
+}
+
+// discountFields are the meta fields of shard k: the spec (every shard
+// needs the limits; the root is the campaign's record), the layout, its
+// share and its zeroed counters.
+func discountFields(d *Discount, k int, share []int64) []string {
+	var cents int64
+	for _, a := range share {
+		cents += a
+	}
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	return []string{
+		"kind", "discount",
+		"budget", i64(d.Budget), "quota", strconv.Itoa(d.Quota),
+		"min", i64(d.Min), "max", i64(d.Max),
+		"per_user_count", strconv.Itoa(d.PerUserCount), "per_user_amount", i64(d.PerUserAmount),
+		"hold_ms", i64(d.Hold.Milliseconds()), "funding", d.Funding,
+		"seed", strconv.FormatUint(d.Seed, 10), "tail_count", strconv.Itoa(d.TailCount),
+		"shards", strconv.Itoa(d.Shards), "shard", strconv.Itoa(k),
+		"base_count", strconv.Itoa(len(share)), "base_cents", i64(cents),
+		"comp_cents", "0", "reserved_count", "0", "reserved_cents", "0",
+		"confirmed_count", "0", "confirmed_cents", "0", "taken_cents", "0", "returned_cents", "0",
+	}
+}
+
+// checkOrder validates the ids of an order call.
+func checkOrder(id, user, order string) error {
+	if err := ValidateCampaignID(id); err != nil {
+		return err
+	}
+	if err := ValidateUserID(user); err != nil {
+		return err
+	}
+	return ValidateOrderID(order)
+}
+
+// ReserveDiscount reserves a discount of campaign id for user's order of
+// orderCents, held until the campaign's Hold passes. At most once per
+// (user, order): a repeat answers ReservedAlready with the same discount
+// (also once it is confirmed); an order whose reservation was cancelled or
+// expired is ErrReservationCancelled or ErrReservationExpired. Business
+// outcomes (Exhausted, OverLimit, not open, closed) are in the
+// Reservation. As for Grab: a full queue is ErrBusy (nothing attempted),
+// a lost reply ErrOutcomeUnknown (a retry answers what was reserved).
+func (e *Engine) ReserveDiscount(ctx context.Context, id, user, order string, orderCents int64) (Reservation, error) {
+	if err := checkOrder(id, user, order); err != nil {
+		return Reservation{}, err
+	}
+	if orderCents < 1 || orderCents > split.MaxTotal {
+		return Reservation{}, &AmountError{Input: strconv.FormatInt(orderCents, 10), Reason: "an order amount must be within 0.01 and the largest budget"}
+	}
+	res, err := e.disc.do(ctx, opReserve, id, dreq{user: user, order: order, cents: orderCents})
+	if err != nil {
+		return Reservation{}, discErr("reserve", id, err)
+	}
+	r := Reservation{Campaign: id, User: user, Order: order}
+	switch res.Code {
+	case redisstore.DiscReserved, redisstore.DiscAlready, redisstore.DiscConfirmed:
+		r.Outcome, r.State = Reserved, Held
+		if res.Code != redisstore.DiscReserved {
+			r.Outcome = ReservedAlready
+		}
+		if res.Code == redisstore.DiscConfirmed {
+			r.State = Confirmed
+		}
+		r.Seq, r.Cents, r.ExpiresAt = res.Seq, res.Cents, time.UnixMilli(res.ExpiresMs)
+	case redisstore.DiscExhausted, redisstore.DiscNotOpen, redisstore.DiscClosed, redisstore.DiscLimit:
+		r.Outcome = ReserveOutcome(res.Code)
+	default:
+		return Reservation{}, codeErr("reserve", id, res.Code)
+	}
+	return r, nil
+}
+
+// ConfirmDiscount makes user's reservation of order final; it then
+// settles into the ledger. A repeat answers the same (Again set). A
+// reservation past its hold is ErrReservationExpired, a cancelled one
+// ErrReservationCancelled, an unknown order ErrNoReservation. Confirms
+// are accepted after the campaign closed, until the hold ends.
+func (e *Engine) ConfirmDiscount(ctx context.Context, id, user, order string) (Reservation, error) {
+	if err := checkOrder(id, user, order); err != nil {
+		return Reservation{}, err
+	}
+	res, err := e.disc.do(ctx, opConfirm, id, dreq{user: user, order: order})
+	if err != nil {
+		return Reservation{}, discErr("confirm", id, err)
+	}
+	switch res.Code {
+	case redisstore.DiscReserved, redisstore.DiscAlready:
+		return Reservation{Campaign: id, User: user, Order: order, State: Confirmed, Again: res.Code == redisstore.DiscAlready,
+			Seq: res.Seq, Cents: res.Cents, ExpiresAt: time.UnixMilli(res.ExpiresMs)}, nil
+	default:
+		return Reservation{}, codeErr("confirm", id, res.Code)
+	}
+}
+
+// CancelDiscount releases user's reservation of order: its amount goes
+// back to be reserved by others and the user's usage goes down. A repeat
+// answers the same (Again set); a reservation that had expired answers
+// State Expired (its amount went back too). A confirmed one is
+// ErrReservationConfirmed, an unknown order ErrNoReservation.
+func (e *Engine) CancelDiscount(ctx context.Context, id, user, order string) (Reservation, error) {
+	if err := checkOrder(id, user, order); err != nil {
+		return Reservation{}, err
+	}
+	res, err := e.disc.do(ctx, opCancel, id, dreq{user: user, order: order})
+	if err != nil {
+		return Reservation{}, discErr("cancel", id, err)
+	}
+	r := Reservation{Campaign: id, User: user, Order: order, Seq: res.Seq, Cents: res.Cents}
+	switch res.Code {
+	case redisstore.DiscReserved, redisstore.DiscAlready:
+		r.State, r.Again = Cancelled, res.Code == redisstore.DiscAlready
+	case redisstore.DiscExpired:
+		r.State = Expired
+	default:
+		return Reservation{}, codeErr("cancel", id, res.Code)
+	}
+	return r, nil
+}
+
+// codeErr is the error of a script code that is not an answer of op.
+func codeErr(op, id string, code int) error {
+	switch code {
+	case redisstore.DiscNoCampaign:
+		return opErr(op, id, ErrCampaignNotFound)
+	case redisstore.DiscNotFound:
+		return opErr(op, id, ErrNoReservation)
+	case redisstore.DiscCancelled:
+		return opErr(op, id, ErrReservationCancelled)
+	case redisstore.DiscExpired:
+		return opErr(op, id, ErrReservationExpired)
+	case redisstore.DiscConfirmed:
+		return opErr(op, id, ErrReservationConfirmed)
+	}
+	return opErr(op, id, fmt.Errorf("unknown outcome code %d", code))
+}
+
+// discErr wraps an error of a discount call, ErrBusy bare as Grab does.
+func discErr(op, id string, err error) error {
+	if err == ErrBusy {
+		return err
+	}
+	return opErr(op, id, mapStoreErr(err))
+}
+
+// DiscountStatus reads a discount campaign's state and counters.
+func (e *Engine) DiscountStatus(ctx context.Context, id string) (*DiscountStatus, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	v, err := e.store.ReadDiscount(ctx, id)
+	if err != nil {
+		return nil, opErr("discount status", id, mapStoreErr(err))
+	}
+	e.disc.learn(id, len(v.Shards))
+	return discountStatusFrom(id, v)
+}
+
+// discountStatusFrom sums the shards of a discount campaign.
+func discountStatusFrom(id string, v *redisstore.DiscountView) (*DiscountStatus, error) {
+	root := v.Root()
+	m := root.Meta
+	if State(m["state"]) == StateLoading || m["kind"] != "discount" {
+		return nil, opErr("discount status", id, ErrCampaignNotFound)
+	}
+	st := &DiscountStatus{Now: time.UnixMilli(root.Now)}
+	st.Discount = discountOf(id, root)
+	st.Shards = len(v.Snaps)
+	st.CloseReason = m["close_reason"]
+	var moveCount, moveCents int64
+	for _, sn := range v.Snaps {
+		st.ConfirmedCount += sn.Int("confirmed_count")
+		st.ConfirmedCents += sn.Int("confirmed_cents")
+		st.ReservedCount += sn.Int("reserved_count")
+		st.ReservedCents += sn.Int("reserved_cents")
+		st.RefundedCents += sn.Int("refunded_cents")
+		st.CompensationCents += sn.Int("comp_cents")
+		moveCount += sn.Int("out_count") - sn.Int("in_count")
+		moveCents += sn.Int("out_cents") - sn.Int("in_cents")
+		held := sn.Int("base_count") + sn.Int("in_count") - sn.Int("out_count")
+		if sn.Meta["state"] == string(StateSettled) {
+			st.RemainingCount += held - sn.Int("confirmed_count") - sn.Int("reserved_count")
+			st.RemainingCents += sn.Int("refunded_cents")
+			continue
+		}
+		st.RemainingCount += sn.PoolLen
+		st.RemainingCents += sn.Int("base_cents") + sn.Int("in_cents") - sn.Int("out_cents") -
+			sn.Int("taken_cents") + sn.Int("returned_cents") + sn.Int("comp_cents")
+	}
+	st.InFlight = moveCount
+	st.RemainingCount += moveCount
+	st.RemainingCents += moveCents
+	if st.State == StateScheduled || st.State == StateOpen {
+		switch {
+		case root.Now < root.Int("opens_at"):
+			st.State = StateScheduled
+		case root.Now >= root.Int("closes_at"):
+			st.State, st.CloseReason = StateClosed, CloseTime
+		default:
+			st.State = StateOpen
+		}
+	}
+	return st, nil
+}
+
+// discountOf reads a campaign's spec from its root shard's meta.
+func discountOf(id string, root redisstore.Snapshot) Discount {
+	m := root.Meta
+	d := Discount{
+		ID: id, State: State(m["state"]), Budget: root.Int("budget"), Quota: int(root.Int("quota")),
+		Min: root.Int("min"), Max: root.Int("max"), PerUserCount: int(root.Int("per_user_count")),
+		PerUserAmount: root.Int("per_user_amount"), Shards: int(max(root.Int("shards"), 1)),
+		Hold:    time.Duration(root.Int("hold_ms")) * time.Millisecond,
+		OpensAt: time.UnixMilli(root.Int("opens_at")), ClosesAt: time.UnixMilli(root.Int("closes_at")),
+		Funding: m["funding"], TailCount: int(root.Int("tail_count")),
+	}
+	d.Seed, _ = strconv.ParseUint(m["seed"], 10, 64)
+	return d
+}
+
+// CloseDiscount stops reservations of a discount campaign now (every
+// shard, the root last); confirms of reservations held go on until their
+// hold ends. Closing a closed campaign changes nothing.
+func (e *Engine) CloseDiscount(ctx context.Context, id string) (*DiscountStatus, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	v, err := e.store.ReadDiscount(ctx, id)
+	if err == nil {
+		err = closeShards(ctx, e.store, redisstore.ShardViews(v.Shards), CloseOperator)
+	}
+	if err != nil {
+		return nil, opErr("close discount", id, mapStoreErr(err))
+	}
+	return e.DiscountStatus(ctx, id)
+}
+
+// DiscountCampaigns lists the live discount campaigns, those not yet
+// settled, by close time.
+func (e *Engine) DiscountCampaigns(ctx context.Context) ([]string, error) {
+	ids, err := e.store.DiscountCampaigns(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hongbao: %w", err)
+	}
+	return ids, nil
+}
+
+// ReapDiscount expires the reservations of campaign id whose hold has
+// passed, on every shard, returning each amount (disc_reap.lua), and says
+// how many. Running it twice changes nothing the second time.
+func (e *Engine) ReapDiscount(ctx context.Context, id string) (int, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return 0, err
+	}
+	v, err := e.store.ReadDiscount(ctx, id)
+	if err != nil {
+		return 0, opErr("reap", id, mapStoreErr(err))
+	}
+	total := 0
+	for _, k := range v.Shards {
+		for more := true; more; {
+			var n int
+			n, more, err = e.store.Reap(ctx, k, redisstore.MaxReap)
+			total += n
+			if err != nil {
+				return total, opErr("reap", id, mapStoreErr(err))
+			}
+		}
+	}
+	return total, nil
+}
+
+// ReapDiscounts runs ReapDiscount on every live discount campaign and
+// returns how many reservations expired. A campaign that vanished between
+// the listing and the reap is skipped.
+func (e *Engine) ReapDiscounts(ctx context.Context) (int, error) {
+	ids, err := e.DiscountCampaigns(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, id := range ids {
+		n, err := e.ReapDiscount(ctx, id)
+		total += n
+		if err != nil && !errors.Is(err, ErrCampaignNotFound) {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// RunDiscountReaper runs ReapDiscounts every period (default 1s) until ctx
+// ends; onErr, if not nil, hears each failed round (the next round tries
+// again). A service runs one reaper under its scheduler lease; more would
+// be safe, only wasteful, since a reap is idempotent.
+func (e *Engine) RunDiscountReaper(ctx context.Context, every time.Duration, onErr func(error)) {
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := e.ReapDiscounts(ctx); err != nil && ctx.Err() == nil && onErr != nil {
+			onErr(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

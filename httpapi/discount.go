@@ -1,0 +1,297 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// The discount routes: random instant discounts at payment time. A
+// payment system creates a campaign (admin key), then, for each payment,
+// reserves a discount for the user's order (user token), and confirms it
+// when the payment went through or cancels it when it failed; a
+// reservation neither confirmed nor cancelled expires after the
+// campaign's hold. Every call is idempotent by (user, order id).
+
+// discountRoutes registers the discount routes.
+func (s *Server) discountRoutes() {
+	s.handle("POST /v1/discounts", s.v1(s.admin(s.createDiscount)))
+	s.handle("GET /v1/discounts/{id}", s.v1(s.admin(s.getDiscount)))
+	s.handle("POST /v1/discounts/{id}/close", s.v1(s.admin(s.closeDiscount)))
+	s.handle("POST /v1/discounts/{id}/reserve", s.v1(s.user(s.reserveDiscount)))
+	s.handle("POST /v1/discounts/{id}/orders/{order_id}/confirm", s.v1(s.user(s.confirmDiscount)))
+	s.handle("POST /v1/discounts/{id}/orders/{order_id}/cancel", s.v1(s.user(s.cancelDiscount)))
+}
+
+// failDiscount answers the errors of the discount calls, and leaves the
+// rest to fail.
+func (s *Server) failDiscount(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, hongbao.ErrNoReservation):
+		writeError(w, http.StatusNotFound, CodeNoReservation, "you hold no reservation of this order", 0)
+	case errors.Is(err, hongbao.ErrReservationExpired):
+		writeError(w, http.StatusConflict, CodeExpired, "the reservation of this order expired; its discount went back (reserve again with a new order id)", 0)
+	case errors.Is(err, hongbao.ErrReservationCancelled):
+		writeError(w, http.StatusConflict, CodeCancelled, "the reservation of this order was cancelled (reserve again with a new order id)", 0)
+	case errors.Is(err, hongbao.ErrReservationConfirmed):
+		writeError(w, http.StatusConflict, CodeConfirmed, "the discount of this order is confirmed; it can no longer be cancelled", 0)
+	default:
+		s.fail(w, r, err)
+	}
+}
+
+func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin string) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	spec, err := decodeDiscount(body, s.cfg.MaxCount)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if spec.ID, err = idempotentID(key); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 4*s.cfg.Timeout)
+	defer cancel()
+	if spec.ID != "" && s.cfg.Retired != nil {
+		if err := s.checkDiscountNotRetired(ctx, spec.ID); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	d, err := s.cfg.Engine.CreateDiscount(ctx, spec)
+	var exists *hongbao.ExistsError
+	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
+		s.replayDiscount(ctx, w, r, admin, spec)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("admin action", "who", admin, "action", "create-discount", "discount", d.ID,
+		"budget_cents", d.Budget, "quota", d.Quota, "min_cents", d.Min, "max_cents", d.Max,
+		"per_user_count", d.PerUserCount, "per_user_amount_cents", d.PerUserAmount, "shards", d.Shards,
+		"hold", d.Hold, "funding", d.Funding, "opens_at", d.OpensAt, "closes_at", d.ClosesAt, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusCreated, discountJSON(d))
+}
+
+// checkDiscountNotRetired refuses an Idempotency-Key whose discount
+// campaign the ledger knows (under its ledger id) while Redis does not: it
+// was settled and its keys expired.
+func (s *Server) checkDiscountNotRetired(ctx context.Context, id string) error {
+	known, err := s.cfg.Retired(ctx, ledger.DiscountCampaign(id))
+	if err != nil {
+		s.log.Warn("idempotency check: ledger lookup failed", "discount", id, "err", err)
+		return &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+			msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
+	}
+	if !known {
+		return nil
+	}
+	_, err = s.cfg.Engine.DiscountStatus(ctx, id)
+	switch {
+	case errors.Is(err, hongbao.ErrCampaignNotFound):
+		return &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch,
+			msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
+	case err != nil:
+		return err
+	}
+	return nil // still in Redis: the create replays it
+}
+
+// replayDiscount answers a create whose Idempotency-Key names an existing
+// discount campaign: that campaign if it is the same spec.
+func (s *Server) replayDiscount(ctx context.Context, w http.ResponseWriter, r *http.Request, admin string, spec hongbao.DiscountSpec) {
+	st, err := s.cfg.Engine.DiscountStatus(ctx, spec.ID)
+	if errors.Is(err, hongbao.ErrCampaignNotFound) {
+		writeError(w, http.StatusConflict, CodeInProgress, "a create with this Idempotency-Key is in progress; retry", s.cfg.RetryAfter)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !sameDiscount(&st.Discount, spec) {
+		writeError(w, http.StatusUnprocessableEntity, CodeIdempotencyMismatch, "this Idempotency-Key was used for another campaign", 0)
+		return
+	}
+	s.log.Info("admin action", "who", admin, "action", "create-discount-replayed", "discount", st.ID, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, discountJSON(&st.Discount))
+}
+
+// sameDiscount says whether campaign d is what spec creates: every field
+// the request gave, and the defaults of those it left out.
+func sameDiscount(d *hongbao.Discount, spec hongbao.DiscountSpec) bool {
+	def := func(v, zero int64) int64 {
+		if v == 0 {
+			return zero
+		}
+		return v
+	}
+	funding := spec.Funding
+	if funding == "" {
+		funding = hongbao.DefaultFunding
+	}
+	hold := spec.Hold
+	if hold == 0 {
+		hold = hongbao.DefaultHold
+	}
+	return d.Budget == spec.Budget && d.Quota == spec.Quota && d.Min == def(spec.Min, 1) && d.Max == def(spec.Max, spec.Budget) &&
+		d.PerUserCount == spec.PerUserCount && d.PerUserAmount == spec.PerUserAmount && d.Shards == max(spec.Shards, 1) &&
+		d.Hold == hold && d.Funding == funding && (spec.Seed == nil || *spec.Seed == d.Seed) &&
+		(spec.OpensAt.IsZero() || spec.OpensAt.UnixMilli() == d.OpensAt.UnixMilli()) &&
+		(spec.ClosesAt.IsZero() || spec.ClosesAt.UnixMilli() == d.ClosesAt.UnixMilli())
+}
+
+func (s *Server) getDiscount(w http.ResponseWriter, r *http.Request, _ string) {
+	id, err := campaignID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	st, err := s.cfg.Engine.DiscountStatus(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, discountStatusJSON(st))
+}
+
+func (s *Server) closeDiscount(w http.ResponseWriter, r *http.Request, admin string) {
+	id, ok := s.actionTarget(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	st, err := s.cfg.Engine.CloseDiscount(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("admin action", "who", admin, "action", "close-discount", "discount", id,
+		"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, discountStatusJSON(st))
+}
+
+func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, user string) {
+	id, err := campaignID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	order, cents, err := decodeReserve(body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	res, err := s.cfg.Engine.ReserveDiscount(ctx, id, user, order, cents)
+	s.dmetrics.latency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.dmetrics.count("reserve", errorLabel(err))
+		s.failDiscount(w, r, err)
+		return
+	}
+	s.dmetrics.count("reserve", res.Outcome.String())
+	writeJSON(w, http.StatusOK, reserveJSON(res))
+}
+
+// orderTarget reads the campaign and order ids of confirm and cancel and
+// checks that no body came; on failure it has answered.
+func (s *Server) orderTarget(w http.ResponseWriter, r *http.Request) (id, order string, ok bool) {
+	id, ok = s.actionTarget(w, r)
+	if !ok {
+		return "", "", false
+	}
+	order = r.PathValue("order_id")
+	if err := checkOrderID(order); err != nil {
+		s.fail(w, r, err)
+		return "", "", false
+	}
+	return id, order, true
+}
+
+func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, user string) {
+	id, order, ok := s.orderTarget(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	res, err := s.cfg.Engine.ConfirmDiscount(ctx, id, user, order)
+	if err != nil {
+		s.dmetrics.count("confirm", errorLabel(err))
+		s.failDiscount(w, r, err)
+		return
+	}
+	s.dmetrics.count("confirm", again(res.Again, "confirmed"))
+	writeJSON(w, http.StatusOK, confirmJSON(res))
+}
+
+func (s *Server) cancelDiscount(w http.ResponseWriter, r *http.Request, user string) {
+	id, order, ok := s.orderTarget(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	res, err := s.cfg.Engine.CancelDiscount(ctx, id, user, order)
+	if err != nil {
+		s.dmetrics.count("cancel", errorLabel(err))
+		s.failDiscount(w, r, err)
+		return
+	}
+	out := cancelJSON(res)
+	s.dmetrics.count("cancel", again(res.Again, out.Outcome))
+	writeJSON(w, http.StatusOK, out)
+}
+
+// again is the metric label of an answer that repeats an earlier one.
+func again(repeat bool, outcome string) string {
+	if repeat {
+		return "already_" + outcome
+	}
+	return outcome
+}
+
+// errorLabel is the metric label of a failed discount call.
+func errorLabel(err error) string {
+	switch {
+	case errors.Is(err, hongbao.ErrReservationExpired):
+		return "expired"
+	case errors.Is(err, hongbao.ErrReservationCancelled):
+		return "cancelled"
+	case errors.Is(err, hongbao.ErrReservationConfirmed):
+		return "confirmed"
+	case errors.Is(err, hongbao.ErrNoReservation):
+		return "no_reservation"
+	case errors.Is(err, hongbao.ErrCampaignNotFound):
+		return "not_found"
+	case errors.Is(err, hongbao.ErrBusy):
+		return "busy"
+	case errors.Is(err, hongbao.ErrOutcomeUnknown):
+		return "outcome_unknown"
+	}
+	return "error"
+}

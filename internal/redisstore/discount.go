@@ -1,0 +1,337 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Discount campaigns. A discount campaign spends a budget over a quota of
+// pre-drawn amounts, spread over shards like a sharded red packet
+// campaign: a user's usage, its reservations and the amounts it is served
+// from live on its home shard, so every decision is one script on one
+// slot (disc_reserve.lua, disc_confirm.lua, disc_cancel.lua,
+// disc_reap.lua). Loading, activation, status, closing, transfers between
+// shards and the settlement stream calls are the red packet campaign's
+// own, on DiscountKeys.Keys().
+
+// Outcome codes of the discount scripts.
+const (
+	DiscReserved   = 1  // reserve: reserved now; confirm: confirmed now; cancel: cancelled now
+	DiscAlready    = 2  // the same answer as before: reserved or confirmed; confirmed; cancelled
+	DiscExhausted  = 3  // a one-shard campaign's pool is empty
+	DiscNotOpen    = 4  // before opens_at
+	DiscClosed     = 5  // after closes_at, or closed
+	DiscNoCampaign = 6  // no such shard, or still loading
+	DiscDry        = 7  // a shard of a sharded campaign is empty
+	DiscLimit      = 8  // the user's count or amount limit is used up
+	DiscCancelled  = 9  // the order's reservation was cancelled
+	DiscExpired    = 10 // the order's reservation expired
+	DiscNotFound   = 11 // no reservation of the order on this shard
+	DiscConfirmed  = 12 // cancel: the order was confirmed, too late
+)
+
+// MaxDiscountBatch is the most requests one discount script call takes.
+const MaxDiscountBatch = 1000
+
+// MaxReap is the most reservations one disc_reap.lua call expires.
+const MaxReap = 1000
+
+// DiscountResult is one request's answer from a discount script.
+type DiscountResult struct {
+	Code      int
+	Seq       int64 // the unit of quota (the pool entry's seq)
+	Cents     int64 // the discount
+	ExpiresMs int64 // when the reservation's hold ends, Redis clock
+}
+
+// DiscountBegin starts loading one shard of a discount campaign with the
+// given meta fields. If it already exists past loading, it returns its
+// state and nothing is changed, unless restartUnused is set and the shard
+// never reserved, lent or borrowed anything: then it is loaded afresh.
+func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, token string, restartUnused bool, fields []string) (existing string, err error) {
+	flag := "0"
+	if restartUnused {
+		flag = "1"
+	}
+	args := append([]string{token, flag}, fields...)
+	keys := []string{k.Meta, k.Staging, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Xfers, k.Applied}
+	vals, err := s.s.discBegin.Exec(ctx, s.c, keys, args).ToArray()
+	if err != nil {
+		return "", resultError("begin discount load", err)
+	}
+	if len(vals) != 2 {
+		return "", fmt.Errorf("begin discount load: reply of %d elements", len(vals))
+	}
+	if code, _ := vals[0].AsInt64(); code == 1 {
+		st, _ := vals[1].ToString()
+		return st, nil
+	}
+	return "", nil
+}
+
+// Reserve runs disc_reserve.lua on one shard: keys are ReserveKeys, args
+// the shard count as the caller knows it (ShardsArg) and then triples of
+// user, order, order cents (1..MaxDiscountBatch). It writes one result
+// per triple into out. A caller that routed with a stale shard count gets
+// a *ShardsError and nothing was written.
+func (s *Store) Reserve(ctx context.Context, keys, args []string, out []DiscountResult) error {
+	return discBatch(s.s.discReserve.Exec(ctx, s.c, keys, args), "reserve", out)
+}
+
+// Confirm runs disc_confirm.lua on one shard: keys are ConfirmKeys, args
+// the shard count and then pairs of user, order.
+func (s *Store) Confirm(ctx context.Context, keys, args []string, out []DiscountResult) error {
+	return discBatch(s.s.discConfirm.Exec(ctx, s.c, keys, args), "confirm", out)
+}
+
+// Cancel runs disc_cancel.lua on one shard: keys are CancelKeys, args the
+// shard count and then pairs of user, order.
+func (s *Store) Cancel(ctx context.Context, keys, args []string, out []DiscountResult) error {
+	return discBatch(s.s.discCancel.Exec(ctx, s.c, keys, args), "cancel", out)
+}
+
+// discBatch decodes the reply of a discount batch script: four integers
+// per request.
+func discBatch(r rueidis.RedisResult, op string, out []DiscountResult) error {
+	vals, err := r.AsIntSlice()
+	if err != nil {
+		return shardsError(resultError(op, err))
+	}
+	if len(vals) != 4*len(out) {
+		return fmt.Errorf("%s: reply of %d values for %d requests", op, len(vals), len(out))
+	}
+	for i := range out {
+		out[i] = DiscountResult{Code: int(vals[4*i]), Seq: vals[4*i+1], Cents: vals[4*i+2], ExpiresMs: vals[4*i+3]}
+	}
+	return nil
+}
+
+// Reap runs disc_reap.lua on one shard: it takes up to most (1..MaxReap)
+// due holds off the holds list, expires those still reserved, and says
+// whether more may be due.
+func (s *Store) Reap(ctx context.Context, k DiscountKeys, most int) (expired int, more bool, err error) {
+	vals, err := s.s.discReap.Exec(ctx, s.c, k.ReserveKeys(), []string{strconv.Itoa(most)}).AsIntSlice()
+	if err != nil {
+		return 0, false, resultError("reap "+k.Tag, err)
+	}
+	if len(vals) != 2 {
+		return 0, false, fmt.Errorf("reap %s: reply of %d values", k.Tag, len(vals))
+	}
+	return int(vals[0]), vals[1] == 1, nil
+}
+
+// DiscountSettle records the refund of one closed shard (what its pool and
+// compensation hold) and marks it settled; changed is false when it was
+// settled already.
+func (s *Store) DiscountSettle(ctx context.Context, k DiscountKeys, refund int64) (changed bool, err error) {
+	vals, err := s.s.discSettle.Exec(ctx, s.c, []string{k.Meta, k.Pool, k.Xfers, k.Holds},
+		[]string{strconv.FormatInt(refund, 10)}).ToArray()
+	if err != nil {
+		return false, resultError("settle discount "+k.Tag, err)
+	}
+	if len(vals) != 3 {
+		return false, fmt.Errorf("settle discount %s: reply of %d elements", k.Tag, len(vals))
+	}
+	c, _ := vals[2].AsInt64()
+	return c == 1, nil
+}
+
+// DiscountView is a read of every shard of a discount campaign, the root
+// first. Each snapshot is consistent; the set is read in one round trip
+// after the root's, not at one instant.
+type DiscountView struct {
+	ID     string
+	Shards []DiscountKeys
+	Snaps  []Snapshot
+}
+
+// Root is the root shard's snapshot: the campaign's spec and state.
+func (v *DiscountView) Root() Snapshot { return v.Snaps[0] }
+
+// ReadDiscount reads discount campaign id: the root first, which says how
+// many shards there are, then the others. ErrNoCampaign when the root does
+// not exist.
+func (s *Store) ReadDiscount(ctx context.Context, id string) (*DiscountView, error) {
+	root := DiscountShardKeys(id, 1, 0)
+	snap, err := s.Status(ctx, root.Keys())
+	if err != nil {
+		return nil, err
+	}
+	n := int(snap.Int("shards"))
+	if n <= 1 {
+		return &DiscountView{ID: id, Shards: []DiscountKeys{root}, Snaps: []Snapshot{snap}}, nil
+	}
+	if n > MaxShards {
+		return nil, fmt.Errorf("discount %s: %w: %d shards", id, ErrCorrupt, n)
+	}
+	layout := DiscountLayout(id, n)
+	views := make([]Keys, n-1)
+	for k := range views {
+		views[k] = layout[k+1].Keys()
+	}
+	rest, err := s.StatusAll(ctx, views)
+	if err != nil {
+		return nil, err
+	}
+	return &DiscountView{ID: id, Shards: layout, Snaps: append([]Snapshot{snap}, rest...)}, nil
+}
+
+// ShardViews returns the campaign-shard view (Keys) of every shard.
+func ShardViews(shards []DiscountKeys) []Keys {
+	out := make([]Keys, len(shards))
+	for i, k := range shards {
+		out[i] = k.Keys()
+	}
+	return out
+}
+
+// RegisterDiscount adds discount campaign id to the registry of live
+// discount campaigns, scored by its close time in ms. Registering again
+// only updates the score.
+func (s *Store) RegisterDiscount(ctx context.Context, id string, closesAt int64) error {
+	err := s.c.Do(ctx, s.c.B().Zadd().Key(DiscountsIndex).ScoreMember().
+		ScoreMember(float64(closesAt), id).Build()).Error()
+	if err != nil {
+		return fmt.Errorf("register discount %s: %w", id, err)
+	}
+	return nil
+}
+
+// DiscountCampaigns lists the registered (not yet settled) discount
+// campaigns, by close time.
+func (s *Store) DiscountCampaigns(ctx context.Context) ([]string, error) {
+	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(DiscountsIndex).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("list discounts: %w", err)
+	}
+	return ids, nil
+}
+
+// UnregisterDiscount removes a settled discount campaign from the registry
+// and lets the keys of all its shards expire after retention (kept when
+// retention is not positive).
+func (s *Store) UnregisterDiscount(ctx context.Context, id string, shards []DiscountKeys, retention time.Duration) error {
+	cmds := []rueidis.Completed{s.c.B().Zrem().Key(DiscountsIndex).Member(id).Build()}
+	if retention > 0 {
+		for _, k := range shards {
+			for _, key := range []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied} {
+				cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
+			}
+		}
+	}
+	for _, r := range s.c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return fmt.Errorf("unregister discount %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// Reservation is a reservation record as stored:
+// "<state>|<seq>|<amount>|<cents>|<expires_ms>|<order_cents>".
+type Reservation struct {
+	// State is 'r' (reserved), 'c' (confirmed), 'x' (cancelled) or 'e'
+	// (expired).
+	State byte
+	// Seq is the unit of quota; Amount the pool entry it came with;
+	// Cents the discount (Amount topped up from compensation, clipped).
+	Seq, Amount, Cents int64
+	ExpiresMs          int64
+	OrderCents         int64
+}
+
+// ParseReservation reads a reservation record.
+func ParseReservation(v string) (Reservation, error) {
+	parts := strings.Split(v, "|")
+	if len(parts) != 6 || len(parts[0]) != 1 || !strings.Contains("rcxe", parts[0]) {
+		return Reservation{}, fmt.Errorf("%w: reservation %q", ErrCorrupt, v)
+	}
+	r := Reservation{State: parts[0][0]}
+	for i, p := range []*int64{&r.Seq, &r.Amount, &r.Cents, &r.ExpiresMs, &r.OrderCents} {
+		n, err := strconv.ParseInt(parts[i+1], 10, 64)
+		if err != nil || n < 0 {
+			return Reservation{}, fmt.Errorf("%w: reservation %q", ErrCorrupt, v)
+		}
+		*p = n
+	}
+	if r.Seq < 1 || r.Cents < 1 || r.Amount < 1 {
+		return Reservation{}, fmt.Errorf("%w: reservation %q", ErrCorrupt, v)
+	}
+	return r, nil
+}
+
+// ScanReservations calls fn for every reservation record of a shard, by
+// its OrderKey.
+func (s *Store) ScanReservations(ctx context.Context, k DiscountKeys, fn func(key string, r Reservation) error) error {
+	return s.scanHash(ctx, k.Resv, func(key, v string) error {
+		r, err := ParseReservation(v)
+		if err != nil {
+			return fmt.Errorf("scan reservations: %s: %w", key, err)
+		}
+		return fn(key, r)
+	})
+}
+
+// ScanUsage calls fn for every user's usage on a shard: the count and
+// cents of its discounts confirmed or reserved.
+func (s *Store) ScanUsage(ctx context.Context, k DiscountKeys, fn func(user string, count, cents int64) error) error {
+	return s.scanHash(ctx, k.Usage, func(user, v string) error {
+		a, b, ok := strings.Cut(v, ":")
+		count, err1 := strconv.ParseInt(a, 10, 64)
+		cents, err2 := strconv.ParseInt(b, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("scan usage: %w: user %q: %q", ErrCorrupt, user, v)
+		}
+		return fn(user, count, cents)
+	})
+}
+
+// ScanHolds calls fn for every hold in a shard's holds list, in list
+// (expiry) order: the OrderKey and the expiry in ms. Holds of reservations
+// confirmed or cancelled stay until the reaper takes them off.
+func (s *Store) ScanHolds(ctx context.Context, k DiscountKeys, fn func(key string, expiresMs int64) error) error {
+	for start := int64(0); ; start += scanPage {
+		vals, err := s.c.Do(ctx, s.c.B().Lrange().Key(k.Holds).Start(start).Stop(start+scanPage-1).Build()).AsStrSlice()
+		if err != nil {
+			return fmt.Errorf("scan holds: %w", err)
+		}
+		for _, v := range vals {
+			ms, key, ok := strings.Cut(v, "|")
+			exp, err := strconv.ParseInt(ms, 10, 64)
+			if !ok || err != nil || key == "" {
+				return fmt.Errorf("scan holds: %w: %q", ErrCorrupt, v)
+			}
+			if err := fn(key, exp); err != nil {
+				return err
+			}
+		}
+		if len(vals) < scanPage {
+			return nil
+		}
+	}
+}
+
+// scanHash calls fn for every field of a hash, in pages.
+func (s *Store) scanHash(ctx context.Context, key string, fn func(field, value string) error) error {
+	cursor := uint64(0)
+	for {
+		e, err := s.c.Do(ctx, s.c.B().Hscan().Key(key).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", key, err)
+		}
+		for i := 0; i+1 < len(e.Elements); i += 2 {
+			if err := fn(e.Elements[i], e.Elements[i+1]); err != nil {
+				return err
+			}
+		}
+		if e.Cursor == 0 {
+			return nil
+		}
+		cursor = e.Cursor
+	}
+}

@@ -1,0 +1,112 @@
+#!lua
+-- disc_reap.lua: expire the reservations of one shard of a discount campaign whose
+-- hold has passed by the Redis clock: each amount goes back to the head of the pool
+-- and the user's usage goes down by it, as a cancel does.
+-- KEYS[1] meta  KEYS[2] pool  KEYS[3] usage  KEYS[4] reservations  KEYS[5] holds
+-- ARGV[1] the most holds to take off the list in this call (1..1000)
+-- Reply   {expired, more}: how many reservations this call expired, and 1 when more
+--         holds may be due (call again), else 0. {0, 0} for a shard that does not
+--         exist.
+-- Errors  HBARGS bad count; HBCORRUPT a hold, record or usage that cannot be read.
+--         All raised before any write.
+-- Writes  LTRIM of the due holds off the head of the holds list; for each that is
+--         still reserved with that expiry: LPUSH of "<seq>:<r>" to the pool (r as in
+--         disc_cancel.lua, the rest to comp_cents), the user's usage down (HDEL at
+--         zero), the record's state e; HINCRBY of reserved_count, reserved_cents and
+--         returned_cents in meta.
+-- Complexity O(holds taken off). The holds list is in expiry order (every hold of a
+-- campaign is as long; a reservation appends its hold), so the due ones are at its
+-- head; holds of reservations confirmed or cancelled meanwhile are dropped here.
+-- Running it twice changes nothing the second time: a due hold leaves the list in
+-- the step that releases its reservation, and only a reservation still held is.
+local meta, pool, usage, resv, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local most = tonumber(ARGV[1])
+if not most or most < 1 or most > 1000 or most ~= math.floor(most) then
+  return redis.error_reply('HBARGS want a count in 1..1000')
+end
+if redis.call('EXISTS', meta) == 0 then
+  return {0, 0}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = redis.call('LRANGE', holds, 0, most - 1)
+local due, keys = 0, {}
+for i = 1, #head do
+  local exp, key = string.match(head[i], '^(%d+)|(.+)$')
+  if not exp then
+    return redis.error_reply('HBCORRUPT hold ' .. head[i])
+  end
+  if tonumber(exp) > now then
+    break
+  end
+  due = due + 1
+  keys[due] = key
+  head[i] = exp
+end
+if due == 0 then
+  return {0, 0}
+end
+
+local recs = redis.call('HMGET', resv, unpack(keys))
+local parsed, users = {}, {}
+for i = 1, due do
+  if recs[i] then
+    local st, seq, a, d, exp, oc = string.match(recs[i], '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+    local user = string.match(keys[i], '^(.*)/[^/]*$')
+    if not st or not user then
+      return redis.error_reply('HBCORRUPT record of ' .. keys[i])
+    end
+    if st == 'r' and exp == head[i] then
+      parsed[i] = {user, seq, tonumber(a), tonumber(d), exp, oc}
+      users[#users + 1] = user
+    end
+  end
+end
+local used = {}
+if #users > 0 then
+  local have = redis.call('HMGET', usage, unpack(users))
+  for j = 1, #users do
+    local c, a = string.match(have[j] or '0:0', '^(%d+):(%d+)$')
+    if not c then
+      return redis.error_reply('HBCORRUPT usage of ' .. users[j])
+    end
+    used[users[j]] = {tonumber(c), tonumber(a)}
+  end
+end
+
+redis.call('LTRIM', holds, due, -1)
+local count, cents_sum, comp_add, back, dirty = 0, 0, 0, 0, {}
+for i = 1, due do
+  local p = parsed[i]
+  if p then
+    local r = math.min(p[3], p[4])
+    redis.call('LPUSH', pool, p[2] .. ':' .. string.format('%d', r))
+    comp_add, back = comp_add + p[4] - r, back + r
+    local u = used[p[1]]
+    u[1], u[2] = math.max(u[1] - 1, 0), math.max(u[2] - p[4], 0)
+    dirty[p[1]] = true
+    redis.call('HSET', resv, keys[i], 'e|' .. p[2] .. string.format('|%d|%d|', p[3], p[4]) .. p[5] .. '|' .. p[6])
+    count, cents_sum = count + 1, cents_sum + p[4]
+  end
+end
+for user in pairs(dirty) do
+  local u = used[user]
+  if u[1] == 0 and u[2] == 0 then
+    redis.call('HDEL', usage, user)
+  else
+    redis.call('HSET', usage, user, string.format('%d:%d', u[1], u[2]))
+  end
+end
+if count > 0 then
+  redis.call('HINCRBY', meta, 'reserved_count', -count)
+  redis.call('HINCRBY', meta, 'reserved_cents', string.format('%d', -cents_sum))
+  redis.call('HINCRBY', meta, 'returned_cents', string.format('%d', back))
+  if comp_add > 0 then
+    redis.call('HINCRBY', meta, 'comp_cents', string.format('%d', comp_add))
+  end
+end
+local more = 0
+if due == most then
+  more = 1
+end
+return {count, more}

@@ -1,0 +1,122 @@
+package batch
+
+import (
+	"fmt"
+
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// DiscountRow is a discount row as a database returns it, without the
+// campaign.
+type DiscountRow struct {
+	User, Order string
+	Seq, Cents  int64
+}
+
+// DiscountRowOf returns the row of a discount.
+func DiscountRowOf(d ledger.Discount) DiscountRow {
+	return DiscountRow{User: d.User, Order: d.Order, Seq: d.Seq, Cents: d.Cents}
+}
+
+type orderKey struct{ user, order string }
+
+// CheckDiscounts validates a batch of one campaign and returns a copy in
+// which every discount carries the campaign id.
+func CheckDiscounts(campaign string, ds []ledger.Discount) ([]ledger.Discount, error) {
+	if campaign == "" {
+		return nil, fmt.Errorf("%w: empty campaign id", ledger.ErrInvalid)
+	}
+	out := make([]ledger.Discount, len(ds))
+	for i, d := range ds {
+		if d.Campaign == "" {
+			d.Campaign = campaign
+		}
+		switch {
+		case d.Campaign != campaign:
+			return nil, fmt.Errorf("%w: discount of campaign %q in a batch of campaign %q", ledger.ErrInvalid, d.Campaign, campaign)
+		case d.User == "" || d.Order == "":
+			return nil, fmt.Errorf("%w: discount seq %d has no user or no order", ledger.ErrInvalid, d.Seq)
+		case d.Seq < 1:
+			return nil, fmt.Errorf("%w: discount seq %d", ledger.ErrInvalid, d.Seq)
+		case d.Cents <= 0:
+			return nil, fmt.Errorf("%w: discount seq %d has %d cents", ledger.ErrInvalid, d.Seq, d.Cents)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// MissingDiscounts returns the keys of the discounts the insert did not
+// return, to look up for ClassifyDiscounts; nils when all were inserted.
+func MissingDiscounts(ds []ledger.Discount, inserted []DiscountRow) (seqs []int64, users, orders []string) {
+	if len(inserted) == len(ds) {
+		return nil, nil, nil
+	}
+	fresh := make(map[DiscountRow]int, len(inserted))
+	for _, r := range inserted {
+		fresh[r]++
+	}
+	for _, d := range ds {
+		r := DiscountRowOf(d)
+		if fresh[r] > 0 {
+			fresh[r]--
+			continue
+		}
+		seqs = append(seqs, d.Seq)
+		users = append(users, d.User)
+		orders = append(orders, d.Order)
+	}
+	return seqs, users, orders
+}
+
+// ClassifyDiscounts sorts each discount of the batch, in batch order, into
+// inserted, replayed or conflict, as Classify does grants, and returns the
+// inserted ones, whose balances the caller moves. A discount neither
+// inserted nor matching a stored row is an error, never a silent skip.
+func ClassifyDiscounts(ds []ledger.Discount, inserted, stored []DiscountRow) (ledger.DiscountResult, []ledger.Discount, error) {
+	var res ledger.DiscountResult
+	fresh := make(map[DiscountRow]int, len(inserted))
+	for _, r := range inserted {
+		fresh[r]++
+	}
+	byKey := make(map[orderKey]DiscountRow, len(stored))
+	bySeq := make(map[int64]DiscountRow, len(stored))
+	for _, r := range stored {
+		byKey[orderKey{r.User, r.Order}] = r
+		bySeq[r.Seq] = r
+	}
+	done := make([]ledger.Discount, 0, len(inserted))
+	for _, d := range ds {
+		r := DiscountRowOf(d)
+		if fresh[r] > 0 {
+			fresh[r]--
+			res.Inserted++
+			res.InsertedCents += d.Cents
+			done = append(done, d)
+			continue
+		}
+		if have, ok := byKey[orderKey{d.User, d.Order}]; ok {
+			if have == r {
+				res.Replayed++
+				continue
+			}
+			res.Conflicts = append(res.Conflicts, ledger.DiscountConflict{Discount: d, Kind: ledger.OrderDiffers, Existing: discountOf(d.Campaign, have)})
+			continue
+		}
+		if have, ok := bySeq[d.Seq]; ok {
+			res.Conflicts = append(res.Conflicts, ledger.DiscountConflict{Discount: d, Kind: ledger.UnitTaken, Existing: discountOf(d.Campaign, have)})
+			continue
+		}
+		return ledger.DiscountResult{}, nil, fmt.Errorf("ledger: discount of %q order %q was neither inserted nor found", d.User, d.Order)
+	}
+	for r, n := range fresh {
+		if n > 0 {
+			return ledger.DiscountResult{}, nil, fmt.Errorf("ledger: insert returned a row not in the batch: %q order %q", r.User, r.Order)
+		}
+	}
+	return res, done, nil
+}
+
+func discountOf(campaign string, r DiscountRow) ledger.Discount {
+	return ledger.Discount{Campaign: campaign, User: r.User, Order: r.Order, Seq: r.Seq, Cents: r.Cents}
+}

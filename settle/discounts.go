@@ -1,0 +1,355 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// Discount campaigns settle like red packet campaigns, through the same
+// passes: the budget is funded into the campaign's escrow (under the
+// ledger id ledger.DiscountCampaign(id)), each shard's confirms stream is
+// read with the consumer group and its confirmed discounts written in one
+// ledger transaction per batch (escrow -> user, idempotent by campaign,
+// user and order) before the entries are acknowledged, and once the
+// campaign is closed, drained and holds no reservation, the leftover
+// (budget - confirmed) is refunded once, then recorded in Redis shard by
+// shard, the root last, and the campaign is reconciled and retired.
+//
+// A closed campaign's reservations still held wait for their confirm
+// until their hold ends; the worker then expires them itself (the
+// reaper's script, disc_reap.lua), so a settlement worker alone finishes
+// a campaign. While a campaign is open its expiries are the reaper's
+// (hongbao.Engine.RunDiscountReaper, run by serve under the scheduler
+// lease). A campaign whose every unit is confirmed, with nothing held, is
+// closed by the worker, reason exhausted.
+
+// DiscountSink is a Sink that also takes confirmed discounts; ledger.Ledger
+// is one. A worker whose sink is not one leaves discount campaigns alone
+// (and says so once in its log).
+type DiscountSink interface {
+	// ApplyDiscounts writes a batch of one discount campaign's confirmed
+	// discounts atomically and says which it refused as conflicting, as
+	// Sink.ApplyGrants does grants.
+	ApplyDiscounts(ctx context.Context, campaign string, ds []ledger.Discount) (ledger.DiscountResult, error)
+}
+
+// CloseExhausted is the close reason of a discount campaign whose every
+// discount is confirmed (hongbao.CloseExhausted).
+const CloseExhausted = "exhausted"
+
+// discountSink returns the sink as a DiscountSink.
+func (w *Worker) discountSink() (DiscountSink, bool) {
+	ds, ok := w.sink.(DiscountSink)
+	if !ok {
+		w.noDiscounts.Do(func() {
+			w.log.Warn("the sink takes no discounts; discount campaigns are left unsettled")
+		})
+	}
+	return ds, ok
+}
+
+// fundDiscount writes the fund entry of discount campaign id: its budget,
+// from its funding account, into its escrow.
+func (w *Worker) fundDiscount(ctx context.Context, id string, root redisstore.Snapshot) error {
+	return w.fundLedger(ctx, ledger.Campaign{ID: ledger.DiscountCampaign(id), Funding: root.Meta["funding"], Total: atoi(root.Meta["budget"])})
+}
+
+// discount settles what it can of discount campaign id: every shard's
+// confirms stream, the transfers a dead process left, the close when its
+// window ended or it is exhausted, the expiries of a closed campaign, and
+// the refund once it is closed, drained and holds nothing.
+func (w *Worker) discount(ctx context.Context, id string) (work int, unsettled int64, open bool, err error) {
+	if _, ok := w.discountSink(); !ok {
+		return 0, 0, false, nil
+	}
+	v, err := w.store.ReadDiscount(ctx, id)
+	if errors.Is(err, redisstore.ErrNoCampaign) {
+		w.log.Warn("registered discount campaign has no meta; unregistering", "discount", id)
+		return 1, 0, false, w.store.UnregisterDiscount(ctx, id, nil, 0)
+	}
+	if err != nil {
+		return 0, 0, true, err
+	}
+	switch v.Root().Meta["state"] {
+	case "loading":
+		return 0, 0, true, nil
+	case "settled":
+		return 1, 0, false, w.retireDiscount(ctx, v)
+	}
+	views := redisstore.ShardViews(v.Shards)
+	for _, k := range views {
+		n, u, err := w.streamShard(ctx, shard{id: id, keys: k, root: v.Root(), discount: true})
+		work += n
+		unsettled += u
+		if err != nil {
+			return work, 0, true, err
+		}
+	}
+	n, closed, err := w.closeDiscount(ctx, v, views)
+	work += n
+	if err != nil || !closed || unsettled > 0 {
+		return work, unsettled, true, err
+	}
+	done, err := w.refundDiscount(ctx, id)
+	if err != nil || !done {
+		return work, unsettled, true, err
+	}
+	return work + 1, 0, false, nil
+}
+
+// closeDiscount finishes stale transfers, closes the campaign when due
+// (its window, or nothing left and nothing held) and, once it is closed,
+// expires its reservations past their hold. closed says whether every
+// shard is closed.
+func (w *Worker) closeDiscount(ctx context.Context, v *redisstore.DiscountView, views []redisstore.Keys) (work int, closed bool, err error) {
+	if len(views) > 1 {
+		if work, err = w.store.Recover(ctx, views, staleTransfer); err != nil {
+			return work, false, err
+		}
+	}
+	rv := &redisstore.View{ID: v.ID, Shards: views, Snaps: v.Snaps}
+	closed, changed, err := w.closeIfDue(ctx, rv)
+	if err != nil {
+		return work, false, err
+	}
+	if !closed && exhausted(v) {
+		for k := len(views) - 1; k >= 0; k-- {
+			if _, _, _, err := w.store.Close(ctx, views[k], CloseExhausted); err != nil {
+				return work, false, err
+			}
+		}
+		closed, changed = true, true
+		w.log.Info("discount campaign exhausted: every discount confirmed", "discount", v.ID)
+	}
+	if changed {
+		work++
+	}
+	if !closed {
+		return work, false, nil
+	}
+	for _, k := range v.Shards {
+		for more := true; more; {
+			var n int
+			if n, more, err = w.store.Reap(ctx, k, redisstore.MaxReap); err != nil {
+				return work, true, err
+			}
+			work += n
+		}
+	}
+	return work, true, nil
+}
+
+// exhausted says whether nothing is left to reserve and nothing is held,
+// so nothing can ever come back: no amount in a pool or in flight, no
+// reservation.
+func exhausted(v *redisstore.DiscountView) bool {
+	var left, held int64
+	for _, sn := range v.Snaps {
+		left += sn.PoolLen + sn.Int("out_count") - sn.Int("in_count")
+		held += sn.Int("reserved_count")
+	}
+	return left == 0 && held == 0
+}
+
+// applyDiscounts writes the confirmed discounts of entries to the sink
+// and acknowledges them; conflicts go to the dead stream, and a failed
+// write is split and retried as apply does for grants.
+func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.Entry) error {
+	sink, _ := w.discountSink()
+	lid := ledger.DiscountCampaign(sh.id)
+	var ds []ledger.Discount
+	for _, e := range es {
+		for _, g := range e.Grants {
+			user, order, ok := redisstore.SplitOrderKey(g.User)
+			if !ok {
+				w.malformed.Add(1)
+				w.log.Error("malformed confirms entry moved to the dead stream", "discount", sh.id, "entry", e.ID, "field", g.User)
+				return w.store.Dead(ctx, sh.keys, e.ID, "malformed: field "+g.User, e.Raw)
+			}
+			ds = append(ds, ledger.Discount{Campaign: lid, User: user, Order: order, Seq: g.Seq, Cents: g.Cents})
+		}
+	}
+	res, err := sink.ApplyDiscounts(ctx, lid, ds)
+	if err != nil {
+		return w.applyFailed(ctx, sh, es, err)
+	}
+	w.discounts.Add(int64(res.Inserted))
+	w.replayed.Add(int64(res.Replayed))
+	bad := map[string][]string{}
+	for _, c := range res.Conflicts {
+		w.conflicts.Add(1)
+		w.log.Error("INCIDENT: conflicting discount", "discount", sh.id, "kind", c.Kind,
+			"user", c.Discount.User, "order", c.Discount.Order, "seq", c.Discount.Seq, "cents", c.Discount.Cents,
+			"existing_order", c.Existing.Order, "existing_seq", c.Existing.Seq)
+		key := redisstore.OrderKey(c.Discount.User, c.Discount.Order)
+		entry := es[0].ID
+		for _, e := range es {
+			for _, g := range e.Grants {
+				if g.User == key {
+					entry = e.ID
+				}
+			}
+		}
+		bad[entry] = append(bad[entry], key, redisstore.FormatPacket(c.Discount.Seq, c.Discount.Cents))
+	}
+	return w.ackOrBury(ctx, sh, es, bad)
+}
+
+// applyFailed handles a failed write of entries, as apply does: an outage
+// keeps them pending, a batch is split to find the entry at fault, and a
+// single entry the ledger refuses as invalid goes to the dead stream.
+func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entry, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	if perr := w.sink.Ping(ctx); perr != nil {
+		return fmt.Errorf("ledger unavailable: %w", err)
+	}
+	if len(es) > 1 {
+		half := len(es) / 2
+		if err := w.apply(ctx, sh, es[:half]); err != nil {
+			return err
+		}
+		return w.apply(ctx, sh, es[half:])
+	}
+	if !errors.Is(err, ledger.ErrInvalid) {
+		return fmt.Errorf("ledger failed on entry %s: %w", es[0].ID, err)
+	}
+	w.malformed.Add(1)
+	w.log.Error("confirms entry refused by the ledger; moved to the dead stream", "discount", sh.id, "entry", es[0].ID, "err", err)
+	return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
+}
+
+// ackOrBury acknowledges entries, moving those with conflicts (bad, by
+// entry id) to the dead stream with their acknowledgement.
+func (w *Worker) ackOrBury(ctx context.Context, sh shard, es []redisstore.Entry, bad map[string][]string) error {
+	var ack []string
+	for _, e := range es {
+		if pairs, ok := bad[e.ID]; ok {
+			if err := w.store.Dead(ctx, sh.keys, e.ID, "conflict", pairs); err != nil {
+				return err
+			}
+			w.entries.Add(1)
+			continue
+		}
+		ack = append(ack, e.ID)
+	}
+	if err := w.store.Ack(ctx, sh.keys, ack...); err != nil {
+		return err
+	}
+	w.entries.Add(int64(len(ack)))
+	return nil
+}
+
+// refundDiscount settles a closed, drained discount campaign that holds no
+// reservation: the leftover goes back to the funding account in the
+// ledger, once, then every shard records its part in Redis, the root last.
+// The ledger's discounts must match Redis's counters first.
+func (w *Worker) refundDiscount(ctx context.Context, id string) (bool, error) {
+	v, err := w.store.ReadDiscount(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	root := v.Root()
+	if err := w.fundDiscount(ctx, id, root); err != nil {
+		return false, err
+	}
+	var count, cents int64
+	for k, snap := range v.Snaps {
+		if snap.Transfers > 0 || snap.Int("reserved_count") > 0 {
+			return false, nil // the next passes finish them
+		}
+		g, err := w.store.Group(ctx, v.Shards[k].Keys())
+		if err != nil {
+			return false, err
+		}
+		if g.Dead > 0 {
+			return false, nil // dead discounts wait for an operator
+		}
+		count += snap.Int("confirmed_count")
+		cents += snap.Int("confirmed_cents")
+	}
+	lid := ledger.DiscountCampaign(id)
+	if ok, err := w.ledgerAgrees(ctx, lid, count, cents); !ok || err != nil {
+		return false, err
+	}
+	refund := root.Int("budget") - cents
+	if err := w.sink.Refund(ctx, lid, refund); err != nil {
+		return false, fmt.Errorf("refund: %w", err)
+	}
+	changed, err := w.settleDiscountShards(ctx, v, refund)
+	if err != nil {
+		return false, err
+	}
+	if changed {
+		w.refunds.Add(1)
+		w.log.Info("discount campaign settled", "discount", id, "confirmed_cents", cents, "refund_cents", refund)
+	}
+	return true, w.retireDiscount(ctx, v)
+}
+
+// settleDiscountShards records the refund in Redis, each shard its part
+// (what its pool and compensation hold), the root last; changed is true
+// when the root changed now.
+func (w *Worker) settleDiscountShards(ctx context.Context, v *redisstore.DiscountView, refund int64) (bool, error) {
+	parts := make([]int64, len(v.Snaps))
+	var sum int64
+	for k, sn := range v.Snaps {
+		parts[k] = sn.Int("base_cents") + sn.Int("in_cents") - sn.Int("out_cents") - sn.Int("confirmed_cents")
+		sum += parts[k]
+	}
+	if sum != refund {
+		return false, fmt.Errorf("discount %s: %w: its shards hold %d cents, the refund is %d", v.ID, redisstore.ErrCorrupt, sum, refund)
+	}
+	changed := false
+	for k := len(v.Shards) - 1; k >= 0; k-- {
+		c, err := w.store.DiscountSettle(ctx, v.Shards[k], parts[k])
+		if err != nil {
+			return false, err
+		}
+		changed = c
+	}
+	return changed, nil
+}
+
+// retireDiscount takes a settled discount campaign out of the registry;
+// its keys expire after the retention once a reconcile against the ledger
+// finds no difference, and are kept for an operator otherwise.
+func (w *Worker) retireDiscount(ctx context.Context, v *redisstore.DiscountView) error {
+	retention := w.cfg.Retention
+	if w.cfg.Ledger != nil {
+		rep, err := reconcileDiscount(ctx, w.store, w.cfg.Ledger, v.ID)
+		if err != nil {
+			return err
+		}
+		if !rep.OK {
+			w.log.Error("INCIDENT: settled discount campaign does not reconcile; its Redis keys are kept without expiry",
+				"discount", v.ID, "differences", rep.Differences)
+			retention = -1
+		}
+	}
+	return w.store.UnregisterDiscount(ctx, v.ID, v.Shards, retention)
+}
+
+// RedriveDiscount puts the dead discounts of discount campaign id back
+// into its shards' confirms streams, for an operator who fixed their
+// cause.
+func (w *Worker) RedriveDiscount(ctx context.Context, id string) (int64, error) {
+	v, err := w.store.ReadDiscount(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, k := range v.Shards {
+		n, err := w.store.Redrive(ctx, k.Keys())
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
