@@ -161,6 +161,10 @@ func New(cfg Config) (*Engine, error) {
 // past loading is never touched: that is ErrCampaignExists. A refused spec
 // is a *SpecError (see Spec.Validate), a refused id an *IDError.
 func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
+	spec, err := e.recordedSeed(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
 	c, amounts, err := e.prepare(spec)
 	if err != nil {
 		return nil, err
@@ -243,6 +247,39 @@ func (e *Engine) record(ctx context.Context, c *Campaign, spec Spec, amounts []i
 		}
 	}
 	return opens, closes, nil
+}
+
+// recordedSeed gives a retried create the seed its first attempt drew.
+// A create that recorded its packets and died before the campaign went
+// live is run again with the same id; with no seed in the spec it would
+// draw a new split, which the recorder refuses as other packets. When the
+// recorder holds terms for this id that match the spec, their seed is
+// used, so the retry records the same packets and goes on.
+func (e *Engine) recordedSeed(ctx context.Context, spec Spec) (Spec, error) {
+	if spec.Seed != nil || spec.ID == "" || e.terms == nil {
+		return spec, nil
+	}
+	t, err := e.terms.Terms(ctx, spec.ID)
+	if errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) {
+		return spec, nil
+	}
+	if err != nil {
+		return spec, opErr("create", spec.ID, fmt.Errorf("read the recorded terms: %w", err))
+	}
+	sp, err := spec.check()
+	if err != nil {
+		return spec, err
+	}
+	funding := spec.Funding
+	if funding == "" {
+		funding = DefaultFunding
+	}
+	if t.Total == sp.Total && t.Count == int64(sp.Count) && t.Min == sp.Min && t.Max == sp.Max &&
+		t.Split == string(sp.Algorithm) && t.Shards == max(spec.Shards, 1) && t.Funding == funding {
+		seed := t.Seed
+		spec.Seed = &seed
+	}
+	return spec, nil
 }
 
 // termsOf are the terms of campaign c with the window opens..closes (ms).

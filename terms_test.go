@@ -2,6 +2,7 @@ package hongbao_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -49,5 +50,62 @@ func TestTermsRecorded(t *testing.T) {
 		require.Equal(t, st.Now.UnixMilli(), closed.ClosedAt)
 		require.Equal(t, []int64{3}, closed.Lost, "the lost packets stay recorded")
 		require.Equal(t, terms.OpensAt, closed.OpensAt)
+	}
+}
+
+// crashAfterTerms records the packets and the terms, then fails: a create
+// that died after recording and before its campaign went live.
+type crashAfterTerms struct{ ledger.Ledger }
+
+func (c crashAfterTerms) WriteTerms(ctx context.Context, id string, t ledger.Terms) error {
+	if err := c.Ledger.WriteTerms(ctx, id, t); err != nil {
+		return err
+	}
+	return errors.New("died after recording")
+}
+
+// TestRetriedCreateReusesRecordedSeed: a create retried without a seed
+// after the first attempt recorded its packets (as serve retries one under
+// an Idempotency-Key) records the same packets again and goes live,
+// instead of drawing a new split that the ledger refuses.
+func TestRetriedCreateReusesRecordedSeed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	r := testenv.SharedRedis(t)
+	for _, shards := range []int{1, 3} {
+		spec := hongbao.Spec{ID: testenv.UniqueID(t), Total: 5000, Count: 50, Shards: shards}
+		first, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: crashAfterTerms{l}})
+		require.NoError(t, err)
+		_, err = first.Create(ctx, spec)
+		require.ErrorContains(t, err, "died after recording")
+		var recorded []int64
+		require.NoError(t, l.Packets(ctx, spec.ID, func(p ledger.Packet) error {
+			recorded = append(recorded, p.Cents)
+			return nil
+		}))
+
+		again, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: l})
+		require.NoError(t, err)
+		c, err := again.Create(ctx, spec)
+		require.NoError(t, err)
+		require.Equal(t, hongbao.StateOpen, c.State)
+		var got []int64
+		require.NoError(t, l.Packets(ctx, spec.ID, func(p ledger.Packet) error {
+			got = append(got, p.Cents)
+			return nil
+		}))
+		require.Equal(t, recorded, got)
+
+		// Another spec under the same id is not taken for a retry.
+		other := spec
+		other.ID = testenv.UniqueID(t)
+		_, err = first.Create(ctx, other)
+		require.Error(t, err)
+		other.Total = 6000
+		_, err = again.Create(ctx, other)
+		require.ErrorIs(t, err, ledger.ErrConflict)
 	}
 }
