@@ -3,7 +3,6 @@ package hongbao
 import (
 	"context"
 	"errors"
-	"sort"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 )
@@ -81,42 +80,15 @@ func (d *discounter) serveDry(ctx context.Context, r *droute, k int, reqs []dreq
 // there are none either, it is errNothingLeft. nil means: ask again.
 func (d *discounter) refill(ctx context.Context, r *droute, k, need int) error {
 	views := r.views()
-	lens, err := d.store.PoolLengths(ctx, views)
-	if err != nil {
-		return err
-	}
-	if lens[k] > 0 {
-		return nil // someone else refilled it, or a unit came back
-	}
-	order := make([]int, 0, r.shards-1)
-	for j, n := range lens {
-		if j != k && n > 0 {
-			order = append(order, j)
-		}
-	}
-	sort.Slice(order, func(a, b int) bool { return lens[order[a]] > lens[order[b]] })
-	for _, j := range order {
-		want := min(max(need, int((lens[j]+1)/2)), redisstore.MaxTransfer)
-		t, err := d.store.TakeTransfer(ctx, views[j], k, want)
-		if err != nil {
-			return err
-		}
-		if len(t.Packets) == 0 {
-			continue
-		}
-		if _, err := d.store.ApplyTransfer(ctx, views[k], t); err != nil {
-			return err // the record stays; recovery applies it
-		}
-		_ = d.store.FinishTransfer(ctx, views[j], t.ID)
+	moved, err := d.store.Borrow(ctx, views, k, need)
+	if moved > 0 {
 		d.transfers.Add(1)
-		d.moved.Add(uint64(len(t.Packets)))
-		return nil
+		d.moved.Add(uint64(moved))
 	}
-	n, err := d.store.Recover(ctx, views, 0)
-	if err != nil || n > 0 {
+	if !errors.Is(err, redisstore.ErrNothingToLend) {
 		return err
 	}
-	lens, err = d.store.PoolLengths(ctx, views)
+	lens, err := d.store.PoolLengths(ctx, views)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
@@ -230,41 +229,12 @@ func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []strin
 // closes the campaign, sold out. It returns nil when the caller should
 // ask again.
 func (c *coalescer) refill(ctx context.Context, r *route, k, need int) error {
-	lens, err := c.store.PoolLengths(ctx, r.keys)
-	if err != nil {
-		return err
-	}
-	if lens[k] > 0 {
-		return nil // someone else refilled it
-	}
-	order := make([]int, 0, r.shards-1)
-	for j, n := range lens {
-		if j != k && n > 0 {
-			order = append(order, j)
-		}
-	}
-	sort.Slice(order, func(a, b int) bool { return lens[order[a]] > lens[order[b]] })
-	for _, j := range order {
-		want := min(max(need, int((lens[j]+1)/2)), redisstore.MaxTransfer)
-		t, err := c.store.TakeTransfer(ctx, r.keys[j], k, want)
-		if err != nil {
-			return err
-		}
-		if len(t.Packets) == 0 {
-			continue
-		}
-		if _, err := c.store.ApplyTransfer(ctx, r.keys[k], t); err != nil {
-			return err // the record stays; recovery applies it
-		}
-		// Best effort: a record left behind is applied again as a no-op
-		// and deleted by the next recovery.
-		_ = c.store.FinishTransfer(ctx, r.keys[j], t.ID)
+	moved, err := c.store.Borrow(ctx, r.keys, k, need)
+	if moved > 0 {
 		c.transfers.Add(1)
-		c.moved.Add(uint64(len(t.Packets)))
-		return nil
+		c.moved.Add(uint64(moved))
 	}
-	n, err := c.store.Recover(ctx, r.keys, 0)
-	if err != nil || n > 0 {
+	if !errors.Is(err, redisstore.ErrNothingToLend) {
 		return err
 	}
 	snaps, err := c.store.StatusAll(ctx, r.keys)

@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -188,4 +190,57 @@ func (s *Store) Recover(ctx context.Context, shards []Keys, minAge time.Duration
 		}
 	}
 	return done, nil
+}
+
+// ErrNothingToLend: no other shard has anything in its pool and no
+// transfer was in flight (Borrow).
+var ErrNothingToLend = errors.New("no shard has anything to lend")
+
+// Borrow brings packets to dry shard k of a campaign laid out as shards,
+// for need users, by one transfer from the shard with the most: half its
+// pool, at least need, at most MaxTransfer, taken from its head (grabs
+// take from the tail, so the lender keeps what it would hand out next,
+// and the borrower hands out what it received first). When no other pool
+// has any, it
+// finishes the transfers in flight (anyone's: every step is idempotent);
+// when there was none either, it is ErrNothingToLend. moved counts the
+// packets this call moved (0 when k had some again, or when it finished
+// others' transfers): either way, the caller asks again.
+func (s *Store) Borrow(ctx context.Context, shards []Keys, k, need int) (moved int, err error) {
+	lens, err := s.PoolLengths(ctx, shards)
+	if err != nil {
+		return 0, err
+	}
+	if lens[k] > 0 {
+		return 0, nil // someone else refilled it
+	}
+	order := make([]int, 0, len(shards)-1)
+	for j, n := range lens {
+		if j != k && n > 0 {
+			order = append(order, j)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return lens[order[a]] > lens[order[b]] })
+	for _, j := range order {
+		want := min(max(need, int((lens[j]+1)/2)), MaxTransfer)
+		t, err := s.TakeTransfer(ctx, shards[j], k, want)
+		if err != nil {
+			return 0, err
+		}
+		if len(t.Packets) == 0 {
+			continue
+		}
+		if _, err := s.ApplyTransfer(ctx, shards[k], t); err != nil {
+			return 0, err // the record stays; recovery applies it
+		}
+		// Best effort: a record left behind is applied again as a no-op
+		// and deleted by the next recovery.
+		_ = s.FinishTransfer(ctx, shards[j], t.ID)
+		return len(t.Packets), nil
+	}
+	n, err := s.Recover(ctx, shards, 0)
+	if err != nil || n > 0 {
+		return 0, err
+	}
+	return 0, ErrNothingToLend
 }
