@@ -29,8 +29,6 @@ const (
 	opCancel
 )
 
-var dopNames = [...]string{"reserve", "confirm", "cancel"}
-
 // dreq is one request: a reserve carries the order amount.
 type dreq struct {
 	user, order string
