@@ -48,3 +48,21 @@ func ReadBacklog(ctx context.Context, rc rueidis.Client, id string) (Backlog, er
 	}
 	return Backlog{Lag: b.Lag, Pending: b.Pending, Dead: b.Dead, Oldest: b.OldestAge}, nil
 }
+
+// Redrive puts the dead grants of campaign id back into its grants stream,
+// for an operator who fixed their cause, and returns how many entries
+// moved; a worker settles them on its next pass. Each step moves a group
+// of entries in one script, so a grant is never in both streams or in
+// neither, and it is safe while workers run. It is ErrNoCampaign when the
+// campaign does not exist or is still loading. Worker.Redrive does the
+// same through a worker's store.
+func Redrive(ctx context.Context, rc rueidis.Client, id string) (int64, error) {
+	if _, err := ReadBacklog(ctx, rc, id); err != nil {
+		return 0, err
+	}
+	n, err := redisstore.New(rc).Redrive(ctx, id)
+	if err != nil {
+		return n, fmt.Errorf("settle: redrive %s: %w", id, err)
+	}
+	return n, nil
+}
