@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/split"
 )
 
@@ -66,7 +67,22 @@ type Spec struct {
 	// Funding is the account the money comes from; empty means
 	// DefaultFunding.
 	Funding string
+	// Shards spreads the campaign over this many groups of Redis keys,
+	// each under its own hash tag, so that on a Redis Cluster one hot
+	// campaign uses several masters: 1 to MaxShards, at most Count; 0
+	// means 1. Every user has a home shard (HomeShard) that holds the
+	// user's claim, so a user still gets at most one packet; a shard
+	// that runs dry borrows packets from the others.
+	Shards int
 }
+
+// MaxShards is the most shards a campaign may have.
+const MaxShards = redisstore.MaxShards
+
+// HomeShard is the shard of a campaign of shards shards that holds
+// user's claim: the 32-bit FNV-1a hash of the user id (its bytes), modulo
+// shards. It is stable across processes and releases.
+func HomeShard(user string, shards int) int { return redisstore.HomeShard(user, shards) }
 
 // Campaign is a created campaign.
 type Campaign struct {
@@ -81,6 +97,7 @@ type Campaign struct {
 	OpensAt  time.Time
 	ClosesAt time.Time
 	Funding  string
+	Shards   int
 }
 
 // Status is a campaign and its counters, read at one instant.
@@ -91,11 +108,15 @@ type Status struct {
 	// GrantedCount and GrantedCents count the packets handed out.
 	GrantedCount int64
 	GrantedCents int64
-	// RemainingCount and RemainingCents are what is still in the pool.
+	// RemainingCount and RemainingCents are what is still in the pool
+	// (over all shards).
 	RemainingCount int64
 	RemainingCents int64
 	// RefundedCents went back to the funding account.
 	RefundedCents int64
+	// InFlight counts the packets (of RemainingCount) on their way from
+	// one shard to another; always 0 with one shard.
+	InFlight int64
 	// Now is the Redis clock at the read.
 	Now time.Time
 }

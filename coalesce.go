@@ -2,6 +2,7 @@ package hongbao
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -34,13 +35,21 @@ type waiter struct {
 	err   error
 }
 
-// lane is the queue of one campaign.
+// lane is the queue of one shard of one campaign.
 type lane struct {
-	id       string
+	key      laneKey
+	route    *route // the layout the lane's users were homed with
 	keys     []string
 	mu       sync.Mutex
 	queue    []*waiter
 	inflight bool
+}
+
+// laneKey names a lane: a shard under one shard count. A lane made under
+// a stale count drains through the slow path and retires.
+type laneKey struct {
+	id            string
+	shards, shard int
 }
 
 // coalescer owns the lanes of all campaigns.
@@ -50,12 +59,15 @@ type coalescer struct {
 	maxQueue int
 	timeout  time.Duration
 
-	mu    sync.Mutex
-	lanes map[string]*lane
+	mu     sync.Mutex
+	lanes  map[laneKey]*lane
+	routes map[string]*route
 
-	batches atomic.Uint64
-	grabs   atomic.Uint64
-	sizes   [batchBuckets]atomic.Uint64
+	batches   atomic.Uint64
+	grabs     atomic.Uint64
+	sizes     [batchBuckets]atomic.Uint64
+	transfers atomic.Uint64
+	moved     atomic.Uint64
 }
 
 // batchBuckets are power-of-two upper bounds 1, 2, 4, ... 4096.
@@ -70,10 +82,18 @@ func (c *coalescer) grab(ctx context.Context, id, user string) (redisstore.GrabR
 	w.state.Store(queued)
 
 	c.mu.Lock()
-	l := c.lanes[id]
+	r := c.routes[id]
+	if r == nil {
+		r = c.guess(id)
+	}
+	k := laneKey{id: id, shards: r.shards}
+	if r.shards > 1 {
+		k.shard = redisstore.HomeShard(user, r.shards)
+	}
+	l := c.lanes[k]
 	if l == nil {
-		l = &lane{id: id, keys: redisstore.GrabKeys(id)}
-		c.lanes[id] = l
+		l = &lane{key: k, route: r, keys: r.grab[k.shard]}
+		c.lanes[k] = l
 	}
 	l.mu.Lock()
 	c.mu.Unlock()
@@ -108,11 +128,12 @@ func (c *coalescer) grab(ctx context.Context, id, user string) (redisstore.GrabR
 
 // run sends batches for lane l until its queue is empty.
 func (c *coalescer) run(l *lane) {
-	users := make([]string, 0, c.maxBatch)
+	// args is grab.lua's ARGV: the shard count, then the users.
+	args := make([]string, 0, c.maxBatch+1)
 	batch := make([]*waiter, 0, c.maxBatch)
 	results := make([]redisstore.GrabResult, c.maxBatch)
 	for {
-		users, batch = users[:0], batch[:0]
+		args, batch = append(args[:0], l.route.arg), batch[:0]
 		l.mu.Lock()
 		n := 0
 		for _, w := range l.queue {
@@ -122,7 +143,7 @@ func (c *coalescer) run(l *lane) {
 			n++
 			if w.state.CompareAndSwap(queued, taken) {
 				batch = append(batch, w)
-				users = append(users, w.user)
+				args = append(args, w.user)
 			}
 		}
 		rest := copy(l.queue, l.queue[n:])
@@ -141,15 +162,18 @@ func (c *coalescer) run(l *lane) {
 		l.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		err := c.store.Grab(ctx, l.keys, users, results[:len(batch)])
+		each, err := c.exec(ctx, l, args, results[:len(batch)])
 		cancel()
 		c.batches.Add(1)
 		c.grabs.Add(uint64(len(batch)))
 		c.sizes[min(bits.Len(uint(len(batch)-1)), batchBuckets-1)].Add(1)
 		for i, w := range batch {
-			if err != nil {
+			switch {
+			case err != nil:
 				w.err = err
-			} else {
+			case each != nil && each[i] != nil:
+				w.err = each[i]
+			default:
 				w.res = results[i]
 			}
 			w.done <- struct{}{}
@@ -157,12 +181,32 @@ func (c *coalescer) run(l *lane) {
 	}
 }
 
+// exec runs one batch of lane l: args[0] is the shard count, args[1:]
+// the users, out their answers. err fails the whole batch; each, when
+// not nil, fails single users (those a refill could not serve).
+func (c *coalescer) exec(ctx context.Context, l *lane, args []string, out []redisstore.GrabResult) (each []error, err error) {
+	if l.key.shards == 1 {
+		// The hot path of every one-shard campaign: one script call.
+		err = c.store.Grab(ctx, l.keys, args, out)
+		var se *redisstore.ShardsError
+		if !errors.As(err, &se) {
+			return nil, err
+		}
+		// The campaign has shards: learn the layout, route each user home.
+		return c.execRouted(ctx, c.learn(l.key.id, se.Shards), args[1:], out, 0)
+	}
+	if r := c.current(l.key.id); r != l.route {
+		return c.execRouted(ctx, r, args[1:], out, 0)
+	}
+	return c.execShard(ctx, l.route, l.key.shard, args, out, 0)
+}
+
 // retire drops an idle lane from the map, unless a grab arrived meanwhile.
 func (c *coalescer) retire(l *lane) {
 	c.mu.Lock()
 	l.mu.Lock()
-	if !l.inflight && len(l.queue) == 0 && c.lanes[l.id] == l {
-		delete(c.lanes, l.id)
+	if !l.inflight && len(l.queue) == 0 && c.lanes[l.key] == l {
+		delete(c.lanes, l.key)
 	}
 	l.mu.Unlock()
 	c.mu.Unlock()
@@ -173,6 +217,9 @@ type Stats struct {
 	// Batches counts grab script calls; Grabs counts the grabs they
 	// carried.
 	Batches, Grabs uint64
+	// Transfers counts the transfers this engine made to refill a dry
+	// shard, and Moved the packets they moved.
+	Transfers, Moved uint64
 	// BatchSizes is the distribution of batch sizes: bucket i counts
 	// batches of more than Max of bucket i-1 and at most Max users.
 	BatchSizes []BatchBucket
@@ -185,7 +232,7 @@ type BatchBucket struct {
 }
 
 func (c *coalescer) stats() Stats {
-	s := Stats{Batches: c.batches.Load(), Grabs: c.grabs.Load()}
+	s := Stats{Batches: c.batches.Load(), Grabs: c.grabs.Load(), Transfers: c.transfers.Load(), Moved: c.moved.Load()}
 	for i := range c.sizes {
 		s.BatchSizes = append(s.BatchSizes, BatchBucket{Max: 1 << i, Count: c.sizes[i].Load()})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/split"
 )
@@ -45,7 +46,7 @@ func waitQueue(t *testing.T, e *Engine, id string, n int) {
 	require.Eventually(t, func() bool {
 		e.co.mu.Lock()
 		defer e.co.mu.Unlock()
-		l := e.co.lanes[id]
+		l := e.co.lanes[laneKey{id: id, shards: 1}]
 		if l == nil {
 			return false
 		}
@@ -83,7 +84,7 @@ func TestCoalescedResultsReachTheirCallers(t *testing.T) {
 	// Every caller got the answer for its own user: the packet it was told
 	// is the one the claims hash holds for that user.
 	claims := map[string][2]int64{}
-	require.NoError(t, e.store.ScanClaims(ctx, c.ID, func(u string, seq, cents int64) error {
+	require.NoError(t, e.store.ScanClaims(ctx, redisstore.CampaignKeys(c.ID), func(u string, seq, cents int64) error {
 		claims[u] = [2]int64{seq, cents}
 		return nil
 	}))

@@ -41,6 +41,32 @@ type Config struct {
 	// LoadProgress, if not nil, is told how many packets are loaded while
 	// Create loads a pool (for progress bars). Default: nil.
 	LoadProgress func(loaded, count int)
+	// WaitReplicas, when above 0, makes a grant durable before anyone is
+	// told: after each batch script (and each step of a transfer between
+	// shards) the engine sends WAIT WaitReplicas WaitTimeout on the same
+	// connection, one per batch, and answers the batch only once that
+	// many replicas hold its writes. A WAIT that falls short answers
+	// ErrOutcomeUnknown to the whole batch: the grants are on the primary
+	// and may be lost in a failover, so nobody is told GRANTED; a retry
+	// answers ALREADY with the same packet when the grant survived, and
+	// grants afresh when it was lost. Default 0 (no waiting). See
+	// docs/durability.md.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT. Default 500ms; it must be shorter than
+	// BatchTimeout.
+	WaitTimeout time.Duration
+	// Packets, if not nil, records every packet of a campaign (seq i+1 is
+	// cents[i]) before the campaign goes live, so that a campaign Redis
+	// lost can be rebuilt from it (hongbao rebuild). A ledger.Ledger is
+	// one. Create fails, and the campaign stays loading, when it fails; a
+	// retried Create records the same packets again, which it must accept.
+	// Default nil.
+	Packets PacketRecorder
+}
+
+// PacketRecorder records a campaign's packets; see Config.Packets.
+type PacketRecorder interface {
+	WritePackets(ctx context.Context, campaign string, cents []int64) error
 }
 
 // Validate checks the configuration.
@@ -56,6 +82,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueue < 0 || c.BatchTimeout < 0 {
 		return errors.New("hongbao: Config.MaxQueue and BatchTimeout must not be negative")
+	}
+	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
+		return errors.New("hongbao: Config.WaitReplicas and WaitTimeout must not be negative")
+	}
+	if c.WaitReplicas > 0 && c.BatchTimeout > 0 && c.WaitTimeout >= c.BatchTimeout {
+		return errors.New("hongbao: Config.WaitTimeout must be shorter than BatchTimeout")
 	}
 	return nil
 }
@@ -91,9 +123,15 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.LegacyScripts {
 		store = redisstore.NewLegacy(cfg.Redis)
 	}
+	if cfg.WaitReplicas > 0 {
+		if cfg.WaitTimeout == 0 {
+			cfg.WaitTimeout = 500 * time.Millisecond
+		}
+		store = store.WithWait(cfg.WaitReplicas, cfg.WaitTimeout)
+	}
 	return &Engine{cfg: cfg, store: store, co: &coalescer{
 		store: store, maxBatch: cfg.MaxBatch, maxQueue: cfg.MaxQueue, timeout: cfg.BatchTimeout,
-		lanes: map[string]*lane{},
+		lanes: map[laneKey]*lane{}, routes: map[string]*route{},
 	}}, nil
 }
 
@@ -108,27 +146,14 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 	if err != nil {
 		return nil, err
 	}
-	token := newToken()
-	existing, err := e.store.Begin(ctx, c.ID, token, metaFields(c))
-	if err != nil {
-		return nil, opErr("create", c.ID, mapStoreErr(err))
-	}
-	if existing != "" {
-		return nil, &ExistsError{ID: c.ID, State: State(existing)}
-	}
-	var progress func(int)
-	if p := e.cfg.LoadProgress; p != nil {
-		progress = func(done int) { p(done, c.Count) }
-	}
-	if err := e.store.Load(ctx, c.ID, token, amounts, progress); err != nil {
-		return nil, opErr("create", c.ID, mapStoreErr(err))
-	}
-	act, err := e.store.Activate(ctx, c.ID, token, unixMs(spec.OpensAt), unixMs(spec.ClosesAt), e.cfg.DefaultWindow.Milliseconds())
-	if errors.Is(err, redisstore.ErrWindow) {
-		return nil, opErr("create", c.ID, windowError(spec, e.cfg.DefaultWindow, err))
+	var act redisstore.Activation
+	if c.Shards == 1 {
+		act, err = e.createOne(ctx, c, spec, amounts)
+	} else {
+		act, err = e.createSharded(ctx, c, spec, amounts)
 	}
 	if err != nil {
-		return nil, opErr("create", c.ID, mapStoreErr(err))
+		return nil, err
 	}
 	c.State = State(act.State)
 	c.OpensAt, c.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
@@ -138,6 +163,60 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 		return nil, opErr("create", c.ID, err)
 	}
 	return c, nil
+}
+
+// createOne loads and activates a one-shard campaign: begin, load,
+// activate, each on the campaign's own keys.
+func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64) (redisstore.Activation, error) {
+	k := redisstore.CampaignKeys(c.ID)
+	token := newToken()
+	existing, err := e.store.Begin(ctx, k, token, false, metaFields(c))
+	if err != nil {
+		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
+	}
+	if existing != "" {
+		return redisstore.Activation{}, &ExistsError{ID: c.ID, State: State(existing)}
+	}
+	if err := e.store.Load(ctx, k, token, 1, 1, amounts, e.progress(c.Count, 0)); err != nil {
+		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
+	}
+	if err := e.record(ctx, c.ID, amounts); err != nil {
+		return redisstore.Activation{}, err
+	}
+	act, err := e.store.Activate(ctx, k, token, unixMs(spec.OpensAt), unixMs(spec.ClosesAt), e.cfg.DefaultWindow.Milliseconds())
+	return act, e.activateErr(c.ID, spec, err)
+}
+
+// progress reports loading progress, offset by the packets of shards
+// loaded before.
+func (e *Engine) progress(count, before int) func(int) {
+	p := e.cfg.LoadProgress
+	if p == nil {
+		return nil
+	}
+	return func(done int) { p(before+done, count) }
+}
+
+// record writes the packets to Config.Packets, if any.
+func (e *Engine) record(ctx context.Context, id string, amounts []int64) error {
+	if e.cfg.Packets == nil {
+		return nil
+	}
+	if err := e.cfg.Packets.WritePackets(ctx, id, amounts); err != nil {
+		return opErr("create", id, fmt.Errorf("record the packets: %w", err))
+	}
+	return nil
+}
+
+func (e *Engine) activateErr(id string, spec Spec, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, redisstore.ErrWindow):
+		return opErr("create", id, windowError(spec, e.cfg.DefaultWindow, err))
+	default:
+		return opErr("create", id, mapStoreErr(err))
+	}
 }
 
 // prepare validates a spec and splits it.
@@ -166,7 +245,7 @@ func (e *Engine) prepare(spec Spec) (*Campaign, []int64, error) {
 	}
 	c := &Campaign{
 		ID: id, State: StateLoading, Total: sp.Total, Count: sp.Count, Min: sp.Min, Max: sp.Max,
-		Split: sp.Algorithm, Seed: seed, Funding: funding,
+		Split: sp.Algorithm, Seed: seed, Funding: funding, Shards: max(spec.Shards, 1),
 	}
 	return c, amounts, nil
 }
@@ -239,7 +318,12 @@ func (e *Engine) Held(ctx context.Context, id, user string) (Grant, error) {
 	if err := ValidateUserID(user); err != nil {
 		return Grant{}, err
 	}
-	seq, cents, held, err := e.store.Held(ctx, id, user)
+	seq, cents, shards, held, err := e.store.Held(ctx, redisstore.CampaignKeys(id), user)
+	if err == nil && shards > 1 {
+		if home := HomeShard(user, shards); home != 0 {
+			seq, cents, _, held, err = e.store.Held(ctx, e.co.learn(id, shards).keys[home], user)
+		}
+	}
 	if err != nil {
 		return Grant{}, opErr("held", id, mapStoreErr(err))
 	}
@@ -249,47 +333,63 @@ func (e *Engine) Held(ctx context.Context, id, user string) (Grant, error) {
 	return Grant{Campaign: id, User: user, Outcome: Already, Seq: seq, Cents: cents}, nil
 }
 
-// Status reads a campaign's state and counters at one instant.
+// Status reads a campaign's state and counters. A one-shard campaign is
+// read at one instant; a sharded one shard by shard, in one round trip.
 func (e *Engine) Status(ctx context.Context, id string) (*Status, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	snap, err := e.store.Status(ctx, id)
+	_, snaps, err := e.read(ctx, id)
 	if err != nil {
 		return nil, opErr("status", id, mapStoreErr(err))
 	}
-	return statusFrom(id, snap)
+	return statusFrom(id, snaps)
 }
 
-func statusFrom(id string, snap redisstore.Snapshot) (*Status, error) {
-	m := snap.Meta
-	st := &Status{Now: time.UnixMilli(snap.Now)}
+// read reads every shard of campaign id, the root first, and the route
+// they belong to.
+func (e *Engine) read(ctx context.Context, id string) (*route, []redisstore.Snapshot, error) {
+	v, err := e.store.Read(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.co.learn(id, len(v.Shards)), v.Snaps, nil
+}
+
+func statusFrom(id string, snaps []redisstore.Snapshot) (*Status, error) {
+	root := snaps[0]
+	m := root.Meta
+	st := &Status{Now: time.UnixMilli(root.Now)}
 	if State(m["state"]) == StateLoading {
 		return nil, opErr("status", id, ErrCampaignNotFound)
 	}
-	num := func(f string) int64 {
-		v, _ := strconv.ParseInt(m[f], 10, 64)
-		return v
-	}
 	st.ID = id
 	st.State = State(m["state"])
-	st.Total, st.Min, st.Max = num("total"), num("min"), num("max")
-	st.Count = int(num("count"))
+	st.Total, st.Min, st.Max = root.Int("total"), root.Int("min"), root.Int("max")
+	st.Count = int(root.Int("count"))
+	st.Shards = len(snaps)
 	st.Split = split.Algorithm(m["split"])
 	st.Seed, _ = strconv.ParseUint(m["seed"], 10, 64)
 	st.Funding = m["funding"]
-	st.OpensAt, st.ClosesAt = time.UnixMilli(num("opens_at")), time.UnixMilli(num("closes_at"))
+	st.OpensAt, st.ClosesAt = time.UnixMilli(root.Int("opens_at")), time.UnixMilli(root.Int("closes_at"))
 	st.CloseReason = m["close_reason"]
-	st.GrantedCount, st.GrantedCents = num("granted_count"), num("granted_cents")
-	st.RefundedCents = num("refunded_cents")
-	st.RemainingCount = snap.PoolLen
+	var moved int64
+	for _, sn := range snaps {
+		st.GrantedCount += sn.Int("granted_count")
+		st.GrantedCents += sn.Int("granted_cents")
+		st.RefundedCents += sn.Int("refunded_cents")
+		st.RemainingCount += sn.PoolLen
+		moved += sn.Int("out_count") - sn.Int("in_count")
+	}
+	st.InFlight = moved
+	st.RemainingCount += moved
 	st.RemainingCents = st.Total - st.GrantedCents - st.RefundedCents
 	// The state in force now, as grab.lua sees it.
 	if st.State == StateScheduled || st.State == StateOpen {
 		switch {
-		case snap.Now < num("opens_at"):
+		case root.Now < root.Int("opens_at"):
 			st.State = StateScheduled
-		case snap.Now >= num("closes_at"):
+		case root.Now >= root.Int("closes_at"):
 			st.State, st.CloseReason = StateClosed, CloseTime
 		default:
 			st.State = StateOpen
@@ -298,13 +398,18 @@ func statusFrom(id string, snap redisstore.Snapshot) (*Status, error) {
 	return st, nil
 }
 
-// Close stops grabs of a campaign now. Before it opens this cancels it.
-// Closing a closed campaign changes nothing and is not an error.
+// Close stops grabs of a campaign now (every shard, the root last).
+// Before it opens this cancels it. Closing a closed campaign changes
+// nothing and is not an error.
 func (e *Engine) Close(ctx context.Context, id string) (*Status, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	if _, _, _, err := e.store.Close(ctx, id, CloseOperator); err != nil {
+	r, _, err := e.read(ctx, id)
+	if err == nil {
+		err = closeShards(ctx, e.store, r.keys, CloseOperator)
+	}
+	if err != nil {
 		return nil, opErr("close", id, mapStoreErr(err))
 	}
 	return e.Status(ctx, id)

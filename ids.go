@@ -1,9 +1,6 @@
 package hongbao
 
-import (
-	"crypto/rand"
-	"encoding/hex"
-)
+import "github.com/hongbao/hongbao/internal/random"
 
 // MaxIDLen is the longest campaign, user or account id.
 const MaxIDLen = 64
@@ -45,14 +42,6 @@ func ValidateUserID(id string) error { return validID("user", id, "_-.:@") }
 // ValidateAccountID checks a funding account id, with the user id rules.
 func ValidateAccountID(id string) error { return validID("account", id, "_-.:@") }
 
-func newCampaignID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "c" + hex.EncodeToString(b[:])
-}
+func newCampaignID() string { return "c" + random.Hex(8) }
 
-func newToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func newToken() string { return random.Hex(12) }

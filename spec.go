@@ -40,6 +40,12 @@ func (spec Spec) check() (split.Spec, error) {
 	if err != nil {
 		return split.Spec{}, fromSplit(err)
 	}
+	switch {
+	case spec.Shards < 0 || spec.Shards > MaxShards:
+		return split.Spec{}, &SpecError{Field: "shards", Reason: fmt.Sprintf("must be within 1..%d, got %d", MaxShards, spec.Shards)}
+	case spec.Shards > sp.Count:
+		return split.Spec{}, &SpecError{Field: "shards", Reason: fmt.Sprintf("%d shards need at least as many packets, got %d", spec.Shards, sp.Count)}
+	}
 	return sp, nil
 }
 

@@ -30,10 +30,20 @@ type grabOut struct {
 // grabs at 500 packets over real HTTP on real Redis.
 func TestRainOverHTTP(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, nil)
-	id := ts.create(t, `{"total":"1000.00","count":500,"min":"0.50","max_cents":1000}`)
+	rainOverHTTP(t, `{"total":"1000.00","count":500,"min":"0.50","max_cents":1000}`, 2000, 3)
+}
 
-	const users, clicks = 2000, 3
+// TestShardedRainOverHTTP: the same over four shards, with fewer users
+// than the packets' homes need on some shards: every packet is granted.
+func TestShardedRainOverHTTP(t *testing.T) {
+	t.Parallel()
+	rainOverHTTP(t, `{"total":"1000.00","count":500,"min":"0.50","max_cents":1000,"shards":4}`, 1000, 2)
+}
+
+func rainOverHTTP(t *testing.T, spec string, users, clicks int) {
+	ts := newTestServer(t, nil)
+	id := ts.create(t, spec)
+
 	type answer struct {
 		user string
 		out  grabOut

@@ -91,6 +91,7 @@ type createRequest struct {
 	ClosesAt       *string `json:"closes_at"`
 	FundingAccount string  `json:"funding_account"`
 	Seed           *uint64 `json:"seed"`
+	Shards         *int    `json:"shards"`
 }
 
 // createFields are the keys of a create body, exactly as the API spells
@@ -252,6 +253,12 @@ func decodeCreate(body []byte, maxCount int) (hongbao.Spec, error) {
 	}
 	spec.Funding = req.FundingAccount
 	spec.Seed = req.Seed
+	if req.Shards != nil {
+		if *req.Shards < 1 || *req.Shards > hongbao.MaxShards {
+			return spec, badRequest(CodeInvalidRequest, "shards must be within 1 and %d", hongbao.MaxShards)
+		}
+		spec.Shards = *req.Shards
+	}
 	// The engine's own checks (min * count <= total, known algorithm, ...)
 	// run here too, so a bad spec never reaches Redis. Its *SpecError
 	// names the field and the reason.

@@ -28,6 +28,8 @@ type campaignOut struct {
 	// Seed is a decimal string: a uint64 does not survive a JavaScript
 	// number. Only admins see campaigns, so it is always there.
 	Seed string `json:"seed"`
+	// Shards is how many groups of Redis keys the campaign is spread over.
+	Shards int `json:"shards"`
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -36,7 +38,7 @@ func campaignJSON(c *hongbao.Campaign) campaignOut {
 	out := campaignOut{
 		ID: c.ID, State: string(c.State), OpensAt: rfc3339(c.OpensAt), ClosesAt: rfc3339(c.ClosesAt),
 		Total: hongbao.FormatCents(c.Total), TotalCents: c.Total, Count: c.Count, Split: string(c.Split),
-		Min: hongbao.FormatCents(c.Min), MinCents: c.Min, FundingAccount: c.Funding,
+		Min: hongbao.FormatCents(c.Min), MinCents: c.Min, FundingAccount: c.Funding, Shards: max(c.Shards, 1),
 		Seed: strconv.FormatUint(c.Seed, 10),
 	}
 	if c.Max > 0 {
@@ -64,6 +66,7 @@ type statusOut struct {
 	RemainingCents int64         `json:"remaining_cents"`
 	Refunded       string        `json:"refunded"`
 	RefundedCents  int64         `json:"refunded_cents"`
+	InFlight       int64         `json:"in_flight"`
 	Settlement     settlementOut `json:"settlement"`
 	Now            string        `json:"now"`
 }
@@ -73,7 +76,7 @@ func statusJSON(st *hongbao.Status, b settle.Backlog) statusOut {
 		campaignOut: campaignJSON(&st.Campaign), CloseReason: st.CloseReason,
 		GrantedCount: st.GrantedCount, Granted: hongbao.FormatCents(st.GrantedCents), GrantedCents: st.GrantedCents,
 		RemainingCount: st.RemainingCount, Remaining: hongbao.FormatCents(st.RemainingCents), RemainingCents: st.RemainingCents,
-		Refunded: hongbao.FormatCents(st.RefundedCents), RefundedCents: st.RefundedCents,
+		Refunded: hongbao.FormatCents(st.RefundedCents), RefundedCents: st.RefundedCents, InFlight: st.InFlight,
 		Settlement: settlementOut{LagEntries: b.Lag, PendingEntries: b.Pending, DeadEntries: b.Dead},
 		Now:        rfc3339(st.Now),
 	}

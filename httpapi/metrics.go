@@ -82,6 +82,7 @@ type stateCollector struct {
 	cached   []prometheus.Metric
 
 	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
+	transfers, moved                                                              *prometheus.Desc
 }
 
 func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
@@ -94,6 +95,8 @@ func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Sta
 		lag:         d("hongbao_settlement_lag_entries", "Grants stream entries not yet settled (undelivered + pending), over live campaigns.", nil, nil),
 		oldest:      d("hongbao_settlement_oldest_pending_seconds", "Age of the oldest grant not yet settled, over live campaigns (0 when none).", nil, nil),
 		dead:        d("hongbao_settlement_dead_entries", "Grants in dead streams, waiting for an operator, over live campaigns.", nil, nil),
+		transfers:   d("hongbao_shard_transfers_total", "Transfers between the shards of sharded campaigns this process made to refill a dry shard.", nil, nil),
+		moved:       d("hongbao_shard_packets_moved_total", "Packets those transfers moved.", nil, nil),
 		conflicts:   d("hongbao_settlement_conflicts_total", "Grants the ledger refused as conflicting (incidents), by this process's worker.", nil, nil),
 		fsync:       d("hongbao_redis_fsync_always", "1 when Redis has appendonly yes and appendfsync always, else 0.", nil, nil),
 		scrapeErr:   d("hongbao_state_scrape_errors", "1 when reading the campaign state from Redis failed in this scrape.", nil, nil),
@@ -102,7 +105,7 @@ func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Sta
 
 // Describe implements prometheus.Collector.
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr} {
+	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved} {
 		ch <- d
 	}
 }
@@ -117,6 +120,8 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		buckets[float64(b.Max)] = cum
 	}
 	ch <- prometheus.MustNewConstHistogram(s.batch, st.Batches, float64(st.Grabs), buckets)
+	ch <- prometheus.MustNewConstMetric(s.transfers, prometheus.CounterValue, float64(st.Transfers))
+	ch <- prometheus.MustNewConstMetric(s.moved, prometheus.CounterValue, float64(st.Moved))
 	if s.settle != nil {
 		ch <- prometheus.MustNewConstMetric(s.conflicts, prometheus.CounterValue, float64(s.settle().Conflicts))
 	}

@@ -578,7 +578,7 @@ func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
 	}
 	return c.Total == sp.Total && c.Count == sp.Count && c.Funding == funding &&
 		c.Split == sp.Algorithm && c.Min == sp.Min && c.Max == sp.Max &&
-		(spec.Seed == nil || *spec.Seed == c.Seed) &&
+		(spec.Seed == nil || *spec.Seed == c.Seed) && max(spec.Shards, 1) == c.Shards &&
 		(spec.OpensAt.IsZero() || spec.OpensAt.UnixMilli() == c.OpensAt.UnixMilli()) &&
 		(spec.ClosesAt.IsZero() || spec.ClosesAt.UnixMilli() == c.ClosesAt.UnixMilli())
 }

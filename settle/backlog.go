@@ -35,34 +35,56 @@ type Backlog struct {
 // Unsettled counts the batches not yet settled: Lag + Pending.
 func (b Backlog) Unsettled() int64 { return b.Lag + b.Pending }
 
-// ReadBacklog reads the settlement backlog of campaign id from Redis. It
-// is ErrNoCampaign when the campaign does not exist or is still loading.
-// It only reads, and may run while workers settle.
+// ReadBacklog reads the settlement backlog of campaign id from Redis,
+// summed over its shards (Oldest is the oldest of any shard). It is
+// ErrNoCampaign when the campaign does not exist or is still loading. It
+// only reads, and may run while workers settle.
 func ReadBacklog(ctx context.Context, rc rueidis.Client, id string) (Backlog, error) {
-	b, err := redisstore.New(rc).Backlog(ctx, id)
-	if errors.Is(err, redisstore.ErrNoCampaign) {
-		return Backlog{}, fmt.Errorf("%w: %s", ErrNoCampaign, id)
+	store := redisstore.New(rc)
+	shards := []redisstore.Keys{redisstore.CampaignKeys(id)}
+	if v, err := store.Read(ctx, id); err == nil {
+		shards = v.Shards
 	}
-	if err != nil {
-		return Backlog{}, fmt.Errorf("settle: %w", err)
+	var out Backlog
+	for _, k := range shards {
+		b, err := store.Backlog(ctx, k)
+		if errors.Is(err, redisstore.ErrNoCampaign) {
+			return Backlog{}, fmt.Errorf("%w: %s", ErrNoCampaign, id)
+		}
+		if err != nil {
+			return Backlog{}, fmt.Errorf("settle: %w", err)
+		}
+		out.Lag += b.Lag
+		out.Pending += b.Pending
+		out.Dead += b.Dead
+		out.Oldest = max(out.Oldest, b.OldestAge)
 	}
-	return Backlog{Lag: b.Lag, Pending: b.Pending, Dead: b.Dead, Oldest: b.OldestAge}, nil
+	return out, nil
 }
 
-// Redrive puts the dead grants of campaign id back into its grants stream,
-// for an operator who fixed their cause, and returns how many entries
-// moved; a worker settles them on its next pass. Each step moves a group
-// of entries in one script, so a grant is never in both streams or in
-// neither, and it is safe while workers run. It is ErrNoCampaign when the
-// campaign does not exist or is still loading. Worker.Redrive does the
+// Redrive puts the dead grants of campaign id back into its grants
+// streams (one per shard), for an operator who fixed their cause, and
+// returns how many entries moved; a worker settles them on its next pass.
+// Each step moves a group of entries in one script, so a grant is never in
+// both streams or in neither, and it is safe while workers run. It is
+// ErrNoCampaign when the campaign does not exist. Worker.Redrive does the
 // same through a worker's store.
 func Redrive(ctx context.Context, rc rueidis.Client, id string) (int64, error) {
-	if _, err := ReadBacklog(ctx, rc, id); err != nil {
-		return 0, err
+	store := redisstore.New(rc)
+	v, err := store.Read(ctx, id)
+	if errors.Is(err, redisstore.ErrNoCampaign) {
+		return 0, fmt.Errorf("%w: %s", ErrNoCampaign, id)
 	}
-	n, err := redisstore.New(rc).Redrive(ctx, id)
 	if err != nil {
-		return n, fmt.Errorf("settle: redrive %s: %w", id, err)
+		return 0, fmt.Errorf("settle: redrive %s: %w", id, err)
 	}
-	return n, nil
+	var total int64
+	for _, k := range v.Shards {
+		n, err := store.Redrive(ctx, k)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("settle: redrive %s: %w", id, err)
+		}
+	}
+	return total, nil
 }

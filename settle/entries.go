@@ -10,6 +10,13 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 )
 
+// shard is one shard of a campaign that settlement works on.
+type shard struct {
+	id   string              // the campaign
+	keys redisstore.Keys     // the shard's keys
+	root redisstore.Snapshot // the campaign's root, for its spec
+}
+
 func atoi(s string) int64 {
 	v, _ := strconv.ParseInt(s, 10, 64)
 	return v
@@ -43,8 +50,9 @@ func (w *Worker) fund(ctx context.Context, id string, snap redisstore.Snapshot) 
 // stream, if the ledger refuses it as invalid (ledger.ErrInvalid); if the
 // database is not reachable, or a single entry fails for any other reason,
 // the error is returned and that entry stays pending.
-func (w *Worker) settleEntries(ctx context.Context, id string, snap redisstore.Snapshot, es []redisstore.Entry) error {
-	if err := w.fund(ctx, id, snap); err != nil {
+func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.Entry) error {
+	id := sh.id
+	if err := w.fund(ctx, id, sh.root); err != nil {
 		return err
 	}
 	good := es[:0:0]
@@ -55,23 +63,24 @@ func (w *Worker) settleEntries(ctx context.Context, id string, snap redisstore.S
 			// alarm is raised; acknowledging stops it from repeating.
 			w.deleted.Add(1)
 			w.log.Error("ALARM: pending grants entry was deleted before settling", "campaign", id, "entry", e.ID)
-			if err := w.store.Ack(ctx, id, e.ID); err != nil {
+			if err := w.store.Ack(ctx, sh.keys, e.ID); err != nil {
 				return err
 			}
 		case e.Err != nil:
 			w.malformed.Add(1)
 			w.log.Error("malformed grants entry moved to the dead stream", "campaign", id, "entry", e.ID, "err", e.Err)
-			if err := w.store.Dead(ctx, id, e.ID, "malformed: "+e.Err.Error(), e.Raw); err != nil {
+			if err := w.store.Dead(ctx, sh.keys, e.ID, "malformed: "+e.Err.Error(), e.Raw); err != nil {
 				return err
 			}
 		default:
 			good = append(good, e)
 		}
 	}
-	return w.apply(ctx, id, good)
+	return w.apply(ctx, sh, good)
 }
 
-func (w *Worker) apply(ctx context.Context, id string, es []redisstore.Entry) error {
+func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) error {
+	id := sh.id
 	if len(es) == 0 {
 		return nil
 	}
@@ -92,10 +101,10 @@ func (w *Worker) apply(ctx context.Context, id string, es []redisstore.Entry) er
 		}
 		if len(es) > 1 {
 			half := len(es) / 2
-			if err := w.apply(ctx, id, es[:half]); err != nil {
+			if err := w.apply(ctx, sh, es[:half]); err != nil {
 				return err
 			}
-			return w.apply(ctx, id, es[half:])
+			return w.apply(ctx, sh, es[half:])
 		}
 		if !errors.Is(err, ledger.ErrInvalid) {
 			// The ledger answers, yet did not say that the entry can never
@@ -108,7 +117,7 @@ func (w *Worker) apply(ctx context.Context, id string, es []redisstore.Entry) er
 		// One entry that the ledger refuses as invalid: its own fault.
 		w.malformed.Add(1)
 		w.log.Error("grants entry refused by the ledger; moved to the dead stream", "campaign", id, "entry", es[0].ID, "err", err)
-		return w.store.Dead(ctx, id, es[0].ID, "refused: "+err.Error(), es[0].Raw)
+		return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
 	}
 	w.grants.Add(int64(res.Inserted))
 	w.replayed.Add(int64(res.Replayed))
@@ -127,7 +136,7 @@ func (w *Worker) apply(ctx context.Context, id string, es []redisstore.Entry) er
 	var ack []string
 	for _, e := range es {
 		if pairs, ok := bad[e.ID]; ok {
-			if err := w.store.Dead(ctx, id, e.ID, "conflict", pairs); err != nil {
+			if err := w.store.Dead(ctx, sh.keys, e.ID, "conflict", pairs); err != nil {
 				return err
 			}
 			w.entries.Add(1)
@@ -135,7 +144,7 @@ func (w *Worker) apply(ctx context.Context, id string, es []redisstore.Entry) er
 		}
 		ack = append(ack, e.ID)
 	}
-	if err := w.store.Ack(ctx, id, ack...); err != nil {
+	if err := w.store.Ack(ctx, sh.keys, ack...); err != nil {
 		return err
 	}
 	w.entries.Add(int64(len(ack)))
@@ -155,44 +164,55 @@ func entryOf(es []redisstore.Entry, g ledger.Grant) string {
 
 // refund settles a closed, drained campaign: the remaining cents go back
 // to the funding account in the ledger (once: the ledger refuses a second,
-// different refund), then Redis records the refund and the settled state.
-// The ledger's grants must match Redis's counters first; if not, the
-// campaign stays unsettled and the difference is logged as an incident.
+// different refund), then Redis records the refund and the settled state,
+// shard by shard, the root last. The ledger's grants must match Redis's
+// counters first; if not, the campaign stays unsettled and the difference
+// is logged as an incident. Dead grants and transfers in flight between
+// shards hold the refund back.
 func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
-	snap, err := w.store.Status(ctx, id)
+	v, err := w.store.Read(ctx, id)
 	if err != nil {
 		return false, err
 	}
-	if err := w.fund(ctx, id, snap); err != nil {
+	if inFlight(v) {
+		// Every shard is closed, so no engine takes packets any more:
+		// whatever transfer is left was cut short. Finish it now.
+		if _, err := w.store.Recover(ctx, v.Shards, 0); err != nil {
+			return false, err
+		}
+		if v, err = w.store.Read(ctx, id); err != nil {
+			return false, err
+		}
+	}
+	root := v.Root()
+	if err := w.fund(ctx, id, root); err != nil {
 		return false, err
 	}
-	total, grantedCount, grantedCents := atoi(snap.Meta["total"]), atoi(snap.Meta["granted_count"]), atoi(snap.Meta["granted_cents"])
-	g, err := w.store.Group(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	if g.Dead > 0 {
-		// Dead grants wait for an operator (redrive); refunding now would
-		// refund money that belongs to users.
-		return false, nil
-	}
-	if w.cfg.Ledger != nil {
-		t, err := w.cfg.Ledger.Totals(ctx, id)
+	var grantedCount, grantedCents int64
+	for k, snap := range v.Snaps {
+		if snap.Transfers > 0 {
+			return false, nil
+		}
+		g, err := w.store.Group(ctx, v.Shards[k])
 		if err != nil {
 			return false, err
 		}
-		if t.GrantCount != grantedCount || t.GrantCents != grantedCents {
-			w.log.Error("INCIDENT: ledger and Redis disagree; campaign left unsettled",
-				"campaign", id, "granted_redis", grantedCount, "granted_ledger", t.GrantCount,
-				"cents_redis", grantedCents, "cents_ledger", t.GrantCents)
+		if g.Dead > 0 {
+			// Dead grants wait for an operator (redrive); refunding now
+			// would refund money that belongs to users.
 			return false, nil
 		}
+		grantedCount += snap.Int("granted_count")
+		grantedCents += snap.Int("granted_cents")
 	}
-	refund := total - grantedCents
+	if ok, err := w.ledgerAgrees(ctx, id, grantedCount, grantedCents); !ok || err != nil {
+		return false, err
+	}
+	refund := root.Int("total") - grantedCents
 	if err := w.sink.Refund(ctx, id, refund); err != nil {
 		return false, fmt.Errorf("refund: %w", err)
 	}
-	changed, err := w.store.Settle(ctx, id, refund)
+	changed, err := w.settleShards(ctx, v, refund)
 	if err != nil {
 		return false, err
 	}
@@ -203,10 +223,67 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 		w.refunds.Add(1)
 		w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
 	}
-	if err := w.retire(ctx, id); err != nil {
+	if err := w.retire(ctx, v); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// inFlight reports whether a transfer between shards is in flight.
+func inFlight(v *redisstore.View) bool {
+	for _, snap := range v.Snaps {
+		if snap.Transfers > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ledgerAgrees checks that the ledger holds the grants Redis counts
+// (always true for a sink without a ledger to read back).
+func (w *Worker) ledgerAgrees(ctx context.Context, id string, count, cents int64) (bool, error) {
+	if w.cfg.Ledger == nil {
+		return true, nil
+	}
+	t, err := w.cfg.Ledger.Totals(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if t.GrantCount != count || t.GrantCents != cents {
+		w.log.Error("INCIDENT: ledger and Redis disagree; campaign left unsettled",
+			"campaign", id, "granted_redis", count, "granted_ledger", t.GrantCount,
+			"cents_redis", cents, "cents_ledger", t.GrantCents)
+		return false, nil
+	}
+	return true, nil
+}
+
+// settleShards records the refund in Redis: a one-shard campaign takes it
+// whole; each shard of a sharded one takes what its pool holds, the root
+// last, so the campaign reads settled only once every shard is. changed is
+// true when the root changed now.
+func (w *Worker) settleShards(ctx context.Context, v *redisstore.View, refund int64) (bool, error) {
+	if len(v.Shards) == 1 {
+		return w.store.Settle(ctx, v.Shards[0], refund)
+	}
+	var sum int64
+	for _, snap := range v.Snaps {
+		sum += snap.Int("base_cents") + snap.Int("in_cents") - snap.Int("out_cents") - snap.Int("granted_cents")
+	}
+	if sum != refund {
+		return false, fmt.Errorf("campaign %s: %w: its shards hold %d cents, the refund is %d", v.ID, redisstore.ErrCorrupt, sum, refund)
+	}
+	changed := false
+	for k := len(v.Shards) - 1; k >= 0; k-- {
+		snap := v.Snaps[k]
+		part := snap.Int("base_cents") + snap.Int("in_cents") - snap.Int("out_cents") - snap.Int("granted_cents")
+		c, err := w.store.Settle(ctx, v.Shards[k], part)
+		if err != nil {
+			return false, err
+		}
+		changed = c
+	}
+	return changed, nil
 }
 
 // retire takes a settled campaign out of the registry. Its keys expire
@@ -214,18 +291,18 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 // difference; otherwise they are kept, without expiry, for an operator,
 // and the incident is logged. Without a ledger to read back (a webhook
 // sink) there is nothing to reconcile against, and the retention applies.
-func (w *Worker) retire(ctx context.Context, id string) error {
+func (w *Worker) retire(ctx context.Context, v *redisstore.View) error {
 	retention := w.cfg.Retention
 	if w.cfg.Ledger != nil {
-		rep, err := w.Reconcile(ctx, id)
+		rep, err := w.Reconcile(ctx, v.ID)
 		if err != nil {
 			return err
 		}
 		if !rep.OK {
 			w.log.Error("INCIDENT: settled campaign does not reconcile; its Redis keys are kept without expiry",
-				"campaign", id, "differences", rep.Differences)
+				"campaign", v.ID, "differences", rep.Differences)
 			retention = -1
 		}
 	}
-	return w.store.Unregister(ctx, id, retention)
+	return w.store.Unregister(ctx, v.ID, v.Shards, retention)
 }

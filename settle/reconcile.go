@@ -73,51 +73,123 @@ func (w *Worker) Reconcile(ctx context.Context, id string) (*Report, error) {
 }
 
 func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id string) (*Report, error) {
-	snap, err := store.Status(ctx, id)
+	v, err := store.Read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Campaign: id, State: snap.Meta["state"], TotalCents: atoi(snap.Meta["total"]), Differences: []string{}}
-	r.RefundRedisCents = atoi(snap.Meta["refunded_cents"])
-
-	type packet struct{ seq, cents int64 }
-	claims := map[string]packet{}
-	if err := store.ScanClaims(ctx, id, func(u string, seq, cents int64) error {
-		claims[u] = packet{seq, cents}
-		return nil
-	}); err != nil {
-		return nil, err
+	root := v.Root()
+	r := &Report{Campaign: id, State: root.Meta["state"], TotalCents: root.Int("total"), Differences: []string{}}
+	rc := &reconciler{store: store, l: l, v: v, r: r, claims: map[string]packet{}}
+	steps := []func(context.Context) error{rc.redisClaims, rc.redisPools, rc.ledgerGrants, rc.ledgerTotals, rc.streams}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
 	}
-	bySeq := map[int64]string{}
-	for u, p := range claims {
+	r.OK = r.DifferenceCount == 0
+	return r, nil
+}
+
+type packet struct{ seq, cents int64 }
+
+// reconciler holds one reconciliation's state.
+type reconciler struct {
+	store  *redisstore.Store
+	l      ledger.Ledger
+	v      *redisstore.View
+	r      *Report
+	claims map[string]packet // user -> packet, over all shards
+	bySeq  map[int64]string
+	pooled int64 // packets in the pools and in flight
+}
+
+// redisClaims reads every shard's claims and compares them with the
+// shards' counters.
+func (rc *reconciler) redisClaims(ctx context.Context) error {
+	r := rc.r
+	var count, cents int64
+	for k, keys := range rc.v.Shards {
+		snap := rc.v.Snaps[k]
+		count += snap.Int("granted_count")
+		cents += snap.Int("granted_cents")
+		r.RefundRedisCents += snap.Int("refunded_cents")
+		err := rc.store.ScanClaims(ctx, keys, func(u string, seq, c int64) error {
+			if old, dup := rc.claims[u]; dup {
+				r.diff("user %q holds packets %d and %d in Redis", u, old.seq, seq)
+			}
+			rc.claims[u] = packet{seq, c}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	rc.bySeq = make(map[int64]string, len(rc.claims))
+	for u, p := range rc.claims {
 		r.GrantedRedis++
 		r.GrantedCentsRedis += p.cents
-		if other, dup := bySeq[p.seq]; dup {
+		if other, dup := rc.bySeq[p.seq]; dup {
 			r.diff("packet %d is claimed by %q and %q in Redis", p.seq, other, u)
 		}
-		bySeq[p.seq] = u
+		rc.bySeq[p.seq] = u
 	}
-	if c, cc := atoi(snap.Meta["granted_count"]), atoi(snap.Meta["granted_cents"]); c != r.GrantedRedis || cc != r.GrantedCentsRedis {
-		r.summary("Redis counters say %d grants, %d cents; the claims hold %d, %d cents", c, cc, r.GrantedRedis, r.GrantedCentsRedis)
+	if count != r.GrantedRedis || cents != r.GrantedCentsRedis {
+		r.summary("Redis counters say %d grants, %d cents; the claims hold %d, %d cents", count, cents, r.GrantedRedis, r.GrantedCentsRedis)
 	}
-	var poolCount int64
-	if err := store.ScanPool(ctx, id, func(seq, cents int64) error {
-		poolCount++
+	return nil
+}
+
+// redisPools sums the packets in the pools and in transfers between
+// shards not yet applied.
+func (rc *reconciler) redisPools(ctx context.Context) error {
+	r := rc.r
+	seen := func(seq, cents int64) {
+		rc.pooled++
 		r.PoolCents += cents
-		if u, ok := bySeq[seq]; ok {
+		if u, ok := rc.bySeq[seq]; ok {
 			r.diff("packet %d is in the pool and claimed by %q", seq, u)
 		}
-		return nil
-	}); err != nil {
-		return nil, err
 	}
+	for k, keys := range rc.v.Shards {
+		if err := rc.store.ScanPool(ctx, keys, func(seq, cents int64) error { seen(seq, cents); return nil }); err != nil {
+			return err
+		}
+		if rc.v.Snaps[k].Transfers == 0 {
+			continue
+		}
+		ts, err := rc.store.Transfers(ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if t.Dest < 0 || t.Dest >= len(rc.v.Shards) {
+				r.summary("transfer %s goes to shard %d of %d", t.ID, t.Dest, len(rc.v.Shards))
+				continue
+			}
+			done, err := rc.store.Applied(ctx, rc.v.Shards[t.Dest], []string{t.ID})
+			if err != nil {
+				return err
+			}
+			for _, p := range t.Packets {
+				if seq, cents, err := redisstore.ParseClaim(p); err == nil && !done[0] {
+					seen(seq, cents)
+				}
+			}
+		}
+	}
+	return nil
+}
 
+// ledgerGrants compares the ledger's grants with the claims, grant by
+// grant.
+func (rc *reconciler) ledgerGrants(ctx context.Context) error {
+	r := rc.r
 	seen := map[string]bool{}
-	if err := l.Grants(ctx, id, func(g ledger.Grant) error {
+	if err := rc.l.Grants(ctx, r.Campaign, func(g ledger.Grant) error {
 		r.GrantedLedger++
 		r.GrantedCentsLedger += g.Cents
 		seen[g.User] = true
-		p, ok := claims[g.User]
+		p, ok := rc.claims[g.User]
 		switch {
 		case !ok:
 			r.diff("extra in the ledger: %q holds packet %d (%d cents), Redis has no claim", g.User, g.Seq, g.Cents)
@@ -126,21 +198,41 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	for u, p := range claims {
+	for u, p := range rc.claims {
 		if !seen[u] {
 			r.diff("missing from the ledger: %q packet %d (%d cents)", u, p.seq, p.cents)
 		}
 	}
+	// Packets recorded at create (older ledgers have none): every grant
+	// is one of them, with its amount.
+	err := rc.l.MismatchedGrants(ctx, r.Campaign, func(m ledger.Mismatch) error {
+		r.diff("ledger grant of packet %d to %q (%d cents) does not match the packet recorded at create (%d cents)",
+			m.Grant.Seq, m.Grant.User, m.Grant.Cents, m.Packet.Cents)
+		return nil
+	})
+	if err != nil && !errors.Is(err, ledger.ErrNoPackets) {
+		return err
+	}
+	return nil
+}
 
-	t, err := l.Totals(ctx, id)
+// ledgerTotals compares the ledger's balances with the campaign and checks
+// conservation in Redis.
+func (rc *reconciler) ledgerTotals(ctx context.Context) error {
+	r := rc.r
+	t, err := rc.l.Totals(ctx, r.Campaign)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.FundCents, r.RefundCents, r.EscrowCents = t.Funded, t.Refunded, t.Escrow
 	if t.Funded != r.TotalCents {
 		r.summary("fund entry is %d cents, the campaign total is %d", t.Funded, r.TotalCents)
+	}
+	if t.PacketCount > 0 && (t.PacketCount != rc.v.Root().Int("count") || t.PacketCents != r.TotalCents) {
+		r.summary("packets recorded at create: %d, %d cents; the campaign has %d, %d cents",
+			t.PacketCount, t.PacketCents, rc.v.Root().Int("count"), r.TotalCents)
 	}
 	if t.GrantCount != r.GrantedLedger || t.GrantCents != r.GrantedCentsLedger {
 		r.summary("ledger totals say %d grants, %d cents; its rows hold %d, %d", t.GrantCount, t.GrantCents, r.GrantedLedger, r.GrantedCentsLedger)
@@ -159,24 +251,31 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 		if t.Escrow != 0 {
 			r.summary("settled, yet escrow holds %d cents", t.Escrow)
 		}
-		if poolCount != 0 {
-			r.summary("settled, yet %d packets are still in the pool", poolCount)
+		if rc.pooled != 0 {
+			r.summary("settled, yet %d packets are still in the pool", rc.pooled)
 		}
 	} else if t.RefundDone && t.Refunded+r.GrantedCentsLedger != r.TotalCents {
 		r.summary("ledger refunded %d cents while the campaign is %s", t.Refunded, r.State)
 	}
+	return nil
+}
 
-	g, err := store.Group(ctx, id)
-	if err != nil {
-		return nil, err
+// streams counts what settlement has left on every shard's stream.
+func (rc *reconciler) streams(ctx context.Context) error {
+	r := rc.r
+	for _, keys := range rc.v.Shards {
+		g, err := rc.store.Group(ctx, keys)
+		if err != nil {
+			return err
+		}
+		r.Unsettled += g.Lag + g.Pending
+		r.Dead += g.Dead
 	}
-	r.Unsettled, r.Dead = g.Lag+g.Pending, g.Dead
 	if r.Unsettled > 0 {
 		r.summary("%d grants stream entries are not settled yet", r.Unsettled)
 	}
-	if g.Dead > 0 {
-		r.summary("%d entries in the dead stream wait for an operator", g.Dead)
+	if r.Dead > 0 {
+		r.summary("%d entries in the dead stream wait for an operator", r.Dead)
 	}
-	r.OK = r.DifferenceCount == 0
-	return r, nil
+	return nil
 }

@@ -72,7 +72,7 @@ func TestFlappingLedgerDeadLettersNothing(t *testing.T) {
 
 	require.Positive(t, w.Stats().Failures, "the failures were met and backed off")
 	require.Zero(t, w.Stats().Malformed)
-	g, err := redisstore.New(e.redis.Client).Group(ctx, c.ID)
+	g, err := redisstore.New(e.redis.Client).Group(ctx, redisstore.CampaignKeys(c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Dead, "no entry is dead-lettered for a fault that is not its own")
 	tot, err := e.l.Totals(ctx, c.ID)
@@ -114,7 +114,7 @@ func TestRefusedEntryAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, dead, 1, "the culprit alone is dead-lettered")
 	require.Equal(t, "u2", dead[0].FieldValues["user"])
-	g, err := redisstore.New(rc).Group(ctx, c.ID)
+	g, err := redisstore.New(rc).Group(ctx, redisstore.CampaignKeys(c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Pending, "the dead entry was acknowledged with its move")
 
@@ -158,10 +158,10 @@ func TestDeletedPendingIsAnAlarm(t *testing.T) {
 	k := redisstore.CampaignKeys(c.ID)
 	// A consumer that died took two entries; this worker took two more
 	// before a restart. One of each is then deleted from the stream.
-	gone, err := store.ReadGroup(ctx, c.ID, "gone", 2, false)
+	gone, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "gone", 2, false)
 	require.NoError(t, err)
 	require.Len(t, gone, 2)
-	mine, err := store.ReadGroup(ctx, c.ID, "w1", 2, false)
+	mine, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "w1", 2, false)
 	require.NoError(t, err)
 	require.Len(t, mine, 2)
 	require.NoError(t, rc.Do(ctx, rc.B().Xdel().Key(k.Grants).Id(gone[0].ID, mine[0].ID).Build()).Error())
@@ -170,7 +170,7 @@ func TestDeletedPendingIsAnAlarm(t *testing.T) {
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, w.Stats().Deleted, "both deleted pending entries raise the alarm")
-	g, err := store.Group(ctx, c.ID)
+	g, err := store.Group(ctx, redisstore.CampaignKeys(c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Pending)
 	tot, err := e.l.Totals(ctx, c.ID)

@@ -273,7 +273,7 @@ func TestOutage(t *testing.T) {
 	_, err = e.eng.Grab(ctx, c.ID, "held-by-the-dead")
 	require.NoError(t, err)
 	store := redisstore.New(e.redis.Client)
-	held, err := store.ReadGroup(ctx, c.ID, "dead", 1, false)
+	held, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "dead", 1, false)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return w.Stats().Failures >= 3 }, 5*time.Second, 5*time.Millisecond)
 	time.Sleep(400 * time.Millisecond) // longer than ReclaimIdle while down
@@ -326,10 +326,10 @@ func TestRestartReadsOwnPending(t *testing.T) {
 	}
 	store := redisstore.New(e.redis.Client)
 	// Two consumers read entries and die before writing them.
-	got, err := store.ReadGroup(ctx, c.ID, "crashed", 2, false)
+	got, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "crashed", 2, false)
 	require.NoError(t, err)
 	require.NotEmpty(t, got)
-	got2, err := store.ReadGroup(ctx, c.ID, "gone-for-good", 1, false)
+	got2, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "gone-for-good", 1, false)
 	require.NoError(t, err)
 	require.NotEmpty(t, got2)
 
@@ -337,7 +337,7 @@ func TestRestartReadsOwnPending(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := w.Drain(ctx)
 		require.NoError(t, err)
-		g, err := store.Group(ctx, c.ID)
+		g, err := store.Group(ctx, redisstore.CampaignKeys(c.ID))
 		require.NoError(t, err)
 		return g.Pending == 0
 	}, 5*time.Second, 50*time.Millisecond)
@@ -361,13 +361,13 @@ func TestTrimKeepsUnsettled(t *testing.T) {
 	}
 	// The lagging consumer holds entries 3 and 4 pending; 1 and 2 are
 	// acknowledged; 5..10 were never delivered.
-	es, err := store.ReadGroup(ctx, c.ID, "lagging", 4, false)
+	es, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "lagging", 4, false)
 	require.NoError(t, err)
 	require.Len(t, es, 4)
-	require.NoError(t, store.Ack(ctx, c.ID, es[0].ID, es[1].ID))
-	g, err := store.Group(ctx, c.ID)
+	require.NoError(t, store.Ack(ctx, redisstore.CampaignKeys(c.ID), es[0].ID, es[1].ID))
+	g, err := store.Group(ctx, redisstore.CampaignKeys(c.ID))
 	require.NoError(t, err)
-	require.NoError(t, store.TrimSettled(ctx, c.ID, g))
+	require.NoError(t, store.TrimSettled(ctx, redisstore.CampaignKeys(c.ID), g))
 	left, err := e.redis.Client.Do(ctx, e.redis.Client.B().Xrange().Key(redisstore.CampaignKeys(c.ID).Grants).Start("-").End("+").Build()).AsXRange()
 	require.NoError(t, err)
 	require.Len(t, left, 8, "only the two acknowledged entries are trimmed")

@@ -365,95 +365,46 @@ func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 	}
 }
 
-// campaign settles what it can of one campaign.
+// campaign settles what it can of one campaign: every shard's grants
+// stream, the transfers between shards that a dead process left behind,
+// the close when the window has passed, and the refund once every shard is
+// closed and drained.
 func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled int64, open bool, err error) {
-	snap, err := w.store.Status(ctx, id)
+	v, err := w.store.Read(ctx, id)
 	if errors.Is(err, redisstore.ErrNoCampaign) {
 		// Gone (expired or deleted) but still registered: drop it.
 		w.log.Warn("registered campaign has no meta; unregistering", "campaign", id)
-		return 1, 0, false, w.store.Unregister(ctx, id, 0)
+		return 1, 0, false, w.store.Unregister(ctx, id, nil, 0)
 	}
 	if err != nil {
 		return 0, 0, true, err
 	}
-	state := snap.Meta["state"]
-	if state == "loading" {
+	switch v.Root().Meta["state"] {
+	case "loading":
 		return 0, 0, true, nil
+	case "settled":
+		return 1, 0, false, w.retire(ctx, v)
 	}
-	if state == "settled" {
-		return 1, 0, false, w.retire(ctx, id)
-	}
-
-	// Our own pending entries first: after a restart, or a pass cut short
-	// by a failure or a stop, they were delivered to us and may not be in
-	// the ledger yet. (When there are none this is one cheap read.)
-	for {
-		es, err := w.store.ReadGroup(ctx, id, w.cfg.Consumer, w.cfg.ReadCount, true)
+	for _, k := range v.Shards {
+		n, u, err := w.stream(ctx, v, k)
+		work += n
+		unsettled += u
 		if err != nil {
 			return work, 0, true, err
 		}
-		if len(es) == 0 {
-			break
-		}
-		if err := w.settleEntries(ctx, id, snap, es); err != nil {
-			return work, 0, true, err
-		}
-		work += len(es)
 	}
-
-	es, err := w.store.ReadGroup(ctx, id, w.cfg.Consumer, w.cfg.ReadCount, false)
-	if err != nil {
-		return work, 0, true, err
-	}
-	if len(es) > 0 {
-		if err := w.settleEntries(ctx, id, snap, es); err != nil {
-			return work, 0, true, err
-		}
-		work += len(es)
-	}
-
-	// Entries stuck at a consumer that died.
-	w.mu.Lock()
-	start := w.claimAt[id]
-	w.mu.Unlock()
-	if start == "" {
-		start = "0-0"
-	}
-	next, claimed, deleted, err := w.store.AutoClaim(ctx, id, w.cfg.Consumer, w.cfg.ReclaimIdle, start, w.cfg.ReadCount)
-	if err != nil {
-		return work, 0, true, err
-	}
-	w.mu.Lock()
-	w.claimAt[id] = next
-	w.mu.Unlock()
-	if len(deleted) > 0 {
-		w.deleted.Add(int64(len(deleted)))
-		w.log.Error("ALARM: pending grants entries were deleted from the stream before settling",
-			"campaign", id, "ids", deleted)
-	}
-	if len(claimed) > 0 {
-		if err := w.settleEntries(ctx, id, snap, claimed); err != nil {
-			return work, 0, true, err
-		}
-		work += len(claimed)
-	}
-
-	g, err := w.store.Group(ctx, id)
-	if err != nil {
-		return work, 0, true, err
-	}
-	if err := w.store.TrimSettled(ctx, id, g); err != nil {
-		return work, 0, true, err
-	}
-	unsettled = g.Lag + g.Pending
-
-	// Close campaigns whose window has passed, and settle drained ones.
-	closed := state == "closed"
-	if !closed && snap.Now >= atoi(snap.Meta["closes_at"]) {
-		if _, _, _, err := w.store.Close(ctx, id, "time"); err != nil {
+	if len(v.Shards) > 1 {
+		n, err := w.store.Recover(ctx, v.Shards, staleTransfer)
+		if err != nil {
 			return work, unsettled, true, err
 		}
-		closed = true
+		work += n
+	}
+	closed, changed, err := w.closeIfDue(ctx, v)
+	if err != nil {
+		return work, unsettled, true, err
+	}
+	if changed {
 		work++
 	}
 	if closed && unsettled == 0 {
@@ -468,8 +419,130 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 	return work, unsettled, true, nil
 }
 
-// Redrive puts the dead grants of campaign id back into its grants stream,
-// for an operator who fixed their cause.
+// staleTransfer is how old a transfer between shards must be before the
+// worker finishes it for the engine that started it (which normally does
+// so within milliseconds): younger ones are most likely still in hand.
+const staleTransfer = 10 * time.Second
+
+// stream settles what it can of one shard's grants stream and returns the
+// entries it handled and those still unsettled.
+func (w *Worker) stream(ctx context.Context, v *redisstore.View, k redisstore.Keys) (work int, unsettled int64, err error) {
+	sh := shard{id: v.ID, keys: k, root: v.Root()}
+	// Our own pending entries first: after a restart, or a pass cut short
+	// by a failure or a stop, they were delivered to us and may not be in
+	// the ledger yet. (When there are none this is one cheap read.)
+	for {
+		es, err := w.store.ReadGroup(ctx, k, w.cfg.Consumer, w.cfg.ReadCount, true)
+		if err != nil {
+			return work, 0, err
+		}
+		if len(es) == 0 {
+			break
+		}
+		if err := w.settleEntries(ctx, sh, es); err != nil {
+			return work, 0, err
+		}
+		work += len(es)
+	}
+	es, err := w.store.ReadGroup(ctx, k, w.cfg.Consumer, w.cfg.ReadCount, false)
+	if err != nil {
+		return work, 0, err
+	}
+	if len(es) > 0 {
+		if err := w.settleEntries(ctx, sh, es); err != nil {
+			return work, 0, err
+		}
+		work += len(es)
+	}
+	n, err := w.reclaim(ctx, sh)
+	work += n
+	if err != nil {
+		return work, 0, err
+	}
+	g, err := w.store.Group(ctx, k)
+	if err != nil {
+		return work, 0, err
+	}
+	if err := w.store.TrimSettled(ctx, k, g); err != nil {
+		return work, 0, err
+	}
+	return work, g.Lag + g.Pending, nil
+}
+
+// reclaim takes over and settles the entries of one shard's stream stuck
+// at a consumer that died.
+func (w *Worker) reclaim(ctx context.Context, sh shard) (int, error) {
+	w.mu.Lock()
+	start := w.claimAt[sh.keys.Grants]
+	w.mu.Unlock()
+	if start == "" {
+		start = "0-0"
+	}
+	next, claimed, deleted, err := w.store.AutoClaim(ctx, sh.keys, w.cfg.Consumer, w.cfg.ReclaimIdle, start, w.cfg.ReadCount)
+	if err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	w.claimAt[sh.keys.Grants] = next
+	w.mu.Unlock()
+	if len(deleted) > 0 {
+		w.deleted.Add(int64(len(deleted)))
+		w.log.Error("ALARM: pending grants entries were deleted from the stream before settling",
+			"campaign", sh.id, "shard", sh.keys.Tag, "ids", deleted)
+	}
+	if len(claimed) == 0 {
+		return 0, nil
+	}
+	return len(claimed), w.settleEntries(ctx, sh, claimed)
+}
+
+// closeIfDue closes a campaign whose window has passed, and finishes a
+// close that stopped half way (some shards closed, some not: a process
+// died inside Close). closed says whether every shard is closed now.
+func (w *Worker) closeIfDue(ctx context.Context, v *redisstore.View) (closed, changed bool, err error) {
+	reason, open := "", 0
+	for _, snap := range v.Snaps {
+		switch snap.Meta["state"] {
+		case "closed", "settled":
+			if reason == "" {
+				reason = snap.Meta["close_reason"]
+			}
+		default:
+			open++
+		}
+	}
+	if open == 0 {
+		return true, false, nil
+	}
+	root := v.Root()
+	if reason == "" && root.Now < root.Int("closes_at") {
+		return false, false, nil
+	}
+	if reason == "" {
+		reason = "time"
+	}
+	for k := len(v.Shards) - 1; k >= 0; k-- {
+		if _, _, _, err := w.store.Close(ctx, v.Shards[k], reason); err != nil {
+			return false, false, err
+		}
+	}
+	return true, true, nil
+}
+
+// Redrive puts the dead grants of campaign id back into its grants
+// streams, for an operator who fixed their cause.
 func (w *Worker) Redrive(ctx context.Context, id string) (int64, error) {
-	return w.store.Redrive(ctx, id)
+	v, err := w.store.Read(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, k := range v.Shards {
+		n, err := w.store.Redrive(ctx, k)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }

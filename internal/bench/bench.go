@@ -16,8 +16,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -34,6 +32,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/redis/rueidis"
 
+	"github.com/hongbao/hongbao/internal/random"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/split"
@@ -476,11 +475,7 @@ func (t *target) memoryUsage(ctx context.Context, keys ...string) (int64, error)
 	return sum, nil
 }
 
-func newRunID() string {
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func newRunID() string { return random.Hex(5) }
 
 // processCPU is this process's CPU time so far (user + system), in seconds.
 func processCPU() float64 {
@@ -572,8 +567,9 @@ func (p *problems) all() []string {
 	return out
 }
 
-// userName is the id of user i (0-based): u1 .. uN in both designs.
-func userName(i int) string { return "u" + strconv.Itoa(i+1) }
+// UserName is the id of simulated user i (0-based): u1 .. uN, in both
+// designs here and in demo's rain.
+func UserName(i int) string { return "u" + strconv.Itoa(i+1) }
 
 // userRange is worker w's share of n users among c workers.
 func userRange(w, c, n int) (from, to int) {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -57,15 +55,9 @@ func newClassicKeys(runID string) classicKeys {
 // empty.
 func runClassic(ctx context.Context, t *target, o Options, amounts []int64, label string) (*runStats, error) {
 	k := newClassicKeys(t.runID)
-	c := t.client
-	cleanup := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.Do(cctx, c.B().Unlink().Key(k.pool, k.consumed, k.dedupe).Build()).Error()
-	}
-	cleanup()
+	t.drop(k.pool, k.consumed, k.dedupe)
 	if t.shared {
-		defer cleanup()
+		defer t.drop(k.pool, k.consumed, k.dedupe)
 	}
 	if err := loadClassic(ctx, t, k, amounts, o.progress("loading", int64(len(amounts)))); err != nil {
 		return nil, err
@@ -75,140 +67,96 @@ func runClassic(ctx context.Context, t *target, o Options, amounts []int64, labe
 	if rs.pooledBytes, err = t.memoryUsage(ctx, k.pool); err != nil {
 		return nil, err
 	}
-
-	var (
-		probs  problems
-		owner  = make([]atomic.Int32, o.Packets) // id-1 -> user index + 1
-		lats   = make([]latencies, o.Concurrency)
-		counts = make([]struct{ grabs, granted, soldOut, cents int64 }, o.Concurrency)
-		conns  = make([]*respConn, o.Concurrency)
-		wg     sync.WaitGroup
-		start  = make(chan struct{})
-		mu     sync.Mutex
-		runErr error
-	)
+	// Connections are opened before the clock starts.
+	conns, err := dialClassic(t, o.Concurrency)
 	defer func() {
 		for _, rc := range conns {
-			if rc != nil {
-				rc.Close()
-			}
+			rc.Close()
 		}
 	}()
-	// Connections are opened before the clock starts.
-	for w := range conns {
-		rc, err := dialRESP(t.addr, t.user, t.password, t.db)
-		if err != nil {
-			return nil, fmt.Errorf("connection %d: %w", w+1, err)
-		}
-		conns[w] = rc
-	}
-	var stop atomic.Bool
-	fail := func(err error) {
-		mu.Lock()
-		if runErr == nil {
-			runErr = err
-		}
-		mu.Unlock()
-		stop.Store(true)
-	}
-	bar := o.progress(label, int64(min(o.Users, o.Packets)))
-	for w := 0; w < o.Concurrency; w++ {
-		from, to := userRange(w, o.Concurrency, o.Users)
-		lats[w] = make(latencies, 0, to-from)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lat, n, rc := &lats[w], &counts[w], conns[w]
-			args := []string{"EVAL", ClassicScript, "4", k.pool, k.consumed, k.dedupe, ""}
-			var p classicPacket
-			<-start
-			done := 0
-			for u := from; u < to && !stop.Load(); u++ {
-				args[6] = userName(u)
-				t0 := time.Now()
-				reply, err := rc.do(args...)
-				lat.add(time.Since(t0))
-				if errors.Is(err, errNil) {
-					// Each user grabs once, so nil means the pool is empty.
-					n.grabs++
-					n.soldOut++
-					break
-				}
-				if err != nil {
-					fail(err)
-					return
-				}
-				n.grabs++
-				n.granted++
-				// A client decodes the packet it was given, as this one does.
-				p = classicPacket{}
-				if err := json.Unmarshal(reply, &p); err != nil {
-					probs.add("reply %q is not a packet: %v", reply, err)
-					continue
-				}
-				n.cents += p.Money
-				if p.UserID != args[6] {
-					probs.add("user %s was given a packet for %q", args[6], p.UserID)
-				}
-				if p.ID < 1 || p.ID > int64(o.Packets) {
-					probs.add("user %s was given packet %d, outside 1..%d", args[6], p.ID, o.Packets)
-				} else {
-					if !owner[p.ID-1].CompareAndSwap(0, int32(u+1)) {
-						probs.add("packet %d was given to %s and %s", p.ID, userName(int(owner[p.ID-1].Load())-1), args[6])
-					}
-					if p.Money != amounts[p.ID-1] {
-						probs.add("packet %d was given with %d cents; the split made it %d", p.ID, p.Money, amounts[p.ID-1])
-					}
-				}
-				if done++; done == 64 {
-					bar.Add(int64(done))
-					done = 0
-				}
-			}
-			bar.Add(int64(done))
-		}()
-	}
-	// The workers block in reads, not on ctx: an interrupt unblocks them.
-	finished := make(chan struct{})
-	defer close(finished)
-	go func() {
-		select {
-		case <-ctx.Done():
-			stop.Store(true)
-			for _, rc := range conns {
-				_ = rc.c.SetDeadline(time.Now())
-			}
-		case <-finished:
-		}
-	}()
-	perr := grabPhase(ctx, t, rs, start, &wg, bar, func() { stop.Store(true) })
-	if runErr != nil {
-		return nil, runErr // the workers' own error says more
-	}
-	if perr != nil {
-		return nil, perr
+	if err != nil {
+		return nil, err
 	}
 
-	var toldCents int64
-	rs.hist = histogramOf(lats)
-	for w := range counts {
-		n := &counts[w]
-		rs.grabs += n.grabs
-		rs.granted += n.granted
-		rs.soldOut += n.soldOut
-		toldCents += n.cents
+	p := newPhase(o, amounts, label, int64(min(o.Users, o.Packets)))
+	p.spawn(func(w, from, to int) { p.classicWorker(conns[w], k, w, from, to) })
+	// The workers block in reads, not on ctx: an interrupt unblocks them.
+	stopWatch := context.AfterFunc(ctx, func() {
+		p.stopped.Store(true)
+		for _, rc := range conns {
+			_ = rc.c.SetDeadline(time.Now())
+		}
+	})
+	defer stopWatch()
+	if err := p.measure(ctx, t, rs); err != nil {
+		return nil, err
 	}
+	toldCents := p.tally(rs)
 	rs.batches, rs.carried = uint64(rs.grabs), uint64(rs.grabs)
 	rs.sizes = []BatchBucket{{Max: 1, Count: uint64(rs.grabs)}}
 	if rs.grantBytes, err = t.memoryUsage(ctx, k.consumed, k.dedupe); err != nil {
 		return nil, err
 	}
-	if err := checkClassic(ctx, t, k, o, amounts, rs.granted, toldCents, &probs); err != nil {
+	if err := checkClassic(ctx, t, k, o, amounts, rs.granted, toldCents, &p.probs); err != nil {
 		return nil, err
 	}
-	rs.problems = probs.all()
+	rs.problems = p.probs.all()
 	rs.peakRSSChecks = PeakRSSMB()
 	return rs, nil
+}
+
+// dialClassic opens n connections of the classic design; on an error it
+// returns those it opened, for the caller to close.
+func dialClassic(t *target, n int) ([]*respConn, error) {
+	conns := make([]*respConn, 0, n)
+	for w := range n {
+		rc, err := dialRESP(t.addr, t.user, t.password, t.db)
+		if err != nil {
+			return conns, fmt.Errorf("connection %d: %w", w+1, err)
+		}
+		conns = append(conns, rc)
+	}
+	return conns, nil
+}
+
+// classicWorker is worker w: one blocking EVAL per user in [from, to) on
+// its own connection, until the pool is empty.
+func (p *phase) classicWorker(rc *respConn, k classicKeys, w, from, to int) {
+	lat, n := &p.lats[w], &p.counts[w]
+	args := []string{"EVAL", ClassicScript, "4", k.pool, k.consumed, k.dedupe, ""}
+	tk := ticker{bar: p.bar}
+	defer tk.flush()
+	var pk classicPacket
+	for u := from; u < to && !p.stopped.Load(); u++ {
+		args[6] = UserName(u)
+		t0 := time.Now()
+		reply, err := rc.do(args...)
+		lat.add(time.Since(t0))
+		if errors.Is(err, errNil) {
+			// Each user grabs once, so nil means the pool is empty.
+			n.grabs++
+			n.soldOut++
+			return
+		}
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		n.grabs++
+		n.granted++
+		// A client decodes the packet it was given, as this one does.
+		pk = classicPacket{}
+		if err := json.Unmarshal(reply, &pk); err != nil {
+			p.probs.add("reply %q is not a packet: %v", reply, err)
+			continue
+		}
+		n.cents += pk.Money
+		if pk.UserID != args[6] {
+			p.probs.add("user %s was given a packet for %q", args[6], pk.UserID)
+		}
+		p.granted(u, args[6], pk.ID, pk.Money, "given")
+		tk.tick()
+	}
 }
 
 // loadClassic pushes the packets as JSON objects {"id": n, "money": n},
@@ -256,6 +204,36 @@ func loadClassic(ctx context.Context, t *target, k classicKeys, amounts []int64,
 // in consumed, the dedupe hash as long as consumed; and that the contents
 // agree with what the clients were told and with the split.
 func checkClassic(ctx context.Context, t *target, k classicKeys, o Options, amounts []int64, told, toldCents int64, probs *problems) error {
+	if err := checkClassicLengths(ctx, t, k, o, told, probs); err != nil {
+		return err
+	}
+	sc := &classicScan{
+		c: t.client, o: o, amounts: amounts, probs: probs,
+		seenUser: make([]bool, o.Users), seenPacket: make([]bool, o.Packets),
+	}
+	consumedCents, err := sc.list(ctx, k.consumed, true)
+	if err != nil {
+		return err
+	}
+	poolCents, err := sc.list(ctx, k.pool, false)
+	if err != nil {
+		return err
+	}
+	if consumedCents+poolCents != o.Total {
+		probs.add("conservation: consumed %d + pool %d = %d cents, total %d", consumedCents, poolCents, consumedCents+poolCents, o.Total)
+	}
+	if consumedCents != toldCents {
+		probs.add("clients were told of %d cents, the consumed list holds %d", toldCents, consumedCents)
+	}
+	if want := int64(min(o.Users, o.Packets)); told != want {
+		probs.add("%d packets granted for %d users and %d packets", told, o.Users, o.Packets)
+	}
+	return nil
+}
+
+// checkClassicLengths compares the lengths of the lists and the dedupe
+// hash with each other, the packets and what the clients were told.
+func checkClassicLengths(ctx context.Context, t *target, k classicKeys, o Options, told int64, probs *problems) error {
 	c := t.client
 	llen := func(key string) (int64, error) { return c.Do(ctx, c.B().Llen().Key(key).Build()).AsInt64() }
 	poolLen, err := llen(k.pool)
@@ -279,66 +257,66 @@ func checkClassic(ctx context.Context, t *target, k classicKeys, o Options, amou
 	if consumedLen != told {
 		probs.add("clients were told of %d packets, the consumed list holds %d", told, consumedLen)
 	}
-	seenUser := make([]bool, o.Users)
-	seenPacket := make([]bool, o.Packets)
-	var consumedCents, poolCents int64
-	scan := func(key string, consumed bool, sum *int64) error {
-		const page = 10000
-		for from := int64(0); ; from += page {
-			vals, err := c.Do(ctx, c.B().Lrange().Key(key).Start(from).Stop(from+page-1).Build()).AsStrSlice()
-			if err != nil {
-				return fmt.Errorf("LRANGE %s: %w", key, err)
-			}
-			for _, v := range vals {
-				var p classicPacket
-				if err := json.Unmarshal([]byte(v), &p); err != nil {
-					probs.add("%s holds %q: %v", key, v, err)
-					continue
-				}
-				*sum += p.Money
-				if p.ID < 1 || p.ID > int64(o.Packets) {
-					probs.add("%s holds packet %d, outside 1..%d", key, p.ID, o.Packets)
-					continue
-				}
-				if seenPacket[p.ID-1] {
-					probs.add("packet %d is in the lists twice", p.ID)
-				}
-				seenPacket[p.ID-1] = true
-				if p.Money != amounts[p.ID-1] {
-					probs.add("packet %d holds %d cents; the split made it %d", p.ID, p.Money, amounts[p.ID-1])
-				}
-				if !consumed {
-					continue
-				}
-				n, err := strconv.Atoi(strings.TrimPrefix(p.UserID, "u"))
-				if err != nil || !strings.HasPrefix(p.UserID, "u") || n < 1 || n > o.Users {
-					probs.add("consumed packet %d names user %q, not one of ours", p.ID, p.UserID)
-					continue
-				}
-				if seenUser[n-1] {
-					probs.add("user %s is in the consumed list twice", p.UserID)
-				}
-				seenUser[n-1] = true
-			}
-			if len(vals) < page {
-				return nil
-			}
+	return nil
+}
+
+// classicScan reads the classic lists back and checks every packet in
+// them: each once, with the split's amount, and in the consumed list each
+// for one of our users, each user once.
+type classicScan struct {
+	c                    rueidis.Client
+	o                    Options
+	amounts              []int64
+	probs                *problems
+	seenUser, seenPacket []bool
+}
+
+// list checks the packets of list key and returns their sum.
+func (sc *classicScan) list(ctx context.Context, key string, consumed bool) (sum int64, err error) {
+	const page = 10000
+	for from := int64(0); ; from += page {
+		vals, err := sc.c.Do(ctx, sc.c.B().Lrange().Key(key).Start(from).Stop(from+page-1).Build()).AsStrSlice()
+		if err != nil {
+			return sum, fmt.Errorf("LRANGE %s: %w", key, err)
+		}
+		for _, v := range vals {
+			sum += sc.packet(key, v, consumed)
+		}
+		if len(vals) < page {
+			return sum, nil
 		}
 	}
-	if err := scan(k.consumed, true, &consumedCents); err != nil {
-		return err
+}
+
+// packet checks one packet v of list key and returns its money.
+func (sc *classicScan) packet(key, v string, consumed bool) int64 {
+	var p classicPacket
+	if err := json.Unmarshal([]byte(v), &p); err != nil {
+		sc.probs.add("%s holds %q: %v", key, v, err)
+		return 0
 	}
-	if err := scan(k.pool, false, &poolCents); err != nil {
-		return err
+	if p.ID < 1 || p.ID > int64(sc.o.Packets) {
+		sc.probs.add("%s holds packet %d, outside 1..%d", key, p.ID, sc.o.Packets)
+		return p.Money
 	}
-	if consumedCents+poolCents != o.Total {
-		probs.add("conservation: consumed %d + pool %d = %d cents, total %d", consumedCents, poolCents, consumedCents+poolCents, o.Total)
+	if sc.seenPacket[p.ID-1] {
+		sc.probs.add("packet %d is in the lists twice", p.ID)
 	}
-	if consumedCents != toldCents {
-		probs.add("clients were told of %d cents, the consumed list holds %d", toldCents, consumedCents)
+	sc.seenPacket[p.ID-1] = true
+	if p.Money != sc.amounts[p.ID-1] {
+		sc.probs.add("packet %d holds %d cents; the split made it %d", p.ID, p.Money, sc.amounts[p.ID-1])
 	}
-	if want := int64(min(o.Users, o.Packets)); told != want {
-		probs.add("%d packets granted for %d users and %d packets", told, o.Users, o.Packets)
+	if !consumed {
+		return p.Money
 	}
-	return nil
+	n, err := strconv.Atoi(strings.TrimPrefix(p.UserID, "u"))
+	if err != nil || !strings.HasPrefix(p.UserID, "u") || n < 1 || n > sc.o.Users {
+		sc.probs.add("consumed packet %d names user %q, not one of ours", p.ID, p.UserID)
+		return p.Money
+	}
+	if sc.seenUser[n-1] {
+		sc.probs.add("user %s is in the consumed list twice", p.UserID)
+	}
+	sc.seenUser[n-1] = true
+	return p.Money
 }

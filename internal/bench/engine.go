@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hongbao/hongbao"
@@ -19,26 +17,14 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 	keys := redisstore.CampaignKeys(id)
 	if t.shared {
 		defer func() {
+			t.drop(keys.Meta, keys.Pool, keys.Claims, keys.Grants, keys.Dead, keys.Staging)
 			c := t.client
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = c.Do(cctx, c.B().Unlink().Key(keys.Meta, keys.Pool, keys.Claims, keys.Grants, keys.Dead, keys.Staging).Build()).Error()
 			_ = c.Do(cctx, c.B().Zrem().Key(redisstore.CampaignsIndex).Member(id).Build()).Error()
 		}()
 	}
-	load := o.progress("loading", int64(o.Packets))
-	eng, err := hongbao.New(hongbao.Config{
-		Redis:        t.client,
-		MaxBatch:     o.MaxBatch,
-		LoadProgress: func(n, _ int) { load.Set(int64(n)) },
-	})
-	if err != nil {
-		load.Done()
-		return nil, err
-	}
-	seed := o.Seed
-	camp, err := eng.Create(ctx, hongbao.Spec{ID: id, Total: o.Total, Count: o.Packets, Split: o.Split, Seed: &seed})
-	load.Done()
+	eng, camp, err := loadEngine(ctx, t, o, id)
 	if err != nil {
 		return nil, err
 	}
@@ -47,88 +33,15 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 		return nil, err
 	}
 
-	var (
-		probs   problems
-		owner   = make([]atomic.Int32, o.Packets) // seq-1 -> user index + 1
-		lats    = make([]latencies, o.Concurrency)
-		counts  = make([]struct{ grabs, granted, soldOut, busy, cents int64 }, o.Concurrency)
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		errOnce sync.Once
-		runErr  error
-	)
+	p := newPhase(o, amounts, label, int64(o.Users))
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fail := func(err error) { errOnce.Do(func() { runErr = err; cancel() }) }
-	bar := o.progress(label, int64(o.Users))
-	for w := 0; w < o.Concurrency; w++ {
-		from, to := userRange(w, o.Concurrency, o.Users)
-		lats[w] = make(latencies, 0, to-from)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lat, n := &lats[w], &counts[w]
-			<-start
-			done := 0
-			for u := from; u < to; u++ {
-				t0 := time.Now()
-				g, err := eng.Grab(gctx, camp.ID, userName(u))
-				lat.add(time.Since(t0))
-				if errors.Is(err, hongbao.ErrBusy) {
-					n.busy++
-					n.grabs++
-					continue
-				}
-				if err != nil {
-					fail(err)
-					return
-				}
-				n.grabs++
-				switch g.Outcome {
-				case hongbao.Granted:
-					n.granted++
-					n.cents += g.Cents
-					if g.Seq < 1 || g.Seq > int64(o.Packets) {
-						probs.add("user %s was granted packet %d, outside 1..%d", g.User, g.Seq, o.Packets)
-						break
-					}
-					if !owner[g.Seq-1].CompareAndSwap(0, int32(u+1)) {
-						probs.add("packet %d was granted to %s and %s", g.Seq, userName(int(owner[g.Seq-1].Load())-1), g.User)
-					}
-					if want := amounts[g.Seq-1]; g.Cents != want {
-						probs.add("packet %d was granted with %d cents; the split made it %d", g.Seq, g.Cents, want)
-					}
-				case hongbao.SoldOut:
-					n.soldOut++
-				default:
-					probs.add("user %s was answered %s", g.User, g.Outcome)
-				}
-				if done++; done == 64 {
-					bar.Add(int64(done))
-					done = 0
-				}
-			}
-			bar.Add(int64(done))
-		}()
+	p.abort = cancel
+	p.spawn(func(w, from, to int) { p.engineWorker(gctx, eng, camp.ID, w, from, to) })
+	if err := p.measure(ctx, t, rs); err != nil {
+		return nil, err
 	}
-	perr := grabPhase(ctx, t, rs, start, &wg, bar, cancel)
-	if runErr != nil {
-		return nil, runErr // the workers' own error says more
-	}
-	if perr != nil {
-		return nil, perr
-	}
-
-	var grantedCents int64
-	rs.hist = histogramOf(lats)
-	for w := range counts {
-		c := &counts[w]
-		rs.grabs += c.grabs
-		rs.granted += c.granted
-		rs.soldOut += c.soldOut
-		rs.busy += c.busy
-		grantedCents += c.cents
-	}
+	grantedCents := p.tally(rs)
 	st := eng.Stats()
 	rs.batches, rs.carried = st.Batches, st.Grabs
 	for _, b := range st.BatchSizes {
@@ -137,12 +50,70 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 	if rs.grantBytes, err = t.memoryUsage(ctx, keys.Claims, keys.Grants); err != nil {
 		return nil, err
 	}
-
-	// The invariants: the engine's own audit of the Redis contents, then
-	// what the clients were told against it and against the split.
-	audit, err := eng.Audit(ctx, camp.ID)
-	if err != nil {
+	if err := checkEngine(ctx, eng, camp.ID, o, rs, grantedCents, &p.probs); err != nil {
 		return nil, err
+	}
+	rs.problems = p.probs.all()
+	rs.peakRSSChecks = PeakRSSMB()
+	return rs, nil
+}
+
+// loadEngine creates the campaign id from the options' spec and seed.
+func loadEngine(ctx context.Context, t *target, o Options, id string) (*hongbao.Engine, *hongbao.Campaign, error) {
+	load := o.progress("loading", int64(o.Packets))
+	defer load.Done()
+	eng, err := hongbao.New(hongbao.Config{
+		Redis:        t.client,
+		MaxBatch:     o.MaxBatch,
+		LoadProgress: func(n, _ int) { load.Set(int64(n)) },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	seed := o.Seed
+	camp, err := eng.Create(ctx, hongbao.Spec{ID: id, Total: o.Total, Count: o.Packets, Split: o.Split, Seed: &seed})
+	return eng, camp, err
+}
+
+// engineWorker is worker w: it grabs once for each user in [from, to).
+func (p *phase) engineWorker(ctx context.Context, eng *hongbao.Engine, id string, w, from, to int) {
+	lat, n := &p.lats[w], &p.counts[w]
+	tk := ticker{bar: p.bar}
+	defer tk.flush()
+	for u := from; u < to; u++ {
+		t0 := time.Now()
+		g, err := eng.Grab(ctx, id, UserName(u))
+		lat.add(time.Since(t0))
+		if errors.Is(err, hongbao.ErrBusy) {
+			n.busy++
+			n.grabs++
+			continue
+		}
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		n.grabs++
+		switch g.Outcome {
+		case hongbao.Granted:
+			n.granted++
+			n.cents += g.Cents
+			p.granted(u, g.User, g.Seq, g.Cents, "granted")
+		case hongbao.SoldOut:
+			n.soldOut++
+		default:
+			p.probs.add("user %s was answered %s", g.User, g.Outcome)
+		}
+		tk.tick()
+	}
+}
+
+// checkEngine checks the invariants: the engine's own audit of the Redis
+// contents, then what the clients were told against it.
+func checkEngine(ctx context.Context, eng *hongbao.Engine, id string, o Options, rs *runStats, grantedCents int64, probs *problems) error {
+	audit, err := eng.Audit(ctx, id)
+	if err != nil {
+		return err
 	}
 	for _, p := range audit.Problems {
 		probs.add("audit: %s", p)
@@ -168,7 +139,5 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 		probs.add("conservation: told %d + pool %d + refunded %d = %d cents, total %d",
 			grantedCents, audit.PoolCents, audit.Status.RefundedCents, got, o.Total)
 	}
-	rs.problems = probs.all()
-	rs.peakRSSChecks = PeakRSSMB()
-	return rs, nil
+	return nil
 }

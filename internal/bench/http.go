@@ -102,7 +102,7 @@ func MintTokens(secret httpapi.Secret, users int, ttl time.Duration) ([]string, 
 	toks := make([]string, users)
 	now := time.Now()
 	for i := range toks {
-		t, err := httpapi.MintToken(secret, userName(i), ttl, now)
+		t, err := httpapi.MintToken(secret, UserName(i), ttl, now)
 		if err != nil {
 			return nil, err
 		}

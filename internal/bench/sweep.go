@@ -105,24 +105,26 @@ func WriteSVG(w io.Writer, title, subtitle string, points []SweepPoint) error {
 	return err
 }
 
+// frame is where a chart is drawn and how its values map to the page.
+type frame struct {
+	left, right, top, bottom float64
+	xlo, xhi                 float64 // log2 of the concurrency axis's ends
+	yticks                   []float64
+	py                       func(float64) float64
+}
+
+// px places concurrency v on the log2 x axis.
+func (f *frame) px(v float64) float64 {
+	return f.left + (math.Log2(v)-f.xlo)/(f.xhi-f.xlo)*(f.right-f.left)
+}
+
 // panel draws one chart at horizontal offset ox.
 func panel(b *strings.Builder, ox int, title, ylabel string, xs []float64, ys [2][]float64, logY bool, label func(float64) string) {
-	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
-	left, right := float64(ox+padLeft), float64(ox+panelW-padRight)
-	top, bottom := float64(padTop), float64(plotH-padBottom)
-
-	// x: log2 of concurrency, ticks at the powers of two in range.
-	xlo, xhi := math.Inf(1), math.Inf(-1)
-	for _, v := range xs {
-		xlo, xhi = math.Min(xlo, math.Log2(v)), math.Max(xhi, math.Log2(v))
+	f := &frame{
+		left: float64(ox + padLeft), right: float64(ox + panelW - padRight),
+		top: float64(padTop), bottom: float64(plotH - padBottom),
 	}
-	xlo, xhi = math.Floor(xlo), math.Ceil(xhi)
-	if xhi == xlo {
-		xlo, xhi = xlo-1, xhi+1
-	}
-	px := func(v float64) float64 { return left + (math.Log2(v)-xlo)/(xhi-xlo)*(right-left) }
-
-	// y: linear from 0 to a nice maximum, or log10 over whole decades.
+	f.xlo, f.xhi = log2Range(xs)
 	var all []float64
 	for _, s := range ys {
 		for _, v := range s {
@@ -131,71 +133,101 @@ func panel(b *strings.Builder, ox int, title, ylabel string, xs []float64, ys [2
 			}
 		}
 	}
-	var ticks []float64
-	var py func(float64) float64
 	if logY {
-		lo, hi := 1e-3, 1.0
-		if len(all) > 0 {
-			lo, hi = all[0], all[0]
-			for _, v := range all {
-				lo, hi = math.Min(lo, v), math.Max(hi, v)
-			}
-		}
-		dlo, dhi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
-		if dhi == dlo {
-			dhi++
-		}
-		for d := dlo; d <= dhi; d++ {
-			for _, m := range []float64{1, 2, 5} {
-				if v := m * math.Pow(10, d); math.Log10(v) <= dhi+1e-9 && (m == 1 || dhi-dlo <= 3) {
-					ticks = append(ticks, v)
-				}
-			}
-		}
-		py = func(v float64) float64 {
-			v = math.Max(v, math.Pow(10, dlo))
-			return bottom - (math.Log10(v)-dlo)/(dhi-dlo)*(bottom-top)
-		}
+		f.logY(all)
 	} else {
-		hi := 1.0
-		for _, v := range all {
-			hi = math.Max(hi, v)
-		}
-		hi = niceCeil(hi * 1.05)
-		step := niceCeil(hi / 6)
-		for v := 0.0; v <= hi+step/1e6; v += step {
-			ticks = append(ticks, v)
-		}
-		hi = ticks[len(ticks)-1]
-		py = func(v float64) float64 { return bottom - v/hi*(bottom-top) }
+		f.linearY(all)
 	}
-
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p(`<g>`+"\n"+`<text x="%.1f" y="%.1f" text-anchor="middle" font-size="14" font-weight="bold">%s</text>`+"\n",
-		(left+right)/2, top-12, html.EscapeString(title))
-	// Grid and y ticks.
-	for _, v := range ticks {
-		y := py(v)
-		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", left, y, right, y)
-		p(`<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", left-6, y, label(v))
-	}
-	for e := xlo; e <= xhi; e++ {
-		v := math.Exp2(e)
-		xx := px(v)
-		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eeeeee"/>`+"\n", xx, top, xx, bottom)
-		p(`<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", xx, bottom+16, strconv.FormatFloat(v, 'f', -1, 64))
-	}
-	p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", left, top, right-left, bottom-top)
-	p(`<text x="%.1f" y="%.1f" text-anchor="middle">concurrency (log2 scale)</text>`+"\n", (left+right)/2, bottom+38)
-	p(`<text transform="translate(%.1f %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", float64(ox)+16, (top+bottom)/2, html.EscapeString(ylabel))
+		(f.left+f.right)/2, f.top-12, html.EscapeString(title))
+	f.drawAxes(p, ox, ylabel, label)
+	f.drawLines(p, xs, ys, logY)
+	f.drawLegend(p)
+	p("</g>\n")
+}
 
-	// The lines.
+// log2Range returns the whole powers of two around xs, at least one apart.
+func log2Range(xs []float64) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, v := range xs {
+		lo, hi = math.Min(lo, math.Log2(v)), math.Max(hi, math.Log2(v))
+	}
+	lo, hi = math.Floor(lo), math.Ceil(hi)
+	if hi == lo {
+		lo, hi = lo-1, hi+1
+	}
+	return lo, hi
+}
+
+// logY sets a log10 y axis over the whole decades around all.
+func (f *frame) logY(all []float64) {
+	lo, hi := 1e-3, 1.0
+	if len(all) > 0 {
+		lo, hi = all[0], all[0]
+		for _, v := range all {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	dlo, dhi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if dhi == dlo {
+		dhi++
+	}
+	for d := dlo; d <= dhi; d++ {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * math.Pow(10, d); math.Log10(v) <= dhi+1e-9 && (m == 1 || dhi-dlo <= 3) {
+				f.yticks = append(f.yticks, v)
+			}
+		}
+	}
+	f.py = func(v float64) float64 {
+		v = math.Max(v, math.Pow(10, dlo))
+		return f.bottom - (math.Log10(v)-dlo)/(dhi-dlo)*(f.bottom-f.top)
+	}
+}
+
+// linearY sets a linear y axis from 0 to a nice maximum above all.
+func (f *frame) linearY(all []float64) {
+	hi := 1.0
+	for _, v := range all {
+		hi = math.Max(hi, v)
+	}
+	hi = niceCeil(hi * 1.05)
+	step := niceCeil(hi / 6)
+	for v := 0.0; v <= hi+step/1e6; v += step {
+		f.yticks = append(f.yticks, v)
+	}
+	hi = f.yticks[len(f.yticks)-1]
+	f.py = func(v float64) float64 { return f.bottom - v/hi*(f.bottom-f.top) }
+}
+
+// drawAxes draws the grid, the ticks, the frame and the axis labels.
+func (f *frame) drawAxes(p func(string, ...any), ox int, ylabel string, label func(float64) string) {
+	for _, v := range f.yticks {
+		y := f.py(v)
+		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", f.left, y, f.right, y)
+		p(`<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", f.left-6, y, label(v))
+	}
+	for e := f.xlo; e <= f.xhi; e++ {
+		v := math.Exp2(e)
+		xx := f.px(v)
+		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eeeeee"/>`+"\n", xx, f.top, xx, f.bottom)
+		p(`<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", xx, f.bottom+16, strconv.FormatFloat(v, 'f', -1, 64))
+	}
+	p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", f.left, f.top, f.right-f.left, f.bottom-f.top)
+	p(`<text x="%.1f" y="%.1f" text-anchor="middle">concurrency (log2 scale)</text>`+"\n", (f.left+f.right)/2, f.bottom+38)
+	p(`<text transform="translate(%.1f %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", float64(ox)+16, (f.top+f.bottom)/2, html.EscapeString(ylabel))
+}
+
+// drawLines draws one line with its points per design.
+func (f *frame) drawLines(p func(string, ...any), xs []float64, ys [2][]float64, logY bool) {
 	for i, st := range seriesStyle {
 		var pts []string
 		for j, v := range ys[i] {
 			if logY && v <= 0 {
 				continue
 			}
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(xs[j]), py(v)))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", f.px(xs[j]), f.py(v)))
 		}
 		p(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", st.color, strings.Join(pts, " "))
 		for _, pt := range pts {
@@ -203,14 +235,16 @@ func panel(b *strings.Builder, ox int, title, ylabel string, xs []float64, ys [2
 			p(`<circle cx="%s" cy="%s" r="3.5" fill="%s"/>`+"\n", xy[0], xy[1], st.color)
 		}
 	}
-	// Legend, top left inside the frame.
+}
+
+// drawLegend draws the legend, top left inside the frame.
+func (f *frame) drawLegend(p func(string, ...any)) {
 	for i, st := range seriesStyle {
-		y := top + 16 + float64(i)*18
-		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`+"\n", left+10, y, left+34, y, st.color)
-		p(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", left+22, y, st.color)
-		p(`<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", left+40, y, html.EscapeString(st.name))
+		y := f.top + 16 + float64(i)*18
+		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`+"\n", f.left+10, y, f.left+34, y, st.color)
+		p(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", f.left+22, y, st.color)
+		p(`<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", f.left+40, y, html.EscapeString(st.name))
 	}
-	p("</g>\n")
 }
 
 // niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten.

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,7 +18,7 @@ import (
 
 // benchHTTPRequested reports whether the bench command line asks for
 // --mode http (on the command line or in HONGBAO_MODE).
-func benchHTTPRequested(io *IO, args []string) bool {
+func benchHTTPRequested(env *IO, args []string) bool {
 	for i, a := range args {
 		switch {
 		case a == "--mode=http" || a == "-mode=http":
@@ -28,117 +29,129 @@ func benchHTTPRequested(io *IO, args []string) bool {
 			return false
 		}
 	}
-	getenv := io.Getenv
+	getenv := env.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	return getenv("HONGBAO_MODE") == "http"
 }
 
-// runBenchHTTP is 'hongbao bench --mode http': grabs against a running
-// serve over HTTP, next to a trivial Go handler measured the same way.
-func runBenchHTTP(ctx context.Context, io *IO, args []string) error {
-	fs := newFlagSet("bench", io)
-	fs.String("mode", "http", "http: measure a running serve over HTTP")
-	url := fs.String("url", "", "base URL of the serve to measure, e.g. http://127.0.0.1:8080 (required)")
-	var secretFlag fileList
-	fs.Var(&secretFlag, "token-secret-file", "the serve's user token secret, as [kid=]PATH (required)")
-	adminFile := fs.String("admin-key-file", "", "an admin key of the serve, to create the campaign (or give --campaign)")
-	campaign := fs.String("campaign", "", "grab from this existing campaign instead of creating one")
-	users := fs.Int("users", 20000, "distinct users (pre-minted tokens)")
-	packets := fs.Int("packets", 10000, "packets of the campaign created")
-	total := fs.String("total", "", "total of the campaign created; default 1.00 per packet")
-	clicks := fs.Int("clicks", 1, "grabs per user")
-	concurrency := fs.Int("concurrency", 64, "requests in flight (one connection each)")
-	trivial := fs.Bool("trivial", true, "also measure a trivial Go handler, the same way (in this process, or at --trivial-url)")
-	trivialURL := fs.String("trivial-url", "", "measure the trivial handler at this URL, one started in a process of its own with --trivial-listen, like serve")
-	tokensOut := fs.String("tokens-out", "", "only mint --users tokens into this file, one a line (for wrk), and exit")
-	trivialListen := fs.String("trivial-listen", "", "only serve the trivial handler on this address until interrupted (for wrk)")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of the report")
-	fs.Usage = func() {
-		fmt.Fprintln(io.Stderr, `Usage: hongbao bench --mode http --url URL --token-secret-file F [--admin-key-file F | --campaign ID] [flags]
+// benchHTTPCmd is "hongbao bench --mode http": grabs against a running
+// serve over HTTP, next to a trivial Go handler measured the same way. Two
+// more modes serve wrk: --tokens-out only mints tokens, --trivial-listen
+// only serves the trivial handler.
+type benchHTTPCmd struct {
+	base
+	url, adminFile, campaign, total string
+	trivialURL, tokensOut, listen   string
+	secretFlag                      fileList
+	users, packets, clicks, conc    int
+	trivial, asJSON                 bool
+	o                               bench.HTTPOptions
+}
+
+const benchHTTPUsage = `Usage: hongbao bench --mode http --url URL --token-secret-file F [--admin-key-file F | --campaign ID] [flags]
 
 Mints a token per user first, creates a campaign (or uses --campaign), lets
 --concurrency clients grab for --users distinct users over HTTP, and reports
 requests/s, latency percentiles and the outcome mix; then measures a trivial
 Go handler the same way, in the same run.
 
-Flags:`)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, io, args); err != nil {
+Flags:`
+
+func (b *benchHTTPCmd) declare(fs *flag.FlagSet) {
+	fs.String("mode", "http", "http: measure a running serve over HTTP")
+	fs.StringVar(&b.url, "url", "", "base URL of the serve to measure, e.g. http://127.0.0.1:8080 (required)")
+	fs.Var(&b.secretFlag, "token-secret-file", "the serve's user token secret, as [kid=]PATH (required)")
+	fs.StringVar(&b.adminFile, "admin-key-file", "", "an admin key of the serve, to create the campaign (or give --campaign)")
+	fs.StringVar(&b.campaign, "campaign", "", "grab from this existing campaign instead of creating one")
+	fs.IntVar(&b.users, "users", 20000, "distinct users (pre-minted tokens)")
+	fs.IntVar(&b.packets, "packets", 10000, "packets of the campaign created")
+	fs.StringVar(&b.total, "total", "", "total of the campaign created; default 1.00 per packet")
+	fs.IntVar(&b.clicks, "clicks", 1, "grabs per user")
+	fs.IntVar(&b.conc, "concurrency", 64, "requests in flight (one connection each)")
+	fs.BoolVar(&b.trivial, "trivial", true, "also measure a trivial Go handler, the same way (in this process, or at --trivial-url)")
+	fs.StringVar(&b.trivialURL, "trivial-url", "", "measure the trivial handler at this URL, one started in a process of its own with --trivial-listen, like serve")
+	fs.StringVar(&b.tokensOut, "tokens-out", "", "only mint --users tokens into this file, one a line (for wrk), and exit")
+	fs.StringVar(&b.listen, "trivial-listen", "", "only serve the trivial handler on this address until interrupted (for wrk)")
+	fs.BoolVar(&b.asJSON, "json", false, "print one JSON object instead of the report")
+}
+
+func (b *benchHTTPCmd) parseFlags(args []string) error {
+	fs := newFlagSet("bench", b.env)
+	b.declare(fs)
+	setUsage(fs, b.env, benchHTTPUsage)
+	if err := parseFlags(fs, b.env, args); err != nil {
 		return err
 	}
-	if *trivialListen != "" {
-		ln, err := net.Listen("tcp", *trivialListen)
-		if err != nil {
-			return fmt.Errorf("--trivial-listen: %w", err)
-		}
-		srv := &http.Server{Handler: bench.TrivialHandler(), ReadHeaderTimeout: 5 * time.Second}
-		fmt.Fprintf(io.Stdout, "trivial handler listening on http://%s\n", ln.Addr())
-		go func() { <-ctx.Done(); _ = srv.Close() }()
-		if err := srv.Serve(ln); err != http.ErrServerClosed {
-			return err
-		}
+	if b.listen != "" {
 		return nil
 	}
-	if len(secretFlag) == 0 {
+	if len(b.secretFlag) == 0 {
 		return usageErrorf("--token-secret-file is required")
 	}
-	secrets, err := tokenSecrets(secretFlag[:1])
+	secrets, err := tokenSecrets(b.secretFlag[:1])
 	if err != nil {
 		return err
 	}
-	if *tokensOut != "" {
-		if *users < 1 {
+	b.o = bench.HTTPOptions{
+		URL: strings.TrimRight(b.url, "/"), Secret: secrets[0], Campaign: b.campaign, Packets: b.packets,
+		Users: b.users, Clicks: b.clicks, Concurrency: b.conc, Trivial: b.trivial,
+		TrivialURL: b.trivialURL,
+	}
+	if b.tokensOut != "" {
+		if b.users < 1 {
 			return usageErrorf("--users must be at least 1")
 		}
-		toks, err := bench.MintTokens(secrets[0], *users, 2*time.Hour)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*tokensOut, []byte(strings.Join(toks, "\n")+"\n"), 0o600); err != nil {
-			return err
-		}
-		fmt.Fprintf(io.Stdout, "%d tokens (valid 2h) in %s\n", len(toks), *tokensOut)
 		return nil
 	}
-	o := bench.HTTPOptions{
-		URL: strings.TrimRight(*url, "/"), Secret: secrets[0], Campaign: *campaign, Packets: *packets,
-		Users: *users, Clicks: *clicks, Concurrency: *concurrency, Trivial: *trivial,
-		TrivialURL: *trivialURL,
-	}
-	if *campaign != "" {
-		if err := hongbao.ValidateCampaignID(*campaign); err != nil {
+	return b.checkRun()
+}
+
+// checkRun checks the options of a measurement.
+func (b *benchHTTPCmd) checkRun() error {
+	if b.campaign != "" {
+		if err := hongbao.ValidateCampaignID(b.campaign); err != nil {
 			return usageErrorf("--campaign: %v", err)
 		}
-	} else if *adminFile != "" {
-		k, err := readSecretFile("admin-key-file", *adminFile)
+	} else if b.adminFile != "" {
+		k, err := readSecretFile("admin-key-file", b.adminFile)
 		if err != nil {
 			return err
 		}
-		o.AdminKey = string(k)
+		b.o.AdminKey = string(k)
 	}
-	o.Total = int64(*packets) * 100
-	if *total != "" {
-		if o.Total, err = hongbao.ParseCents(*total); err != nil {
+	b.o.Total = int64(b.packets) * 100
+	if b.total != "" {
+		var err error
+		if b.o.Total, err = hongbao.ParseCents(b.total); err != nil {
 			return usageErrorf("--total: %v", err)
 		}
 	}
-	if err := o.Validate(); err != nil {
+	if err := b.o.Validate(); err != nil {
 		return usageErrorf("%v", err)
 	}
-	if !*asJSON {
-		o.Progress = func(label string, n int64) bench.Progress { return startProgress(io, true, label, n) }
+	if !b.asJSON {
+		b.o.Progress = func(label string, n int64) bench.Progress { return startProgress(b.env, true, label, n) }
 	}
-	rep, err := bench.RunHTTP(ctx, o)
+	return nil
+}
+
+func (b *benchHTTPCmd) run(ctx context.Context) error {
+	switch {
+	case b.listen != "":
+		return b.serveTrivial(ctx)
+	case b.tokensOut != "":
+		return b.mintTokens()
+	}
+	rep, err := bench.RunHTTP(ctx, b.o)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return json.NewEncoder(io.Stdout).Encode(rep)
+	if b.asJSON {
+		return json.NewEncoder(b.env.Stdout).Encode(rep)
 	}
-	p := func(format string, a ...any) { fmt.Fprintf(io.Stdout, format, a...) }
+	p := func(format string, a ...any) { fmt.Fprintf(b.env.Stdout, format, a...) }
 	for _, r := range []*bench.HTTPResult{rep.Serve, rep.Trivial} {
 		if r == nil {
 			continue
@@ -153,6 +166,35 @@ Flags:`)
 	if rep.Ratio > 0 {
 		p("serve / trivial handler: %.2f of the trivial handler's requests/s\n", rep.Ratio)
 	}
+	return nil
+}
+
+// serveTrivial serves the trivial handler on --trivial-listen until ctx
+// ends.
+func (b *benchHTTPCmd) serveTrivial(ctx context.Context) error {
+	ln, err := net.Listen("tcp", b.listen)
+	if err != nil {
+		return fmt.Errorf("--trivial-listen: %w", err)
+	}
+	srv := &http.Server{Handler: bench.TrivialHandler(), ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(b.env.Stdout, "trivial handler listening on http://%s\n", ln.Addr())
+	defer context.AfterFunc(ctx, func() { _ = srv.Close() })()
+	if err := srv.Serve(ln); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
+
+// mintTokens writes --users tokens to --tokens-out.
+func (b *benchHTTPCmd) mintTokens() error {
+	toks, err := bench.MintTokens(b.o.Secret, b.users, 2*time.Hour)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(b.tokensOut, []byte(strings.Join(toks, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.env.Stdout, "%d tokens (valid 2h) in %s\n", len(toks), b.tokensOut)
 	return nil
 }
 

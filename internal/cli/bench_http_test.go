@@ -12,19 +12,14 @@ import (
 
 	"github.com/hongbao/hongbao/internal/bench"
 	"github.com/hongbao/hongbao/internal/redisserver"
-	"github.com/hongbao/hongbao/internal/testenv"
 )
 
 func TestBenchHTTP(t *testing.T) {
 	t.Parallel()
-	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
-	dir := t.TempDir()
-	adminFile := writeSecret(t, dir, "admin.key")
-	secretFile := writeSecret(t, dir, "token.secret")
-	p := startServe(t, "--redis", "redis://"+r.Addr, "--ledger", "sqlite:"+filepath.Join(dir, "l.db"),
-		"--admin-key-file", adminFile, "--token-secret-file", secretFile, "--listen", "127.0.0.1:0")
-	code, out, errs := run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", secretFile,
-		"--admin-key-file", adminFile, "--users", "600", "--packets", "400", "--clicks", "2", "--concurrency", "16", "--json")
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args()...)
+	code, out, errs := run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", fx.secretFile,
+		"--admin-key-file", fx.adminFile, "--users", "600", "--packets", "400", "--clicks", "2", "--concurrency", "16", "--json")
 	require.Equal(t, 0, code, errs)
 	var rep bench.HTTPReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
@@ -46,8 +41,8 @@ func TestBenchHTTP(t *testing.T) {
 		bench.TrivialHandler().ServeHTTP(w, r)
 	}))
 	defer triv.Close()
-	code, out, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", secretFile,
-		"--admin-key-file", adminFile, "--users", "50", "--packets", "10", "--concurrency", "4", "--trivial-url", triv.URL, "--json")
+	code, out, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", fx.secretFile,
+		"--admin-key-file", fx.adminFile, "--users", "50", "--packets", "10", "--concurrency", "4", "--trivial-url", triv.URL, "--json")
 	require.Equal(t, 0, code, errs)
 	rep = bench.HTTPReport{}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
@@ -58,8 +53,8 @@ func TestBenchHTTP(t *testing.T) {
 	code, _, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL)
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--token-secret-file")
-	tokFile := filepath.Join(dir, "tokens")
-	code, out, errs = run(t, nil, "bench", "--mode=http", "--token-secret-file", secretFile, "--users", "5", "--tokens-out", tokFile)
+	tokFile := filepath.Join(fx.dir, "tokens")
+	code, out, errs = run(t, nil, "bench", "--mode=http", "--token-secret-file", fx.secretFile, "--users", "5", "--tokens-out", tokFile)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "5 tokens")
 }

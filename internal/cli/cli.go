@@ -1,5 +1,12 @@
 // Package cli holds the hongbao subcommands. Each takes its output as an
 // io.Writer so tests run the CLI in-process.
+//
+// A command is a small type that goes through the same steps (as
+// benbjohnson/wtf's cmd/wtfd does): parseFlags reads and checks the command
+// line and starts nothing, so bad input fails before any work; open
+// connects to or starts what the command needs; run does the work; close
+// lets go of what open started, last opened first, whatever happened
+// before. The commands are listed in one table, commands.
 package cli
 
 import (
@@ -9,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 )
 
@@ -23,16 +29,54 @@ type IO struct {
 	IsTerminal bool
 }
 
-// command is one subcommand.
-type command struct {
-	summary string
-	run     func(ctx context.Context, io *IO, args []string) error
+// command is one subcommand, run as parseFlags, open, run, close.
+type command interface {
+	// parseFlags reads and checks the arguments after the command's name.
+	// It starts nothing.
+	parseFlags(args []string) error
+	// open connects to or starts what run needs.
+	open(ctx context.Context) error
+	// run does the command's work.
+	run(ctx context.Context) error
+	// close lets go of what open started, in reverse order; it runs after
+	// a successful parseFlags, whether open and run succeeded or not.
+	close()
 }
 
-var commands = map[string]command{}
+// commands is every subcommand, in the order help lists them.
+var commands = []struct {
+	name, summary string
+	new           func(env *IO) command
+}{
+	{"bench", "measure the engine against the classic one-EVAL-per-grab design", newBenchCmd},
+	{"demo", "run a simulated red packet rain end to end and check the invariants", newDemoCmd},
+	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
+	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant", newReconcileCmd},
+	{"serve", "run the HTTP service: the /v1 API, settlement and the scheduler", newServeCmd},
+	{"settle", "settle granted packets from Redis into the ledger (a worker)", newSettleCmd},
+	{"token", "mint a user token (HS256 JWT) from the configured secret, for tests and demos", newTokenCmd},
+}
 
-func register(name, summary string, run func(ctx context.Context, io *IO, args []string) error) {
-	commands[name] = command{summary: summary, run: run}
+// base is what every command holds: where it reads and writes, and what to
+// close. Its open does nothing, for commands that open nothing.
+type base struct {
+	env *IO
+	closers
+}
+
+func (base) open(context.Context) error { return nil }
+
+// closers lets go of what a command opened, last opened first.
+type closers []func()
+
+// deferClose adds f to what close runs.
+func (c *closers) deferClose(f func()) { *c = append(*c, f) }
+
+func (c *closers) close() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+	*c = nil
 }
 
 // exitError carries a specific exit status.
@@ -50,31 +94,28 @@ func usageErrorf(format string, a ...any) error {
 
 // Run runs the command line args (without the program name) and returns the
 // process exit status.
-func Run(ctx context.Context, args []string, io *IO) int {
-	if io.Getenv == nil {
-		io.Getenv = os.Getenv
+func Run(ctx context.Context, args []string, env *IO) int {
+	if env.Getenv == nil {
+		env.Getenv = os.Getenv
 	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		printHelp(io.Stdout)
+		printHelp(env.Stdout)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(io.Stderr, "hongbao: unknown command %q\n\n", args[0])
-		printHelp(io.Stderr)
+	i := commandIndex(args[0])
+	if i < 0 {
+		fmt.Fprintf(env.Stderr, "hongbao: unknown command %q\n\n", args[0])
+		printHelp(env.Stderr)
 		return 2
 	}
-	err := cmd.run(ctx, io, args[1:])
-	if err == nil {
+	err := runCommand(ctx, commands[i].new(env), args[1:])
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	fmt.Fprintf(io.Stderr, "hongbao %s: %v\n", args[0], err)
+	fmt.Fprintf(env.Stderr, "hongbao %s: %v\n", args[0], err)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
@@ -82,31 +123,47 @@ func Run(ctx context.Context, args []string, io *IO) int {
 	return 1
 }
 
+func commandIndex(name string) int {
+	for i, c := range commands {
+		if c.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// runCommand takes cmd through its steps.
+func runCommand(ctx context.Context, cmd command, args []string) error {
+	if err := cmd.parseFlags(args); err != nil {
+		return err
+	}
+	defer cmd.close()
+	if err := cmd.open(ctx); err != nil {
+		return err
+	}
+	return cmd.run(ctx)
+}
+
 func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "hongbao: red packets and quota under extreme concurrency, one atomic Lua script per decision")
 	fmt.Fprintln(w, "\nUsage: hongbao <command> [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'hongbao <command> -h' for the flags of a command.")
 }
 
 // newFlagSet makes a flag set that reports errors instead of exiting.
-func newFlagSet(name string, io *IO) *flag.FlagSet {
+func newFlagSet(name string, env *IO) *flag.FlagSet {
 	fs := flag.NewFlagSet("hongbao "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Stderr)
+	fs.SetOutput(env.Stderr)
 	return fs
 }
 
 // parseFlags parses args, then fills every flag not given on the command
 // line from the environment variable HONGBAO_<NAME> (dashes become
 // underscores), if set.
-func parseFlags(fs *flag.FlagSet, io *IO, args []string) error {
+func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -116,19 +173,33 @@ func parseFlags(fs *flag.FlagSet, io *IO, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	set := given(fs)
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || err != nil {
+		if set[f.Name] || err != nil {
 			return
 		}
-		env := "HONGBAO_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := io.Getenv(env); v != "" {
+		name := "HONGBAO_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := env.Getenv(name); v != "" {
 			if e := f.Value.Set(v); e != nil {
-				err = usageErrorf("%s=%q: %v", env, v, e)
+				err = usageErrorf("%s=%q: %v", name, v, e)
 			}
 		}
 	})
 	return err
+}
+
+// setUsage makes fs's usage text, then the flags.
+func setUsage(fs *flag.FlagSet, env *IO, text string) {
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, text)
+		fs.PrintDefaults()
+	}
+}
+
+// given returns the flags of fs set on the command line.
+func given(fs *flag.FlagSet) map[string]bool {
+	m := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { m[f.Name] = true })
+	return m
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -16,19 +18,14 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/bench"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
 	"github.com/hongbao/hongbao/split"
 )
 
-func init() {
-	register("demo", "run a simulated red packet rain end to end and check the invariants", runDemo)
-}
-
 type demoFlags struct {
-	redis       string
-	redisServer string
+	redis       redisFlags
 	total       string
 	packets     int
 	users       int
@@ -39,6 +36,7 @@ type demoFlags struct {
 	json        bool
 	ledger      string
 	settle      bool
+	shards      int
 }
 
 // demoReport is the --json output of demo.
@@ -47,6 +45,9 @@ type demoReport struct {
 	Redis            string         `json:"redis"`
 	Split            string         `json:"split"`
 	Packets          int            `json:"packets"`
+	Shards           int            `json:"shards"`
+	Transfers        uint64         `json:"transfers"`
+	PacketsMoved     uint64         `json:"packets_moved"`
 	TotalCents       int64          `json:"total_cents"`
 	Users            int            `json:"users"`
 	Clicks           int            `json:"clicks"`
@@ -76,11 +77,24 @@ type demoReport struct {
 	Reconcile        *settle.Report `json:"reconcile,omitempty"`
 }
 
-func runDemo(ctx context.Context, io *IO, args []string) error {
-	var f demoFlags
-	fs := newFlagSet("demo", io)
-	fs.StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port); default: start a private redis-server, or an emulator if none is installed")
-	fs.StringVar(&f.redisServer, "redis-server", "redis-server", "redis-server binary for the embedded default, when --redis is not given")
+// demoCmd is "hongbao demo": a simulated red packet rain end to end,
+// checked against the invariants.
+type demoCmd struct {
+	base
+	f    demoFlags
+	spec hongbao.Spec
+
+	led  ledger.Ledger // nil with --settle=false
+	conn *redisConn
+	eng  *hongbao.Engine
+	camp *hongbao.Campaign
+	w    *settle.Worker // nil with --settle=false
+}
+
+func newDemoCmd(env *IO) command { return &demoCmd{base: base{env: env}} }
+
+func (f *demoFlags) declare(fs *flag.FlagSet) {
+	f.redis.declare(fs, "default: start a private redis-server, or an emulator if none is installed", true)
 	fs.StringVar(&f.total, "total", "10000.00", "amount to hand out, a decimal with at most two places")
 	fs.IntVar(&f.packets, "packets", 10000, "number of packets")
 	fs.IntVar(&f.users, "users", 50000, "number of simulated users")
@@ -89,17 +103,20 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 	fs.StringVar(&f.split, "split", "double-average", "split algorithm: double-average, line-cut or fixed")
 	fs.StringVar(&f.seed, "seed", "", "split seed (an unsigned integer); default: random")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
+	fs.IntVar(&f.shards, "shards", 1, "spread the campaign over this many shards (1 to 256, at most --packets): on a Redis Cluster, over several masters")
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: a SQLite file in a temporary directory")
 	fs.BoolVar(&f.settle, "settle", true, "settle into the ledger while it rains, then refund and reconcile; --settle=false (only with --redis) leaves the grants in Redis for 'hongbao settle'")
-	fs.Usage = func() {
-		fmt.Fprintln(io.Stderr, "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, io, args); err != nil {
+}
+
+// parseFlags checks everything before anything starts.
+func (d *demoCmd) parseFlags(args []string) error {
+	fs := newFlagSet("demo", d.env)
+	d.f.declare(fs)
+	setUsage(fs, d.env, "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:")
+	if err := parseFlags(fs, d.env, args); err != nil {
 		return err
 	}
-
-	// Check everything before starting anything.
+	f := &d.f
 	total, err := hongbao.ParseCents(f.total)
 	if err != nil {
 		return usageErrorf("--total: %v", err)
@@ -115,149 +132,206 @@ func runDemo(ctx context.Context, io *IO, args []string) error {
 	if f.clicks > 100 {
 		return usageErrorf("--clicks must be at most 100")
 	}
+	if err := d.parseSpec(total); err != nil {
+		return err
+	}
+	if !f.settle && f.redis.url == "" {
+		return usageErrorf("--settle=false needs --redis: the grants must stay in a Redis that outlives the demo")
+	}
+	if !f.settle && f.ledger != "" {
+		return usageErrorf("--ledger makes no sense with --settle=false")
+	}
+	return nil
+}
+
+// parseSpec builds the campaign's spec of total cents from the flags.
+func (d *demoCmd) parseSpec(total int64) error {
+	f := &d.f
 	alg, err := split.ParseAlgorithm(f.split)
 	if err != nil {
 		return usageErrorf("--split: %v", err)
 	}
-	spec := hongbao.Spec{
+	d.spec = hongbao.Spec{
 		ID:    "demo-" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36),
-		Total: total, Count: f.packets, Split: alg,
+		Total: total, Count: f.packets, Split: alg, Shards: f.shards,
+	}
+	if f.shards < 1 || f.shards > hongbao.MaxShards {
+		return usageErrorf("--shards must be within 1 and %d, not %d", hongbao.MaxShards, f.shards)
 	}
 	if f.seed != "" {
 		s, err := strconv.ParseUint(f.seed, 10, 64)
 		if err != nil {
 			return usageErrorf("--seed must be an unsigned integer: %q", f.seed)
 		}
-		spec.Seed = &s
+		d.spec.Seed = &s
 	}
-	if _, err := (split.Spec{Total: total, Count: f.packets, Algorithm: alg}).Normalize(); err != nil {
+	if err := d.spec.Validate(); err != nil {
 		return usageErrorf("%v", err)
 	}
-	if !f.settle && f.redis == "" {
-		return usageErrorf("--settle=false needs --redis: the grants must stay in a Redis that outlives the demo")
-	}
-	if !f.settle && f.ledger != "" {
-		return usageErrorf("--ledger makes no sense with --settle=false")
-	}
-	var led ledger.Ledger
-	if f.settle {
-		dsn := f.ledger
+	return nil
+}
+
+// open opens the ledger (with --settle: the one given, or a SQLite file
+// in a temporary directory), then Redis.
+func (d *demoCmd) open(ctx context.Context) error {
+	if d.f.settle {
+		dsn := d.f.ledger
 		if dsn == "" {
 			dir, err := os.MkdirTemp("", "hongbao-demo-ledger-")
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(dir)
+			d.deferClose(func() { _ = os.RemoveAll(dir) })
 			dsn = "sqlite:" + filepath.Join(dir, "ledger.db")
 		}
 		l, err := openLedger(ctx, dsn)
 		if err != nil {
 			return err
 		}
-		defer l.Close()
-		led = l
+		d.deferClose(func() { _ = l.Close() })
+		d.led = l
 	}
-
-	conn, err := connectRedis(ctx, io, f.redis, redisOptions{AllowEmulator: true, Server: redisserver.Options{Bin: f.redisServer}})
+	conn, err := d.f.redis.connect(ctx, d.env, redisOptions{AllowEmulator: true})
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	d.deferClose(conn.Close)
+	d.conn = conn
+	return nil
+}
 
-	out := io.Stdout
+func (d *demoCmd) run(ctx context.Context) error {
+	f := &d.f
 	if !f.json {
-		fmt.Fprintf(out, "hongbao demo: %s in %d packets (%s), %d users x %d clicks, %d at a time, Redis: %s (%s)\n",
-			hongbao.FormatCents(total), f.packets, alg, f.users, f.clicks, f.concurrency, conn.Kind, conn.Addr)
+		fmt.Fprintf(d.env.Stdout, "hongbao demo: %s in %d packets (%s), %d users x %d clicks, %d at a time, Redis: %s (%s)\n",
+			hongbao.FormatCents(d.spec.Total), f.packets, d.spec.Split, f.users, f.clicks, f.concurrency, d.conn.Kind, d.conn.Addr)
 	}
-	load := startProgress(io, !f.json, "loading", int64(f.packets))
-	eng, err := hongbao.New(hongbao.Config{Redis: conn.Client, LegacyScripts: conn.Kind == "emulator", LoadProgress: func(n, _ int) { load.Set(int64(n)) }})
-	if err != nil {
-		load.Done()
+	if err := d.create(ctx); err != nil {
 		return err
 	}
-	camp, err := eng.Create(ctx, spec)
-	load.Done()
-	if err != nil {
+	if err := d.startSettlement(ctx); err != nil {
 		return err
-	}
-
-	var w *settle.Worker
-	if led != nil {
-		// With a ledger configured, the creator is the first to touch the
-		// campaign there: it writes the fund entry (idempotent; the worker
-		// writes it too, from meta, when it comes first).
-		if err := led.Fund(ctx, ledger.Campaign{ID: camp.ID, Funding: camp.Funding, Total: camp.Total}); err != nil {
-			return fmt.Errorf("fund the campaign in the ledger: %w", err)
-		}
-		w, err = settle.New(settle.Config{
-			Redis: conn.Client, Ledger: led, Consumer: "demo", Only: []string{camp.ID},
-			LegacyScripts: conn.Kind == "emulator", Logger: slog.New(slog.NewTextHandler(io.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
-		if err != nil {
-			return err
-		}
-		if err := w.Start(ctx); err != nil {
-			return err
-		}
-		defer w.Stop()
 	}
 	settleStart := time.Now()
-	rep, told, err := rain(ctx, io, eng, camp, f)
+	rep, told, err := rain(ctx, d.env, d.eng, d.camp, d.f)
 	if err != nil {
 		return err
 	}
 	rainEnd := time.Now()
-	if w != nil {
-		// The background worker stops before the close: running on, it
-		// would refund the closed campaign and unlink its pool while the
-		// audit below reads it, and the audit would count a pool half gone.
-		w.Stop()
-	}
-	if _, err := eng.Close(ctx, camp.ID); err != nil {
-		return err
-	}
-	// The audit of Redis's contents runs on the closed campaign, before the
-	// refund takes the pool's remainder out of Redis.
-	audit, err := eng.Audit(ctx, camp.ID)
+	audit, err := d.closeAndAudit(ctx)
 	if err != nil {
 		return err
 	}
-	rep.Redis = conn.Kind
+	rep.Redis = d.conn.Kind
+	rep.Shards = d.camp.Shards
+	stats := d.eng.Stats()
+	rep.Transfers, rep.PacketsMoved = stats.Transfers, stats.Moved
 	check(rep, told, audit)
-	if w != nil {
-		if _, err := w.Drain(ctx); err != nil {
-			return fmt.Errorf("settle: %w", err)
-		}
-		rep.SettleLagSeconds = math.Round(time.Since(rainEnd).Seconds()*1000) / 1000
-		if el := time.Since(settleStart).Seconds(); el > 0 {
-			rep.SettlePerSec = math.Round(float64(w.Stats().Grants)/el*10) / 10
-		}
-		rec, err := w.Reconcile(ctx, camp.ID)
-		if err != nil {
-			return err
-		}
-		rep.Reconcile = rec
-		rep.Ledger = "sqlite"
-		if strings.HasPrefix(f.ledger, "postgres") {
-			rep.Ledger = "postgres"
-		}
-		rep.Settled = rec.GrantedLedger
-		rep.RefundCents = rec.RefundCents
-		rep.ReconcileOK = rec.OK && rec.State == "settled"
+	if err := d.finishSettlement(ctx, rep, settleStart, rainEnd); err != nil {
+		return err
 	}
+	return d.report(rep, told, audit)
+}
 
-	if f.json {
-		enc := json.NewEncoder(out)
-		if err := enc.Encode(rep); err != nil {
+// create loads the campaign, with a progress bar.
+func (d *demoCmd) create(ctx context.Context) error {
+	load := startProgress(d.env, !d.f.json, "loading", int64(d.f.packets))
+	defer load.Done()
+	var err error
+	d.eng, err = hongbao.New(hongbao.Config{Redis: d.conn.Client, LegacyScripts: d.conn.Kind == "emulator", LoadProgress: func(n, _ int) { load.Set(int64(n)) }})
+	if err != nil {
+		return err
+	}
+	d.camp, err = d.eng.Create(ctx, d.spec)
+	return err
+}
+
+// startSettlement funds the campaign in the ledger and starts a worker
+// that settles while it rains, when there is a ledger.
+func (d *demoCmd) startSettlement(ctx context.Context) error {
+	if d.led == nil {
+		return nil
+	}
+	// The creator is the first to touch the campaign in the ledger: it
+	// writes the fund entry (idempotent; the worker writes it too, from
+	// meta, when it comes first).
+	c := d.camp
+	if err := d.led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total}); err != nil {
+		return fmt.Errorf("fund the campaign in the ledger: %w", err)
+	}
+	w, err := settle.New(settle.Config{
+		Redis: d.conn.Client, Ledger: d.led, Consumer: "demo", Only: []string{c.ID},
+		LegacyScripts: d.conn.Kind == "emulator", Logger: slog.New(slog.NewTextHandler(d.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	d.w = w
+	d.deferClose(w.Stop)
+	return nil
+}
+
+// closeAndAudit closes the campaign and audits Redis's contents.
+func (d *demoCmd) closeAndAudit(ctx context.Context) (*hongbao.Audit, error) {
+	if d.w != nil {
+		// The background worker stops before the close: running on, it
+		// would refund the closed campaign and unlink its pool while the
+		// audit below reads it, and the audit would count a pool half gone.
+		d.w.Stop()
+	}
+	if _, err := d.eng.Close(ctx, d.camp.ID); err != nil {
+		return nil, err
+	}
+	// The audit runs on the closed campaign, before the refund takes the
+	// pool's remainder out of Redis.
+	return d.eng.Audit(ctx, d.camp.ID)
+}
+
+// finishSettlement drains the grants into the ledger, refunds and
+// reconciles, when there is a ledger.
+func (d *demoCmd) finishSettlement(ctx context.Context, rep *demoReport, settleStart, rainEnd time.Time) error {
+	w := d.w
+	if w == nil {
+		return nil
+	}
+	if _, err := w.Drain(ctx); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	rep.SettleLagSeconds = math.Round(time.Since(rainEnd).Seconds()*1000) / 1000
+	if el := time.Since(settleStart).Seconds(); el > 0 {
+		rep.SettlePerSec = math.Round(float64(w.Stats().Grants)/el*10) / 10
+	}
+	rec, err := w.Reconcile(ctx, d.camp.ID)
+	if err != nil {
+		return err
+	}
+	rep.Reconcile = rec
+	rep.Ledger = "sqlite"
+	if strings.HasPrefix(d.f.ledger, "postgres") {
+		rep.Ledger = "postgres"
+	}
+	rep.Settled = rec.GrantedLedger
+	rep.RefundCents = rec.RefundCents
+	rep.ReconcileOK = rec.OK && rec.State == "settled"
+	return nil
+}
+
+// report prints the report and turns a failed check into the exit status.
+func (d *demoCmd) report(rep *demoReport, told []toldUser, audit *hongbao.Audit) error {
+	if d.f.json {
+		if err := json.NewEncoder(d.env.Stdout).Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		printDemo(out, rep, told, audit)
+		printDemo(d.env.Stdout, rep, told, audit)
 	}
 	if !rep.ConservationOK {
 		return &exitError{code: 1, err: errors.New("invariant check FAILED")}
 	}
-	if led != nil && !rep.ReconcileOK {
+	if d.led != nil && !rep.ReconcileOK {
 		return &exitError{code: 1, err: errors.New("reconcile FAILED")}
 	}
 	return nil
@@ -275,10 +349,8 @@ type toldUser struct {
 	answers []answer
 }
 
-func userName(i int) string { return "u" + strconv.Itoa(i+1) }
-
 // rain lets every user click concurrently and records every answer.
-func rain(ctx context.Context, io *IO, eng *hongbao.Engine, camp *hongbao.Campaign, f demoFlags) (*demoReport, []toldUser, error) {
+func rain(ctx context.Context, env *IO, eng *hongbao.Engine, camp *hongbao.Campaign, f demoFlags) (*demoReport, []toldUser, error) {
 	told := make([]toldUser, f.users)
 	for i := range told {
 		told[i].answers = make([]answer, f.clicks)
@@ -287,51 +359,21 @@ func rain(ctx context.Context, io *IO, eng *hongbao.Engine, camp *hongbao.Campai
 		Campaign: camp.ID, Split: string(camp.Split), Packets: camp.Count, TotalCents: camp.Total,
 		Users: f.users, Clicks: f.clicks, Concurrency: f.concurrency,
 	}
-	bar := startProgress(io, !f.json, "grabbing", int64(f.users)*int64(f.clicks))
+	bar := startProgress(env, !f.json, "grabbing", int64(f.users)*int64(f.clicks))
 	defer bar.Done()
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		firstErr error
-		errOnce  sync.Once
-		retries  sync.Map
-	)
-	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
+	c := &clicker{eng: eng, campaign: camp.ID, told: told, bar: bar}
+	c.fail = func(err error) { c.errOnce.Do(func() { c.err = err; cancel() }) }
 	users := make(chan int, f.concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < f.concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var clicks sync.WaitGroup
+	for range f.concurrency {
+		wg.Go(func() {
 			for u := range users {
-				name := userName(u)
-				for c := 0; c < f.clicks; c++ {
-					clicks.Add(1)
-					go func() {
-						defer clicks.Done()
-						for attempt := 0; ; attempt++ {
-							g, err := eng.Grab(ctx, camp.ID, name)
-							if errors.Is(err, hongbao.ErrOutcomeUnknown) && attempt < 3 && ctx.Err() == nil {
-								// Safe: a retried grab returns the packet the lost call granted.
-								retries.Store([2]int{u, c}, attempt+1)
-								continue
-							}
-							if err != nil {
-								fail(err)
-								return
-							}
-							told[u].answers[c] = answer{g.Outcome, g.Seq, g.Cents}
-							bar.Add(1)
-							return
-						}
-					}()
-				}
-				clicks.Wait()
+				c.user(ctx, u)
 			}
-		}()
+		})
 	}
 feed:
 	for u := 0; u < f.users; u++ {
@@ -344,14 +386,55 @@ feed:
 	close(users)
 	wg.Wait()
 	rep.Seconds = time.Since(start).Seconds()
-	if firstErr != nil {
-		return nil, nil, firstErr
+	if c.err != nil {
+		return nil, nil, c.err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	retries.Range(func(_, v any) bool { rep.Retries += int64(v.(int)); return true })
+	c.retries.Range(func(_, v any) bool { rep.Retries += int64(v.(int)); return true })
 	return rep, told, nil
+}
+
+// clicker grabs for the simulated users and records what they are told.
+type clicker struct {
+	eng      *hongbao.Engine
+	campaign string
+	told     []toldUser
+	bar      *progress
+	retries  sync.Map // [user, click] -> retries
+	fail     func(error)
+	errOnce  sync.Once
+	err      error // the first error, which ends the rain
+}
+
+// user lets user u click as many times as told, all at once, and waits.
+func (c *clicker) user(ctx context.Context, u int) {
+	var clicks sync.WaitGroup
+	for i := range c.told[u].answers {
+		clicks.Go(func() { c.click(ctx, u, i) })
+	}
+	clicks.Wait()
+}
+
+// click is user u's click i: one grab, retried when its reply was lost.
+func (c *clicker) click(ctx context.Context, u, i int) {
+	name := bench.UserName(u)
+	for attempt := 0; ; attempt++ {
+		g, err := c.eng.Grab(ctx, c.campaign, name)
+		if errors.Is(err, hongbao.ErrOutcomeUnknown) && attempt < 3 && ctx.Err() == nil {
+			// Safe: a retried grab returns the packet the lost call granted.
+			c.retries.Store([2]int{u, i}, attempt+1)
+			continue
+		}
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.told[u].answers[i] = answer{g.Outcome, g.Seq, g.Cents}
+		c.bar.Add(1)
+		return
+	}
 }
 
 // check recomputes the invariants from what the clients were told and
@@ -391,28 +474,28 @@ func check(rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 				held = a
 			} else if a.seq != held.seq || a.cents != held.cents {
 				rep.DuplicateUsers++
-				problem("user %s was told packets %d and %d", userName(u), held.seq, a.seq)
+				problem("user %s was told packets %d and %d", bench.UserName(u), held.seq, a.seq)
 			}
 		}
 		if granted > 1 {
 			rep.DuplicateUsers++
-			problem("user %s was told GRANTED %d times", userName(u), granted)
+			problem("user %s was told GRANTED %d times", bench.UserName(u), granted)
 		}
 		if held == nil {
 			continue
 		}
 		if granted == 0 {
-			problem("user %s was told ALREADY but never GRANTED", userName(u))
+			problem("user %s was told ALREADY but never GRANTED", bench.UserName(u))
 		}
 		if o, dup := owner[held.seq]; dup {
 			rep.DuplicatePackets++
-			problem("packet %d was told to %s and %s", held.seq, userName(o), userName(u))
+			problem("packet %d was told to %s and %s", held.seq, bench.UserName(o), bench.UserName(u))
 		}
 		owner[held.seq] = u
 		toldCount++
 		toldCents += held.cents
 		if held.cents > rep.LuckiestCents {
-			rep.LuckiestCents, rep.LuckiestUser = held.cents, userName(u)
+			rep.LuckiestCents, rep.LuckiestUser = held.cents, bench.UserName(u)
 		}
 	}
 	rep.GrantedCents = audit.Status.GrantedCents
@@ -436,9 +519,12 @@ func check(rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 	rep.ConservationOK = nProblems == 0 && rep.DuplicateUsers == 0 && rep.DuplicatePackets == 0
 }
 
-func printDemo(w interface{ Write([]byte) (int, error) }, rep *demoReport, told []toldUser, audit *hongbao.Audit) {
+func printDemo(w io.Writer, rep *demoReport, told []toldUser, audit *hongbao.Audit) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("\nCampaign %s: %d packets, %s\n", rep.Campaign, rep.Packets, hongbao.FormatCents(rep.TotalCents))
+	if rep.Shards > 1 {
+		p("  shards     %10d  (%d transfers moved %d packets to shards that ran dry)\n", rep.Shards, rep.Transfers, rep.PacketsMoved)
+	}
 	p("  attempts   %10d  (%d users x %d clicks)\n", rep.Attempts, rep.Users, rep.Clicks)
 	p("  granted    %10d\n", rep.Granted)
 	p("  already    %10d  (repeat clicks answered with the user's own packet)\n", rep.Already)
@@ -468,27 +554,13 @@ func printDemo(w interface{ Write([]byte) (int, error) }, rep *demoReport, told 
 	p("  refunded           %14s\n", hongbao.FormatCents(audit.Status.RefundedCents))
 	p("  total              %14s\n", hongbao.FormatCents(rep.TotalCents))
 	p("  users with two packets: %d, packets with two users: %d\n", rep.DuplicateUsers, rep.DuplicatePackets)
-	if rep.ConservationOK {
-		p("  OK: every cent accounted for, no user twice, no packet twice\n")
-	} else {
-		p("  FAILED:\n")
-		for _, pr := range rep.Problems {
-			p("    - %s\n", pr)
-		}
-	}
+	printVerdict(w, rep.ConservationOK, "  OK: every cent accounted for, no user twice, no packet twice", "  FAILED:", rep.Problems)
 	if rec := rep.Reconcile; rec != nil {
 		p("\nSettlement into the ledger (%s): %d grants, %.0f grants/s, drained %.2f s after the last grab\n",
 			rep.Ledger, rep.Settled, rep.SettlePerSec, rep.SettleLagSeconds)
 		p("  refunded %s to the funding account; escrow %s; campaign %s\n",
 			hongbao.FormatCents(rec.RefundCents), hongbao.FormatCents(rec.EscrowCents), rec.State)
-		if rep.ReconcileOK {
-			p("  OK: Redis and the ledger agree to the cent\n")
-		} else {
-			p("  RECONCILE FAILED:\n")
-			for _, d := range rec.Differences {
-				p("    - %s\n", d)
-			}
-		}
+		printVerdict(w, rep.ReconcileOK, "  OK: Redis and the ledger agree to the cent", "  RECONCILE FAILED:", rec.Differences)
 	}
 }
 

@@ -19,9 +19,9 @@ type progress struct {
 	ended chan struct{}
 }
 
-func startProgress(io *IO, on bool, label string, total int64) *progress {
-	p := &progress{w: io.Stdout, label: label, total: total, stop: make(chan struct{}), ended: make(chan struct{})}
-	if !on || !io.IsTerminal {
+func startProgress(env *IO, on bool, label string, total int64) *progress {
+	p := &progress{w: env.Stdout, label: label, total: total, stop: make(chan struct{}), ended: make(chan struct{})}
+	if !on || !env.IsTerminal {
 		close(p.ended)
 		return p
 	}

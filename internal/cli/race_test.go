@@ -7,8 +7,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
 )
+
+// The race's own checks (the naive side goes wrong, hongbao's does not,
+// deaths after a push explain its duplicates) are in package race; these
+// tests hold the command's contract: flags, exit status, JSON and table.
 
 // raceJSON decodes the --json output into naive and hongbao field maps,
 // checking that it has exactly these two sides.
@@ -33,7 +38,7 @@ func TestRaceUpdateIfNewerJSON(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
 	code, out, errs := run(t, nil, "race", "update-if-newer", "--redis", r.Addr,
-		"--ops", "20000", "--keys", "20", "--workers", "64", "--json")
+		"--ops", "2000", "--keys", "20", "--workers", "64", "--json")
 	require.Equal(t, 0, code, errs)
 	naive, ours := raceJSON(t, out)
 	for _, side := range []map[string]int64{naive, ours} {
@@ -42,30 +47,26 @@ func TestRaceUpdateIfNewerJSON(t *testing.T) {
 		require.Contains(t, side, "aggregate_drift")
 	}
 	requireAllZero(t, ours, out)
-	require.Positive(t, naive["stale_keys"]+naive["aggregate_drift"], "the naive approach went wrong in the same run: %s", out)
 }
 
 func TestRaceOnceJSON(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
 	code, out, errs := run(t, nil, "race", "once", "--redis", r.Addr,
-		"--ops", "6000", "--lease", "200ms", "--json")
+		"--ops", "1200", "--lease", "100ms", "--json")
 	require.Equal(t, 0, code, errs)
 	naive, ours := raceJSON(t, out)
 	for _, side := range []map[string]int64{naive, ours} {
 		require.Len(t, side, 2, "no after-push fields unless asked: %s", out)
 	}
 	requireAllZero(t, ours, out)
-	// With 30% of the winners dying between the mark and the push, the
-	// naive approach loses messages in every run of this size.
-	require.Positive(t, naive["lost"], out)
 }
 
 func TestRaceOnceDieAfterPush(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
 	code, out, errs := run(t, nil, "race", "once", "--redis", r.Addr,
-		"--ops", "3000", "--lease", "200ms", "--die", "0.2", "--die-after-push", "0.2", "--json")
+		"--ops", "600", "--lease", "100ms", "--die", "0.2", "--die-after-push", "0.2", "--json")
 	require.Equal(t, 0, code, errs)
 	naive, ours := raceJSON(t, out)
 	for _, side := range []map[string]int64{naive, ours} {
@@ -73,11 +74,25 @@ func TestRaceOnceDieAfterPush(t *testing.T) {
 	}
 	require.Zero(t, ours["duplicates"], out)
 	require.Zero(t, ours["lost"], out)
-	require.Positive(t, ours["after_push_deaths"], out)
-	// Each death after a push causes exactly one more push, once the
-	// lease runs out; the receiver removes it by id.
-	require.Equal(t, ours["after_push_deaths"], ours["after_push_duplicates"], out)
-	require.Zero(t, naive["after_push_duplicates"], "the naive mark comes before the push: %s", out)
+	// What the four figures mean is tested in package race.
+	for _, k := range []string{"duplicates", "lost", "after_push_deaths", "after_push_duplicates"} {
+		require.Contains(t, naive, k, out)
+		require.Contains(t, ours, k, out)
+	}
+}
+
+// TestRaceCleansGivenRedis: on a Redis given with --redis, the race takes
+// its keys away afterwards.
+func TestRaceCleansGivenRedis(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	for _, mode := range []string{"update-if-newer", "once"} {
+		code, _, errs := run(t, nil, "race", mode, "--redis", r.Addr, "--ops", "300", "--lease", "50ms", "--json")
+		require.Equal(t, 0, code, errs)
+	}
+	n, err := r.Client.Do(t.Context(), r.Client.B().Dbsize().Build()).AsInt64()
+	require.NoError(t, err)
+	require.Zero(t, n, "keys left behind")
 }
 
 func TestRaceTableAndEnv(t *testing.T) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,39 @@ import (
 
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
+
+// redisFlags are the flags that say which Redis a command uses, declared
+// here for every command.
+type redisFlags struct {
+	url    string // --redis
+	server string // --redis-server
+}
+
+// declare adds --redis, whose usage ends with without (what the command
+// does when it is not given), and, when server, --redis-server.
+func (r *redisFlags) declare(fs *flag.FlagSet, without string, server bool) {
+	fs.StringVar(&r.url, "redis", "", "Redis URL (redis://host:port); "+without)
+	if server {
+		fs.StringVar(&r.server, "redis-server", "redis-server", "redis-server binary to start when --redis is not given")
+	}
+}
+
+// require refuses an empty --redis, for commands that start no Redis.
+func (r *redisFlags) require() error {
+	if r.url == "" {
+		return usageErrorf("--redis is required")
+	}
+	return nil
+}
+
+// connect connects to --redis, or without it starts --redis-server as
+// opt says.
+func (r *redisFlags) connect(ctx context.Context, env *IO, opt redisOptions) (*redisConn, error) {
+	if r.server != "" {
+		opt.Server.Bin = r.server
+	}
+	return connectRedis(ctx, env, r.url, opt)
+}
 
 // redisConn is a connected Redis and how to let go of it.
 type redisConn struct {
@@ -40,7 +74,7 @@ type redisOptions struct {
 // connectRedis connects to url, or with an empty url starts the embedded
 // default: a redis-server child, else (when allowed) the emulator behind a
 // loud banner.
-func connectRedis(ctx context.Context, io *IO, url string, opt redisOptions) (*redisConn, error) {
+func connectRedis(ctx context.Context, env *IO, url string, opt redisOptions) (*redisConn, error) {
 	if url != "" {
 		return dialRedis(ctx, url)
 	}
@@ -63,11 +97,11 @@ func connectRedis(ctx context.Context, io *IO, url string, opt redisOptions) (*r
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("start the Redis emulator: %w", err)
 	}
-	fmt.Fprintln(io.Stderr, strings.Repeat("!", 72))
-	fmt.Fprintln(io.Stderr, "!! redis-server is not installed: running on an IN-PROCESS EMULATOR.")
-	fmt.Fprintln(io.Stderr, "!! For trying hongbao out only: nothing is durable and it is slow.")
-	fmt.Fprintln(io.Stderr, "!! Install redis-server (apt-get install -y redis-server) or pass --redis.")
-	fmt.Fprintln(io.Stderr, strings.Repeat("!", 72))
+	fmt.Fprintln(env.Stderr, strings.Repeat("!", 72))
+	fmt.Fprintln(env.Stderr, "!! redis-server is not installed: running on an IN-PROCESS EMULATOR.")
+	fmt.Fprintln(env.Stderr, "!! For trying hongbao out only: nothing is durable and it is slow.")
+	fmt.Fprintln(env.Stderr, "!! Install redis-server (apt-get install -y redis-server) or pass --redis.")
+	fmt.Fprintln(env.Stderr, strings.Repeat("!", 72))
 	// The emulator does not implement client-side caching.
 	c, err := newClient(ctx, rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true})
 	if err != nil {

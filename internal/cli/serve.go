@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,31 +21,50 @@ import (
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/leader"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
 )
 
-func init() {
-	register("serve", "run the HTTP service: the /v1 API, settlement and the scheduler", runServe)
-	register("token", "mint a user token (HS256 JWT) from the configured secret, for tests and demos", runToken)
+// serveCmd is "hongbao serve": the HTTP API, and settlement under the
+// scheduler lease.
+type serveCmd struct {
+	base
+	f   serveFlags
+	log *slog.Logger
+
+	adminKeys [][]byte
+	secrets   []httpapi.Secret
+	conn      *redisConn
+	dsn       string
+	led       ledger.Ledger
+	consumer  string
+	worker    *settle.Worker
+	api       *httpapi.Server
+	srv       *http.Server
+	ln        net.Listener
+	served    chan error // what srv.Serve returned
+	pprof     *http.Server
+	elector   *leader.Elector
+	leaseHeld prometheus.Gauge // 1 while this process holds the lease
 }
 
 type serveFlags struct {
-	listen, redis, redisServer, ledger, dataDir, pprof, consumer, logFormat string
-	adminKeys, tokenSecrets                                                 fileList
-	allowEviction                                                           bool
-	userRate, ipRate                                                        float64
-	userBurst, ipBurst                                                      int
-	globalRate                                                              int64
-	shutdownTimeout, leaseTTL                                               time.Duration
+	redis                                               redisFlags
+	listen, ledger, dataDir, pprof, consumer, logFormat string
+	adminKeys, tokenSecrets                             fileList
+	allowEviction                                       bool
+	userRate, ipRate                                    float64
+	userBurst, ipBurst                                  int
+	globalRate                                          int64
+	shutdownTimeout, leaseTTL                           time.Duration
 }
 
-func runServe(ctx context.Context, io *IO, args []string) error {
-	var f serveFlags
-	fs := newFlagSet("serve", io)
+func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
+
+func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
-	fs.StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port); default: start a durable redis-server (appendfsync always) in --data-dir")
-	fs.StringVar(&f.redisServer, "redis-server", "redis-server", "redis-server binary for the embedded default")
+	f.redis.declare(fs, "default: start a durable redis-server (appendfsync always) in --data-dir", true)
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
@@ -61,132 +80,168 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight requests")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
-	fs.Usage = func() {
-		fmt.Fprintln(io.Stderr, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, io, args); err != nil {
+}
+
+func (s *serveCmd) parseFlags(args []string) error {
+	fs := newFlagSet("serve", s.env)
+	s.f.declare(fs)
+	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there.\n\nFlags:")
+	if err := parseFlags(fs, s.env, args); err != nil {
 		return err
 	}
+	f := &s.f
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return usageErrorf("--log-format must be text or json")
 	}
-	if io.Getenv("GOGC") == "" {
+	if f.leaseTTL < 300*time.Millisecond {
+		return usageErrorf("--lease-ttl must be at least 300ms")
+	}
+	// Redis keeps whole milliseconds.
+	f.leaseTTL = f.leaseTTL.Truncate(time.Millisecond)
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return usageErrorf("--listen %q: %v", f.listen, err)
+	}
+	if f.logFormat == "json" {
+		s.log = slog.New(slog.NewJSONHandler(s.env.Stderr, nil))
+	} else {
+		s.log = slog.New(slog.NewTextHandler(s.env.Stderr, nil))
+	}
+	s.consumer = f.consumer
+	if s.consumer == "" {
+		s.consumer = defaultConsumer(f.listen)
+	}
+	return nil
+}
+
+// defaultConsumer names the settlement consumer of a serve listening on
+// listen: serve-<host>-<port>, stable across restarts.
+func defaultConsumer(listen string) string {
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(listen)
+	return "serve-" + strings.Map(func(r rune) rune {
+		if r == ' ' || r == ':' {
+			return '-'
+		}
+		return r
+	}, host) + "-" + port
+}
+
+// open starts everything in the order a request needs it: secrets, Redis,
+// the ledger, the API and its listeners, then the scheduler. Redis is
+// closed last.
+func (s *serveCmd) open(ctx context.Context) error {
+	if s.env.Getenv("GOGC") == "" {
 		// The live heap is small (tens of MB) while every request
 		// allocates (HTTP, tokens, limits), so Go's default GOGC=100 runs a
 		// collection every few thousand requests. Collecting at 4x the
 		// live heap costs little memory and cuts the collector's share of
 		// the CPU. GOGC in the environment wins.
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
+		old := debug.SetGCPercent(400)
+		s.deferClose(func() { debug.SetGCPercent(old) })
 	}
-	if f.leaseTTL < 300*time.Millisecond {
-		return usageErrorf("--lease-ttl must be at least 300ms")
-	}
-	if _, _, err := net.SplitHostPort(f.listen); err != nil {
-		return usageErrorf("--listen %q: %v", f.listen, err)
-	}
-	var log *slog.Logger
-	if f.logFormat == "json" {
-		log = slog.New(slog.NewJSONHandler(io.Stderr, nil))
-	} else {
-		log = slog.New(slog.NewTextHandler(io.Stderr, nil))
-	}
-
 	// Secrets first: a bad file is a usage error before anything starts.
-	if len(f.adminKeys) == 0 || len(f.tokenSecrets) == 0 {
-		if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
-			return fmt.Errorf("--data-dir: %w", err)
+	if err := s.loadSecrets(); err != nil {
+		return err
+	}
+	for _, step := range []func(context.Context) error{s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.startScheduler} {
+		if err := step(ctx); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// loadSecrets reads the admin keys and token secrets, generating the
+// default files in the data directory when none are given.
+func (s *serveCmd) loadSecrets() error {
+	f := &s.f
 	if len(f.adminKeys) == 0 {
-		p := filepath.Join(f.dataDir, defaultAdminKeyFile)
-		created, err := ensureSecretFile(p)
+		p, err := s.defaultSecret(defaultAdminKeyFile, "admin key", "no --admin-key-file: generated an admin key")
 		if err != nil {
-			return fmt.Errorf("admin key: %w", err)
-		}
-		if created {
-			log.Warn("no --admin-key-file: generated an admin key", "file", p)
+			return err
 		}
 		f.adminKeys = fileList{p}
 	}
 	if len(f.tokenSecrets) == 0 {
-		p := filepath.Join(f.dataDir, defaultTokenSecretFile)
-		created, err := ensureSecretFile(p)
+		p, err := s.defaultSecret(defaultTokenSecretFile, "token secret", "no --token-secret-file: generated a user token secret")
 		if err != nil {
-			return fmt.Errorf("token secret: %w", err)
-		}
-		if created {
-			log.Warn("no --token-secret-file: generated a user token secret", "file", p)
+			return err
 		}
 		f.tokenSecrets = fileList{p}
 	}
-	var adminKeys [][]byte
 	for _, p := range f.adminKeys {
 		k, err := readSecretFile("admin-key-file", p)
 		if err != nil {
 			return err
 		}
-		adminKeys = append(adminKeys, k)
+		s.adminKeys = append(s.adminKeys, k)
 	}
-	secrets, err := tokenSecrets(f.tokenSecrets)
-	if err != nil {
-		return err
-	}
+	var err error
+	s.secrets, err = tokenSecrets(f.tokenSecrets)
+	return err
+}
 
-	// Redis: given, or our own durable redis-server; never the emulator.
-	conn, err := connectRedis(ctx, io, f.redis, redisOptions{Server: redisserver.Options{
-		Bin: f.redisServer, Dir: filepath.Join(f.dataDir, "redis"),
+// defaultSecret returns the path of the secret file name in the data
+// directory, generating the secret when the file is missing.
+func (s *serveCmd) defaultSecret(name, what, generated string) (string, error) {
+	if err := os.MkdirAll(s.f.dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("--data-dir: %w", err)
+	}
+	p := filepath.Join(s.f.dataDir, name)
+	created, err := ensureSecretFile(p)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if created {
+		s.log.Warn(generated, "file", p)
+	}
+	return p, nil
+}
+
+// openRedis connects to --redis, or starts our own durable redis-server;
+// never the emulator.
+func (s *serveCmd) openRedis(ctx context.Context) error {
+	conn, err := s.f.redis.connect(ctx, s.env, redisOptions{Server: redisserver.Options{
+		Dir: filepath.Join(s.f.dataDir, "redis"),
 	}})
 	if err != nil {
 		return err
 	}
-	// The managed Redis stops last: this deferred call runs after every
-	// other cleanup below.
-	defer conn.Close()
-	if err := checkRedis(ctx, log, conn, f.allowEviction); err != nil {
-		return err
-	}
+	s.conn = conn
+	s.deferClose(conn.Close)
+	return checkRedis(ctx, s.log, conn, s.f.allowEviction)
+}
 
-	dsn := f.ledger
-	if dsn == "" {
-		if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+func (s *serveCmd) openLedger(ctx context.Context) error {
+	s.dsn = s.f.ledger
+	if s.dsn == "" {
+		if err := os.MkdirAll(s.f.dataDir, 0o700); err != nil {
 			return fmt.Errorf("--data-dir: %w", err)
 		}
-		dsn = "sqlite:" + filepath.Join(f.dataDir, "ledger.db")
+		s.dsn = "sqlite:" + filepath.Join(s.f.dataDir, "ledger.db")
 	}
-	led, err := openLedger(ctx, dsn)
+	led, err := openLedger(ctx, s.dsn)
 	if err != nil {
 		return err
 	}
-	defer led.Close()
+	s.led = led
+	s.deferClose(func() { _ = led.Close() })
+	return nil
+}
 
-	eng, err := hongbao.New(hongbao.Config{Redis: conn.Client})
+// newAPI builds the engine, the settlement worker and the HTTP API.
+func (s *serveCmd) newAPI(context.Context) error {
+	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client})
 	if err != nil {
 		return err
 	}
-	consumer := f.consumer
-	if consumer == "" {
-		host, _ := os.Hostname()
-		_, port, _ := net.SplitHostPort(f.listen)
-		consumer = "serve-" + strings.Map(func(r rune) rune {
-			if r == ' ' || r == ':' {
-				return '-'
-			}
-			return r
-		}, host) + "-" + port
-	}
-	worker, err := settle.New(settle.Config{Redis: conn.Client, Ledger: led, Consumer: consumer, Logger: log})
+	s.worker, err = settle.New(settle.Config{Redis: s.conn.Client, Ledger: s.led, Consumer: s.consumer, Logger: s.log})
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	leaseHeld := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "hongbao_scheduler_lease_held",
-		Help: "1 while this process holds the scheduler lease (runs settlement, closes on time and refunds).",
-	})
-	reg.MustRegister(leaseHeld)
-	api, err := httpapi.New(httpapi.Config{
-		Engine: eng, Redis: conn.Client, UserSecrets: secrets, AdminKeys: adminKeys,
+	led, f := s.led, &s.f
+	s.api, err = httpapi.New(httpapi.Config{
+		Engine: eng, Redis: s.conn.Client, UserSecrets: s.secrets, AdminKeys: s.adminKeys,
 		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
 		Retired: func(ctx context.Context, id string) (bool, error) {
 			t, err := led.Totals(ctx, id)
@@ -195,20 +250,37 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 		Fund: func(ctx context.Context, c *hongbao.Campaign) error {
 			return led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total})
 		},
-		SettleStats: worker.Stats,
+		SettleStats: s.worker.Stats,
 		UserRate:    f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
-		Logger: log, Registry: reg,
+		Logger: s.log, Registry: s.registry(),
 	})
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	return nil
+}
 
-	ln, err := net.Listen("tcp", f.listen)
+// registry returns the registry of serve's metrics: the API's, and the
+// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go).
+func (s *serveCmd) registry() *prometheus.Registry {
+	s.leaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hongbao_scheduler_lease_held",
+		Help: "1 while this process holds the scheduler lease (runs settlement, closes on time and refunds).",
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.leaseHeld)
+	return reg
+}
+
+// listen starts serving the API.
+func (s *serveCmd) listen(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.f.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           api,
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s.api,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -217,88 +289,75 @@ func runServe(ctx context.Context, io *IO, args []string) error {
 		// Requests must not end when the signal comes: in-flight grabs
 		// finish during the shutdown.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(ln) }()
+	s.served = make(chan error, 1)
+	srv := s.srv
+	go func() { s.served <- srv.Serve(ln) }()
+	s.deferClose(func() { _ = srv.Close() })
+	return nil
+}
 
-	var pprofSrv *http.Server
-	if f.pprof != "" {
-		pln, err := net.Listen("tcp", f.pprof)
-		if err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("--pprof-listen: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		pprofSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = pprofSrv.Serve(pln) }()
-		log.Info("pprof listening", "addr", pln.Addr().String())
+// listenPprof serves net/http/pprof on its own address, when asked.
+func (s *serveCmd) listenPprof(context.Context) error {
+	if s.f.pprof == "" {
+		return nil
 	}
+	ln, err := net.Listen("tcp", s.f.pprof)
+	if err != nil {
+		return fmt.Errorf("--pprof-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.pprof = srv
+	go func() { _ = srv.Serve(ln) }()
+	s.deferClose(func() { _ = srv.Close() })
+	s.log.Info("pprof listening", "addr", ln.Addr().String())
+	return nil
+}
 
-	// The scheduler: the lease holder runs the settlement worker, whose
-	// passes settle grants, close campaigns whose window ended and refund
-	// drained ones. (Opening needs no action: the scripts compare opens_at
-	// with the Redis clock.) Several workers would be safe too, by the
-	// consumer group and the ledger's idempotency; the lease keeps the
-	// work and the incidents in one place.
-	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
-	var leaseDone sync.WaitGroup
-	leaseDone.Add(1)
-	go func() {
-		defer leaseDone.Done()
-		newLease(conn.Client, f.leaseTTL).run(leaseCtx, func() {
-			log.Info("scheduler lease acquired: running settlement", "consumer", consumer)
-			leaseHeld.Set(1)
-			if err := worker.Start(context.Background()); err != nil {
-				log.Error("settlement did not start", "err", err)
-			}
-		}, func() {
-			// The pass in flight finishes (within the shutdown timeout),
-			// so a shutdown leaves no half-done batch behind.
-			worker.StopAfterPass(f.shutdownTimeout)
-			leaseHeld.Set(0)
-			log.Info("scheduler lease released: settlement stopped after its current pass", "consumer", consumer)
-		})
-	}()
-
-	log.Info("serving", "addr", ln.Addr().String(), "redis", conn.Kind, "redis_addr", conn.Addr,
-		"ledger", ledgerKind(dsn), "data_dir", f.dataDir, "consumer", consumer)
-	fmt.Fprintf(io.Stdout, "hongbao serve: listening on http://%s\n", ln.Addr())
-
+func (s *serveCmd) run(ctx context.Context) error {
+	s.log.Info("serving", "addr", s.ln.Addr().String(), "redis", s.conn.Kind, "redis_addr", s.conn.Addr,
+		"ledger", ledgerKind(s.dsn), "data_dir", s.f.dataDir, "consumer", s.consumer)
+	fmt.Fprintf(s.env.Stdout, "hongbao serve: listening on http://%s\n", s.ln.Addr())
 	var runErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: no new connections; finishing in-flight requests")
-	case err := <-serveErr:
+		s.log.Info("shutting down: no new connections; finishing in-flight requests")
+	case err := <-s.served:
 		runErr = fmt.Errorf("serve: %w", err)
 	}
-	// Order: stop taking requests and finish the ones in flight (their
-	// grabs complete in Redis and are answered), then stop the scheduler
-	// after its current batch, then the ledger, then Redis (deferred
-	// above, so it is last).
-	api.Stopping()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Error("shutdown: in-flight requests did not finish in time", "err", err)
-		_ = srv.Close()
-		if runErr == nil {
-			runErr = errors.New("shutdown timed out with requests in flight")
-		}
+	if err := s.shutdown(ctx); err != nil && runErr == nil {
+		runErr = err
 	}
-	if pprofSrv != nil {
-		_ = pprofSrv.Close()
-	}
-	stopLease()
-	leaseDone.Wait()
-	st := worker.Stats()
-	log.Info("stopped", "settled_grants", st.Grants, "refunds", st.Refunds, "conflicts", st.Conflicts)
+	st := s.worker.Stats()
+	s.log.Info("stopped", "settled_grants", st.Grants, "refunds", st.Refunds, "conflicts", st.Conflicts)
 	return runErr
+}
+
+// shutdown stops taking requests and finishes the ones in flight (their
+// grabs complete in Redis and are answered), then stops the scheduler
+// after its current batch. close then closes the ledger, then Redis.
+func (s *serveCmd) shutdown(ctx context.Context) error {
+	s.api.Stopping()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.f.shutdownTimeout)
+	defer cancel()
+	var err error
+	if serr := s.srv.Shutdown(sctx); serr != nil {
+		s.log.Error("shutdown: in-flight requests did not finish in time", "err", serr)
+		_ = s.srv.Close()
+		err = errors.New("shutdown timed out with requests in flight")
+	}
+	if s.pprof != nil {
+		_ = s.pprof.Close()
+	}
+	s.elector.Stop()
+	return err
 }
 
 // checkRedis refuses a Redis that may evict keys and warns about one that
@@ -333,35 +392,4 @@ func ledgerKind(dsn string) string {
 		return "postgres"
 	}
 	return "sqlite"
-}
-
-func runToken(ctx context.Context, io *IO, args []string) error {
-	fs := newFlagSet("token", io)
-	user := fs.String("user", "", "user id, the token's sub (required)")
-	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
-	var secretsFlag fileList
-	fs.Var(&secretsFlag, "token-secret-file", "file holding the secret, as [kid=]PATH (the first is used); default: <data-dir>/token.secret")
-	dataDir := fs.String("data-dir", "hongbao-data", "serve's data directory, for the default secret")
-	if err := parseFlags(fs, io, args); err != nil {
-		return err
-	}
-	if err := hongbao.ValidateUserID(*user); err != nil {
-		return usageErrorf("--user: %v", err)
-	}
-	if *ttl <= 0 {
-		return usageErrorf("--ttl must be positive")
-	}
-	if len(secretsFlag) == 0 {
-		secretsFlag = fileList{filepath.Join(*dataDir, defaultTokenSecretFile)}
-	}
-	secrets, err := tokenSecrets(secretsFlag[:1])
-	if err != nil {
-		return err
-	}
-	tok, err := httpapi.MintToken(secrets[0], *user, *ttl, time.Now())
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(io.Stdout, tok)
-	return nil
 }

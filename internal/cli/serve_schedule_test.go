@@ -3,14 +3,12 @@ package cli
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/internal/redisserver"
-	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/ledger/open"
 )
 
@@ -19,21 +17,16 @@ import (
 // closes_at, refunded and settled, and reconciles.
 func TestServeSchedulesCampaign(t *testing.T) {
 	t.Parallel()
-	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
-	dir := t.TempDir()
-	adminFile := writeSecret(t, dir, "admin.key")
-	secretFile := writeSecret(t, dir, "token.secret")
-	dsn := "sqlite:" + filepath.Join(dir, "l.db")
-	p := startServe(t, "--redis", "redis://"+r.Addr, "--ledger", dsn, "--admin-key-file", adminFile,
-		"--token-secret-file", secretFile, "--listen", "127.0.0.1:0", "--user-rate", "-1")
-	api := newAPIClient(t, p.URL, adminFile, secretFile)
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--user-rate", "-1")...)
+	api := fx.api(t, p.URL)
 	now := time.Now()
 	opens, closes := now.Add(1500*time.Millisecond), now.Add(3*time.Second)
 	id := api.create(t, p.URL, fmt.Sprintf(`{"total":"10.00","count":4,"opens_at":%q,"closes_at":%q}`,
 		opens.Format(time.RFC3339Nano), closes.Format(time.RFC3339Nano)))
 	// Created with a ledger configured: the fund entry is written at
 	// create, before the campaign opens and long before its first grant.
-	led, err := open.Open(t.Context(), dsn)
+	led, err := open.Open(t.Context(), fx.dsn)
 	require.NoError(t, err)
 	tot, err := led.Totals(t.Context(), id)
 	require.NoError(t, led.Close())
@@ -65,7 +58,7 @@ func TestServeSchedulesCampaign(t *testing.T) {
 	require.EqualValues(t, 1000, st["granted_cents"].(float64)+st["refunded_cents"].(float64))
 	require.Positive(t, st["refunded_cents"])
 	require.Equal(t, "already_granted", grab(), "the holder still sees their packet")
-	code, out, errs := run(t, nil, "reconcile", "--campaign", id, "--redis", "redis://"+r.Addr, "--ledger", dsn)
+	code, out, errs := run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 0, code, "%s %s", out, errs)
 	require.Contains(t, out, "OK")
 }

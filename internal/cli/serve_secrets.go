@@ -2,8 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/random"
 )
 
 // fileList is a flag that may be given several times; an environment
@@ -82,16 +81,12 @@ func ensureSecretFile(path string) (created bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, err
 	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return false, err
-	}
 	f, err := os.CreateTemp(dir, ".secret-*") // mode 0600
 	if err != nil {
 		return false, err
 	}
 	defer os.Remove(f.Name())
-	if _, err := fmt.Fprintln(f, hex.EncodeToString(b[:])); err != nil {
+	if _, err := fmt.Fprintln(f, random.Hex(32)); err != nil {
 		f.Close()
 		return false, err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/leader"
 )
 
 // TestServeShutdownFinishesInFlightGrab: a grab the server is handling
@@ -24,16 +24,16 @@ import (
 // lease, so the grab is the only write waiting on Redis.
 func TestServeShutdownFinishesInFlightGrab(t *testing.T) {
 	t.Parallel()
-	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
-	dir := t.TempDir()
-	adminFile := writeSecret(t, dir, "admin.key")
-	secretFile := writeSecret(t, dir, "token.secret")
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
 	ctx := context.Background()
-	pauser := testenv.Client(t, r.Addr)
-	require.NoError(t, pauser.Do(ctx, pauser.B().Set().Key(leaseKey).Value("another-process").Px(time.Hour).Build()).Error())
-	p := startServe(t, "--redis", "redis://"+r.Addr, "--ledger", "sqlite:"+filepath.Join(dir, "l.db"),
-		"--admin-key-file", adminFile, "--token-secret-file", secretFile, "--listen", "127.0.0.1:0", "--lease-ttl", "1h")
-	api := newAPIClient(t, p.URL, adminFile, secretFile)
+	pauser := testenv.Client(t, fx.redis.Addr)
+	other, err := leader.New(leader.Config{Redis: pauser, TTL: time.Hour, Logger: quietLog()})
+	require.NoError(t, err)
+	require.NoError(t, other.Start(ctx))
+	defer other.Stop()
+	waitFor(t, "another process to hold the lease", 10*time.Second, other.IsLeader)
+	p := startServe(t, fx.args("--lease-ttl", "1h")...)
+	api := fx.api(t, p.URL)
 	id := api.create(t, p.URL, `{"total":"1.00","count":1}`)
 	tok := api.userToken(t, "inflight")
 

@@ -126,6 +126,39 @@ func writeSecret(t *testing.T, dir, name string) string {
 	return p
 }
 
+// serveFixture is what a test of serve starts one or more serves on: a
+// private Redis, and a directory holding an admin key, a token secret and
+// the ledger.
+type serveFixture struct {
+	redis                           *testenv.Redis
+	dir, adminFile, secretFile, dsn string
+}
+
+func newServeFixture(t *testing.T, opt redisserver.Options) *serveFixture {
+	t.Helper()
+	dir := t.TempDir()
+	return &serveFixture{
+		redis: testenv.NewRedis(t, opt), dir: dir,
+		adminFile: writeSecret(t, dir, "admin.key"), secretFile: writeSecret(t, dir, "token.secret"),
+		dsn: "sqlite:" + filepath.Join(dir, "ledger.db"),
+	}
+}
+
+// redisURL is the fixture's Redis as serve's --redis takes it.
+func (f *serveFixture) redisURL() string { return "redis://" + f.redis.Addr }
+
+// args returns serve's flags for the fixture on a free port, then extra.
+func (f *serveFixture) args(extra ...string) []string {
+	return append([]string{"--redis", f.redisURL(), "--ledger", f.dsn, "--admin-key-file", f.adminFile,
+		"--token-secret-file", f.secretFile, "--listen", "127.0.0.1:0"}, extra...)
+}
+
+// api returns a client of the serve at url with the fixture's secrets.
+func (f *serveFixture) api(t *testing.T, url string) *apiClient {
+	t.Helper()
+	return newAPIClient(t, url, f.adminFile, f.secretFile)
+}
+
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // apiClient speaks to a serve over HTTP.
@@ -331,17 +364,11 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 // when its holder stops, and the ledger reconciles.
 func TestServeTwoProcesses(t *testing.T) {
 	t.Parallel()
-	r := testenv.NewRedis(t, redisserver.Options{AOF: "everysec"})
-	dir := t.TempDir()
-	adminFile := writeSecret(t, dir, "admin.key")
-	secretFile := writeSecret(t, dir, "token.secret")
-	dsn := "sqlite:" + filepath.Join(dir, "ledger.db")
-	common := []string{"--redis", "redis://" + r.Addr, "--ledger", dsn, "--admin-key-file", adminFile,
-		"--token-secret-file", secretFile, "--listen", "127.0.0.1:0", "--lease-ttl", "3s", "--user-rate", "-1"}
-	a := startServe(t, append(common, "--consumer", "a", "--pprof-listen", "127.0.0.1:0")...)
-	b := startServe(t, append(common, "--consumer", "b")...)
+	fx := newServeFixture(t, redisserver.Options{AOF: "everysec"})
+	a := startServe(t, fx.args("--lease-ttl", "3s", "--user-rate", "-1", "--consumer", "a", "--pprof-listen", "127.0.0.1:0")...)
+	b := startServe(t, fx.args("--lease-ttl", "3s", "--user-rate", "-1", "--consumer", "b")...)
 	require.Contains(t, a.stderr.String(), "not fsync-always")
-	api := newAPIClient(t, a.URL, adminFile, secretFile)
+	api := fx.api(t, a.URL)
 
 	id := api.create(t, a.URL, `{"total":"500.00","count":1000,"min_cents":10}`)
 	var granted, cents atomic.Int64
@@ -385,7 +412,7 @@ func TestServeTwoProcesses(t *testing.T) {
 		_, m, err := api.call("GET", b.URL+"/v1/campaigns/"+id, api.admin, "")
 		return err == nil && m["state"] == "settled"
 	})
-	codeR, outR, errR := run(t, nil, "reconcile", "--campaign", id, "--redis", "redis://"+r.Addr, "--ledger", dsn)
+	codeR, outR, errR := run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 0, codeR, "%s %s", outR, errR)
 	require.Contains(t, outR, "OK")
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -18,11 +19,6 @@ import (
 	"github.com/hongbao/hongbao/webhook"
 )
 
-func init() {
-	register("settle", "settle granted packets from Redis into the ledger (a worker)", runSettle)
-	register("reconcile", "compare a campaign in Redis with the ledger, grant by grant", runReconcile)
-}
-
 func openLedger(ctx context.Context, dsn string) (ledger.Ledger, error) {
 	if dsn == "" {
 		return nil, usageErrorf("--ledger is required (sqlite:PATH or postgres://...)")
@@ -34,102 +30,125 @@ func openLedger(ctx context.Context, dsn string) (ledger.Ledger, error) {
 	return l, nil
 }
 
-func runSettle(ctx context.Context, io *IO, args []string) error {
-	fs := newFlagSet("settle", io)
-	redisURL := fs.String("redis", "", "Redis URL (required)")
-	dsn := fs.String("ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
-	hook := fs.String("webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
-	hookSecret := fs.String("webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
-	drain := fs.Bool("drain", false, "exit once nothing is pending or undelivered (closed campaigns are refunded and settled on the way)")
-	redrive := fs.String("redrive", "", "first put the dead grants of this campaign back into its stream (after fixing their cause)")
-	consumer := fs.String("consumer", "", "consumer name in the settle group; must be stable across restarts (default: host name)")
-	campaigns := fs.String("campaigns", "", "comma-separated campaign ids to settle (default: every registered campaign)")
-	asJSON := fs.Bool("json", false, "print the final counters as JSON")
-	retention := fs.Duration("retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
-	if err := parseFlags(fs, io, args); err != nil {
+// settleCmd is "hongbao settle": a settlement worker, until interrupted
+// or, with --drain, until nothing is left to settle.
+type settleCmd struct {
+	base
+	redis                   redisFlags
+	dsn, hook, hookSecret   string
+	drain, asJSON           bool
+	redrive, consumer, only string
+	retention               time.Duration
+	campaigns               []string
+	worker                  *settle.Worker
+}
+
+func newSettleCmd(env *IO) command { return &settleCmd{base: base{env: env}} }
+
+func (c *settleCmd) parseFlags(args []string) error {
+	fs := newFlagSet("settle", c.env)
+	c.redis.declare(fs, "required", false)
+	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
+	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
+	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
+	fs.BoolVar(&c.drain, "drain", false, "exit once nothing is pending or undelivered (closed campaigns are refunded and settled on the way)")
+	fs.StringVar(&c.redrive, "redrive", "", "first put the dead grants of this campaign back into its stream (after fixing their cause)")
+	fs.StringVar(&c.consumer, "consumer", "", "consumer name in the settle group; must be stable across restarts (default: host name)")
+	fs.StringVar(&c.only, "campaigns", "", "comma-separated campaign ids to settle (default: every registered campaign)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the final counters as JSON")
+	fs.DurationVar(&c.retention, "retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
+	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
 	}
-	if *redisURL == "" {
-		return usageErrorf("--redis is required")
+	if err := c.redis.require(); err != nil {
+		return err
 	}
-	if *retention <= 0 {
-		return usageErrorf("--retention must be positive, not %s", *retention)
+	if c.retention <= 0 {
+		return usageErrorf("--retention must be positive, not %s", c.retention)
 	}
-	var only []string
-	for _, id := range strings.Split(*campaigns, ",") {
+	for _, id := range strings.Split(c.only, ",") {
 		if id = strings.TrimSpace(id); id == "" {
 			continue
 		}
 		if err := hongbao.ValidateCampaignID(id); err != nil {
 			return usageErrorf("--campaigns: %v", err)
 		}
-		only = append(only, id)
+		c.campaigns = append(c.campaigns, id)
 	}
-	if *redrive != "" {
-		if err := hongbao.ValidateCampaignID(*redrive); err != nil {
+	if c.redrive != "" {
+		if err := hongbao.ValidateCampaignID(c.redrive); err != nil {
 			return usageErrorf("--redrive: %v", err)
 		}
 	}
-	cfg := settle.Config{Consumer: *consumer, Logger: slog.New(slog.NewTextHandler(io.Stderr, nil)), Only: only, Retention: *retention}
-	switch {
-	case *hook != "" && *dsn != "":
+	if c.hook != "" && c.dsn != "" {
 		return usageErrorf("give --ledger or --webhook, not both")
-	case *hook != "":
-		sink, err := openWebhook(*hook, *hookSecret)
+	}
+	return nil
+}
+
+// open opens the sink (the webhook or the ledger), then Redis, and makes
+// the worker.
+func (c *settleCmd) open(ctx context.Context) error {
+	cfg := settle.Config{Consumer: c.consumer, Logger: slog.New(slog.NewTextHandler(c.env.Stderr, nil)), Only: c.campaigns, Retention: c.retention}
+	if c.hook != "" {
+		sink, err := openWebhook(c.hook, c.hookSecret)
 		if err != nil {
 			return err
 		}
 		cfg.Sink = sink
-	default:
-		l, err := openLedger(ctx, *dsn)
+	} else {
+		l, err := openLedger(ctx, c.dsn)
 		if err != nil {
 			return err
 		}
-		defer l.Close()
+		c.deferClose(func() { _ = l.Close() })
 		cfg.Ledger = l
 	}
-	conn, err := dialRedis(ctx, *redisURL)
+	conn, err := dialRedis(ctx, c.redis.url)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	c.deferClose(conn.Close)
 	cfg.Redis = conn.Client
-	w, err := settle.New(cfg)
-	if err != nil {
-		return err
-	}
-	if *redrive != "" {
-		n, err := w.Redrive(ctx, *redrive)
+	c.worker, err = settle.New(cfg)
+	return err
+}
+
+func (c *settleCmd) run(ctx context.Context) error {
+	w := c.worker
+	if c.redrive != "" {
+		n, err := w.Redrive(ctx, c.redrive)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(io.Stderr, "redrive: %d dead entries of %s are back in its grants stream\n", n, *redrive)
+		fmt.Fprintf(c.env.Stderr, "redrive: %d dead entries of %s are back in its grants stream\n", n, c.redrive)
 	}
 	start := time.Now()
-	if *drain {
+	var err error
+	if c.drain {
 		_, err = w.Drain(ctx)
-	} else {
-		if err = w.Start(ctx); err == nil {
-			<-ctx.Done()
-			w.Stop()
-			err = nil
-		}
+	} else if err = w.Start(ctx); err == nil {
+		<-ctx.Done()
+		w.Stop()
 	}
-	st := w.Stats()
-	if *asJSON {
-		_ = json.NewEncoder(io.Stdout).Encode(map[string]any{
-			"grants": st.Grants, "replayed": st.Replayed, "entries": st.Entries, "conflicts": st.Conflicts,
-			"malformed": st.Malformed, "deleted": st.Deleted, "refunds": st.Refunds, "failures": st.Failures,
-			"seconds": time.Since(start).Seconds(),
-		})
-	} else {
-		fmt.Fprintf(io.Stdout, "settled %d grants (%d replayed), %d entries, %d campaigns refunded; incidents: %d conflicts, %d malformed, %d deleted\n",
-			st.Grants, st.Replayed, st.Entries, st.Refunds, st.Conflicts, st.Malformed, st.Deleted)
-	}
+	c.report(w.Stats(), time.Since(start))
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
+}
+
+func (c *settleCmd) report(st settle.Stats, took time.Duration) {
+	if c.asJSON {
+		_ = json.NewEncoder(c.env.Stdout).Encode(map[string]any{
+			"grants": st.Grants, "replayed": st.Replayed, "entries": st.Entries, "conflicts": st.Conflicts,
+			"malformed": st.Malformed, "deleted": st.Deleted, "refunds": st.Refunds, "failures": st.Failures,
+			"seconds": took.Seconds(),
+		})
+		return
+	}
+	fmt.Fprintf(c.env.Stdout, "settled %d grants (%d replayed), %d entries, %d campaigns refunded; incidents: %d conflicts, %d malformed, %d deleted\n",
+		st.Grants, st.Replayed, st.Entries, st.Refunds, st.Conflicts, st.Malformed, st.Deleted)
 }
 
 func openWebhook(url, secretFile string) (*webhook.Sink, error) {
@@ -147,60 +166,87 @@ func openWebhook(url, secretFile string) (*webhook.Sink, error) {
 	return sink, nil
 }
 
-func runReconcile(ctx context.Context, io *IO, args []string) error {
-	fs := newFlagSet("reconcile", io)
-	id := fs.String("campaign", "", "campaign id (required)")
-	redisURL := fs.String("redis", "", "Redis URL (required)")
-	dsn := fs.String("ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parseFlags(fs, io, args); err != nil {
+// reconcileCmd is "hongbao reconcile": one campaign in Redis against the
+// ledger.
+type reconcileCmd struct {
+	base
+	redis  redisFlags
+	id     string
+	dsn    string
+	asJSON bool
+	conn   *redisConn
+	led    ledger.Ledger
+}
+
+func newReconcileCmd(env *IO) command { return &reconcileCmd{base: base{env: env}} }
+
+func (c *reconcileCmd) parseFlags(args []string) error {
+	fs := newFlagSet("reconcile", c.env)
+	fs.StringVar(&c.id, "campaign", "", "campaign id (required)")
+	c.redis.declare(fs, "required", false)
+	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
+	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
 	}
-	if err := hongbao.ValidateCampaignID(*id); err != nil {
+	if err := hongbao.ValidateCampaignID(c.id); err != nil {
 		return usageErrorf("--campaign: %v", err)
 	}
-	if *redisURL == "" {
-		return usageErrorf("--redis is required")
-	}
-	l, err := openLedger(ctx, *dsn)
+	return c.redis.require()
+}
+
+func (c *reconcileCmd) open(ctx context.Context) error {
+	l, err := openLedger(ctx, c.dsn)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	conn, err := dialRedis(ctx, *redisURL)
+	c.led = l
+	c.deferClose(func() { _ = l.Close() })
+	c.conn, err = dialRedis(ctx, c.redis.url)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	rep, err := settle.Reconcile(ctx, conn.Client, l, *id)
+	c.deferClose(c.conn.Close)
+	return nil
+}
+
+func (c *reconcileCmd) run(ctx context.Context) error {
+	rep, err := settle.Reconcile(ctx, c.conn.Client, c.led, c.id)
 	if err != nil {
 		return err
 	}
-	printReconcile(io, rep, *asJSON)
+	printReconcile(c.env, rep, c.asJSON)
 	if !rep.OK {
 		return &exitError{code: 1, err: fmt.Errorf("%d differences", rep.DifferenceCount)}
 	}
 	return nil
 }
 
-func printReconcile(io *IO, rep *settle.Report, asJSON bool) {
+func printReconcile(env *IO, rep *settle.Report, asJSON bool) {
 	if asJSON {
-		_ = json.NewEncoder(io.Stdout).Encode(rep)
+		_ = json.NewEncoder(env.Stdout).Encode(rep)
 		return
 	}
-	p := func(f string, a ...any) { fmt.Fprintf(io.Stdout, f, a...) }
+	p := func(f string, a ...any) { fmt.Fprintf(env.Stdout, f, a...) }
 	p("Reconcile %s (%s), total %s\n", rep.Campaign, rep.State, hongbao.FormatCents(rep.TotalCents))
 	p("  grants   Redis %d (%s)   ledger %d (%s)\n", rep.GrantedRedis, hongbao.FormatCents(rep.GrantedCentsRedis),
 		rep.GrantedLedger, hongbao.FormatCents(rep.GrantedCentsLedger))
 	p("  fund %s   refund %s   escrow %s   pool %s   dead %d   unsettled %d\n",
 		hongbao.FormatCents(rep.FundCents), hongbao.FormatCents(rep.RefundCents), hongbao.FormatCents(rep.EscrowCents),
 		hongbao.FormatCents(rep.PoolCents), rep.Dead, rep.Unsettled)
-	if rep.OK {
-		p("  OK: Redis and the ledger agree to the cent\n")
+	printVerdict(env.Stdout, rep.OK, "  OK: Redis and the ledger agree to the cent",
+		fmt.Sprintf("  %d differences:", rep.DifferenceCount), rep.Differences)
+}
+
+// printVerdict prints the line ok, or the line failed and then the
+// problems, one a line.
+func printVerdict(w io.Writer, ok bool, okLine, failed string, problems []string) {
+	if ok {
+		fmt.Fprintln(w, okLine)
 		return
 	}
-	p("  %d differences:\n", rep.DifferenceCount)
-	for _, d := range rep.Differences {
-		p("    - %s\n", d)
+	fmt.Fprintln(w, failed)
+	for _, p := range problems {
+		fmt.Fprintf(w, "    - %s\n", p)
 	}
 }

@@ -92,11 +92,13 @@ import (
 // SHA-1.
 type Script struct {
 	lua *rueidis.Lua
+	src string // as sent
+	sha string // of src
 }
 
 // New builds the script src as written, for Redis 7 and later.
 func New(src string) *Script {
-	return &Script{lua: rueidis.NewLuaScript(src)}
+	return &Script{lua: rueidis.NewLuaScript(src), src: src, sha: sha(src)}
 }
 
 // NewLegacy builds src for servers that cannot parse the "#!lua" line
@@ -105,7 +107,8 @@ func New(src string) *Script {
 // script at its first write when it is out of memory, instead of refusing
 // it up front.
 func NewLegacy(src string) *Script {
-	return &Script{lua: rueidis.NewLuaScript(stripFlags(src))}
+	src = stripFlags(src)
+	return &Script{lua: rueidis.NewLuaScript(src), src: src, sha: sha(src)}
 }
 
 // legacyLine replaces the "#!lua" line in a legacy script.
@@ -123,15 +126,29 @@ func stripFlags(src string) string {
 	return legacyLine + "\n" + rest
 }
 
-// Exec runs the script once on c. It does not retry: after a lost reply
-// the error says the outcome is unknown (see Errors.Wrap).
+// Exec runs the script on c. It never retries after a lost reply (the
+// error then says the outcome is unknown, see Errors.Wrap); it sends the
+// script again only after an error reply that says Redis did not run it
+// (NotRun: TRYAGAIN during a slot migration, CLUSTERDOWN, LOADING).
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	return s.lua.Exec(ctx, c, keys, args)
+	r := s.lua.Exec(ctx, c, keys, args)
+	for attempt := 0; r.Error() != nil && resend(ctx, r.Error(), attempt); attempt++ {
+		r = s.lua.Exec(ctx, c, keys, args)
+	}
+	return r
 }
 
 // ExecMulti runs the script once per exec, pipelined in one round trip,
-// and returns one result per exec, in order. It loads the script first
+// and returns one result per exec, in order; an exec that Redis did not
+// run (NotRun) is sent again on its own, as Exec does. It loads the script first
 // (SCRIPT LOAD), so every call is an EVALSHA.
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, execs ...rueidis.LuaExec) []rueidis.RedisResult {
-	return s.lua.ExecMulti(ctx, c, execs...)
+	out := s.lua.ExecMulti(ctx, c, execs...)
+	for i, r := range out {
+		for attempt := 0; r.Error() != nil && resend(ctx, r.Error(), attempt); attempt++ {
+			r = s.lua.Exec(ctx, c, execs[i].Keys, execs[i].Args)
+		}
+		out[i] = r
+	}
+	return out
 }

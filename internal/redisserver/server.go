@@ -7,6 +7,11 @@
 // stopped by an explicit SHUTDOWN. The data directory holds a pidfile of the
 // server and one of its owner, so the orphan of a crashed run is found and
 // stopped before a new server uses the directory.
+//
+// The same process runs as a Redis Cluster node (Options.Cluster) or as a
+// sentinel (Options.Sentinel, with its configuration in Options.Config) for
+// the multi-process topologies of the tests; Options.Port restarts a
+// server on the address it had.
 package redisserver
 
 import (
@@ -15,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -47,6 +53,24 @@ type Options struct {
 	CPUs string
 	// Args are extra "--name value" arguments passed to redis-server.
 	Args []string
+	// Port is the port to listen on. Default 0: a free port, chosen again
+	// if another process takes it before the server binds it. A set Port
+	// is tried once (a restart on the same address wants exactly it).
+	Port int
+	// Config is the text of a configuration file, written to redis.conf
+	// in the data directory when the directory has none yet and passed to
+	// the server before the command-line arguments (which override it). A
+	// restart keeps the file, which Redis may have rewritten: a sentinel
+	// records what it learnt there.
+	Config string
+	// Cluster runs a Redis Cluster node (cluster-enabled, its own
+	// nodes.conf in the data directory). A chosen port then also has its
+	// cluster bus port, port+10000, free.
+	Cluster bool
+	// Sentinel runs a Redis Sentinel (redis-server --sentinel) instead of
+	// a data server; its monitor directives go in Config. The persistence
+	// options do not apply to it.
+	Sentinel bool
 }
 
 // Server is a running redis-server child.
@@ -83,10 +107,8 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, ErrNotInstalled
 	}
-	switch opt.AOF {
-	case "", "always", "everysec", "no", "off":
-	default:
-		return nil, fmt.Errorf("redisserver: AOF must be always, everysec, no or off, not %q", opt.AOF)
+	if err := opt.validate(); err != nil {
+		return nil, err
 	}
 	s := &Server{}
 	if opt.Dir == "" {
@@ -117,14 +139,16 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	// try a few ports before giving up.
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			lastErr = err
-			continue
+		port := opt.Port
+		if port == 0 {
+			if port, err = pickPort(opt.Cluster); err != nil {
+				lastErr = err
+				continue
+			}
 		}
 		if err := s.launch(ctx, path, port, opt); err != nil {
 			lastErr = err
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || opt.Port != 0 {
 				break
 			}
 			continue
@@ -136,28 +160,10 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 }
 
 func (s *Server) launch(ctx context.Context, path string, port int, opt Options) error {
-	args := []string{
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--dir", s.Dir,
-		"--pidfile", filepath.Join(s.Dir, "redis.pid"),
-		"--logfile", "redis.log",
-		"--daemonize", "no",
-		"--save", "",
-		"--maxmemory-policy", "noeviction",
+	args, err := s.argv(port, opt)
+	if err != nil {
+		return err
 	}
-	switch opt.AOF {
-	case "off":
-		args = append(args, "--appendonly", "no")
-	case "":
-		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
-	default:
-		args = append(args, "--appendonly", "yes", "--appendfsync", opt.AOF)
-	}
-	if opt.NoAOFRewrite {
-		args = append(args, "--auto-aof-rewrite-percentage", "0")
-	}
-	args = append(args, opt.Args...)
 	name := path
 	if opt.CPUs != "" {
 		ts, err := exec.LookPath("taskset")
@@ -183,7 +189,13 @@ func (s *Server) launch(ctx context.Context, path string, port int, opt Options)
 
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if ok, _ := ping(s.Addr, 200*time.Millisecond); ok {
+		if ok, pid, _ := probe(s.Addr, 200*time.Millisecond); ok {
+			// A server that another process started on the port since we
+			// found it free answers too; ours then fails to bind and exits.
+			if pid != 0 && pid != cmd.Process.Pid {
+				s.kill()
+				return fmt.Errorf("redisserver: port %d is taken by another server (pid %d)", port, pid)
+			}
 			return nil
 		}
 		select {
@@ -256,15 +268,25 @@ func (s *Server) cleanup() {
 }
 
 func (s *Server) logTail() string {
+	tail := s.LogTail(5)
+	if tail == "" {
+		return ""
+	}
+	return "; redis.log: " + strings.ReplaceAll(tail, "\n", " | ")
+}
+
+// LogTail returns the last n lines of the server's log, or "" when there is
+// none (a temporary data directory is gone after Stop).
+func (s *Server) LogTail(n int) string {
 	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
 	if err != nil || len(b) == 0 {
 		return ""
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
-	return "; redis.log: " + strings.Join(lines, " | ")
+	return strings.Join(lines, "\n")
 }
 
 func freePort() (int, error) {
@@ -276,22 +298,43 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// ping sends PING and reports whether +PONG came back (LOADING does not count).
-func ping(addr string, timeout time.Duration) (bool, error) {
+// probe sends PING and INFO server; it reports whether +PONG came back
+// (LOADING does not count) and the process id of the server that answered
+// (0 if INFO gave none).
+func probe(addr string, timeout time.Duration) (bool, int, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return false, err
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+		return false, 0, err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "+PONG") {
+		return false, 0, err
+	}
+	head, err := r.ReadString('\n')
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return strings.HasPrefix(line, "+PONG"), nil
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 {
+		return true, 0, nil
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return false, 0, err
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
+			pid, _ := strconv.Atoi(v)
+			return true, pid, nil
+		}
+	}
+	return true, 0, nil
 }
 
 func sendShutdown(addr string) error {

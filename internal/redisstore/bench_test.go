@@ -20,32 +20,33 @@ func BenchmarkStoreGrab(b *testing.B) {
 	ctx := context.Background()
 	id := testenv.UniqueID(b)
 	const batch = 16
-	if _, err := s.Begin(ctx, id, "tok", []string{"total", strconv.Itoa(batch * 100), "count", strconv.Itoa(batch)}); err != nil {
+	if _, err := s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, []string{"total", strconv.Itoa(batch * 100), "count", strconv.Itoa(batch)}); err != nil {
 		b.Fatal(err)
 	}
 	amounts := make([]int64, batch)
 	for i := range amounts {
 		amounts[i] = 100
 	}
-	if err := s.Load(ctx, id, "tok", amounts, nil); err != nil {
+	if err := s.Load(ctx, redisstore.CampaignKeys(id), "tok", 1, 1, amounts, nil); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Activate(ctx, id, "tok", 0, 0, 3_600_000); err != nil {
+	if _, err := s.Activate(ctx, redisstore.CampaignKeys(id), "tok", 0, 0, 3_600_000); err != nil {
 		b.Fatal(err)
 	}
-	keys := redisstore.GrabKeys(id)
+	keys := redisstore.GrabKeys(redisstore.CampaignKeys(id))
 	users := make([]string, batch)
 	for i := range users {
 		users[i] = "u" + strconv.Itoa(i)
 	}
 	out := make([]redisstore.GrabResult, batch)
-	if err := s.Grab(ctx, keys, users, out); err != nil || out[0].Outcome != redisstore.Granted {
+	args := append([]string{"1"}, users...)
+	if err := s.Grab(ctx, keys, args, out); err != nil || out[0].Outcome != redisstore.Granted {
 		b.Fatalf("first grab: %v %v", out[0], err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := s.Grab(ctx, keys, users, out); err != nil {
+		if err := s.Grab(ctx, keys, args, out); err != nil {
 			b.Fatal(err)
 		}
 		if out[batch-1].Outcome != redisstore.Already {

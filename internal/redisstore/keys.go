@@ -5,6 +5,7 @@ import "strconv"
 // Keys are the Redis keys of one campaign. They share the hash tag
 // {c:<id>}, so every campaign script touches a single cluster slot.
 type Keys struct {
+	Tag     string // the hash tag, without braces: "c:<id>" or "c:<id>:<k>:<salt>"
 	Meta    string // hash: spec, state, counters
 	Pool    string // list: packets not yet granted, "<seq>:<cents>", in seq order
 	Claims  string // hash: user -> "<seq>:<cents>"
@@ -23,6 +24,7 @@ func CampaignKeys(id string) Keys { return keysOfTag("c:" + id) }
 func keysOfTag(tag string) Keys {
 	p := "hb:{" + tag + "}:"
 	return Keys{
+		Tag:     tag,
 		Meta:    p + "meta",
 		Pool:    p + "pool",
 		Claims:  p + "claims",
@@ -43,10 +45,19 @@ const CampaignsIndex = "hb:campaigns"
 // stream with. It is created with the stream, when a campaign activates.
 const SettleGroup = "settle"
 
-// SchedulerLease is the key of the lease that one serve process of
-// several holds at a time: the holder runs settlement, the closes on time
-// and the refunds.
-const SchedulerLease = "hb:lease:scheduler"
+// LeasePrefix starts the keys of the leases of package leader. The lease
+// named n lives in <LeasePrefix>{n}:mark (its holder's claim, "c:<token>",
+// expiring with the lease) and <LeasePrefix>{n}:fence (the counter its
+// fencing tokens are drawn from); package atomicop spells the two from
+// this prefix and the name.
+const LeasePrefix = "hb:lease:"
+
+// SchedulerLease names the lease that one serve process of several holds
+// at a time: the holder runs settlement, the closes on time and the
+// refunds. Its keys are hb:lease:{scheduler}:mark and :fence. (Until the
+// lease moved into package leader it was the single key
+// hb:lease:scheduler.)
+const SchedulerLease = "scheduler"
 
 // GlobalRateKey is the key of the service-wide request counter of the
 // second sec (Unix time), shared by every serve process on one Redis.

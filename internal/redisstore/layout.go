@@ -1,6 +1,10 @@
 package redisstore
 
-import "strconv"
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
 
 // Sharded campaigns. A campaign of S shards keeps its packets, claims and
 // grants in S groups of keys, each under a hash tag of its own, so on a
@@ -23,8 +27,15 @@ const clusterSlots = 16384
 
 // ShardTag returns the hash tag (without braces) of shard k of campaign id
 // with shards shards.
-func ShardTag(id string, shards, k int) string {
-	root := "c:" + id
+func ShardTag(id string, shards, k int) string { return ShardTagOf("c:"+id, shards, k) }
+
+// ShardTagOf returns the hash tag of shard k of shards under the root tag
+// root: root itself for shard 0, else "<root>:<k>:<salt>" with the salt
+// that puts its slot in the k-th of shards equal ranges of the slot space,
+// counted on from the range of root's slot. Other sharded structures (the
+// discount campaigns) lay themselves out the same way under their own
+// root tag.
+func ShardTagOf(root string, shards, k int) string {
 	if k == 0 {
 		return root
 	}
@@ -118,3 +129,37 @@ var crcTable = func() (t [256]uint16) {
 	}
 	return t
 }()
+
+// View is a read of every shard of a campaign: its layout and one
+// snapshot per shard, the root first. Each snapshot is consistent; the
+// set is read in one round trip after the root's, not at one instant.
+type View struct {
+	ID     string
+	Shards []Keys
+	Snaps  []Snapshot
+}
+
+// Root is the root shard's snapshot: the campaign's spec and state.
+func (v *View) Root() Snapshot { return v.Snaps[0] }
+
+// Read reads campaign id: the root first, which says how many shards
+// there are, then the others. ErrNoCampaign when the root does not exist.
+func (s *Store) Read(ctx context.Context, id string) (*View, error) {
+	root, err := s.Status(ctx, CampaignKeys(id))
+	if err != nil {
+		return nil, err
+	}
+	n := int(root.Int("shards"))
+	if n <= 1 {
+		return &View{ID: id, Shards: []Keys{CampaignKeys(id)}, Snaps: []Snapshot{root}}, nil
+	}
+	if n > MaxShards {
+		return nil, fmt.Errorf("campaign %s: %w: %d shards", id, ErrCorrupt, n)
+	}
+	layout := Layout(id, n)
+	rest, err := s.StatusAll(ctx, layout[1:])
+	if err != nil {
+		return nil, err
+	}
+	return &View{ID: id, Shards: layout, Snaps: append([]Snapshot{root}, rest...)}, nil
+}

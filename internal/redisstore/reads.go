@@ -8,39 +8,46 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Held reads the packet user holds in campaign id; held is false when the
-// user holds none. It is ErrNoCampaign when the campaign does not exist or
-// is still loading.
+// Held reads the packet user holds on shard k (the root of a campaign, or
+// the user's home shard); held is false when the user holds none there.
+// shards is the campaign's shard count as that shard's meta records it
+// (1 when it records none): a caller that asked the root about a user of
+// a sharded campaign asks again at the user's home. It is ErrNoCampaign
+// when the shard does not exist or is still loading.
 //
 // Two reads in one round trip, not a script: a claim is written only after
 // the campaign left loading and is never changed or removed while the
 // campaign lives (its keys expire together, after settlement), so a
 // script running between the two reads cannot make them disagree.
-func (s *Store) Held(ctx context.Context, id, user string) (seq, cents int64, held bool, err error) {
-	k := CampaignKeys(id)
+func (s *Store) Held(ctx context.Context, k Keys, user string) (seq, cents int64, shards int, held bool, err error) {
 	res := s.c.DoMulti(ctx,
-		s.c.B().Hget().Key(k.Meta).Field("state").Build(),
+		s.c.B().Hmget().Key(k.Meta).Field("state", "shards").Build(),
 		s.c.B().Hget().Key(k.Claims).Field(user).Build(),
 	)
-	state, err := res[0].ToString()
-	if rueidis.IsRedisNil(err) || (err == nil && state == "loading") {
-		return 0, 0, false, fmt.Errorf("held: %w", ErrNoCampaign)
+	m, err := res[0].ToArray()
+	if err != nil || len(m) != 2 {
+		return 0, 0, 0, false, fmt.Errorf("held: %w", err)
 	}
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("held: %w", err)
+	state, serr := m[0].ToString()
+	if serr != nil || state == "loading" {
+		return 0, 0, 0, false, fmt.Errorf("held: %w", ErrNoCampaign)
+	}
+	shards = 1
+	if v, err := m[1].AsInt64(); err == nil && v > 1 {
+		shards = int(v)
 	}
 	claim, err := res[1].ToString()
 	if rueidis.IsRedisNil(err) {
-		return 0, 0, false, nil
+		return 0, 0, shards, false, nil
 	}
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("held: %w", err)
+		return 0, 0, 0, false, fmt.Errorf("held: %w", err)
 	}
 	seq, cents, err = ParseClaim(claim)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("held: user %q: %w", user, err)
+		return 0, 0, 0, false, fmt.Errorf("held: user %q: %w", user, err)
 	}
-	return seq, cents, true, nil
+	return seq, cents, shards, true, nil
 }
 
 // Backlog is the settlement work left on a campaign's grants stream.
@@ -55,8 +62,7 @@ type Backlog struct {
 // Backlog reads the settle group's state and the age of its oldest
 // unsettled entry. It is ErrNoCampaign when the campaign has no grants
 // stream (it does not exist or is still loading).
-func (s *Store) Backlog(ctx context.Context, id string) (Backlog, error) {
-	k := CampaignKeys(id)
+func (s *Store) Backlog(ctx context.Context, k Keys) (Backlog, error) {
 	cmds := append([]rueidis.Completed{
 		s.c.B().Exists().Key(k.Grants).Build(),
 		s.c.B().Time().Build(),
@@ -64,16 +70,16 @@ func (s *Store) Backlog(ctx context.Context, id string) (Backlog, error) {
 	res := s.c.DoMulti(ctx, cmds...)
 	n, err := res[0].AsInt64()
 	if err != nil {
-		return Backlog{}, fmt.Errorf("backlog of %s: %w", id, err)
+		return Backlog{}, fmt.Errorf("backlog of %s: %w", k.Tag, err)
 	}
 	if n == 0 {
-		return Backlog{}, fmt.Errorf("backlog of %s: %w", id, ErrNoCampaign)
+		return Backlog{}, fmt.Errorf("backlog of %s: %w", k.Tag, ErrNoCampaign)
 	}
 	now, err := redisNow(res[1])
 	if err != nil {
-		return Backlog{}, fmt.Errorf("backlog of %s: %w", id, err)
+		return Backlog{}, fmt.Errorf("backlog of %s: %w", k.Tag, err)
 	}
-	g, err := groupState(id, res[2:])
+	g, err := groupState(k.Tag, res[2:])
 	if err != nil {
 		return Backlog{}, err
 	}
@@ -89,7 +95,7 @@ func (s *Store) Backlog(ctx context.Context, id string) (Backlog, error) {
 		}
 		es, err := s.c.Do(ctx, s.c.B().Xrange().Key(k.Grants).Start(start).End("+").Count(1).Build()).AsXRange()
 		if err != nil {
-			return Backlog{}, fmt.Errorf("backlog of %s: %w", id, err)
+			return Backlog{}, fmt.Errorf("backlog of %s: %w", k.Tag, err)
 		}
 		if len(es) == 1 {
 			oldest = es[0].ID
@@ -102,6 +108,15 @@ func (s *Store) Backlog(ctx context.Context, id string) (Backlog, error) {
 		}
 	}
 	return b, nil
+}
+
+// Now reads the Redis clock, in ms since the epoch.
+func (s *Store) Now(ctx context.Context) (int64, error) {
+	ms, err := redisNow(s.c.Do(ctx, s.c.B().Time().Build()))
+	if err != nil {
+		return 0, fmt.Errorf("now: %w", err)
+	}
+	return ms, nil
 }
 
 // redisNow reads a TIME reply as milliseconds since the epoch.

@@ -30,8 +30,7 @@ func ParseClaim(v string) (seq, cents int64, err error) {
 
 // ScanPool calls fn for every packet still in the pool, in list order
 // (which is seq order).
-func (s *Store) ScanPool(ctx context.Context, id string, fn func(seq, cents int64) error) error {
-	k := CampaignKeys(id)
+func (s *Store) ScanPool(ctx context.Context, k Keys, fn func(seq, cents int64) error) error {
 	for start := int64(0); ; start += scanPage {
 		vals, err := s.c.Do(ctx, s.c.B().Lrange().Key(k.Pool).Start(start).Stop(start+scanPage-1).Build()).AsStrSlice()
 		if err != nil {
@@ -63,8 +62,7 @@ type StreamGrant struct {
 // ScanGrants calls fn for every grant in the grants stream, in stream
 // order. The raw reply is parsed (not a map) so a duplicated field would be
 // seen, not hidden.
-func (s *Store) ScanGrants(ctx context.Context, id string, fn func(StreamGrant) error) error {
-	k := CampaignKeys(id)
+func (s *Store) ScanGrants(ctx context.Context, k Keys, fn func(StreamGrant) error) error {
 	start := "-"
 	for {
 		entries, err := s.c.Do(ctx, s.c.B().Xrange().Key(k.Grants).Start(start).End("+").Count(1000).Build()).ToArray()
@@ -100,8 +98,7 @@ func (s *Store) ScanGrants(ctx context.Context, id string, fn func(StreamGrant) 
 }
 
 // ScanClaims calls fn for every claim (user -> packet).
-func (s *Store) ScanClaims(ctx context.Context, id string, fn func(user string, seq, cents int64) error) error {
-	k := CampaignKeys(id)
+func (s *Store) ScanClaims(ctx context.Context, k Keys, fn func(user string, seq, cents int64) error) error {
 	cursor := uint64(0)
 	for {
 		e, err := s.c.Do(ctx, s.c.B().Hscan().Key(k.Claims).Cursor(cursor).Count(1000).Build()).AsScanEntry()

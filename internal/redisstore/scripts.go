@@ -29,10 +29,10 @@ var (
 	settleSrc string
 	//go:embed lua/redrive.lua
 	redriveSrc string
-	//go:embed lua/lease_hold.lua
-	leaseHoldSrc string
-	//go:embed lua/lease_release.lua
-	leaseReleaseSrc string
+	//go:embed lua/xfer_take.lua
+	xferTakeSrc string
+	//go:embed lua/xfer_apply.lua
+	xferApplySrc string
 )
 
 // scripts is one set of the campaign scripts, built by luascript (which
@@ -41,7 +41,7 @@ var (
 // grab is idempotent per user).
 type scripts struct {
 	begin, load, activate, grab, status, close, dead, settle, redrive *luascript.Script
-	leaseHold, leaseRelease                                           *luascript.Script
+	xferTake, xferApply                                               *luascript.Script
 }
 
 func newScripts(legacy bool) *scripts {
@@ -53,7 +53,7 @@ func newScripts(legacy bool) *scripts {
 		begin: mk(beginSrc), load: mk(loadSrc), activate: mk(activateSrc),
 		grab: mk(grabSrc), status: mk(statusSrc), close: mk(closeSrc),
 		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
-		leaseHold: mk(leaseHoldSrc), leaseRelease: mk(leaseReleaseSrc),
+		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
 	}
 }
 
@@ -72,6 +72,7 @@ var (
 	ErrCorrupt    = errors.New("corrupt campaign data")
 	ErrArgs       = errors.New("bad script arguments")
 	ErrState      = errors.New("campaign is not in the state this needs")
+	ErrShards     = errors.New("campaign has another shard count")
 )
 
 var scriptErrors = luascript.Errors{Codes: map[string]error{
@@ -86,6 +87,7 @@ var scriptErrors = luascript.Errors{Codes: map[string]error{
 	"HBBATCH":      ErrArgs,
 	"HBARGS":       ErrArgs,
 	"HBSTATE":      ErrState,
+	"HBSHARDS":     ErrShards,
 }}
 
 // ScriptError is an error reply of one of our scripts, with its HB code and

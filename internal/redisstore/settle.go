@@ -64,8 +64,7 @@ func toEntries(slices []rueidis.XRangeSlice) []Entry {
 // ReadGroup reads up to count entries of campaign id's grants stream for
 // consumer in the settle group: its own pending entries when pending is
 // true (after a restart, from id 0), else new ones (">"). It does not block.
-func (s *Store) ReadGroup(ctx context.Context, id, consumer string, count int64, pending bool) ([]Entry, error) {
-	k := CampaignKeys(id)
+func (s *Store) ReadGroup(ctx context.Context, k Keys, consumer string, count int64, pending bool) ([]Entry, error) {
 	from := ">"
 	if pending {
 		from = "0"
@@ -76,7 +75,7 @@ func (s *Store) ReadGroup(ctx context.Context, id, consumer string, count int64,
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read grants of %s: %w", id, err)
+		return nil, fmt.Errorf("read grants of %s: %w", k.Tag, err)
 	}
 	return toEntries(res[k.Grants]), nil
 }
@@ -86,20 +85,19 @@ func (s *Store) ReadGroup(ctx context.Context, id, consumer string, count int64,
 // cursor for the next call ("0-0" when the scan is complete) and the ids
 // Redis reports as deleted: entries pending but no longer in the stream,
 // which must never happen and are an alarm.
-func (s *Store) AutoClaim(ctx context.Context, id, consumer string, minIdle time.Duration, start string, count int64) (next string, entries []Entry, deleted []string, err error) {
-	k := CampaignKeys(id)
+func (s *Store) AutoClaim(ctx context.Context, k Keys, consumer string, minIdle time.Duration, start string, count int64) (next string, entries []Entry, deleted []string, err error) {
 	vals, err := s.c.Do(ctx, s.c.B().Xautoclaim().Key(k.Grants).Group(SettleGroup).Consumer(consumer).
 		MinIdleTime(strconv.FormatInt(minIdle.Milliseconds(), 10)).Start(start).Count(count).Build()).ToArray()
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: %w", id, err)
+		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: %w", k.Tag, err)
 	}
 	if len(vals) < 2 {
-		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: reply of %d elements", id, len(vals))
+		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: reply of %d elements", k.Tag, len(vals))
 	}
 	next, _ = vals[0].ToString()
 	slices, err := vals[1].AsXRangeSlices()
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: %w", id, err)
+		return "", nil, nil, fmt.Errorf("autoclaim grants of %s: %w", k.Tag, err)
 	}
 	if len(vals) > 2 {
 		deleted, _ = vals[2].AsStrSlice()
@@ -108,19 +106,17 @@ func (s *Store) AutoClaim(ctx context.Context, id, consumer string, minIdle time
 }
 
 // Ack acknowledges settled entries.
-func (s *Store) Ack(ctx context.Context, id string, entryIDs ...string) error {
+func (s *Store) Ack(ctx context.Context, k Keys, entryIDs ...string) error {
 	if len(entryIDs) == 0 {
 		return nil
 	}
-	k := CampaignKeys(id)
 	return s.c.Do(ctx, s.c.B().Xack().Key(k.Grants).Group(SettleGroup).Id(entryIDs...).Build()).Error()
 }
 
 // Dead records grants that cannot settle (pairs of user, packet; the raw
 // fields of a malformed entry) in the dead stream and acknowledges their
 // entry, in one script.
-func (s *Store) Dead(ctx context.Context, id, entryID, reason string, pairs []string) error {
-	k := CampaignKeys(id)
+func (s *Store) Dead(ctx context.Context, k Keys, entryID, reason string, pairs []string) error {
 	args := append([]string{entryID, reason}, pairs...)
 	return resultError("dead-letter", s.s.dead.Exec(ctx, s.c, []string{k.Grants, k.Dead}, args).Error())
 }
@@ -142,8 +138,8 @@ type GroupState struct {
 }
 
 // Group reads the settle group's state.
-func (s *Store) Group(ctx context.Context, id string) (GroupState, error) {
-	return groupState(id, s.c.DoMulti(ctx, s.groupCmds(CampaignKeys(id))...))
+func (s *Store) Group(ctx context.Context, k Keys) (GroupState, error) {
+	return groupState(k.Tag, s.c.DoMulti(ctx, s.groupCmds(k)...))
 }
 
 // groupCmds are the reads groupState decodes, in its order.
@@ -158,17 +154,17 @@ func (s *Store) groupCmds(k Keys) []rueidis.Completed {
 }
 
 // groupState decodes the replies of groupCmds.
-func groupState(id string, res []rueidis.RedisResult) (GroupState, error) {
+func groupState(tag string, res []rueidis.RedisResult) (GroupState, error) {
 	var g GroupState
 	groups, err := res[0].ToArray()
 	if err != nil {
-		return g, fmt.Errorf("group of %s: %w", id, err)
+		return g, fmt.Errorf("group of %s: %w", tag, err)
 	}
 	found := false
 	for _, gm := range groups {
 		m, err := gm.AsMap()
 		if err != nil {
-			return g, fmt.Errorf("group of %s: %w", id, err)
+			return g, fmt.Errorf("group of %s: %w", tag, err)
 		}
 		name, ld, lag := m["name"], m["last-delivered-id"], m["lag"]
 		if n, _ := name.ToString(); n != SettleGroup {
@@ -183,11 +179,11 @@ func groupState(id string, res []rueidis.RedisResult) (GroupState, error) {
 		}
 	}
 	if !found {
-		return g, fmt.Errorf("group of %s: %w: no settle group", id, ErrCorrupt)
+		return g, fmt.Errorf("group of %s: %w: no settle group", tag, ErrCorrupt)
 	}
 	pend, err := res[1].ToArray()
 	if err != nil || len(pend) < 2 {
-		return g, fmt.Errorf("pending of %s: %v", id, err)
+		return g, fmt.Errorf("pending of %s: %v", tag, err)
 	}
 	g.Pending, _ = pend[0].AsInt64()
 	if g.Pending > 0 {
@@ -214,7 +210,7 @@ func groupState(id string, res []rueidis.RedisResult) (GroupState, error) {
 // TrimSettled drops the stream entries that are settled: those below both
 // the oldest pending entry and the last delivered one (never by length,
 // which could drop an entry not yet delivered).
-func (s *Store) TrimSettled(ctx context.Context, id string, g GroupState) error {
+func (s *Store) TrimSettled(ctx context.Context, k Keys, g GroupState) error {
 	minID := g.LastDelivered
 	if minID == "" || minID == "0-0" {
 		return nil
@@ -222,7 +218,6 @@ func (s *Store) TrimSettled(ctx context.Context, id string, g GroupState) error 
 	if g.MinPending != "" && lessID(g.MinPending, minID) {
 		minID = g.MinPending
 	}
-	k := CampaignKeys(id)
 	return s.c.Do(ctx, s.c.B().Xtrim().Key(k.Grants).Minid().Threshold(minID).Build()).Error()
 }
 
@@ -248,11 +243,11 @@ func splitID(id string) (uint64, uint64) {
 	return ms, seq
 }
 
-// Settle records the refund in Redis and marks the campaign settled;
-// changed is false when it was settled already.
-func (s *Store) Settle(ctx context.Context, id string, refund int64) (changed bool, err error) {
-	k := CampaignKeys(id)
-	vals, err := s.s.settle.Exec(ctx, s.c, []string{k.Meta, k.Pool}, []string{strconv.FormatInt(refund, 10)}).ToArray()
+// Settle records the refund of a closed campaign (or of one shard: what
+// its pool holds) in Redis and marks it settled; changed is false when it
+// was settled already.
+func (s *Store) Settle(ctx context.Context, k Keys, refund int64) (changed bool, err error) {
+	vals, err := s.s.settle.Exec(ctx, s.c, []string{k.Meta, k.Pool, k.Xfers}, []string{strconv.FormatInt(refund, 10)}).ToArray()
 	if err != nil {
 		return false, resultError("settle", err)
 	}
@@ -272,14 +267,15 @@ func (s *Store) Campaigns(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Unregister removes a settled campaign from the registry and lets its
-// keys expire after retention.
-func (s *Store) Unregister(ctx context.Context, id string, retention time.Duration) error {
-	k := CampaignKeys(id)
+// Unregister removes a settled campaign from the registry and lets the
+// keys of all its shards expire after retention.
+func (s *Store) Unregister(ctx context.Context, id string, shards []Keys, retention time.Duration) error {
 	cmds := []rueidis.Completed{s.c.B().Zrem().Key(CampaignsIndex).Member(id).Build()}
 	if retention > 0 {
-		for _, key := range []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Dead} {
-			cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
+		for _, k := range shards {
+			for _, key := range []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied} {
+				cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
+			}
 		}
 	}
 	for _, r := range s.c.DoMulti(ctx, cmds...) {
@@ -298,8 +294,7 @@ func IsUnknown(err error) bool {
 
 // Redrive moves the dead grants of campaign id back into its grants stream,
 // in calls of up to 500 entries, and returns how many entries moved.
-func (s *Store) Redrive(ctx context.Context, id string) (int64, error) {
-	k := CampaignKeys(id)
+func (s *Store) Redrive(ctx context.Context, k Keys) (int64, error) {
 	var total int64
 	for {
 		n, err := s.s.redrive.Exec(ctx, s.c, []string{k.Dead, k.Grants}, []string{"500"}).AsInt64()

@@ -2,10 +2,14 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
 // Outcome codes of grab.lua.
@@ -16,6 +20,7 @@ const (
 	NotOpen    = 4
 	Closed     = 5
 	NoCampaign = 6
+	Dry        = 7 // a shard of a sharded campaign is empty while open
 )
 
 // MaxBatch is the most users one grab.lua call takes. The script accepts
@@ -33,6 +38,9 @@ const loadPipeline = 32
 type Store struct {
 	c rueidis.Client
 	s *scripts
+	// waitN > 0: every script that moves packets (grab, the transfer
+	// steps) is followed by WAIT waitN waitMs on its connection.
+	waitN, waitMs int64
 }
 
 // New returns a Store on client c, a Redis 7 or later.
@@ -44,16 +52,45 @@ func New(c rueidis.Client) *Store { return &Store{c: c, s: modernScripts} }
 // instead of refusing it up front.
 func NewLegacy(c rueidis.Client) *Store { return &Store{c: c, s: legacyScripts} }
 
+// WithWait returns a copy of the store whose grabs and transfer steps
+// are acknowledged only once replicas replicas hold their writes, waiting
+// at most timeout; one that falls short is an *UnknownError (wrapping a
+// *luascript.ShortWaitError): its outcome is unknown.
+func (s *Store) WithWait(replicas int, timeout time.Duration) *Store {
+	c := *s
+	c.waitN, c.waitMs = int64(replicas), max(timeout.Milliseconds(), 1)
+	return &c
+}
+
+// Wait is the store's WAIT setting: replicas and timeout (0 when off).
+func (s *Store) Wait() (replicas int, timeout time.Duration) {
+	return int(s.waitN), time.Duration(s.waitMs) * time.Millisecond
+}
+
+// exec runs a script that moves packets, followed by WAIT when the store
+// waits for replicas.
+func (s *Store) exec(ctx context.Context, sc *luascript.Script, keys, args []string) (rueidis.RedisResult, error) {
+	if s.waitN == 0 {
+		return sc.Exec(ctx, s.c, keys, args), nil
+	}
+	return sc.ExecWait(ctx, s.c, keys, args, s.waitN, s.waitMs)
+}
+
 // Client is the Redis client of the store.
 func (s *Store) Client() rueidis.Client { return s.c }
 
-// Begin starts loading campaign id with the given meta fields. If the
-// campaign already exists past loading, it returns its state and nothing
-// is changed.
-func (s *Store) Begin(ctx context.Context, id, token string, fields []string) (existing string, err error) {
-	k := CampaignKeys(id)
-	args := append([]string{token}, fields...)
-	vals, err := s.s.begin.Exec(ctx, s.c, []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead}, args).ToArray()
+// Begin starts loading a campaign (or one shard of it) with the given meta
+// fields. If it already exists past loading, it returns its state and
+// nothing is changed, unless restartUnused is set and the shard never
+// granted, lent or borrowed a packet: then it is loaded afresh.
+func (s *Store) Begin(ctx context.Context, k Keys, token string, restartUnused bool, fields []string) (existing string, err error) {
+	flag := "0"
+	if restartUnused {
+		flag = "1"
+	}
+	args := append([]string{token, flag}, fields...)
+	keys := []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied}
+	vals, err := s.s.begin.Exec(ctx, s.c, keys, args).ToArray()
 	if err != nil {
 		return "", resultError("begin load", err)
 	}
@@ -76,11 +113,12 @@ func FormatPacket(seq, cents int64) string {
 	return string(strconv.AppendInt(out, cents, 10))
 }
 
-// Load appends amounts (amounts[i] is packet seq i+1) to the staging list of a loading
-// campaign, in pipelined chunks; progress, if not nil, is told how many
+// Load appends amounts to the staging list of a loading campaign or shard,
+// in pipelined chunks: amounts[i] is the packet of seq first + i*stride
+// (1 and 1 for a one-shard campaign; shard+1 and the shard count for a
+// shard, as load.lua checks). progress, if not nil, is told how many
 // packets are staged after each round trip.
-func (s *Store) Load(ctx context.Context, id, token string, amounts []int64, progress func(done int)) error {
-	k := CampaignKeys(id)
+func (s *Store) Load(ctx context.Context, k Keys, token string, first, stride int64, amounts []int64, progress func(done int)) error {
 	keys := []string{k.Meta, k.Staging}
 	var execs []rueidis.LuaExec
 	flush := func() error {
@@ -100,7 +138,7 @@ func (s *Store) Load(ctx context.Context, id, token string, amounts []int64, pro
 		args := make([]string, 0, 2+end-off)
 		args = append(args, token, strconv.Itoa(off))
 		for i, a := range amounts[off:end] {
-			args = append(args, FormatPacket(int64(off+i+1), a))
+			args = append(args, FormatPacket(first+int64(off+i)*stride, a))
 		}
 		execs = append(execs, rueidis.LuaExec{Keys: keys, Args: args})
 		if len(execs) == loadPipeline || end == len(amounts) {
@@ -124,8 +162,7 @@ type Activation struct {
 
 // Activate makes a fully staged campaign live. opensAt 0 means now by the
 // Redis clock; closesAt 0 means opensAt + windowMs.
-func (s *Store) Activate(ctx context.Context, id, token string, opensAt, closesAt, windowMs int64) (Activation, error) {
-	k := CampaignKeys(id)
+func (s *Store) Activate(ctx context.Context, k Keys, token string, opensAt, closesAt, windowMs int64) (Activation, error) {
 	vals, err := s.s.activate.Exec(ctx, s.c, []string{k.Meta, k.Staging, k.Pool, k.Grants},
 		[]string{token, strconv.FormatInt(opensAt, 10), strconv.FormatInt(closesAt, 10), strconv.FormatInt(windowMs, 10)}).ToArray()
 	if err != nil {
@@ -148,13 +185,21 @@ type GrabResult struct {
 	Cents   int64
 }
 
-// Grab runs grab.lua for a batch of users (1..MaxBatch) and writes one
-// result per user into out, which must have len(users) elements.
-func (s *Store) Grab(ctx context.Context, keys []string, users []string, out []GrabResult) error {
-	resp, err := s.s.grab.Exec(ctx, s.c, keys, users).ToArray()
-	if err != nil {
-		return resultError("grab", err)
+// Grab runs grab.lua on one shard: args[0] is the campaign's shard count
+// as the caller knows it (ShardsArg), args[1:] a batch of users
+// (1..MaxBatch). It writes one result per user into out, which must have
+// len(args)-1 elements. A caller that routed with a stale shard count gets
+// a *ShardsError and nothing was written.
+func (s *Store) Grab(ctx context.Context, keys []string, args []string, out []GrabResult) error {
+	r, werr := s.exec(ctx, s.s.grab, keys, args)
+	resp, err := r.ToArray()
+	if err == nil {
+		err = werr
 	}
+	if err != nil {
+		return shardsError(resultError("grab", err))
+	}
+	users := args[1:]
 	if len(resp) != len(users) {
 		return fmt.Errorf("grab: reply of %d values for %d users", len(resp), len(users))
 	}
@@ -192,38 +237,85 @@ func decodeGrab(m *rueidis.RedisMessage) (GrabResult, error) {
 	return GrabResult{Outcome: outcome, Seq: seq, Cents: cents}, nil
 }
 
-// GrabKeys are the KEYS of grab.lua for campaign id, built once per
+// GrabKeys are the KEYS of grab.lua for one shard, built once per
 // campaign by callers on the hot path.
-func GrabKeys(id string) []string {
-	k := CampaignKeys(id)
+func GrabKeys(k Keys) []string {
 	return []string{k.Meta, k.Pool, k.Claims, k.Grants}
 }
 
-// Snapshot is a consistent read of a campaign's meta and pool length.
-type Snapshot struct {
-	Now     int64             // Redis clock, ms
-	PoolLen int64             // packets in the pool
-	Meta    map[string]string // all fields of meta
+// ShardsArg is grab.lua's first argument for a campaign of shards shards.
+func ShardsArg(shards int) string { return strconv.Itoa(shards) }
+
+// ShardsError says that a campaign has another shard count than the
+// caller routed with: nothing was written, and the caller routes again.
+type ShardsError struct{ Shards int }
+
+func (e *ShardsError) Error() string {
+	return "campaign has " + strconv.Itoa(e.Shards) + " shards"
 }
 
-// Status reads a snapshot; ErrNoCampaign when the campaign does not exist.
-func (s *Store) Status(ctx context.Context, id string) (Snapshot, error) {
-	k := CampaignKeys(id)
-	vals, err := s.s.status.Exec(ctx, s.c, []string{k.Meta, k.Pool}, nil).ToArray()
+// shardsError turns grab.lua's HBSHARDS reply into a *ShardsError.
+func shardsError(err error) error {
+	var se *ScriptError
+	if errors.As(err, &se) && se.Code == "HBSHARDS" {
+		if n, perr := strconv.Atoi(se.Message); perr == nil && n >= 1 && n <= MaxShards {
+			return &ShardsError{Shards: n}
+		}
+	}
+	return err
+}
+
+// Snapshot is a consistent read of one shard's meta and pool length.
+type Snapshot struct {
+	Now       int64             // Redis clock, ms
+	PoolLen   int64             // packets in the pool
+	Transfers int64             // transfer records in flight out of this shard
+	Meta      map[string]string // all fields of meta
+}
+
+// Status reads a snapshot; ErrNoCampaign when the campaign (or shard)
+// does not exist.
+func (s *Store) Status(ctx context.Context, k Keys) (Snapshot, error) {
+	return snapshot(s.s.status.Exec(ctx, s.c, statusKeys(k), nil))
+}
+
+// StatusAll reads a snapshot of every shard in one round trip (each
+// shard's read is consistent, the set is not: a grab may run between two).
+func (s *Store) StatusAll(ctx context.Context, shards []Keys) ([]Snapshot, error) {
+	execs := make([]rueidis.LuaExec, len(shards))
+	for i, k := range shards {
+		execs[i] = rueidis.LuaExec{Keys: statusKeys(k)}
+	}
+	out := make([]Snapshot, len(shards))
+	for i, r := range s.s.status.ExecMulti(ctx, s.c, execs...) {
+		snap, err := snapshot(r)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", shards[i].Tag, err)
+		}
+		out[i] = snap
+	}
+	return out, nil
+}
+
+func statusKeys(k Keys) []string { return []string{k.Meta, k.Pool, k.Xfers} }
+
+func snapshot(r rueidis.RedisResult) (Snapshot, error) {
+	vals, err := r.ToArray()
 	if err != nil {
 		return Snapshot{}, resultError("status", err)
 	}
-	if len(vals) < 2 {
+	if len(vals) < 3 {
 		return Snapshot{}, fmt.Errorf("status: reply of %d elements", len(vals))
 	}
 	var snap Snapshot
 	snap.Now, _ = vals[0].AsInt64()
 	snap.PoolLen, _ = vals[1].AsInt64()
+	snap.Transfers, _ = vals[2].AsInt64()
 	if snap.PoolLen < 0 {
 		return Snapshot{}, fmt.Errorf("status: %w", ErrNoCampaign)
 	}
-	snap.Meta = make(map[string]string, (len(vals)-2)/2)
-	for i := 2; i+1 < len(vals); i += 2 {
+	snap.Meta = make(map[string]string, (len(vals)-3)/2)
+	for i := 3; i+1 < len(vals); i += 2 {
 		f, _ := vals[i].ToString()
 		v, _ := vals[i+1].ToString()
 		snap.Meta[f] = v
@@ -231,9 +323,14 @@ func (s *Store) Status(ctx context.Context, id string) (Snapshot, error) {
 	return snap, nil
 }
 
-// Close closes campaign id now; changed is false when it was closed already.
-func (s *Store) Close(ctx context.Context, id, by string) (state, reason string, changed bool, err error) {
-	k := CampaignKeys(id)
+// Int reads an integer field of the snapshot's meta; 0 when absent.
+func (snap Snapshot) Int(field string) int64 {
+	v, _ := strconv.ParseInt(snap.Meta[field], 10, 64)
+	return v
+}
+
+// Close closes a campaign (or one shard of it) now; changed is false when it was closed already.
+func (s *Store) Close(ctx context.Context, k Keys, by string) (state, reason string, changed bool, err error) {
 	vals, err := s.s.close.Exec(ctx, s.c, []string{k.Meta}, []string{by}).ToArray()
 	if err != nil {
 		return "", "", false, resultError("close", err)

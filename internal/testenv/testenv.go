@@ -6,12 +6,44 @@
 // a private server for tests that change server-wide state (SCRIPT FLUSH,
 // CLIENT PAUSE, crashes). When redis-server is missing the tests skip, except
 // under CI=true, where that is a failure.
+//
+// # Topologies
+//
+// NewCluster starts a private Redis Cluster (three masters by default,
+// optionally with replicas) and returns once every node agrees on the slots.
+// Its Client was given one node's address and found the others itself;
+// each Node has a Client of its own that talks to that node alone. A test
+// puts a campaign on a chosen master with IDOn (or on a chosen slot with
+// IDInSlot and KeySlot), asks where a key lives with MasterOf, kills and
+// restarts nodes (KillNode, RestartNode, then WaitConsistent), and moves a
+// slot while clients run:
+//
+//	c := testenv.NewCluster(t, testenv.ClusterOptions{Masters: 2})
+//	m, err := c.BeginMigration(ctx, slot, c.Nodes[1].Addr) // slot now split
+//	_, err = m.Step(ctx, 50)                                // move 50 keys
+//	// ... clients now get ASK and TRYAGAIN; c.Redirects counts them ...
+//	err = m.Finish(ctx)                                     // move the rest, hand over
+//
+// MigrateSlot does all three at once.
+//
+// NewSentinel starts a master, its replicas and three sentinels tuned to
+// fail over within a few seconds. Its URL is the form rueidis.ParseURL
+// reads (redis://S1?master_set=NAME&addr=S2&addr=S3) and its Client was
+// made from it. A durability test writes, calls WaitReplicated (every
+// replica has what the master had), KillMaster, WaitFailover (the new
+// master's address), and keeps using the same Client; RestartAsReplica
+// brings the old master back.
+//
+// Every process of a topology runs on loopback in its own temporary data
+// directory and stops when the test ends; every wait has a deadline and a
+// failure message with the state last seen and the tails of the nodes'
+// logs. Cluster nodes get ports below Linux's ephemeral range with their
+// bus port (port+10000) free too, so the many parallel topologies of a
+// test run do not collide with each other or with outgoing connections.
 package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -22,6 +54,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
+	"github.com/hongbao/hongbao/internal/random"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
@@ -144,8 +177,6 @@ func OneConnClient(t testing.TB, addr string) rueidis.Client {
 // characters valid in campaign ids and Redis hash tags.
 func UniqueID(t testing.TB) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
 	name := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
@@ -156,5 +187,5 @@ func UniqueID(t testing.TB) string {
 	if len(name) > 40 {
 		name = name[len(name)-40:]
 	}
-	return strings.Trim(name, "-") + "-" + hex.EncodeToString(b[:])
+	return strings.Trim(name, "-") + "-" + random.Hex(6)
 }

@@ -43,7 +43,7 @@ func TestSettleThroughOutage(t *testing.T) {
 	// (entries idle at a live worker that cannot write).
 	time.Sleep(3 * reclaimIdle)
 	require.Equal(t, before, e.settled(), "nothing was written while the database was unreachable")
-	g, err := redisstore.New(e.r.Client).Group(e.ctx, e.c.ID)
+	g, err := redisstore.New(e.r.Client).Group(e.ctx, redisstore.CampaignKeys(e.c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Dead, "an outage sends nothing to the dead stream")
 	require.Positive(t, g.Pending+g.Lag, "grants wait in the stream")

@@ -7,7 +7,9 @@
 -- ARGV[4] default open window, ms
 -- Reply   {state, opens_at, closes_at}; state is 'scheduled' or 'open'
 -- Errors  HBSTALE not loading or another loader; HBCOUNT / HBSUM staged contents differ
---         from the spec; HBWINDOW closes_at not after opens_at or already past
+--         from the spec (a shard's share, base_count and base_cents, when meta has
+--         them; else count and total); HBWINDOW closes_at not after opens_at or
+--         already past
 -- Writes  RENAME of staging to pool, XGROUP CREATE of the settle group at 0 (MKSTREAM),
 --         HDEL of the load fields and HSET of state, opens_at, closes_at, created_at
 --         and the zeroed counters in meta.
@@ -16,10 +18,12 @@
 local meta, staging, pool, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token = ARGV[1]
 
-local m = redis.call('HMGET', meta, 'state', 'load_token', 'staged_count', 'staged_cents', 'count', 'total')
+local m = redis.call('HMGET', meta, 'state', 'load_token', 'staged_count', 'staged_cents', 'count', 'total',
+  'base_count', 'base_cents')
 if m[1] ~= 'loading' or m[2] ~= token then
   return redis.error_reply('HBSTALE the load was superseded or the campaign is not loading')
 end
+m[5], m[6] = m[7] or m[5], m[8] or m[6]
 local len = redis.call('LLEN', staging)
 if tonumber(m[3]) ~= tonumber(m[5]) or len ~= tonumber(m[5]) then
   return redis.error_reply('HBCOUNT staged ' .. len .. ' packets (counted ' .. m[3] .. '), spec says ' .. m[5])

@@ -1,25 +1,30 @@
 #!lua
 -- grab.lua: grant packets to a batch of users, at most one per user.
--- KEYS[1] meta  KEYS[2] pool  KEYS[3] claims  KEYS[4] grants stream
--- ARGV    user ids 1..n (1 <= n <= 3000); a user may appear more than once
+-- KEYS[1] meta  KEYS[2] pool  KEYS[3] claims  KEYS[4] grants stream (of one shard)
+-- ARGV[1] the campaign's shard count as the caller knows it
+-- ARGV[2..n+1] user ids (1 <= n <= 3000); a user may appear more than once
 -- Reply   n elements, one per user in ARGV order:
 --           "<seq>:<cents>"    a bulk string: GRANTED, this packet, now
 --           {"<seq>:<cents>"}  a one-element array: ALREADY, the packet the user holds
---           3, 4, 5 or 6       an integer: SOLD_OUT, NOT_OPEN, CLOSED, NO_CAMPAIGN
--- Errors  HBBATCH batch size out of range; HBCORRUPT a pool entry that is not
---         "<seq>:<cents>". Both are raised before any write.
+--           3, 4, 5, 6 or 7    an integer: SOLD_OUT, NOT_OPEN, CLOSED, NO_CAMPAIGN, or
+--                              DRY (a shard of a sharded campaign is empty while open:
+--                              the caller refills it from another shard and asks again)
+-- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
+--         shard count than ARGV[1] (the caller routed the users with a stale layout);
+--         HBCORRUPT a pool entry that is not "<seq>:<cents>". All raised before any write.
 -- Writes  when some users are new and the pool is not empty: the granted packets
 --         leave the tail of the pool (LTRIM, or DEL when it runs dry), one HSET of
 --         all new claims, one XADD of the whole batch to the grants stream (field
 --         user, value "<seq>:<cents>" per grant), one HINCRBY per counter; when the
---         pool runs dry the campaign closes with close_reason sold_out.
+--         pool of a one-shard campaign runs dry the campaign closes with close_reason
+--         sold_out (a sharded campaign is closed by the caller, once every shard is dry).
 -- Complexity O(n), with a constant number of Redis commands per batch: the
 --         per-call cost of Redis is paid once for n users.
 -- A packet is one preformatted string that flows unchanged from the pool to the
 -- claim, the stream and the reply: formatting numbers in Lua is what a grab
 -- would otherwise spend most of its time on.
 local meta, pool, claims, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local n = #ARGV
+local n = #ARGV - 1
 
 if n < 1 or n > 3000 then
   return redis.error_reply('HBBATCH batch of ' .. n .. ' users, want 1..3000')
@@ -33,10 +38,14 @@ local function answer_all(code)
   return out
 end
 
-local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason')
+local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason', 'shards')
 local state = m[1]
 if not state or state == 'loading' then
   return answer_all(6)
+end
+local shards = m[5] or '1'
+if shards ~= ARGV[1] then
+  return redis.error_reply('HBSHARDS ' .. shards)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -56,7 +65,7 @@ else
   closed_code = 5
 end
 
-local held = redis.call('HMGET', claims, unpack(ARGV))
+local held = redis.call('HMGET', claims, unpack(ARGV, 2))
 
 if closed_code then
   for i = 1, n do
@@ -73,7 +82,7 @@ end
 local first = {}
 local need = 0
 for i = 1, n do
-  local u = ARGV[i]
+  local u = ARGV[i + 1]
   if not held[i] and not first[u] then
     first[u] = i
     need = need + 1
@@ -89,13 +98,20 @@ if need > 0 then
   end
 end
 
+-- The answer of a user left without a packet: a one-shard campaign is sold out;
+-- a shard of a sharded one is only dry.
+local empty = 3
+if shards ~= '1' then
+  empty = 7
+end
+
 -- Hand out packets from the tail; sum their cents on the way. Nothing has
 -- been written yet, so a corrupt entry stops the script cleanly.
 local pairs_ = {}
 local given = {}
 local granted, cents_sum = 0, 0
 for i = 1, n do
-  local u = ARGV[i]
+  local u = ARGV[i + 1]
   if held[i] then
     out[i] = {held[i]}
   elseif first[u] == i then
@@ -112,12 +128,12 @@ for i = 1, n do
       pairs_[2 * granted - 1], pairs_[2 * granted] = u, claim
       out[i] = claim
     else
-      out[i] = 3
+      out[i] = empty
     end
   elseif given[u] then
     out[i] = {given[u]}
   else
-    out[i] = 3
+    out[i] = empty
   end
 end
 
@@ -131,7 +147,7 @@ if granted > 0 then
   redis.call('XADD', grants, '*', unpack(pairs_))
   redis.call('HINCRBY', meta, 'granted_count', granted)
   redis.call('HINCRBY', meta, 'granted_cents', string.format('%d', cents_sum))
-  if granted == len then
+  if granted == len and shards == '1' then
     redis.call('HSET', meta, 'state', 'closed', 'close_reason', 'sold_out',
       'closed_at', string.format('%d', now))
   end

@@ -2,7 +2,9 @@
 -- load.lua: append one chunk of packets to a loading campaign's staging list.
 -- KEYS[1] meta  KEYS[2] staging
 -- ARGV[1] load token  ARGV[2] packets staged before this chunk
--- ARGV[3..] packets "<seq>:<cents>", in seq order, continuing from the staged ones
+-- ARGV[3..] packets "<seq>:<cents>", in seq order, continuing from the staged ones:
+--         packet p (0-based over the whole load) has seq shard + 1 + p * shards, with
+--         shard and shards from meta (0 and 1 when absent: seqs 1, 2, 3, ...)
 -- Reply   packets staged after this chunk
 -- Errors  HBSTALE another loader took over or the campaign is not loading;
 --         HBOFFSET chunk out of order; HBAMOUNT an entry that is not "<seq>:<cents>"
@@ -17,18 +19,19 @@
 local meta, staging = KEYS[1], KEYS[2]
 local token, offset = ARGV[1], tonumber(ARGV[2])
 
-local m = redis.call('HMGET', meta, 'state', 'load_token', 'staged_count')
+local m = redis.call('HMGET', meta, 'state', 'load_token', 'staged_count', 'shard', 'shards')
 if m[1] ~= 'loading' or m[2] ~= token then
   return redis.error_reply('HBSTALE the load was superseded or the campaign is not loading')
 end
 if tonumber(m[3]) ~= offset then
   return redis.error_reply('HBOFFSET chunk starts at ' .. ARGV[2] .. ' but ' .. m[3] .. ' are staged')
 end
+local first, stride = tonumber(m[4] or '0') + 1, tonumber(m[5] or '1')
 local sum = 0
 for i = 3, #ARGV do
   local seq, cents = string.match(ARGV[i], '^(%d+):(%d+)$')
   seq, cents = tonumber(seq), tonumber(cents)
-  if not seq or seq ~= offset + i - 2 or cents < 1 then
+  if not seq or seq ~= first + (offset + i - 3) * stride or cents < 1 then
     return redis.error_reply('HBAMOUNT packet ' .. ARGV[i] .. ' at position ' .. (offset + i - 2))
   end
   sum = sum + cents

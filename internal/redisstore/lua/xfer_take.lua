@@ -1,0 +1,57 @@
+#!lua
+-- xfer_take.lua: step 1 of a transfer: take packets out of a shard's pool into a
+-- transfer record kept in the same slot.
+-- KEYS[1] meta  KEYS[2] pool  KEYS[3] xfers (hash: transfer id -> record)
+-- ARGV[1] destination shard  ARGV[2] most packets to take (1..3000)
+-- Reply   {xid, packet, packet, ...}: the transfer's id and the packets taken from the
+--         head of the pool; {} when the pool is empty or the shard is not open or
+--         scheduled (closed and settled shards lend nothing)
+-- Errors  HBNOCAMPAIGN no such shard, or still loading; HBARGS bad count;
+--         HBCORRUPT a pool entry that is not "<seq>:<cents>". All before any write.
+-- Writes  LTRIM (or DEL) of the pool head, one HSET of the record
+--         "<dest>|<ms>|<packet>,<packet>,...", HINCRBY of xfer_seq, out_count, out_cents
+-- Complexity O(packets taken). The packets are in the record from the moment they
+-- leave the pool, so conservation counts them (pool + claims + records in flight).
+local meta, pool, xfers = KEYS[1], KEYS[2], KEYS[3]
+local dest, want = ARGV[1], tonumber(ARGV[2])
+
+if not want or want < 1 or want > 3000 or not string.match(dest, '^%d+$') then
+  return redis.error_reply('HBARGS want a destination shard and a count in 1..3000')
+end
+local m = redis.call('HMGET', meta, 'state', 'shard')
+if not m[1] or m[1] == 'loading' then
+  return redis.error_reply('HBNOCAMPAIGN no such shard')
+end
+if m[1] ~= 'open' and m[1] ~= 'scheduled' then
+  return {}
+end
+local len = redis.call('LLEN', pool)
+local k = math.min(want, len)
+if k == 0 then
+  return {}
+end
+local got = redis.call('LRANGE', pool, 0, k - 1)
+local sum = 0
+for i = 1, k do
+  local c = tonumber(string.match(got[i], '^%d+:(%d+)$'))
+  if not c then
+    return redis.error_reply('HBCORRUPT pool entry ' .. got[i])
+  end
+  sum = sum + c
+end
+if k == len then
+  redis.call('DEL', pool)
+else
+  redis.call('LTRIM', pool, k, -1)
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local xid = (m[2] or '0') .. '-' .. redis.call('HINCRBY', meta, 'xfer_seq', 1)
+redis.call('HSET', xfers, xid, dest .. '|' .. string.format('%d', now) .. '|' .. table.concat(got, ','))
+redis.call('HINCRBY', meta, 'out_count', k)
+redis.call('HINCRBY', meta, 'out_cents', string.format('%d', sum))
+local out = {xid}
+for i = 1, k do
+  out[i + 1] = got[i]
+end
+return out

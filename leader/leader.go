@@ -1,0 +1,256 @@
+// Package leader elects one process among many that share a Redis, so that
+// work meant to run once per deployment (settlement, closing campaigns on
+// time, refunds) runs in one place while every process serves requests.
+//
+// Each process creates an Elector with the same Name and starts it. One of
+// them holds a Redis lease and renews it; its OnElected runs, with a
+// context that is cancelled when the lease is lost or the Elector stops.
+// When the holder stops, it releases the lease and another process takes
+// over at its next try (RenewEvery). When the holder dies or is cut off from
+// Redis, the lease runs out and another takes over after at most TTL.
+//
+//	el, err := leader.New(leader.Config{
+//		Redis: client,
+//		OnElected: func(ctx context.Context, term leader.Term) {
+//			// the work of the one leader; return soon after ctx is done
+//		},
+//	})
+//	if err != nil { ... }
+//	if err := el.Start(ctx); err != nil { ... }
+//	defer el.Stop()
+//
+// # What a lease can promise
+//
+// A holder that cannot renew (Redis stalled, the network cut) reports the
+// loss on its own clock: OnElected's context is cancelled, and IsLeader
+// turns false, at most four fifths of TTL after the start of its last
+// successful renewal, so before Redis can let the lease expire and hand it
+// to another process. That holds while the work notices the cancellation
+// within the remaining fifth and the process is not paused for longer (a
+// stop-the-world of the whole process, a suspended VM). Work that must
+// never overlap across such pauses passes the fencing token (Term.Token)
+// to whatever it writes, and the receiver refuses a token smaller than one
+// it has seen: tokens grow with every election.
+//
+// # How
+//
+// The lease is the once-only claim of package atomicop (atomicop.Once):
+// the holder's mark <Prefix>{<Name>}:mark expires by itself after TTL and
+// holds "c:<token>"; the token is drawn from the counter <Prefix>{<Name>}:fence
+// in the same script, which is where its growth comes from. Renewal is
+// Once.Extend and release Once.Release, both checked against the token
+// inside Redis: a process whose lease ran out and was taken can neither
+// renew nor release the new holder's.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/atomicop"
+	"github.com/hongbao/hongbao/internal/redisstore"
+)
+
+// Defaults of Config.
+const (
+	// DefaultName is the lease of serve's scheduler.
+	DefaultName = redisstore.SchedulerLease
+	// DefaultPrefix starts the keys of every lease.
+	DefaultPrefix = redisstore.LeasePrefix
+	// DefaultTTL is the lifetime of a lease that is not renewed.
+	DefaultTTL = 10 * time.Second
+	// MinTTL is the shortest TTL Validate accepts: shorter leases would be
+	// lost to an ordinary round trip or a collector pause.
+	MinTTL = 50 * time.Millisecond
+)
+
+// fenceTTL is how long the token counter of a lease outlives the last
+// claim or renewal. Tokens grow while the counter lives; a lease nobody
+// held for this long starts counting again at 1.
+const fenceTTL = 30 * 24 * time.Hour
+
+// releaseTimeout bounds the release of the lease when an Elector stops.
+const releaseTimeout = 2 * time.Second
+
+var (
+	// ErrConfig means a Config that Validate refuses.
+	ErrConfig = errors.New("leader: invalid config")
+	// ErrStarted means Start was called on an Elector already started.
+	ErrStarted = errors.New("leader: already started")
+)
+
+// Config configures an Elector. The zero value of every field but Redis
+// means its default.
+type Config struct {
+	// Redis is the client of the Redis that holds the lease. Required.
+	Redis rueidis.Client
+	// Name names the lease: the processes that use the same Name and
+	// Prefix on one Redis elect one leader. It must not contain braces.
+	// Default: DefaultName ("scheduler").
+	Name string
+	// Prefix starts the lease's keys, <Prefix>{<Name>}:mark and
+	// <Prefix>{<Name>}:fence. It must not contain braces. Default:
+	// DefaultPrefix ("hb:lease:").
+	Prefix string
+	// TTL is the lifetime of the lease in Redis without a renewal: how
+	// long after a holder dies (or is cut off) another process takes over.
+	// Whole milliseconds, at least MinTTL. Default: DefaultTTL (10s).
+	TTL time.Duration
+	// RenewEvery is how often the holder renews the lease, and how often
+	// the others try to take it. At most TTL/2, so that a renewal that
+	// fails once is tried again before the holder gives up. Default: TTL/3.
+	RenewEvery time.Duration
+	// Logger receives the elections, the losses and the Redis errors.
+	// Default: slog.Default().
+	Logger *slog.Logger
+	// OnElected runs the leader's work, in a goroutine of its own, each
+	// time this process takes the lease. Its context is cancelled when the
+	// lease is lost or the Elector stops; it should return soon after,
+	// because the Elector waits for it before it tries again or stops, so
+	// two of its runs never overlap in one process. Optional: IsLeader
+	// also tells.
+	OnElected func(ctx context.Context, term Term)
+}
+
+// withDefaults returns the configuration with every zero field set to its
+// default.
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.RenewEvery == 0 {
+		c.RenewEvery = c.TTL / 3
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports whether the configuration, with its defaults filled in,
+// can be used.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Redis == nil:
+		return fmt.Errorf("%w: Redis is required", ErrConfig)
+	case strings.ContainsAny(c.Name, "{}"):
+		return fmt.Errorf("%w: Name %q must not contain braces", ErrConfig, c.Name)
+	case strings.ContainsAny(c.Prefix, "{}"):
+		return fmt.Errorf("%w: Prefix %q must not contain braces", ErrConfig, c.Prefix)
+	case c.TTL < MinTTL:
+		return fmt.Errorf("%w: TTL %v, want at least %v", ErrConfig, c.TTL, MinTTL)
+	case c.TTL%time.Millisecond != 0:
+		return fmt.Errorf("%w: TTL %v, want whole milliseconds", ErrConfig, c.TTL)
+	case c.RenewEvery < time.Millisecond || c.RenewEvery > c.TTL/2:
+		return fmt.Errorf("%w: RenewEvery %v, want 1ms..TTL/2 (%v)", ErrConfig, c.RenewEvery, c.TTL/2)
+	}
+	return nil
+}
+
+// Term is one holding of the lease by one process.
+type Term struct {
+	// Token is the fencing token of the holding: it grows with every
+	// election of the lease, so a receiver that remembers the largest
+	// token it has seen can refuse the writes of an earlier holder. A
+	// holder that loses the lease and takes it back before anyone else
+	// held it keeps its token.
+	Token int64
+	// Since is when this process took the lease, on its own clock.
+	Since time.Time
+}
+
+// Elector takes and holds one lease for as long as it runs. Use New, then
+// Start and Stop. Its methods are safe for concurrent use.
+type Elector struct {
+	cfg  Config
+	once *atomicop.Once
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	leading bool
+	until   time.Time // while leading: when this process stops believing it
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// New returns an Elector for cfg.
+func New(cfg Config) (*Elector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	once, err := atomicop.NewOnce(cfg.Redis, &atomicop.OnceConfig{Prefix: cfg.Prefix, FenceTTL: fenceTTL})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return &Elector{
+		cfg: cfg, once: once,
+		log: cfg.Logger.With("component", "leader", "lease", cfg.Name),
+	}, nil
+}
+
+// Start begins taking and renewing the lease in the background, until
+// Stop is called or ctx ends. It returns ErrStarted when called twice.
+func (e *Elector) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return ErrStarted
+	}
+	e.started = true
+	ctx, e.cancel = context.WithCancel(ctx)
+	e.done = make(chan struct{})
+	l := newLoop(e)
+	go func() {
+		defer close(e.done)
+		l.run(ctx)
+	}()
+	return nil
+}
+
+// Stop ends the election and waits: OnElected's context is cancelled, the
+// Elector waits for it to return and for a Redis call in flight, then
+// releases the lease if it holds it, so another process takes over at its
+// next try instead of after the TTL. Stop before Start does nothing.
+func (e *Elector) Stop() {
+	e.mu.Lock()
+	cancel, done := e.cancel, e.done
+	e.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// IsLeader reports whether this process holds the lease now, as far as it
+// can know: it turns false when a renewal says the lease is another's, and
+// at the latest four fifths of TTL after the start of the last successful
+// renewal, before Redis can give the lease to another process.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading && time.Now().Before(e.until)
+}
+
+// setLeading records the state IsLeader reports.
+func (e *Elector) setLeading(leading bool, until time.Time) {
+	e.mu.Lock()
+	e.leading, e.until = leading, until
+	e.mu.Unlock()
+}

@@ -1,0 +1,389 @@
+package hongbao
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+)
+
+// Sharded campaigns. A campaign of S shards keeps S groups of keys, each
+// under its own hash tag (redisstore.ShardTag), so a Redis Cluster spreads
+// them over its masters. A user's claim lives only on the user's home
+// shard (HomeShard), so "at most one packet per user" stays one script on
+// one slot. When a shard runs dry while others still hold packets, the
+// engine that met the dry shard moves packets to it by a journaled
+// transfer (redisstore's TakeTransfer, ApplyTransfer, FinishTransfer) and
+// asks again: on demand, not ahead of time, because homes are only
+// statistically even and a transfer ahead of demand may move packets to
+// where nobody asks for them. A transfer takes half of the richest
+// shard's pool (at least what the batch needs, at most MaxTransfer), so a
+// shard that keeps running dry borrows in steps that halve what is left
+// elsewhere: the number of transfers grows with the log of the packets,
+// not with the grabs. SOLD_OUT is answered only when every packet of every
+// shard is granted; the engine then closes every shard, reason sold_out.
+
+// route is what the engine knows of a campaign's layout.
+type route struct {
+	id     string
+	shards int
+	arg    string            // grab.lua's first argument
+	keys   []redisstore.Keys // per shard
+	grab   [][]string        // grab.lua's KEYS per shard
+	root   redisstore.Keys   // keys[0]
+}
+
+func newRoute(id string, shards int) *route {
+	r := &route{id: id, shards: shards, arg: redisstore.ShardsArg(shards), keys: redisstore.Layout(id, shards)}
+	r.grab = make([][]string, shards)
+	for k, keys := range r.keys {
+		r.grab[k] = redisstore.GrabKeys(keys)
+	}
+	r.root = r.keys[0]
+	return r
+}
+
+// maxRoutes bounds the route cache: grabs of made-up campaign ids fill it
+// with one-shard guesses, and a full cache starts over.
+const maxRoutes = 4096
+
+// guess returns the route of a campaign the engine has not seen: one
+// shard, until grab.lua says otherwise. Called with c.mu held.
+func (c *coalescer) guess(id string) *route {
+	if len(c.routes) >= maxRoutes {
+		clear(c.routes)
+	}
+	r := newRoute(id, 1)
+	c.routes[id] = r
+	return r
+}
+
+// current is the route the engine now holds for id.
+func (c *coalescer) current(id string) *route {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.routes[id]; r != nil {
+		return r
+	}
+	return c.guess(id)
+}
+
+// learn records that campaign id has shards shards. The layout is built
+// outside the lock: for many shards it takes a moment.
+func (c *coalescer) learn(id string, shards int) *route {
+	if r := c.current(id); r.shards == shards {
+		return r
+	}
+	r := newRoute(id, shards)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.routes[id]; old != nil && old.shards == shards {
+		return old
+	}
+	if len(c.routes) >= maxRoutes {
+		clear(c.routes)
+	}
+	c.routes[id] = r
+	return r
+}
+
+// forget drops the route of id, when a shard was not found: the campaign
+// may have been created again with another shard count.
+func (c *coalescer) forget(r *route) {
+	c.mu.Lock()
+	if c.routes[r.id] == r {
+		delete(c.routes, r.id)
+	}
+	c.mu.Unlock()
+}
+
+// maxReroutes bounds how often one batch is routed again (each time a
+// script said the layout was stale, so nothing was written).
+const maxReroutes = 3
+
+// execRouted serves users by their home shards under route r, one script
+// call per shard that has some, and writes their answers into out.
+func (c *coalescer) execRouted(ctx context.Context, r *route, users []string, out []redisstore.GrabResult, depth int) (each []error, err error) {
+	if depth > maxReroutes {
+		return nil, fmt.Errorf("campaign %s: its shard count keeps changing", r.id)
+	}
+	idx := make([][]int, r.shards)
+	for i, u := range users {
+		k := redisstore.HomeShard(u, r.shards)
+		idx[k] = append(idx[k], i)
+	}
+	for k, is := range idx {
+		if len(is) == 0 {
+			continue
+		}
+		args := make([]string, 0, len(is)+1)
+		args = append(args, r.arg)
+		for _, i := range is {
+			args = append(args, users[i])
+		}
+		sub := make([]redisstore.GrabResult, len(is))
+		subEach, err := c.execShard(ctx, r, k, args, sub, depth)
+		for j, i := range is {
+			out[i] = sub[j]
+			e := err
+			if e == nil && subEach != nil {
+				e = subEach[j]
+			}
+			if e != nil {
+				if each == nil {
+					each = make([]error, len(users))
+				}
+				each[i] = e
+			}
+		}
+	}
+	return each, nil
+}
+
+// execShard runs grab.lua on shard k of route r for args (the shard count,
+// then users), and handles what a sharded campaign can answer beyond a
+// one-shard one: a stale layout, a shard that does not exist, a dry shard.
+func (c *coalescer) execShard(ctx context.Context, r *route, k int, args []string, out []redisstore.GrabResult, depth int) (each []error, err error) {
+	err = c.store.Grab(ctx, r.grab[k], args, out)
+	var se *redisstore.ShardsError
+	if errors.As(err, &se) {
+		return c.execRouted(ctx, c.learn(r.id, se.Shards), args[1:], out, depth+1)
+	}
+	if err != nil || r.shards == 1 {
+		return nil, err
+	}
+	if k > 0 && anyOutcome(out, redisstore.NoCampaign) {
+		// A shard that does not exist: the campaign is gone, or was made
+		// again with fewer shards. Ask its root.
+		c.forget(r)
+		return c.execRouted(ctx, c.current(r.id), args[1:], out, depth+1)
+	}
+	if !anyOutcome(out, redisstore.Dry) {
+		return nil, nil
+	}
+	return c.serveDry(ctx, r, k, args[1:], out), nil
+}
+
+func anyOutcome(out []redisstore.GrabResult, code int) bool {
+	for _, o := range out {
+		if o.Outcome == code {
+			return true
+		}
+	}
+	return false
+}
+
+// maxRefills bounds the refills one batch waits for: other processes may
+// grab what a refill brought before this batch asks again.
+const maxRefills = 8
+
+// serveDry refills dry shard k and asks again for the users it answered
+// DRY, until none is left dry. A user still dry after maxRefills gets
+// ErrBusy: nothing was granted to them, and a retry is safe.
+func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []string, out []redisstore.GrabResult) []error {
+	each := make([]error, len(users))
+	for attempt := 0; ; attempt++ {
+		var dry []int
+		for i, o := range out {
+			if o.Outcome == redisstore.Dry {
+				dry = append(dry, i)
+			}
+		}
+		if len(dry) == 0 {
+			return each
+		}
+		fail := func(err error) []error {
+			for _, i := range dry {
+				each[i] = err
+			}
+			return each
+		}
+		if attempt == maxRefills {
+			return fail(ErrBusy)
+		}
+		if err := c.refill(ctx, r, k, len(dry)); err != nil {
+			// Nothing was granted to the dry users: they may retry.
+			return fail(&kindError{kind: ErrBusy, cause: err})
+		}
+		args := make([]string, 0, len(dry)+1)
+		args = append(args, r.arg)
+		for _, i := range dry {
+			args = append(args, users[i])
+		}
+		again := make([]redisstore.GrabResult, len(dry))
+		if err := c.store.Grab(ctx, r.grab[k], args, again); err != nil {
+			return fail(err)
+		}
+		for j, i := range dry {
+			out[i] = again[j]
+		}
+	}
+}
+
+// refill brings packets to dry shard k for need users: from the shard
+// with the most, by one transfer. When no other pool has any, it finishes
+// the transfers in flight (anyone's: every step is idempotent), and when
+// there are none it checks whether every packet is granted, and if so
+// closes the campaign, sold out. It returns nil when the caller should
+// ask again.
+func (c *coalescer) refill(ctx context.Context, r *route, k, need int) error {
+	lens, err := c.store.PoolLengths(ctx, r.keys)
+	if err != nil {
+		return err
+	}
+	if lens[k] > 0 {
+		return nil // someone else refilled it
+	}
+	order := make([]int, 0, r.shards-1)
+	for j, n := range lens {
+		if j != k && n > 0 {
+			order = append(order, j)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return lens[order[a]] > lens[order[b]] })
+	for _, j := range order {
+		want := min(max(need, int((lens[j]+1)/2)), redisstore.MaxTransfer)
+		t, err := c.store.TakeTransfer(ctx, r.keys[j], k, want)
+		if err != nil {
+			return err
+		}
+		if len(t.Packets) == 0 {
+			continue
+		}
+		if _, err := c.store.ApplyTransfer(ctx, r.keys[k], t); err != nil {
+			return err // the record stays; recovery applies it
+		}
+		// Best effort: a record left behind is applied again as a no-op
+		// and deleted by the next recovery.
+		_ = c.store.FinishTransfer(ctx, r.keys[j], t.ID)
+		c.transfers.Add(1)
+		c.moved.Add(uint64(len(t.Packets)))
+		return nil
+	}
+	n, err := c.store.Recover(ctx, r.keys, 0)
+	if err != nil || n > 0 {
+		return err
+	}
+	snaps, err := c.store.StatusAll(ctx, r.keys)
+	if err != nil {
+		return err
+	}
+	var granted int64
+	for _, s := range snaps {
+		granted += s.Int("granted_count")
+	}
+	if granted < snaps[0].Int("count") {
+		return nil // packets moved between our reads; look again
+	}
+	return closeShards(ctx, c.store, r.keys, CloseSoldOut)
+}
+
+// closeShards closes every shard of a campaign for reason, the root last:
+// the root's state is the campaign's, so it says closed only once every
+// shard is. Closing a closed shard changes nothing.
+func closeShards(ctx context.Context, s *redisstore.Store, shards []redisstore.Keys, reason string) error {
+	for k := len(shards) - 1; k >= 0; k-- {
+		if _, _, _, err := s.Close(ctx, shards[k], reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createSharded loads and activates a campaign of c.Shards shards. The
+// root begins first: it alone decides whether the campaign exists. Then
+// every other shard begins (one left live by a create that crashed before
+// its root went live is loaded afresh, if it never granted, lent or
+// borrowed a packet), each loads its share, every other shard activates,
+// and the root last: until the root is live the campaign is not found, so
+// nobody who learned of it from Create or Status ever sees it in part.
+// Every shard gets the same window, resolved once by the Redis clock.
+func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amounts []int64) (redisstore.Activation, error) {
+	r := newRoute(c.ID, c.Shards)
+	token := newToken()
+	shares := deal(amounts, c.Shards)
+	for k, keys := range r.keys {
+		existing, err := e.store.Begin(ctx, keys, token, k > 0, shardFields(c, k, shares[k]))
+		if err != nil {
+			return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
+		}
+		if existing != "" {
+			return redisstore.Activation{}, &ExistsError{ID: c.ID, State: State(existing)}
+		}
+	}
+	before := 0
+	for k, keys := range r.keys {
+		if err := e.store.Load(ctx, keys, token, int64(k+1), int64(c.Shards), shares[k], e.progress(c.Count, before)); err != nil {
+			return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
+		}
+		before += len(shares[k])
+	}
+	if err := e.record(ctx, c.ID, amounts); err != nil {
+		return redisstore.Activation{}, err
+	}
+	opens, closes, err := e.window(ctx, spec)
+	if err != nil {
+		return redisstore.Activation{}, opErr("create", c.ID, err)
+	}
+	var act redisstore.Activation
+	for k := c.Shards - 1; k >= 0; k-- {
+		act, err = e.store.Activate(ctx, r.keys[k], token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
+		if err != nil {
+			return redisstore.Activation{}, e.activateErr(c.ID, spec, err)
+		}
+	}
+	e.co.learn(c.ID, c.Shards)
+	return act, nil
+}
+
+// window resolves a spec's open window in ms: an open time not given is
+// now by the Redis clock, a close time not given is the default window
+// after the open time.
+func (e *Engine) window(ctx context.Context, spec Spec) (opens, closes int64, err error) {
+	opens, closes = unixMs(spec.OpensAt), unixMs(spec.ClosesAt)
+	if opens == 0 {
+		if opens, err = e.store.Now(ctx); err != nil {
+			return 0, 0, err
+		}
+	}
+	if closes == 0 {
+		closes = opens + e.cfg.DefaultWindow.Milliseconds()
+	}
+	return opens, closes, nil
+}
+
+// deal deals the split's packets to shards after the shuffle the split
+// made: packet seq i+1 goes to shard i mod shards, so every shard holds the
+// same count (give or take one) and statistically the same amounts.
+func deal(amounts []int64, shards int) [][]int64 {
+	out := make([][]int64, shards)
+	for k := range out {
+		out[k] = make([]int64, 0, (len(amounts)+shards-1)/shards)
+	}
+	for i, a := range amounts {
+		out[i%shards] = append(out[i%shards], a)
+	}
+	return out
+}
+
+// shardFields are the meta fields of shard k: the spec on the root, and on
+// every shard the layout and its share.
+func shardFields(c *Campaign, k int, share []int64) []string {
+	var cents int64
+	for _, a := range share {
+		cents += a
+	}
+	f := []string{
+		"shards", strconv.Itoa(c.Shards),
+		"shard", strconv.Itoa(k),
+		"base_count", strconv.Itoa(len(share)),
+		"base_cents", strconv.FormatInt(cents, 10),
+	}
+	if k == 0 {
+		f = append(f, metaFields(c)...)
+	}
+	return f
+}
