@@ -452,14 +452,20 @@ func TestConsoleCreates(t *testing.T) {
 	require.Contains(t, js[string](t, tab, `document.getElementById('err-max').textContent`), "below min")
 	noHorizontalScroll(t, tab, "the form with errors")
 
-	do(t, tab, setValue("f-max", ""), submit)
+	do(t, tab, setValue("f-max", ""), setValue("f-shards", "999"), submit)
+	waitFor(t, tab, `document.getElementById('err-shards').textContent !== ''`, "the error next to shards")
+	require.True(t, js[bool](t, tab, `document.querySelector('#view-create details').open`), "the field's section opens")
+
+	do(t, tab, setValue("f-shards", "2"), submit)
 	waitFor(t, tab, `location.hash.startsWith('#/c/')`, "the new campaign's page")
 	id := strings.TrimPrefix(js[string](t, tab, `location.hash`), "#/c/")
 	st, err := s.Engine.Status(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, 5, st.Count)
 	require.EqualValues(t, 1000, st.Total)
+	require.Equal(t, 2, st.Shards)
 	waitFor(t, tab, leftPackets+` === 5`, "the new campaign live")
+	waitFor(t, tab, `document.querySelector('#panel-shards .stat-value')?.dataset.value === '2'`, "the shards panel")
 }
 
 // TestConsoleRedrives: dead entries show in the settlement panel, and a

@@ -160,7 +160,7 @@ function stateBadge(c) {
 
 // The form's fields, in the order an error message is searched for them:
 // longer names first, so "total_cents" is not taken for "total".
-const formFields = ['total', 'count', 'split', 'min', 'max', 'closes_at', 'opens_at', 'funding_account', 'seed'];
+const formFields = ['total', 'count', 'split', 'min', 'max', 'closes_at', 'opens_at', 'funding_account', 'shards', 'seed'];
 let idempotencyKey = '';
 
 function showCreate() {
@@ -218,6 +218,7 @@ function createBody() {
   time('opens_at', 'f-opens');
   time('closes_at', 'f-closes');
   str('funding_account', 'f-funding');
+  num('shards', 'f-shards');
   num('seed', 'f-seed');
   return '{' + parts.join(',') + '}';
 }

@@ -223,6 +223,26 @@ const settlementPanel = {
   },
 };
 
+// A campaign spread over several shards (groups of Redis keys, on a
+// cluster over several masters) moves packets between them as users
+// arrive; a packet on its way is still left, in flight.
+const shardsPanel = {
+  id: 'shards',
+  title: 'Shards',
+  applies: ({ campaign: c }) => c.shards > 1,
+  mount(body) {
+    const shards = stat('Shards');
+    const inFlight = stat('In flight');
+    setText(inFlight.sub, 'packets moving between shards');
+    body.append(el('div', { class: 'stats' }, shards.node, inFlight.node),
+      el('p', { class: 'muted small', text: 'Users are homed on a shard by their id; a shard that runs dry takes packets from the others, one journaled transfer at a time. Sold out only when every shard is empty.' }));
+    return ({ campaign: c }) => {
+      setText(shards.value, fmtInt(c.shards), c.shards);
+      setText(inFlight.value, fmtInt(c.in_flight || 0), c.in_flight || 0);
+    };
+  },
+};
+
 const specPanel = {
   id: 'spec',
   title: 'Campaign',
@@ -238,6 +258,7 @@ const specPanel = {
         ['Smallest packet', fmtMoney(c.min)],
         ['Largest packet', c.max ? fmtMoney(c.max) : 'no limit'],
         ['Funding account', c.funding_account],
+        ['Shards', fmtInt(c.shards || 1)],
         ['Opens', fmtTime(c.opens_at)],
         ['Closes', fmtTime(c.closes_at)],
       ];
@@ -248,4 +269,4 @@ const specPanel = {
 };
 
 // panels, in the order they show.
-export const panels = [leftPanel, ratesPanel, outcomesPanel, amountsPanel, settlementPanel, specPanel];
+export const panels = [leftPanel, ratesPanel, outcomesPanel, amountsPanel, settlementPanel, shardsPanel, specPanel];
