@@ -4,7 +4,7 @@ PKGS := ./...
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test race short lint bench demo build fuzz serve screenshots
+.PHONY: help deps test race short lint bench demo demo-web build fuzz serve screenshots
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,6 +47,9 @@ build: ## build the binary into ./bin
 
 demo: ## a full red packet rain on the embedded default
 	$(GO) run ./cmd/hongbao demo
+
+demo-web: ## a rain to play in a browser, and the console, on 127.0.0.1:8080 (Ctrl-C stops it)
+	$(GO) run ./cmd/hongbao demo --web
 
 screenshots: deps ## the browser tests with a paced rain; refresh docs/console.png and docs/play.png
 	rm -rf bin/screenshots

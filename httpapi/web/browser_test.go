@@ -254,6 +254,7 @@ func TestPlayOnPhone(t *testing.T) {
 	require.Equal(t, strconv.FormatInt(held.Cents, 10), first.Cents)
 	require.Equal(t, hongbao.FormatCents(held.Cents), first.Amount)
 	require.Equal(t, held.PacketID(), first.Packet)
+	settled(t, tab, "#result")
 	tab.Screenshot(t, "play-phone")
 
 	tap(t, tab, 2, true)

@@ -137,7 +137,7 @@ func parseOrigin(o string) (string, error) {
 // csp is the Content Security Policy of every answer, with its
 // frame-ancestors directive.
 func csp(frameAncestors string) string {
-	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 		"connect-src 'self'; base-uri 'none'; form-action 'self'; " +
 		"require-trusted-types-for 'script'; trusted-types 'none'; frame-ancestors " + frameAncestors
 }
