@@ -118,8 +118,8 @@ func (s *stream) next(t *testing.T) sseEvent {
 	case ev, ok := <-s.events:
 		require.True(t, ok, "the stream ended")
 		return ev
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event within 10s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event within 30s")
 	}
 	return sseEvent{}
 }
@@ -127,7 +127,7 @@ func (s *stream) next(t *testing.T) sseEvent {
 // tickUntil reads ticks until ok says yes, and returns that tick.
 func (s *stream) tickUntil(t *testing.T, ok func(liveTick) bool) liveTick {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {
 		ev := s.next(t)
 		if ev.Name != "tick" {

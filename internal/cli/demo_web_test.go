@@ -155,13 +155,13 @@ func TestDemoWeb(t *testing.T) {
 func TestDemoWebOnPhone(t *testing.T) {
 	t.Parallel()
 	d := startWebDemo(t, "--packets", "2", "--total", "0.20", "--crowd", "0")
-	tab := browsertest.NewTab(t, 90*time.Second)
+	tab := browsertest.NewTab(t, 3*time.Minute)
 	require.NoError(t, chromedp.Do(tab.Ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
 		chromedp.Navigate(d.play)))
 	poll := func(expr, what string) {
 		t.Helper()
-		_, err := chromedp.Run(tab.Ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second)))
+		_, err := chromedp.Run(tab.Ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(45*time.Second)))
 		require.NoError(t, err, "waiting for %s", what)
 	}
 	poll(`document.getElementById('user').textContent.startsWith('demo-')`, "a player")
