@@ -4,16 +4,17 @@ PKGS := ./...
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test race short lint bench demo build fuzz serve faults
+.PHONY: help deps test race short lint bench demo demo-web build fuzz serve faults screenshots
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## install what the tests need (redis-server, redis-cli, PostgreSQL binaries) when missing
+deps: ## install what the tests need (redis-server, redis-cli, PostgreSQL binaries, Chromium) when missing
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -51,6 +52,16 @@ build: ## build the binary into ./bin
 
 demo: ## a full red packet rain on the embedded default
 	$(GO) run ./cmd/hongbao demo
+
+demo-web: ## a rain to play in a browser, and the console, on 127.0.0.1:8080 (Ctrl-C stops it)
+	$(GO) run ./cmd/hongbao demo --web
+
+screenshots: deps ## the browser tests with a paced rain; refresh docs/console.png and docs/play.png
+	rm -rf bin/screenshots
+	HONGBAO_SCREENSHOTS=$(CURDIR)/bin/screenshots HONGBAO_SCREENSHOT_RAIN=30s \
+		$(GO) test -count=1 -run 'TestConsoleFollowsRain|TestPlayOnPhone' ./httpapi/web/
+	cp bin/screenshots/console-desktop.png docs/console.png
+	cp bin/screenshots/play-phone.png docs/play.png
 
 serve: ## the HTTP service on 127.0.0.1:8080 (own durable Redis, SQLite ledger in ./hongbao-data)
 	$(GO) run ./cmd/hongbao serve

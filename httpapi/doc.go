@@ -8,4 +8,11 @@
 // stable code; internal error text is logged, never sent.
 //
 // The routes are listed in openapi.json, served at /openapi.json.
+//
+// The same handler serves the operator console (/console/) and the play
+// page (/play/{campaign}), from package web. The console's live view of a
+// campaign (GET /v1/campaigns/{id}/events, Server-Sent Events) is read
+// from Redis once a second per watched campaign and shared by every
+// viewer; its outcome counts and amounts are this process's answers to
+// grabs, counted on the grab path (live.go, livehub.go, console.go).
 package httpapi

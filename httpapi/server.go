@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/settle"
@@ -87,6 +88,26 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Now is the clock for tokens and rate limits. Default time.Now.
 	Now func() time.Time
+
+	// Demo, if not nil, turns on the demo mode of hongbao demo --web: GET
+	// /v1/demo and POST /v1/demo/token, which hands a user token to anyone
+	// who asks. Never on a real deployment. Default nil.
+	Demo *Demo
+	// PlayEmbedders are the origins ("https://app.example.com") allowed to
+	// show the play page in a frame and to hand it the user's token with
+	// postMessage. Default none: the page cannot be framed and takes the
+	// token from its URL fragment (#token=...).
+	PlayEmbedders []string
+	// LiveInterval is how often a campaign open in a console is read from
+	// Redis; every console watching it shares the reading. Default 1s.
+	LiveInterval time.Duration
+	// MaxLiveViews caps the console live views (event streams) open at
+	// once in this process. Default 64.
+	MaxLiveViews int
+	// MaxLiveCampaigns caps the campaigns whose grab answers this process
+	// counts for the console; the one unused the longest makes room.
+	// Default 256, and at least MaxLiveViews.
+	MaxLiveCampaigns int
 }
 
 // Validate checks the configuration.
@@ -100,8 +121,11 @@ func (c *Config) Validate() error {
 		return errors.New("httpapi: at least one user token secret is required")
 	case len(c.AdminKeys) == 0:
 		return errors.New("httpapi: at least one admin key is required")
-	case c.MaxBodyBytes < 0, c.MaxCount < 0, c.Leeway < 0, c.Timeout < 0, c.RetryAfter < 0, c.GlobalRate < 0:
+	case c.MaxBodyBytes < 0, c.MaxCount < 0, c.Leeway < 0, c.Timeout < 0, c.RetryAfter < 0, c.GlobalRate < 0,
+		c.LiveInterval < 0, c.MaxLiveViews < 0, c.MaxLiveCampaigns < 0:
 		return errors.New("httpapi: limits and durations must not be negative")
+	case c.Demo != nil && (c.Demo.Campaign == nil || c.Demo.TokenTTL < 0):
+		return errors.New("httpapi: Config.Demo needs a Campaign function and a TokenTTL that is not negative")
 	}
 	kids := map[string]bool{}
 	for i, s := range c.UserSecrets {
@@ -140,6 +164,8 @@ type Server struct {
 	global   *globalLimiter
 	routes   []string
 	stopping atomic.Bool
+	live     *liveHub
+	lists    singleflight.Group // GET /v1/campaigns requests share a reading
 
 	counters  sync.Map // routeCode -> prometheus.Counter
 	latencies sync.Map // route -> prometheus.Observer
@@ -184,6 +210,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	setLiveDefaults(&cfg)
 	s := &Server{
 		cfg:     cfg,
 		mux:     http.NewServeMux(),
@@ -197,6 +224,7 @@ func New(cfg Config) (*Server, error) {
 	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
 	s.metrics = newMetrics(cfg.Registry, sc)
 	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
+	s.live = newLiveHub(cfg.MaxLiveCampaigns, cfg.MaxLiveViews, cfg.LiveInterval, cfg.Timeout, s.readLive, s.log, cfg.Now)
 
 	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
 	s.handle("GET /v1/campaigns/{id}", s.v1(s.admin(s.getCampaign)))
@@ -208,6 +236,9 @@ func New(cfg Config) (*Server, error) {
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	s.handle("GET /openapi.json", serveOpenAPI)
+	if err := s.mountWeb(); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
 	// Everything else answers 404 in the error shape.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.count("unmatched", http.StatusNotFound, time.Now())
@@ -227,8 +258,13 @@ func (s *Server) Routes() []string {
 }
 
 // Stopping makes /readyz answer 503 so load balancers stop sending
-// requests while the server drains. It cannot be undone.
-func (s *Server) Stopping() { s.stopping.Store(true) }
+// requests while the server drains, and ends the consoles' live views
+// (long-lived requests that a drain would otherwise wait for). It cannot
+// be undone.
+func (s *Server) Stopping() {
+	s.stopping.Store(true)
+	s.live.stop()
+}
 
 // statusWriter remembers the status code written.
 type statusWriter struct {
@@ -253,10 +289,16 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// handle registers a route with its request metrics and a recover that
-// answers 500 in the error shape.
+// handle registers an API route (listed by Routes, so in openapi.json)
+// with serve.
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.routes = append(s.routes, pattern)
+	s.serve(pattern, h)
+}
+
+// serve registers a route with its request metrics and a recover that
+// answers 500 in the error shape.
+func (s *Server) serve(pattern string, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -316,6 +358,7 @@ func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 		now := s.cfg.Now()
 		if ok, wait := s.ipLim.allow(clientIP(r), now); !ok {
 			s.metrics.limited.WithLabelValues("ip").Inc()
+			s.countRefusal(r)
 			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many requests from this address", wait)
 			return
 		}
@@ -325,6 +368,7 @@ func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 		}
 		if !ok {
 			s.metrics.limited.WithLabelValues("global").Inc()
+			s.countRefusal(r)
 			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "the service is at its request limit", wait)
 			return
 		}
@@ -345,6 +389,7 @@ func (s *Server) user(next userHandler) http.HandlerFunc {
 		}
 		if ok, wait := s.userLim.allow(u, s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("user").Inc()
+			s.countRefusal(r)
 			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many requests from this user", wait)
 			return
 		}
@@ -626,19 +671,23 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	g, err := s.cfg.Engine.Grab(ctx, id, user)
 	s.metrics.grabLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		label := "error"
+		label, live := "error", liveError
 		switch {
 		case errors.Is(err, hongbao.ErrCampaignNotFound):
 			label = "not_found"
 		case errors.Is(err, hongbao.ErrBusy):
-			label = "busy"
+			label, live = "busy", liveBusy
 		}
 		s.grabCounter(label).Inc()
+		if label != "not_found" {
+			s.live.store.record(id, live, 0, start)
+		}
 		s.fail(w, r, err)
 		return
 	}
 	name := outcomeNames[g.Outcome]
 	s.grabCounter(name).Inc()
+	s.live.store.record(id, liveOutcomeOf(g.Outcome), g.Cents, start)
 	bp := grantBufs.Get().(*[]byte)
 	*bp = appendGrant((*bp)[:0], g, name)
 	writeBody(w, http.StatusOK, *bp)

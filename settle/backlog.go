@@ -61,3 +61,30 @@ func ReadBacklog(ctx context.Context, rc rueidis.Client, id string) (Backlog, er
 	}
 	return out, nil
 }
+
+// Redrive puts the dead grants of campaign id back into its grants
+// streams (one per shard), for an operator who fixed their cause, and
+// returns how many entries moved; a worker settles them on its next pass.
+// Each step moves a group of entries in one script, so a grant is never in
+// both streams or in neither, and it is safe while workers run. It is
+// ErrNoCampaign when the campaign does not exist. Worker.Redrive does the
+// same through a worker's store.
+func Redrive(ctx context.Context, rc rueidis.Client, id string) (int64, error) {
+	store := redisstore.New(rc)
+	v, err := store.Read(ctx, id)
+	if errors.Is(err, redisstore.ErrNoCampaign) {
+		return 0, fmt.Errorf("%w: %s", ErrNoCampaign, id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("settle: redrive %s: %w", id, err)
+	}
+	var total int64
+	for _, k := range v.Shards {
+		n, err := store.Redrive(ctx, k)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("settle: redrive %s: %w", id, err)
+		}
+	}
+	return total, nil
+}

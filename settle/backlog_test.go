@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/settle"
 )
@@ -50,4 +51,41 @@ func TestReadBacklog(t *testing.T) {
 	b, err = settle.ReadBacklog(ctx, e.redis.Client, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, settle.Backlog{}, b, "drained")
+}
+
+// TestRedriveWithoutWorker: the package-level Redrive moves dead entries
+// back for the next pass to settle, needs no worker, and refuses a
+// campaign that does not exist.
+func TestRedriveWithoutWorker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := settle.Redrive(ctx, e.redis.Client, testenv.UniqueID(t))
+	require.ErrorIs(t, err, settle.ErrNoCampaign)
+
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 1000, Count: 10})
+	require.NoError(t, err)
+	n, err := settle.Redrive(ctx, e.redis.Client, c.ID)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing dead, nothing moved")
+
+	_, err = e.eng.Grab(ctx, c.ID, "good")
+	require.NoError(t, err)
+	rc := e.redis.Client
+	k := redisstore.CampaignKeys(c.ID)
+	require.NoError(t, rc.Do(ctx, rc.B().Xadd().Key(k.Grants).Id("*").FieldValue().FieldValue("mallory", "not-a-packet").Build()).Error())
+	w := e.worker(t, e.l, "w1", c.ID)
+	_, err = w.Drain(ctx)
+	require.NoError(t, err)
+	b, err := settle.ReadBacklog(ctx, rc, c.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, b.Dead)
+
+	n, err = settle.Redrive(ctx, rc, c.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	b, err = settle.ReadBacklog(ctx, rc, c.ID)
+	require.NoError(t, err)
+	require.Zero(t, b.Dead)
+	require.EqualValues(t, 1, b.Lag, "back in the grants stream, for the next pass")
 }

@@ -11,10 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/browsertest"
 	"github.com/hongbao/hongbao/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, browsertest.Close)) }
 
 // run runs the CLI in-process with a clean environment plus env.
 func run(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {

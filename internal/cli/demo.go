@@ -39,6 +39,9 @@ type demoFlags struct {
 	shards      int
 	waitN       int
 	waitTimeout time.Duration
+	web         bool    // demo --web
+	listen      string  // with --web
+	crowd       float64 // with --web
 }
 
 // demoReport is the --json output of demo.
@@ -91,6 +94,8 @@ type demoCmd struct {
 	eng  *hongbao.Engine
 	camp *hongbao.Campaign
 	w    *settle.Worker // nil with --settle=false
+
+	web *demoWeb // with --web, the command it runs instead
 }
 
 func newDemoCmd(env *IO) command { return &demoCmd{base: base{env: env}} }
@@ -110,6 +115,9 @@ func (f *demoFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.waitN, "wait-replicas", 0, "answer a grant only once this many replicas of --redis hold it (WAIT), and settle only what they hold; 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 	fs.BoolVar(&f.settle, "settle", true, "settle into the ledger while it rains, then refund and reconcile; --settle=false (only with --redis) leaves the grants in Redis for 'hongbao settle'")
+	fs.BoolVar(&f.web, "web", false, "serve a rain to play in a browser, and the console, until Ctrl-C (hongbao serve on its own Redis, with a demo campaign that opens again when it sells out; --total and --packets default to "+webDemoTotal+" and "+strconv.Itoa(webDemoPackets)+")")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "with --web: the address to serve on")
+	fs.Float64Var(&f.crowd, "crowd", 1, "with --web: grabs per second by simulated users, so the rain moves and sells out (0: nobody but you)")
 }
 
 // parseFlags checks everything before anything starts.
@@ -120,7 +128,13 @@ func (d *demoCmd) parseFlags(args []string) error {
 	if err := parseFlags(fs, d.env, args); err != nil {
 		return err
 	}
-	f := &d.f
+	f, set := &d.f, given(fs)
+	if f.web {
+		return d.parseWeb(set)
+	}
+	if set["listen"] || set["crowd"] {
+		return usageErrorf("--listen and --crowd go with --web")
+	}
 	total, err := hongbao.ParseCents(f.total)
 	if err != nil {
 		return usageErrorf("--total: %v", err)
@@ -149,6 +163,34 @@ func (d *demoCmd) parseFlags(args []string) error {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
 	}
 	return nil
+}
+
+// parseWeb checks the flags of demo --web (set names those given on the
+// command line) and makes the command demo runs instead.
+func (d *demoCmd) parseWeb(set map[string]bool) error {
+	w, err := newDemoWeb(d.env, &d.f, set)
+	if err != nil {
+		return err
+	}
+	total, err := hongbao.ParseCents(d.f.total)
+	if err != nil {
+		return usageErrorf("--total: %v", err)
+	}
+	if err := d.parseSpec(total); err != nil {
+		return err
+	}
+	w.rain = d.spec
+	w.rain.ID = ""
+	d.web = w
+	return nil
+}
+
+// close lets go of what open started: the web demo's, or the rain's.
+func (d *demoCmd) close() {
+	if d.web != nil {
+		d.web.close()
+	}
+	d.base.close()
 }
 
 // parseSpec builds the campaign's spec of total cents from the flags.
@@ -181,6 +223,9 @@ func (d *demoCmd) parseSpec(total int64) error {
 // open opens the ledger (with --settle: the one given, or a SQLite file
 // in a temporary directory), then Redis.
 func (d *demoCmd) open(ctx context.Context) error {
+	if d.web != nil {
+		return d.web.open(ctx)
+	}
 	if d.f.settle {
 		dsn := d.f.ledger
 		if dsn == "" {
@@ -208,6 +253,9 @@ func (d *demoCmd) open(ctx context.Context) error {
 }
 
 func (d *demoCmd) run(ctx context.Context) error {
+	if d.web != nil {
+		return d.web.run(ctx)
+	}
 	f := &d.f
 	if !f.json {
 		fmt.Fprintf(d.env.Stdout, "hongbao demo: %s in %d packets (%s), %d users x %d clicks, %d at a time, Redis: %s (%s)\n",

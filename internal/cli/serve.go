@@ -20,6 +20,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/httpapi/web"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/leader"
@@ -49,12 +50,18 @@ type serveCmd struct {
 	pprof     *http.Server
 	elector   *leader.Elector
 	leaseHeld prometheus.Gauge // 1 while this process holds the lease
+
+	// demo, when not nil, turns on the API's demo mode (demo --web).
+	demo *httpapi.Demo
+	// announce, when not nil, tells the user where the service listens,
+	// instead of serve's line.
+	announce func(addr net.Addr)
 }
 
 type serveFlags struct {
 	redis                                               redisFlags
 	listen, ledger, dataDir, pprof, consumer, logFormat string
-	adminKeys, tokenSecrets                             fileList
+	adminKeys, tokenSecrets, playEmbedders              fileList
 	allowEviction                                       bool
 	userRate, ipRate                                    float64
 	userBurst, ipBurst                                  int
@@ -87,6 +94,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
+	fs.Var(&f.playEmbedders, "play-embedder", "an origin (https://app.example.com) allowed to show the play page in a frame and pass it the user's token by postMessage; repeat for several; default: none")
 }
 
 func (s *serveCmd) parseFlags(args []string) error {
@@ -113,6 +121,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	f.leaseTTL = f.leaseTTL.Truncate(time.Millisecond)
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
 		return usageErrorf("--listen %q: %v", f.listen, err)
+	}
+	if _, err := web.New(web.Options{Embedders: f.playEmbedders}); err != nil {
+		return usageErrorf("--play-embedder: %v", err)
 	}
 	if f.logFormat == "json" {
 		s.log = slog.New(slog.NewJSONHandler(s.env.Stderr, nil))
@@ -305,6 +316,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 		SettleStats: s.worker.Stats,
 		UserRate:    f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
 		Logger: s.log, Registry: s.registry(),
+		PlayEmbedders: f.playEmbedders, Demo: s.demo,
 	})
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -376,7 +388,11 @@ func (s *serveCmd) listenPprof(context.Context) error {
 func (s *serveCmd) run(ctx context.Context) error {
 	s.log.Info("serving", "addr", s.ln.Addr().String(), "redis", s.conn.Kind, "redis_addr", s.conn.Addr,
 		"ledger", ledgerKind(s.dsn), "data_dir", s.f.dataDir, "consumer", s.consumer, "wait_replicas", s.f.waitReplicas)
-	fmt.Fprintf(s.env.Stdout, "hongbao serve: listening on http://%s\n", s.ln.Addr())
+	if s.announce != nil {
+		s.announce(s.ln.Addr())
+	} else {
+		fmt.Fprintf(s.env.Stdout, "hongbao serve: listening on http://%s\n", s.ln.Addr())
+	}
 	var runErr error
 	select {
 	case <-ctx.Done():

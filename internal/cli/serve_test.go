@@ -479,6 +479,7 @@ func TestServeRefuses(t *testing.T) {
 		{"evicting redis", []string{"--admin-key-file", good, "--token-secret-file", good, "--redis", "redis://" + evicting.Addr}, 1, "allkeys-lru"},
 		{"bad listen", []string{"--listen", "nope"}, 2, "--listen"},
 		{"bad log format", []string{"--log-format", "xml"}, 2, "--log-format"},
+		{"bad play embedder", []string{"--play-embedder", "app.example.com"}, 2, "is not an origin"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,401 @@
+// console.js: the operator console. Views: sign in, the campaign list, a
+// new campaign, one campaign live. The admin key lives in this tab's
+// sessionStorage only and travels as an Authorization header; it is never
+// put in a URL, a cookie or the page.
+import {
+  $, api, ApiError, clear, el, fmtInt, fmtMoney, fmtRelative, fmtTime, setText, streamEvents,
+} from './common.js';
+import { panels } from './panels.js';
+
+const KEY = 'hongbao.console.key';
+const LIST_EVERY_MS = 5000;
+
+const app = {
+  key: sessionStorage.getItem(KEY) || '',
+  leave: null, // ends the current view's work: timers, requests, streams
+};
+
+function show(view) {
+  for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== 'view-' + view;
+  $('signout').hidden = view === 'login';
+  $('conn').hidden = view !== 'detail';
+  window.scrollTo(0, 0);
+}
+
+function route() {
+  if (app.leave) {
+    app.leave();
+    app.leave = null;
+  }
+  if (!app.key) {
+    showLogin();
+    return;
+  }
+  const h = location.hash.replace(/^#/, '');
+  const m = /^\/c\/([A-Za-z0-9_-]{1,64})$/.exec(h);
+  if (h === '/new') showCreate();
+  else if (m) showDetail(m[1]);
+  else showList();
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(KEY);
+  app.key = '';
+  route();
+  if (message) setText($('login-error'), message);
+}
+
+// authFailed signs out when the server refused the key (it may have been
+// rotated away); it says whether it did.
+function authFailed(err) {
+  if (err instanceof ApiError && err.status === 401) {
+    signOut('The server refused the admin key. Sign in again.');
+    return true;
+  }
+  return false;
+}
+
+function notice(e, text) {
+  setText(e, text || '');
+  e.hidden = !text;
+}
+
+// ---- sign in
+
+function showLogin() {
+  show('login');
+  document.title = 'Sign in · hongbao console';
+  $('login-key').focus();
+}
+
+async function login(ev) {
+  ev.preventDefault();
+  const input = $('login-key');
+  const key = input.value.trim();
+  const btn = ev.target.querySelector('button');
+  setText($('login-error'), '');
+  if (!key) {
+    setText($('login-error'), 'Enter the admin key.');
+    return;
+  }
+  btn.disabled = true;
+  try {
+    await api('GET', '/v1/campaigns', { auth: key });
+    sessionStorage.setItem(KEY, key);
+    app.key = key;
+    input.value = '';
+    route();
+  } catch (err) {
+    setText($('login-error'), err.status === 401 ? 'That admin key was refused.' : err.message);
+    input.select();
+  } finally {
+    btn.disabled = false;
+  }
+}
+
+// ---- campaign list
+
+const stateOrder = { open: 0, scheduled: 1, closed: 2, settled: 3 };
+
+function showList() {
+  show('list');
+  document.title = 'Campaigns · hongbao console';
+  const ctl = new AbortController();
+  let timer = 0;
+  const load = async () => {
+    clearTimeout(timer);
+    if (document.visibilityState === 'visible') {
+      try {
+        const { data } = await api('GET', '/v1/campaigns', { auth: app.key, signal: ctl.signal });
+        renderList(data);
+        notice($('list-error'), '');
+      } catch (err) {
+        if (ctl.signal.aborted || authFailed(err)) return;
+        notice($('list-error'), err.message + ' Retrying.');
+      }
+    }
+    if (!ctl.signal.aborted) timer = setTimeout(load, LIST_EVERY_MS);
+  };
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible') load();
+  }, { signal: ctl.signal });
+  load();
+  app.leave = () => {
+    ctl.abort();
+    clearTimeout(timer);
+  };
+}
+
+function renderList(data) {
+  const rows = [...data.campaigns].sort((a, b) => (stateOrder[a.state] ?? 9) - (stateOrder[b.state] ?? 9));
+  const body = clear($('list-body'));
+  for (const c of rows) {
+    const href = '#/c/' + encodeURIComponent(c.id);
+    // Each cell holds one span: on a phone the row becomes a card, and
+    // the cell a line with its label on the left and this on the right.
+    const td = (label, cls, ...content) => el('td', { class: cls, 'data-label': label }, el('span', { class: 'cell' }, ...content));
+    body.append(el('tr', { dataset: { campaign: c.id } },
+      td('Campaign', '', el('a', { href, class: 'mono', text: c.id })),
+      td('State', '', stateBadge(c), c.settlement.dead_entries > 0
+        ? el('span', { class: 'badge state-dead', text: fmtInt(c.settlement.dead_entries) + ' dead' }) : null),
+      td('Packets left', 'num',
+        el('span', { class: 'left-count', text: fmtInt(c.remaining_count), dataset: { value: c.remaining_count } }),
+        el('span', { class: 'muted', text: ' / ' + fmtInt(c.count) })),
+      td('Amount left', 'num', fmtMoney(c.remaining), el('span', { class: 'muted', text: ' / ' + fmtMoney(c.total) })),
+      td('Granted', 'num', fmtInt(c.granted_count) + ' · ' + fmtMoney(c.granted)),
+      td('Opens', '', el('span', { title: fmtTime(c.opens_at), text: fmtRelative(c.opens_at) })),
+      td('Closes', '', el('span', { title: fmtTime(c.closes_at), text: fmtRelative(c.closes_at) }))));
+  }
+  $('list-empty').hidden = rows.length > 0;
+  $('list-table').hidden = rows.length === 0;
+  $('list-more').hidden = !data.more;
+  setText($('list-updated'), 'Updated ' + new Date().toLocaleTimeString() + '.');
+}
+
+function stateBadge(c) {
+  return el('span', { class: 'badge state-' + c.state, text: c.state });
+}
+
+// ---- new campaign
+
+// The form's fields, in the order an error message is searched for them:
+// longer names first, so "total_cents" is not taken for "total".
+const formFields = ['total', 'count', 'split', 'min', 'max', 'closes_at', 'opens_at', 'funding_account', 'shards', 'seed'];
+let idempotencyKey = '';
+
+function showCreate() {
+  show('create');
+  document.title = 'New campaign · hongbao console';
+  if (!idempotencyKey) idempotencyKey = crypto.randomUUID();
+  clearFormErrors();
+  $('f-total').focus();
+}
+
+function clearFormErrors() {
+  for (const f of formFields) {
+    setText($('err-' + f), '');
+    const input = document.querySelector('[data-field="' + f + '"]');
+    if (input) input.removeAttribute('aria-invalid');
+  }
+  notice($('err-form'), '');
+}
+
+// fieldOf finds the form field an error message of the API is about.
+function fieldOf(message) {
+  let m = /^invalid campaign: ([a-z_]+):/.exec(message) || /field "([a-z_]+)"/.exec(message);
+  let name = m ? m[1] : '';
+  if (!name) {
+    for (const f of ['total_cents', 'min_cents', 'max_cents', ...formFields]) {
+      if (new RegExp('(^|[^a-z_])' + f + '($|[^a-z_])').test(message)) {
+        name = f;
+        break;
+      }
+    }
+  }
+  name = name.replace(/_cents$/, '');
+  return formFields.includes(name) ? name : '';
+}
+
+// createBody writes the request as JSON by hand: numbers stay as typed
+// (a seed is a uint64, beyond what a JavaScript number holds exactly),
+// and what is not a number goes as a string for the server to refuse.
+function createBody() {
+  const parts = [];
+  const add = (k, v) => parts.push(JSON.stringify(k) + ':' + v);
+  const val = (id) => $(id).value.trim();
+  const str = (k, id) => { if (val(id)) add(k, JSON.stringify(val(id))); };
+  const num = (k, id) => { if (val(id)) add(k, /^[0-9]{1,20}$/.test(val(id)) ? val(id) : JSON.stringify(val(id))); };
+  const time = (k, id) => {
+    if (!val(id)) return;
+    const d = new Date(val(id)); // datetime-local: the browser's time zone
+    add(k, JSON.stringify(Number.isNaN(d.getTime()) ? val(id) : d.toISOString()));
+  };
+  str('total', 'f-total');
+  num('count', 'f-count');
+  str('split', 'f-split');
+  str('min', 'f-min');
+  str('max', 'f-max');
+  time('opens_at', 'f-opens');
+  time('closes_at', 'f-closes');
+  str('funding_account', 'f-funding');
+  num('shards', 'f-shards');
+  num('seed', 'f-seed');
+  return '{' + parts.join(',') + '}';
+}
+
+async function create(ev) {
+  ev.preventDefault();
+  clearFormErrors();
+  const btn = $('create-submit');
+  btn.disabled = true;
+  try {
+    const { data } = await api('POST', '/v1/campaigns', {
+      auth: app.key, body: createBody(), headers: { 'Idempotency-Key': idempotencyKey },
+    });
+    idempotencyKey = '';
+    $('create-form').reset();
+    location.hash = '#/c/' + encodeURIComponent(data.id);
+  } catch (err) {
+    if (authFailed(err)) return;
+    const f = err.status === 400 ? fieldOf(err.message) : '';
+    if (f) {
+      setText($('err-' + f), err.message);
+      const input = document.querySelector('[data-field="' + f + '"]');
+      input.setAttribute('aria-invalid', 'true');
+      if (input.closest('details')) input.closest('details').open = true;
+      input.focus();
+    } else {
+      notice($('err-form'), err.message);
+    }
+    if (err.code === 'idempotency_mismatch') idempotencyKey = crypto.randomUUID();
+  } finally {
+    btn.disabled = false;
+  }
+}
+
+// ---- one campaign, live
+
+function showDetail(id) {
+  show('detail');
+  document.title = id + ' · hongbao console';
+  const enc = encodeURIComponent(id);
+  setText($('d-id'), id);
+  $('d-play').setAttribute('href', '/play/' + enc);
+  notice($('d-error'), '');
+  notice($('d-toast'), '');
+  setText($('d-state'), '…');
+  setText($('d-when'), '');
+  const ctl = new AbortController();
+  const ctx = detailContext(id, ctl.signal);
+  const mounted = new Map();
+  clear($('panels'));
+  const render = (ev) => {
+    header(ev.campaign);
+    for (const p of panels) {
+      if (!mounted.has(p.id) && p.applies(ev)) {
+        const body = el('div', { class: 'panel-body' });
+        $('panels').append(el('section', { class: 'panel panel-' + p.id, id: 'panel-' + p.id },
+          el('h2', { text: p.title }), body));
+        mounted.set(p.id, p.mount(body, ctx));
+      }
+      if (mounted.has(p.id)) mounted.get(p.id)(ev);
+    }
+  };
+  ctx.render = render;
+  bindClose(id, ctx, ctl.signal);
+  streamEvents('/v1/campaigns/' + enc + '/events', app.key, {
+    signal: ctl.signal,
+    onEvent: (name, data) => onLiveEvent(name, data, render, ctx),
+    onState: (st, err) => onStreamState(st, err, ctx),
+  });
+  app.leave = () => ctl.abort();
+}
+
+// detailContext is what panels get to act: the campaign, the key, and the
+// page's notices.
+function detailContext(id, signal) {
+  return {
+    id,
+    signal,
+    act: (method, path) => api(method, path, { auth: app.key, signal }),
+    toast: (text) => notice($('d-toast'), text),
+    error: (text) => notice($('d-error'), text),
+    authFailed,
+    render: null,
+  };
+}
+
+function onLiveEvent(name, data, render, ctx) {
+  let v = {};
+  try {
+    v = JSON.parse(data);
+  } catch {
+    return false;
+  }
+  if (name === 'tick') {
+    conn('live', 'Live');
+    ctx.error('');
+    render(v);
+  } else if (name === 'stale') {
+    conn('stale', 'Stale: ' + v.message);
+  } else if (name === 'gone') {
+    conn('off', 'Gone');
+    ctx.error('This campaign no longer exists: it was settled and its keys expired.');
+    return true;
+  } else if (name === 'bye') {
+    conn('stale', 'Server restarting; reconnecting');
+  }
+  return false;
+}
+
+function onStreamState(st, err, ctx) {
+  if (st === 'retrying') conn('stale', 'Reconnecting…');
+  if (st === 'failed') {
+    if (authFailed(err)) return;
+    conn('off', 'Stopped');
+    ctx.error(err.status === 404 ? 'No such campaign.' : err.message);
+  }
+}
+
+function conn(kind, text) {
+  const c = $('conn');
+  c.className = 'conn conn-' + kind;
+  setText(c, text);
+}
+
+function header(c) {
+  const badge = $('d-state');
+  badge.className = 'badge state-' + c.state;
+  setText(badge, c.state);
+  const parts = ['Opens ' + fmtTime(c.opens_at) + ' (' + fmtRelative(c.opens_at, Date.parse(c.now)) + ')',
+    'closes ' + fmtTime(c.closes_at) + ' (' + fmtRelative(c.closes_at, Date.parse(c.now)) + ')'];
+  if (c.close_reason) parts.push('closed: ' + c.close_reason.replace('_', ' '));
+  setText($('d-when'), parts.join(' · '));
+  const btn = $('d-close');
+  const over = c.state === 'closed' || c.state === 'settled';
+  btn.disabled = over;
+  btn.dataset.state = c.state;
+  if (over) setText(btn, c.state === 'settled' ? 'Settled' : 'Closed');
+}
+
+// bindClose wires the close button: a first press arms it, a second one
+// within four seconds closes.
+function bindClose(id, ctx, signal) {
+  const btn = $('d-close');
+  setText(btn, 'Close now');
+  btn.disabled = false;
+  let armed = 0;
+  const disarm = () => {
+    clearTimeout(armed);
+    armed = 0;
+    if (!btn.disabled) setText(btn, 'Close now');
+  };
+  btn.addEventListener('click', async () => {
+    if (!armed) {
+      armed = setTimeout(disarm, 4000);
+      setText(btn, 'Confirm close');
+      return;
+    }
+    disarm();
+    btn.disabled = true;
+    try {
+      const { data } = await ctx.act('POST', '/v1/campaigns/' + encodeURIComponent(id) + '/close');
+      header(data);
+      ctx.toast('Closed. Grabs now answer "closed"; settlement refunds the rest.');
+    } catch (err) {
+      if (signal.aborted || authFailed(err)) return;
+      btn.disabled = false;
+      ctx.error('Close failed: ' + err.message);
+    }
+  }, { signal });
+  signal.addEventListener('abort', disarm);
+}
+
+$('login-form').addEventListener('submit', login);
+$('create-form').addEventListener('submit', create);
+$('signout').addEventListener('click', () => {
+  location.hash = '#/';
+  signOut('');
+});
+window.addEventListener('hashchange', route);
+route();

@@ -1,0 +1,301 @@
+// play.js: a red packet rain a person can play. Packets fall; a tap grabs
+// through the real API (POST /v1/campaigns/{id}/grab) with the user's
+// token, and the answer shows: the amount, or why not.
+//
+// The token comes, in this order, from the URL fragment (#token=...,
+// which never reaches the server; the page then takes it out of the
+// address bar), from this tab's sessionStorage (a reload), from the
+// embedding app by postMessage (only from an origin the server lists in
+// the hongbao-embedders meta tag, and only from the parent window), or,
+// in `hongbao demo --web`, from POST /v1/demo/token.
+import {
+  $, api, el, fmtMoney, meta, setText, sleep,
+} from './common.js';
+
+const TOKEN_KEY = 'hongbao.play.token';
+const MAX_PACKETS = 14;
+const SPAWN_EVERY_MS = 650;
+
+const campaign = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() || '');
+const enc = encodeURIComponent(campaign);
+const demo = meta('hongbao-demo') === 'on';
+const embedders = meta('hongbao-embedders').split(/\s+/).filter(Boolean);
+const framed = window.parent !== window;
+
+const game = {
+  token: '',
+  busy: false,
+  over: false,
+  spawner: 0,
+  answers: 0, // answers shown, as data-answers on #result
+};
+
+// ---- the token
+
+// subOf reads the user id (sub) of a token, for display only: the server
+// verifies the token, the page does not need to.
+function subOf(token) {
+  try {
+    const p = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    const sub = JSON.parse(atob(p.padEnd(Math.ceil(p.length / 4) * 4, '='))).sub;
+    return typeof sub === 'string' ? sub : '';
+  } catch {
+    return '';
+  }
+}
+
+function setToken(token) {
+  game.token = token;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  const user = subOf(token);
+  setText($('user'), user);
+  $('user-line').hidden = !user;
+  $('gate').hidden = true;
+}
+
+// fragmentToken takes a token from #token=..., and removes it from the
+// address bar and the history.
+function fragmentToken() {
+  const t = new URLSearchParams(location.hash.slice(1)).get('token');
+  if (t) history.replaceState(null, '', location.pathname + location.search);
+  return t || '';
+}
+
+// listenToParent takes tokens from the embedding app: at start, and again
+// whenever it refreshes one.
+function listenToParent(onToken) {
+  window.addEventListener('message', (e) => {
+    if (e.source !== window.parent || !embedders.includes(e.origin)) return;
+    const d = e.data;
+    if (d && d.type === 'hongbao:token' && typeof d.token === 'string' && d.token) onToken(d.token);
+  });
+  for (const origin of embedders) window.parent.postMessage({ type: 'hongbao:ready', campaign }, origin);
+}
+
+async function demoToken() {
+  const { data } = await api('POST', '/v1/demo/token');
+  return data.token;
+}
+
+async function acquireToken() {
+  const t = fragmentToken() || sessionStorage.getItem(TOKEN_KEY) || '';
+  if (t) return t;
+  if (demo) {
+    try {
+      return await demoToken();
+    } catch (err) {
+      status('Could not get a demo player: ' + err.message);
+    }
+  }
+  return '';
+}
+
+// ---- what the page shows
+
+function status(text) {
+  setText($('status'), text);
+}
+
+function showResult(outcome, title, amount, note) {
+  const r = $('result');
+  r.dataset.outcome = outcome;
+  if (outcome !== 'opening') r.dataset.answers = String(++game.answers);
+  setText($('result-title'), title);
+  setText($('result-amount'), amount);
+  setText($('result-note'), note);
+  r.hidden = false;
+}
+
+function setMine(g) {
+  setText($('mine-amount'), fmtMoney(g.amount), g.amount_cents);
+  setText($('mine-id'), g.packet_id);
+  $('mine').hidden = false;
+}
+
+// ---- the rain
+
+function spawn() {
+  const sky = $('sky');
+  if (game.over || document.visibilityState !== 'visible' || sky.childElementCount >= MAX_PACKETS) return;
+  const p = el('button', { class: 'packet', type: 'button', 'aria-label': 'Red packet: tap to open', tabindex: '-1' },
+    el('span', { class: 'packet-body' }, el('span', { class: 'packet-seal', 'aria-hidden': 'true' })));
+  const width = sky.clientWidth > 700 ? 84 : 68;
+  p.style.left = Math.round(Math.random() * Math.max(0, sky.clientWidth - width - 8) + 4) + 'px';
+  p.style.setProperty('--fall', (4.5 + Math.random() * 3).toFixed(2) + 's');
+  p.style.setProperty('--sway', (1.4 + Math.random()).toFixed(2) + 's');
+  p.style.setProperty('--drift', Math.round((Math.random() - 0.5) * 60) + 'px');
+  // pointerdown answers the moment a finger lands, before the packet
+  // falls away; click serves the keyboard and other pointers.
+  p.addEventListener('pointerdown', (e) => { e.preventDefault(); grab(p); });
+  p.addEventListener('click', () => grab(p));
+  p.addEventListener('animationend', (e) => { if (e.animationName === 'fall') p.remove(); });
+  sky.append(p);
+}
+
+function startRain() {
+  if (game.spawner) return;
+  for (let i = 0; i < 4; i++) setTimeout(spawn, i * 180);
+  game.spawner = setInterval(spawn, SPAWN_EVERY_MS);
+}
+
+function endRain() {
+  game.over = true;
+  clearInterval(game.spawner);
+  game.spawner = 0;
+  $('grab-any').hidden = true;
+  if (demo) $('next-rain').hidden = false;
+}
+
+// ---- grabbing
+
+async function grab(packet) {
+  if (game.busy || !game.token) return;
+  if (packet) {
+    if (packet.classList.contains('caught')) return;
+    packet.classList.add('caught');
+    setTimeout(() => packet.remove(), 500);
+  }
+  game.busy = true;
+  showResult('opening', 'Opening…', '', '');
+  try {
+    const { data } = await api('POST', '/v1/campaigns/' + enc + '/grab', { auth: game.token });
+    onAnswer(data);
+  } catch (err) {
+    await onGrabError(err);
+  } finally {
+    game.busy = false;
+  }
+}
+
+function onAnswer(g) {
+  switch (g.outcome) {
+    case 'granted':
+      showResult('granted', 'You got', fmtMoney(g.amount), 'Packet ' + g.packet_id);
+      setMine(g);
+      status('It is yours. One packet per person per rain.');
+      break;
+    case 'already_granted':
+      showResult('already_granted', 'Already yours', fmtMoney(g.amount), 'The same packet again (' + g.packet_id + '): one per person.');
+      setMine(g);
+      break;
+    case 'sold_out':
+      showResult('sold_out', 'Sold out', '', 'Every packet of this rain is taken.');
+      status('Sold out.');
+      endRain();
+      break;
+    case 'not_open':
+      showResult('not_open', 'Not open yet', '', 'The rain has not started. Try again in a moment.');
+      break;
+    case 'closed':
+      showResult('closed', 'This rain is over', '', 'It closed before this tap.');
+      status('The rain is over.');
+      endRain();
+      break;
+    default:
+      showResult('error', 'Unexpected answer', '', String(g.outcome));
+  }
+  const a = $('result-amount');
+  if (g.amount_cents) a.dataset.cents = String(g.amount_cents);
+  else delete a.dataset.cents;
+  $('result').dataset.packet = g.packet_id || '';
+}
+
+async function onGrabError(err) {
+  switch (err.status) {
+    case 429:
+      showResult('error', 'Easy!', '', 'Too many taps: wait a second.');
+      break;
+    case 401:
+      sessionStorage.removeItem(TOKEN_KEY);
+      game.token = '';
+      if (demo) {
+        setToken(await demoToken());
+        showResult('error', 'New player', '', 'Your demo session ended; you are a new player now. Tap again.');
+      } else {
+        showResult('error', 'Signed out', '', 'Your session ended. Open the rain from the app again.');
+        $('gate').hidden = false;
+      }
+      break;
+    case 404:
+      showResult('error', 'No such rain', '', 'This rain does not exist (any more).');
+      endRain();
+      break;
+    case 503:
+      showResult('error', 'Busy', '', 'Tap again: it is safe, you never get two packets.');
+      break;
+    default:
+      showResult('error', err.status === 0 ? 'Offline?' : 'Something went wrong', '', err.message);
+  }
+}
+
+// held shows the packet this user already holds, if any.
+async function held() {
+  try {
+    const { data } = await api('GET', '/v1/campaigns/' + enc + '/grants/me', { auth: game.token });
+    setMine(data);
+    status('You hold a packet of this rain. Tap to see it again.');
+  } catch (err) {
+    if (err.status === 401) onGrabError(err);
+    // 404 no_grant: nothing yet
+  }
+}
+
+// ---- demo mode
+
+async function newPlayer() {
+  try {
+    setToken(await demoToken());
+    $('mine').hidden = true;
+    $('result').hidden = true;
+    status('New player. Tap a falling packet.');
+  } catch (err) {
+    status('Could not get a new player: ' + err.message);
+  }
+}
+
+async function nextRain() {
+  const btn = $('next-rain');
+  btn.disabled = true;
+  for (let i = 0; i < 10; i++) {
+    try {
+      const { data } = await api('GET', '/v1/demo');
+      if (data.campaign && data.campaign !== campaign) {
+        location.assign('/play/' + encodeURIComponent(data.campaign));
+        return;
+      }
+    } catch (err) {
+      status(err.message);
+    }
+    status('The next rain is being prepared…');
+    await sleep(1000);
+  }
+  btn.disabled = false;
+}
+
+async function main() {
+  setText($('campaign'), campaign);
+  if (framed && embedders.length) listenToParent(setToken);
+  const t = await acquireToken();
+  if (!t) {
+    status(framed && embedders.length ? 'Waiting for the app…' : 'Not signed in.');
+    if (!(framed && embedders.length)) $('gate').hidden = false;
+    await new Promise((resolve) => {
+      const iv = setInterval(() => { if (game.token) { clearInterval(iv); resolve(); } }, 200);
+    });
+  } else {
+    setToken(t);
+  }
+  status('Tap a falling packet.');
+  $('grab-any').hidden = false;
+  if (demo) $('new-player').hidden = false;
+  startRain();
+  held();
+}
+
+$('grab-any').addEventListener('click', () => grab(null));
+$('new-player').addEventListener('click', newPlayer);
+$('next-rain').addEventListener('click', nextRain);
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible' && !game.over && game.token) startRain();
+});
+main();
