@@ -29,7 +29,7 @@ var errNothingLeft = errors.New("no amount left on any shard")
 // DRY, until none is left dry. When nothing is left anywhere they are
 // answered EXHAUSTED; a request still dry after maxRefills gets ErrBusy
 // (nothing was reserved for it; a retry is safe).
-func (d *discounter) serveDry(ctx context.Context, r *droute, k int, reqs []dreq, out []redisstore.DiscountResult) []error {
+func (d *discounter) serveDry(ctx context.Context, r *route, k int, reqs []dreq, out []redisstore.DiscountResult) []error {
 	each := make([]error, len(reqs))
 	for attempt := 0; ; attempt++ {
 		var dry []int
@@ -78,17 +78,13 @@ func (d *discounter) serveDry(ctx context.Context, r *droute, k int, reqs []dreq
 // with the most, by one transfer. When no other pool has any, it finishes
 // the transfers in flight (anyone's: every step is idempotent); when
 // there are none either, it is errNothingLeft. nil means: ask again.
-func (d *discounter) refill(ctx context.Context, r *droute, k, need int) error {
-	views := r.views()
-	moved, err := d.store.Borrow(ctx, views, k, need)
-	if moved > 0 {
-		d.transfers.Add(1)
-		d.moved.Add(uint64(moved))
-	}
+func (d *discounter) refill(ctx context.Context, r *route, k, need int) error {
+	moved, err := d.store.Borrow(ctx, r.keys, k, need)
+	d.borrowed(moved)
 	if !errors.Is(err, redisstore.ErrNothingToLend) {
 		return err
 	}
-	lens, err := d.store.PoolLengths(ctx, views)
+	lens, err := d.store.PoolLengths(ctx, r.keys)
 	if err != nil {
 		return err
 	}

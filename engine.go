@@ -148,10 +148,7 @@ func New(cfg Config) (*Engine, error) {
 		store = store.WithWait(cfg.WaitReplicas, cfg.WaitTimeout)
 	}
 	terms, _ := cfg.Packets.(TermsRecorder)
-	return &Engine{cfg: cfg, store: store, terms: terms, co: &coalescer{
-		store: store, maxBatch: cfg.MaxBatch, maxQueue: cfg.MaxQueue, timeout: cfg.BatchTimeout,
-		lanes: map[laneKey]*lane{}, routes: map[string]*route{},
-	}, disc: newDiscounter(store, cfg)}, nil
+	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), disc: newDiscounter(store, cfg)}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into
