@@ -1,6 +1,7 @@
 package hongbao
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
@@ -122,4 +123,59 @@ func fanOut[R any](r *route, out []R, user func(i int) string, shard func(k int,
 		}
 	}
 	return each
+}
+
+// maxRefills bounds the refills one batch waits for: other processes may
+// take what a refill brought before this batch asks again.
+const maxRefills = 8
+
+// errNothingLeft says that no shard has anything left to lend.
+var errNothingLeft = errors.New("no amount left on any shard")
+
+// serveDry serves the requests a dry shard answered DRY (dry says which
+// answers in out are): refill brings the shard what need of them need,
+// then retry asks again for the requests at indexes idx, answering into
+// again, until none is left dry. A request still dry after maxRefills, or
+// whose refill failed, gets ErrBusy: nothing was granted or reserved for
+// it, and a retry is safe. When refill finds nothing left anywhere
+// (errNothingLeft), the dry requests are answered *exhausted.
+func serveDry[R any](out []R, dry func(R) bool, exhausted *R, refill func(need int) error, retry func(idx []int, again []R) error) []error {
+	each := make([]error, len(out))
+	for attempt := 0; ; attempt++ {
+		var idx []int
+		for i, o := range out {
+			if dry(o) {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			return each
+		}
+		fail := func(err error) []error {
+			for _, i := range idx {
+				each[i] = err
+			}
+			return each
+		}
+		if attempt == maxRefills {
+			return fail(ErrBusy)
+		}
+		err := refill(len(idx))
+		if exhausted != nil && errors.Is(err, errNothingLeft) {
+			for _, i := range idx {
+				out[i] = *exhausted
+			}
+			return each
+		}
+		if err != nil {
+			return fail(&kindError{kind: ErrBusy, cause: err})
+		}
+		again := make([]R, len(idx))
+		if err := retry(idx, again); err != nil {
+			return fail(err)
+		}
+		for j, i := range idx {
+			out[i] = again[j]
+		}
+	}
 }

@@ -79,51 +79,21 @@ func anyOutcome(out []redisstore.GrabResult, code int) bool {
 	return false
 }
 
-// maxRefills bounds the refills one batch waits for: other processes may
-// grab what a refill brought before this batch asks again.
-const maxRefills = 8
-
 // serveDry refills dry shard k and asks again for the users it answered
-// DRY, until none is left dry. A user still dry after maxRefills gets
-// ErrBusy: nothing was granted to them, and a retry is safe.
+// DRY, until none is left dry (see serveDry). A red packet refill never
+// finds nothing left: it closes the campaign, sold out, and the users
+// asked again are answered SOLD_OUT.
 func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []string, out []redisstore.GrabResult) []error {
-	each := make([]error, len(users))
-	for attempt := 0; ; attempt++ {
-		var dry []int
-		for i, o := range out {
-			if o.Outcome == redisstore.Dry {
-				dry = append(dry, i)
-			}
-		}
-		if len(dry) == 0 {
-			return each
-		}
-		fail := func(err error) []error {
-			for _, i := range dry {
-				each[i] = err
-			}
-			return each
-		}
-		if attempt == maxRefills {
-			return fail(ErrBusy)
-		}
-		if err := c.refill(ctx, r, k, len(dry)); err != nil {
-			// Nothing was granted to the dry users: they may retry.
-			return fail(&kindError{kind: ErrBusy, cause: err})
-		}
-		args := make([]string, 0, len(dry)+1)
+	dry := func(o redisstore.GrabResult) bool { return o.Outcome == redisstore.Dry }
+	refill := func(need int) error { return c.refill(ctx, r, k, need) }
+	return serveDry(out, dry, nil, refill, func(idx []int, again []redisstore.GrabResult) error {
+		args := make([]string, 0, len(idx)+1)
 		args = append(args, r.arg)
-		for _, i := range dry {
+		for _, i := range idx {
 			args = append(args, users[i])
 		}
-		again := make([]redisstore.GrabResult, len(dry))
-		if err := c.store.Grab(ctx, r.calls[opGrab][k], args, again); err != nil {
-			return fail(err)
-		}
-		for j, i := range dry {
-			out[i] = again[j]
-		}
-	}
+		return c.store.Grab(ctx, r.calls[opGrab][k], args, again)
+	})
 }
 
 // refill brings packets to dry shard k for need users: from the shard
