@@ -302,16 +302,7 @@ func discountStatusFrom(id string, v *redisstore.DiscountView) (*DiscountStatus,
 	st.InFlight = moveCount
 	st.RemainingCount += moveCount
 	st.RemainingCents += moveCents
-	if st.State == StateScheduled || st.State == StateOpen {
-		switch {
-		case root.Now < root.Int("opens_at"):
-			st.State = StateScheduled
-		case root.Now >= root.Int("closes_at"):
-			st.State, st.CloseReason = StateClosed, CloseTime
-		default:
-			st.State = StateOpen
-		}
-	}
+	st.State, st.CloseReason = stateInForce(st.State, st.CloseReason, root)
 	return st, nil
 }
 
