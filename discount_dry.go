@@ -22,73 +22,33 @@ import (
 // back (cancel, expiry), so the campaign stays open; the settlement worker
 // closes it, reason exhausted, once nothing is left and nothing is held.
 
-// errNothingLeft says that no shard has an amount to lend.
-var errNothingLeft = errors.New("no amount left on any shard")
-
 // serveDry refills dry shard k and asks again for the requests it answered
-// DRY, until none is left dry. When nothing is left anywhere they are
-// answered EXHAUSTED; a request still dry after maxRefills gets ErrBusy
-// (nothing was reserved for it; a retry is safe).
-func (d *discounter) serveDry(ctx context.Context, r *droute, k int, reqs []dreq, out []redisstore.DiscountResult) []error {
-	each := make([]error, len(reqs))
-	for attempt := 0; ; attempt++ {
-		var dry []int
-		for i, o := range out {
-			if o.Code == redisstore.DiscDry {
-				dry = append(dry, i)
-			}
+// DRY, until none is left dry (see serveDry). When nothing is left
+// anywhere they are answered EXHAUSTED.
+func (d *discounter) serveDry(ctx context.Context, r *route, k int, reqs []dreq, out []redisstore.DiscountResult) []error {
+	dry := func(o redisstore.DiscountResult) bool { return o.Code == redisstore.DiscDry }
+	exhausted := redisstore.DiscountResult{Code: redisstore.DiscExhausted}
+	refill := func(need int) error { return d.refill(ctx, r, k, need) }
+	return serveDry(out, dry, &exhausted, refill, func(idx []int, again []redisstore.DiscountResult) error {
+		part := make([]dreq, len(idx))
+		for j, i := range idx {
+			part[j] = reqs[i]
 		}
-		if len(dry) == 0 {
-			return each
-		}
-		fail := func(err error) []error {
-			for _, i := range dry {
-				each[i] = err
-			}
-			return each
-		}
-		if attempt == maxRefills {
-			return fail(ErrBusy)
-		}
-		err := d.refill(ctx, r, k, len(dry))
-		if errors.Is(err, errNothingLeft) {
-			for _, i := range dry {
-				out[i] = redisstore.DiscountResult{Code: redisstore.DiscExhausted}
-			}
-			return each
-		}
-		if err != nil {
-			return fail(&kindError{kind: ErrBusy, cause: err})
-		}
-		again := make([]dreq, len(dry))
-		for j, i := range dry {
-			again[j] = reqs[i]
-		}
-		res := make([]redisstore.DiscountResult, len(dry))
-		if err := d.call(ctx, opReserve, r, k, again, res); err != nil {
-			return fail(err)
-		}
-		for j, i := range dry {
-			out[i] = res[j]
-		}
-	}
+		return d.call(ctx, opReserve, r, k, part, again)
+	})
 }
 
 // refill brings amounts to dry shard k for need requests, from the shard
 // with the most, by one transfer. When no other pool has any, it finishes
 // the transfers in flight (anyone's: every step is idempotent); when
 // there are none either, it is errNothingLeft. nil means: ask again.
-func (d *discounter) refill(ctx context.Context, r *droute, k, need int) error {
-	views := r.views()
-	moved, err := d.store.Borrow(ctx, views, k, need)
-	if moved > 0 {
-		d.transfers.Add(1)
-		d.moved.Add(uint64(moved))
-	}
+func (d *discounter) refill(ctx context.Context, r *route, k, need int) error {
+	moved, err := d.store.Borrow(ctx, r.keys, k, need)
+	d.borrowed(moved)
 	if !errors.Is(err, redisstore.ErrNothingToLend) {
 		return err
 	}
-	lens, err := d.store.PoolLengths(ctx, views)
+	lens, err := d.store.PoolLengths(ctx, r.keys)
 	if err != nil {
 		return err
 	}

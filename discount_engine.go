@@ -39,9 +39,9 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 	if err != nil {
 		return nil, err
 	}
-	r := newDRoute(d.ID, d.Shards)
+	layout := redisstore.DiscountLayout(d.ID, d.Shards)
 	token := newToken()
-	for k, keys := range r.keys {
+	for k, keys := range layout {
 		existing, err := e.store.DiscountBegin(ctx, keys, token, k > 0, discountFields(d, k, queues[k]))
 		if err != nil {
 			return nil, opErr("create discount", d.ID, mapStoreErr(err))
@@ -51,7 +51,7 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 		}
 	}
 	loaded := 0
-	for k, keys := range r.keys {
+	for k, keys := range layout {
 		if err := e.store.Load(ctx, keys.Keys(), token, int64(k+1), int64(d.Shards), queues[k], e.progress(d.Quota, loaded)); err != nil {
 			return nil, opErr("create discount", d.ID, mapStoreErr(err))
 		}
@@ -64,7 +64,7 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 	}
 	var act redisstore.Activation
 	for k := d.Shards - 1; k >= 0; k-- {
-		act, err = e.store.Activate(ctx, r.keys[k].Keys(), token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
+		act, err = e.store.Activate(ctx, layout[k].Keys(), token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
 		if err != nil {
 			return nil, e.activateErr(d.ID, window, err)
 		}
@@ -160,7 +160,7 @@ func (e *Engine) ReserveDiscount(ctx context.Context, id, user, order string, or
 	if orderCents < 1 || orderCents > split.MaxTotal {
 		return Reservation{}, &AmountError{Input: strconv.FormatInt(orderCents, 10), Reason: "an order amount must be within 0.01 and the largest budget"}
 	}
-	res, err := e.disc.do(ctx, opReserve, id, dreq{user: user, order: order, cents: orderCents})
+	res, err := e.disc.do(ctx, opReserve, id, user, dreq{user: user, order: order, cents: orderCents})
 	if err != nil {
 		return Reservation{}, discErr("reserve", id, err)
 	}
@@ -192,7 +192,7 @@ func (e *Engine) ConfirmDiscount(ctx context.Context, id, user, order string) (R
 	if err := checkOrder(id, user, order); err != nil {
 		return Reservation{}, err
 	}
-	res, err := e.disc.do(ctx, opConfirm, id, dreq{user: user, order: order})
+	res, err := e.disc.do(ctx, opConfirm, id, user, dreq{user: user, order: order})
 	if err != nil {
 		return Reservation{}, discErr("confirm", id, err)
 	}
@@ -214,7 +214,7 @@ func (e *Engine) CancelDiscount(ctx context.Context, id, user, order string) (Re
 	if err := checkOrder(id, user, order); err != nil {
 		return Reservation{}, err
 	}
-	res, err := e.disc.do(ctx, opCancel, id, dreq{user: user, order: order})
+	res, err := e.disc.do(ctx, opCancel, id, user, dreq{user: user, order: order})
 	if err != nil {
 		return Reservation{}, discErr("cancel", id, err)
 	}
@@ -302,16 +302,7 @@ func discountStatusFrom(id string, v *redisstore.DiscountView) (*DiscountStatus,
 	st.InFlight = moveCount
 	st.RemainingCount += moveCount
 	st.RemainingCents += moveCents
-	if st.State == StateScheduled || st.State == StateOpen {
-		switch {
-		case root.Now < root.Int("opens_at"):
-			st.State = StateScheduled
-		case root.Now >= root.Int("closes_at"):
-			st.State, st.CloseReason = StateClosed, CloseTime
-		default:
-			st.State = StateOpen
-		}
-	}
+	st.State, st.CloseReason = stateInForce(st.State, st.CloseReason, root)
 	return st, nil
 }
 

@@ -148,10 +148,7 @@ func New(cfg Config) (*Engine, error) {
 		store = store.WithWait(cfg.WaitReplicas, cfg.WaitTimeout)
 	}
 	terms, _ := cfg.Packets.(TermsRecorder)
-	return &Engine{cfg: cfg, store: store, terms: terms, co: &coalescer{
-		store: store, maxBatch: cfg.MaxBatch, maxQueue: cfg.MaxQueue, timeout: cfg.BatchTimeout,
-		lanes: map[laneKey]*lane{}, routes: map[string]*route{},
-	}, disc: newDiscounter(store, cfg)}, nil
+	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), disc: newDiscounter(store, cfg)}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into
@@ -495,18 +492,25 @@ func statusFrom(id string, snaps []redisstore.Snapshot) (*Status, error) {
 		// The refund takes the lost packets' cents with the pool's.
 		st.RemainingCents -= st.LostCents
 	}
-	// The state in force now, as grab.lua sees it.
-	if st.State == StateScheduled || st.State == StateOpen {
-		switch {
-		case root.Now < root.Int("opens_at"):
-			st.State = StateScheduled
-		case root.Now >= root.Int("closes_at"):
-			st.State, st.CloseReason = StateClosed, CloseTime
-		default:
-			st.State = StateOpen
-		}
-	}
+	st.State, st.CloseReason = stateInForce(st.State, st.CloseReason, root)
 	return st, nil
+}
+
+// stateInForce is the state of a campaign recorded scheduled or open as
+// its scripts see it now, by the Redis clock of its root's read: not open
+// yet, open, or closed by time; any other state stays as it is.
+func stateInForce(state State, reason string, root redisstore.Snapshot) (State, string) {
+	if state != StateScheduled && state != StateOpen {
+		return state, reason
+	}
+	switch {
+	case root.Now < root.Int("opens_at"):
+		return StateScheduled, reason
+	case root.Now >= root.Int("closes_at"):
+		return StateClosed, CloseTime
+	default:
+		return StateOpen, reason
+	}
 }
 
 // Close stops grabs of a campaign now (every shard, the root last).

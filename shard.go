@@ -25,80 +25,6 @@ import (
 // not with the grabs. SOLD_OUT is answered only when every packet of every
 // shard is granted; the engine then closes every shard, reason sold_out.
 
-// route is what the engine knows of a campaign's layout.
-type route struct {
-	id     string
-	shards int
-	arg    string            // grab.lua's first argument
-	keys   []redisstore.Keys // per shard
-	grab   [][]string        // grab.lua's KEYS per shard
-	root   redisstore.Keys   // keys[0]
-}
-
-func newRoute(id string, shards int) *route {
-	r := &route{id: id, shards: shards, arg: redisstore.ShardsArg(shards), keys: redisstore.Layout(id, shards)}
-	r.grab = make([][]string, shards)
-	for k, keys := range r.keys {
-		r.grab[k] = redisstore.GrabKeys(keys)
-	}
-	r.root = r.keys[0]
-	return r
-}
-
-// maxRoutes bounds the route cache: grabs of made-up campaign ids fill it
-// with one-shard guesses, and a full cache starts over.
-const maxRoutes = 4096
-
-// guess returns the route of a campaign the engine has not seen: one
-// shard, until grab.lua says otherwise. Called with c.mu held.
-func (c *coalescer) guess(id string) *route {
-	if len(c.routes) >= maxRoutes {
-		clear(c.routes)
-	}
-	r := newRoute(id, 1)
-	c.routes[id] = r
-	return r
-}
-
-// current is the route the engine now holds for id.
-func (c *coalescer) current(id string) *route {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.routes[id]; r != nil {
-		return r
-	}
-	return c.guess(id)
-}
-
-// learn records that campaign id has shards shards. The layout is built
-// outside the lock: for many shards it takes a moment.
-func (c *coalescer) learn(id string, shards int) *route {
-	if r := c.current(id); r.shards == shards {
-		return r
-	}
-	r := newRoute(id, shards)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old := c.routes[id]; old != nil && old.shards == shards {
-		return old
-	}
-	if len(c.routes) >= maxRoutes {
-		clear(c.routes)
-	}
-	c.routes[id] = r
-	return r
-}
-
-// forget drops the route of id, when a shard was not found: the campaign
-// may have been created again with another shard count.
-func (c *coalescer) forget(r *route) {
-	c.mu.Lock()
-	if c.routes[r.id] == r {
-		delete(c.routes, r.id)
-	}
-	c.mu.Unlock()
-}
-
 // maxReroutes bounds how often one batch is routed again (each time a
 // script said the layout was stale, so nothing was written).
 const maxReroutes = 3
@@ -109,44 +35,22 @@ func (c *coalescer) execRouted(ctx context.Context, r *route, users []string, ou
 	if depth > maxReroutes {
 		return nil, fmt.Errorf("campaign %s: its shard count keeps changing", r.id)
 	}
-	idx := make([][]int, r.shards)
-	for i, u := range users {
-		k := redisstore.HomeShard(u, r.shards)
-		idx[k] = append(idx[k], i)
-	}
-	for k, is := range idx {
-		if len(is) == 0 {
-			continue
-		}
+	home := func(i int) string { return users[i] }
+	return fanOut(r, out, home, func(k int, is []int, sub []redisstore.GrabResult) ([]error, error) {
 		args := make([]string, 0, len(is)+1)
 		args = append(args, r.arg)
 		for _, i := range is {
 			args = append(args, users[i])
 		}
-		sub := make([]redisstore.GrabResult, len(is))
-		subEach, err := c.execShard(ctx, r, k, args, sub, depth)
-		for j, i := range is {
-			out[i] = sub[j]
-			e := err
-			if e == nil && subEach != nil {
-				e = subEach[j]
-			}
-			if e != nil {
-				if each == nil {
-					each = make([]error, len(users))
-				}
-				each[i] = e
-			}
-		}
-	}
-	return each, nil
+		return c.execShard(ctx, r, k, args, sub, depth)
+	}), nil
 }
 
 // execShard runs grab.lua on shard k of route r for args (the shard count,
 // then users), and handles what a sharded campaign can answer beyond a
 // one-shard one: a stale layout, a shard that does not exist, a dry shard.
 func (c *coalescer) execShard(ctx context.Context, r *route, k int, args []string, out []redisstore.GrabResult, depth int) (each []error, err error) {
-	err = c.store.Grab(ctx, r.grab[k], args, out)
+	err = c.store.Grab(ctx, r.calls[opGrab][k], args, out)
 	var se *redisstore.ShardsError
 	if errors.As(err, &se) {
 		return c.execRouted(ctx, c.learn(r.id, se.Shards), args[1:], out, depth+1)
@@ -175,51 +79,21 @@ func anyOutcome(out []redisstore.GrabResult, code int) bool {
 	return false
 }
 
-// maxRefills bounds the refills one batch waits for: other processes may
-// grab what a refill brought before this batch asks again.
-const maxRefills = 8
-
 // serveDry refills dry shard k and asks again for the users it answered
-// DRY, until none is left dry. A user still dry after maxRefills gets
-// ErrBusy: nothing was granted to them, and a retry is safe.
+// DRY, until none is left dry (see serveDry). A red packet refill never
+// finds nothing left: it closes the campaign, sold out, and the users
+// asked again are answered SOLD_OUT.
 func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []string, out []redisstore.GrabResult) []error {
-	each := make([]error, len(users))
-	for attempt := 0; ; attempt++ {
-		var dry []int
-		for i, o := range out {
-			if o.Outcome == redisstore.Dry {
-				dry = append(dry, i)
-			}
-		}
-		if len(dry) == 0 {
-			return each
-		}
-		fail := func(err error) []error {
-			for _, i := range dry {
-				each[i] = err
-			}
-			return each
-		}
-		if attempt == maxRefills {
-			return fail(ErrBusy)
-		}
-		if err := c.refill(ctx, r, k, len(dry)); err != nil {
-			// Nothing was granted to the dry users: they may retry.
-			return fail(&kindError{kind: ErrBusy, cause: err})
-		}
-		args := make([]string, 0, len(dry)+1)
+	dry := func(o redisstore.GrabResult) bool { return o.Outcome == redisstore.Dry }
+	refill := func(need int) error { return c.refill(ctx, r, k, need) }
+	return serveDry(out, dry, nil, refill, func(idx []int, again []redisstore.GrabResult) error {
+		args := make([]string, 0, len(idx)+1)
 		args = append(args, r.arg)
-		for _, i := range dry {
+		for _, i := range idx {
 			args = append(args, users[i])
 		}
-		again := make([]redisstore.GrabResult, len(dry))
-		if err := c.store.Grab(ctx, r.grab[k], args, again); err != nil {
-			return fail(err)
-		}
-		for j, i := range dry {
-			out[i] = again[j]
-		}
-	}
+		return c.store.Grab(ctx, r.calls[opGrab][k], args, again)
+	})
 }
 
 // refill brings packets to dry shard k for need users: from the shard
@@ -230,10 +104,7 @@ func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []strin
 // ask again.
 func (c *coalescer) refill(ctx context.Context, r *route, k, need int) error {
 	moved, err := c.store.Borrow(ctx, r.keys, k, need)
-	if moved > 0 {
-		c.transfers.Add(1)
-		c.moved.Add(uint64(moved))
-	}
+	c.borrowed(moved)
 	if !errors.Is(err, redisstore.ErrNothingToLend) {
 		return err
 	}

@@ -156,8 +156,9 @@ func exhausted(v *redisstore.DiscountView) bool {
 }
 
 // applyDiscounts writes the confirmed discounts of entries to the sink
-// and acknowledges them; conflicts go to the dead stream, and a failed
-// write is split and retried as apply does for grants.
+// and acknowledges them, as apply does grants: conflicts go to the dead
+// stream, and a failed write is split and retried (applyFailed). An
+// order is confirmed once, so its key stands in one entry.
 func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.Entry) error {
 	sink, _ := w.discountSink()
 	lid := ledger.DiscountCampaign(sh.id)
@@ -186,63 +187,10 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 			"user", c.Discount.User, "order", c.Discount.Order, "seq", c.Discount.Seq, "cents", c.Discount.Cents,
 			"existing_order", c.Existing.Order, "existing_seq", c.Existing.Seq)
 		key := redisstore.OrderKey(c.Discount.User, c.Discount.Order)
-		entry := es[0].ID
-		for _, e := range es {
-			for _, g := range e.Grants {
-				if g.User == key {
-					entry = e.ID
-				}
-			}
-		}
+		entry := entryOf(es, func(g redisstore.StreamGrant) bool { return g.User == key })
 		bad[entry] = append(bad[entry], key, redisstore.FormatPacket(c.Discount.Seq, c.Discount.Cents))
 	}
 	return w.ackOrBury(ctx, sh, es, bad)
-}
-
-// applyFailed handles a failed write of entries, as apply does: an outage
-// keeps them pending, a batch is split to find the entry at fault, and a
-// single entry the ledger refuses as invalid goes to the dead stream.
-func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entry, err error) error {
-	if ctx.Err() != nil {
-		return err
-	}
-	if perr := w.sink.Ping(ctx); perr != nil {
-		return fmt.Errorf("ledger unavailable: %w", err)
-	}
-	if len(es) > 1 {
-		half := len(es) / 2
-		if err := w.apply(ctx, sh, es[:half]); err != nil {
-			return err
-		}
-		return w.apply(ctx, sh, es[half:])
-	}
-	if !errors.Is(err, ledger.ErrInvalid) {
-		return fmt.Errorf("ledger failed on entry %s: %w", es[0].ID, err)
-	}
-	w.malformed.Add(1)
-	w.log.Error("confirms entry refused by the ledger; moved to the dead stream", "discount", sh.id, "entry", es[0].ID, "err", err)
-	return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
-}
-
-// ackOrBury acknowledges entries, moving those with conflicts (bad, by
-// entry id) to the dead stream with their acknowledgement.
-func (w *Worker) ackOrBury(ctx context.Context, sh shard, es []redisstore.Entry, bad map[string][]string) error {
-	var ack []string
-	for _, e := range es {
-		if pairs, ok := bad[e.ID]; ok {
-			if err := w.store.Dead(ctx, sh.keys, e.ID, "conflict", pairs); err != nil {
-				return err
-			}
-			w.entries.Add(1)
-			continue
-		}
-		ack = append(ack, e.ID)
-	}
-	if err := w.store.Ack(ctx, sh.keys, ack...); err != nil {
-		return err
-	}
-	w.entries.Add(int64(len(ack)))
-	return nil
 }
 
 // refundDiscount settles a closed, drained discount campaign that holds no

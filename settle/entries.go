@@ -20,6 +20,15 @@ type shard struct {
 	discount bool
 }
 
+// names are the shard's stream and the kind of campaign, as the log
+// names them.
+func (sh shard) names() (stream, label string) {
+	if sh.discount {
+		return "confirms", "discount"
+	}
+	return "grants", "campaign"
+}
+
 func atoi(s string) int64 {
 	v, _ := strconv.ParseInt(s, 10, 64)
 	return v
@@ -95,6 +104,9 @@ func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.En
 	return w.apply(ctx, sh, good)
 }
 
+// apply writes the items of entries es to the sink in one transaction
+// and acknowledges the entries after the commit: grants here, a discount
+// campaign's confirmed discounts in applyDiscounts.
 func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) error {
 	id := sh.id
 	if len(es) == 0 {
@@ -111,32 +123,7 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 	}
 	res, err := w.sink.ApplyGrants(ctx, id, grants)
 	if err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		if perr := w.sink.Ping(ctx); perr != nil {
-			// An outage, not the entries' fault: keep them pending.
-			return fmt.Errorf("ledger unavailable: %w", err)
-		}
-		if len(es) > 1 {
-			half := len(es) / 2
-			if err := w.apply(ctx, sh, es[:half]); err != nil {
-				return err
-			}
-			return w.apply(ctx, sh, es[half:])
-		}
-		if !errors.Is(err, ledger.ErrInvalid) {
-			// The ledger answers, yet did not say that the entry can never
-			// be written: a connection of its pool that broke, a lock
-			// timeout, a host that refuses our credentials. Nothing of that
-			// is the entry's fault: it stays pending and is tried again
-			// after a pause.
-			return fmt.Errorf("ledger failed on entry %s: %w", es[0].ID, err)
-		}
-		// One entry that the ledger refuses as invalid: its own fault.
-		w.malformed.Add(1)
-		w.log.Error("grants entry refused by the ledger; moved to the dead stream", "campaign", id, "entry", es[0].ID, "err", err)
-		return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
+		return w.applyFailed(ctx, sh, es, err)
 	}
 	w.grants.Add(int64(res.Inserted))
 	w.replayed.Add(int64(res.Replayed))
@@ -149,9 +136,62 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 		w.log.Error("INCIDENT: conflicting grant", "campaign", id, "kind", c.Kind,
 			"user", c.Grant.User, "seq", c.Grant.Seq, "cents", c.Grant.Cents,
 			"existing_user", c.Existing.User, "existing_seq", c.Existing.Seq)
-		entry := entryOf(es, c.Grant)
+		entry := entryOf(es, func(g redisstore.StreamGrant) bool { return g.Seq == c.Grant.Seq && g.User == c.Grant.User })
 		bad[entry] = append(bad[entry], c.Grant.User, redisstore.FormatPacket(c.Grant.Seq, c.Grant.Cents))
 	}
+	return w.ackOrBury(ctx, sh, es, bad)
+}
+
+// entryOf is the id of the first entry with an item that is, else of the
+// first entry.
+func entryOf(es []redisstore.Entry, is func(redisstore.StreamGrant) bool) string {
+	for _, e := range es {
+		for _, g := range e.Grants {
+			if is(g) {
+				return e.ID
+			}
+		}
+	}
+	return es[0].ID
+}
+
+// applyFailed handles a failed write of entries: an outage keeps them
+// pending, a batch is split in halves to find the entry at fault, and a
+// single entry the ledger refuses as invalid goes to the dead stream.
+func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entry, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	if perr := w.sink.Ping(ctx); perr != nil {
+		// An outage, not the entries' fault: keep them pending.
+		return fmt.Errorf("ledger unavailable: %w", err)
+	}
+	if len(es) > 1 {
+		half := len(es) / 2
+		if err := w.apply(ctx, sh, es[:half]); err != nil {
+			return err
+		}
+		return w.apply(ctx, sh, es[half:])
+	}
+	if !errors.Is(err, ledger.ErrInvalid) {
+		// The ledger answers, yet did not say that the entry can never
+		// be written: a connection of its pool that broke, a lock
+		// timeout, a host that refuses our credentials. Nothing of that
+		// is the entry's fault: it stays pending and is tried again
+		// after a pause.
+		return fmt.Errorf("ledger failed on entry %s: %w", es[0].ID, err)
+	}
+	// One entry that the ledger refuses as invalid: its own fault.
+	w.malformed.Add(1)
+	stream, label := sh.names()
+	w.log.Error(stream+" entry refused by the ledger; moved to the dead stream", label, sh.id, "entry", es[0].ID, "err", err)
+	return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
+}
+
+// ackOrBury acknowledges entries, moving those with conflicts (bad, by
+// entry id: the conflicting items as field, value pairs) to the dead
+// stream with their acknowledgement.
+func (w *Worker) ackOrBury(ctx context.Context, sh shard, es []redisstore.Entry, bad map[string][]string) error {
 	var ack []string
 	for _, e := range es {
 		if pairs, ok := bad[e.ID]; ok {
@@ -168,17 +208,6 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 	}
 	w.entries.Add(int64(len(ack)))
 	return nil
-}
-
-func entryOf(es []redisstore.Entry, g ledger.Grant) string {
-	for _, e := range es {
-		for _, eg := range e.Grants {
-			if eg.Seq == g.Seq && eg.User == g.User {
-				return e.ID
-			}
-		}
-	}
-	return es[0].ID
 }
 
 // syncReplicas waits, with Config.WaitReplicas, until the replicas hold

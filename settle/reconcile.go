@@ -170,26 +170,37 @@ func (rc *reconciler) redisPools(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if rc.v.Snaps[k].Transfers == 0 {
+		if err := inTransfer(ctx, rc.store, rc.v.Shards, rc.v.Snaps, k, r, seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inTransfer calls seen for every packet (or discount amount) of a
+// transfer from shard k that its destination has not applied yet: it has
+// left k's pool and is in no other. A transfer to a shard that does not
+// exist is a difference of r.
+func inTransfer(ctx context.Context, store *redisstore.Store, shards []redisstore.Keys, snaps []redisstore.Snapshot, k int, r *Report, seen func(seq, cents int64)) error {
+	if snaps[k].Transfers == 0 {
+		return nil
+	}
+	ts, err := store.Transfers(ctx, shards[k])
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if t.Dest < 0 || t.Dest >= len(shards) {
+			r.summary("transfer %s goes to shard %d of %d", t.ID, t.Dest, len(shards))
 			continue
 		}
-		ts, err := rc.store.Transfers(ctx, keys)
+		done, err := store.Applied(ctx, shards[t.Dest], []string{t.ID})
 		if err != nil {
 			return err
 		}
-		for _, t := range ts {
-			if t.Dest < 0 || t.Dest >= len(rc.v.Shards) {
-				r.summary("transfer %s goes to shard %d of %d", t.ID, t.Dest, len(rc.v.Shards))
-				continue
-			}
-			done, err := rc.store.Applied(ctx, rc.v.Shards[t.Dest], []string{t.ID})
-			if err != nil {
-				return err
-			}
-			for _, p := range t.Packets {
-				if seq, cents, err := redisstore.ParseClaim(p); err == nil && !done[0] {
-					seen(seq, cents)
-				}
+		for _, p := range t.Packets {
+			if seq, cents, err := redisstore.ParseClaim(p); err == nil && !done[0] {
+				seen(seq, cents)
 			}
 		}
 	}
@@ -284,9 +295,14 @@ func (rc *reconciler) ledgerTotals(ctx context.Context) error {
 
 // streams counts what settlement has left on every shard's stream.
 func (rc *reconciler) streams(ctx context.Context) error {
-	r := rc.r
-	for _, keys := range rc.v.Shards {
-		g, err := rc.store.Group(ctx, keys)
+	return countStreams(ctx, rc.store, rc.v.Shards, rc.r, "grants")
+}
+
+// countStreams counts in r what settlement has left on every shard's
+// stream (called stream in the report), and the dead entries.
+func countStreams(ctx context.Context, store *redisstore.Store, shards []redisstore.Keys, r *Report, stream string) error {
+	for _, keys := range shards {
+		g, err := store.Group(ctx, keys)
 		if err != nil {
 			return err
 		}
@@ -294,7 +310,7 @@ func (rc *reconciler) streams(ctx context.Context) error {
 		r.Dead += g.Dead
 	}
 	if r.Unsettled > 0 {
-		r.summary("%d grants stream entries are not settled yet", r.Unsettled)
+		r.summary("%d %s stream entries are not settled yet", r.Unsettled, stream)
 	}
 	if r.Dead > 0 {
 		r.summary("%d entries in the dead stream wait for an operator", r.Dead)

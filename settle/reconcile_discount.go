@@ -94,37 +94,17 @@ func (rc *discountReconciler) records(ctx context.Context) error {
 
 // pools sums the amounts in the pools and in transfers not yet applied.
 func (rc *discountReconciler) pools(ctx context.Context) error {
+	seen := func(_, cents int64) {
+		rc.pooled++
+		rc.r.PoolCents += cents
+	}
 	views := redisstore.ShardViews(rc.v.Shards)
 	for k, keys := range views {
-		if err := rc.store.ScanPool(ctx, keys, func(_, cents int64) error {
-			rc.pooled++
-			rc.r.PoolCents += cents
-			return nil
-		}); err != nil {
+		if err := rc.store.ScanPool(ctx, keys, func(seq, cents int64) error { seen(seq, cents); return nil }); err != nil {
 			return err
 		}
-		if rc.v.Snaps[k].Transfers == 0 {
-			continue
-		}
-		ts, err := rc.store.Transfers(ctx, keys)
-		if err != nil {
+		if err := inTransfer(ctx, rc.store, views, rc.v.Snaps, k, rc.r, seen); err != nil {
 			return err
-		}
-		for _, t := range ts {
-			if t.Dest < 0 || t.Dest >= len(views) {
-				rc.r.summary("transfer %s goes to shard %d of %d", t.ID, t.Dest, len(views))
-				continue
-			}
-			done, err := rc.store.Applied(ctx, views[t.Dest], []string{t.ID})
-			if err != nil {
-				return err
-			}
-			for _, p := range t.Packets {
-				if _, cents, err := redisstore.ParseClaim(p); err == nil && !done[0] {
-					rc.pooled++
-					rc.r.PoolCents += cents
-				}
-			}
 		}
 	}
 	rc.r.PoolCents += rc.r.CompensationCents
@@ -199,20 +179,5 @@ func (rc *discountReconciler) totals(ctx context.Context) error {
 
 // streams counts what settlement has left on every shard's stream.
 func (rc *discountReconciler) streams(ctx context.Context) error {
-	r := rc.r
-	for _, keys := range rc.v.Shards {
-		g, err := rc.store.Group(ctx, keys.Keys())
-		if err != nil {
-			return err
-		}
-		r.Unsettled += g.Lag + g.Pending
-		r.Dead += g.Dead
-	}
-	if r.Unsettled > 0 {
-		r.summary("%d confirms stream entries are not settled yet", r.Unsettled)
-	}
-	if r.Dead > 0 {
-		r.summary("%d entries in the dead stream wait for an operator", r.Dead)
-	}
-	return nil
+	return countStreams(ctx, rc.store, redisstore.ShardViews(rc.v.Shards), rc.r, "confirms")
 }

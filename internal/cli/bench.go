@@ -16,7 +16,6 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/bench"
-	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/split"
 )
 
@@ -267,8 +266,8 @@ func (b *benchDesignsCmd) say(format string, a ...any) {
 // starts its own Redis.
 func (b *benchDesignsCmd) open(context.Context) error {
 	f, o := &b.f, &b.o
-	if f.redis.url == "" && !redisserver.Available(f.redis.server) {
-		return fmt.Errorf("no --redis given and %s is not installed (apt-get install -y redis-server)", f.redis.server)
+	if err := f.redis.needServer(); err != nil {
+		return err
 	}
 	if f.svg != "" {
 		// Fail now, not after a long sweep, when the file cannot be written.
@@ -292,19 +291,25 @@ func (b *benchDesignsCmd) open(context.Context) error {
 	}
 	b.say("hongbao bench: %d packets (%s, %s, seed %d), %d users, %s\nRedis: %s\n",
 		o.Packets, hongbao.FormatCents(o.Total), o.Split, o.Seed, o.Users, runs, where)
-	if f.redis.url != "" || !f.pin {
-		return nil
+	if f.redis.url == "" && f.pin {
+		o.RedisCPUs, b.pinned = b.pinBench(b.say)
 	}
+	return nil
+}
+
+// pinBench pins our own Redis and the bench to CPUs of their own
+// (bench.Pin) until the command closes, and returns Redis's CPUs and
+// where it pinned them, for the report; say tells what happened. A bench
+// that could not be pinned runs anyway, unpinned.
+func (b *base) pinBench(say func(format string, a ...any)) (redisCPUs, pinned string) {
 	p, err := bench.Pin()
 	if err != nil {
-		b.say("not pinned: %v\n", err)
-		return nil
+		say("not pinned: %v\n", err)
+		return "", ""
 	}
 	b.deferClose(p.Restore)
-	o.RedisCPUs = p.RedisCPUs
-	b.pinned = p.String()
-	b.say("pinned: %s\n", b.pinned)
-	return nil
+	say("pinned: %s\n", p.String())
+	return p.RedisCPUs, p.String()
 }
 
 func (b *benchDesignsCmd) run(ctx context.Context) error {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/bench"
-	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
 // benchDiscountCmd is "hongbao bench --mode discount": reserve + confirm
@@ -117,21 +116,12 @@ func (b *benchDiscountCmd) parseFlags(args []string) error {
 // open checks that the runs can start and pins Redis and the bench to
 // CPUs of their own when it starts its own Redis.
 func (b *benchDiscountCmd) open(context.Context) error {
-	if b.redis.url == "" && !redisserver.Available(b.redis.server) {
-		return fmt.Errorf("no --redis given and %s is not installed (apt-get install -y redis-server)", b.redis.server)
+	if err := b.redis.needServer(); err != nil {
+		return err
 	}
-	if b.redis.url != "" || !b.pin {
-		return nil
+	if b.redis.url == "" && b.pin {
+		b.o.RedisCPUs, b.pinned = b.pinBench(b.say)
 	}
-	p, err := bench.Pin()
-	if err != nil {
-		b.say("not pinned: %v\n", err)
-		return nil
-	}
-	b.deferClose(p.Restore)
-	b.o.RedisCPUs = p.RedisCPUs
-	b.pinned = p.String()
-	b.say("pinned: %s\n", b.pinned)
 	return nil
 }
 

@@ -207,12 +207,8 @@ func (d *demoCmd) parseSpec(total int64) error {
 	if f.shards < 1 || f.shards > hongbao.MaxShards {
 		return usageErrorf("--shards must be within 1 and %d, not %d", hongbao.MaxShards, f.shards)
 	}
-	if f.seed != "" {
-		s, err := strconv.ParseUint(f.seed, 10, 64)
-		if err != nil {
-			return usageErrorf("--seed must be an unsigned integer: %q", f.seed)
-		}
-		d.spec.Seed = &s
+	if d.spec.Seed, err = parseSeed(f.seed); err != nil {
+		return err
 	}
 	if err := d.spec.Validate(); err != nil {
 		return usageErrorf("%v", err)
@@ -222,33 +218,85 @@ func (d *demoCmd) parseSpec(total int64) error {
 
 // open opens the ledger (with --settle: the one given, or a SQLite file
 // in a temporary directory), then Redis.
-func (d *demoCmd) open(ctx context.Context) error {
+func (d *demoCmd) open(ctx context.Context) (err error) {
 	if d.web != nil {
 		return d.web.open(ctx)
 	}
 	if d.f.settle {
-		dsn := d.f.ledger
-		if dsn == "" {
-			dir, err := os.MkdirTemp("", "hongbao-demo-ledger-")
-			if err != nil {
-				return err
-			}
-			d.deferClose(func() { _ = os.RemoveAll(dir) })
-			dsn = "sqlite:" + filepath.Join(dir, "ledger.db")
-		}
-		l, err := openLedger(ctx, dsn)
-		if err != nil {
+		if d.led, err = d.demoLedger(ctx, d.f.ledger, "hongbao-demo-ledger-"); err != nil {
 			return err
 		}
-		d.deferClose(func() { _ = l.Close() })
-		d.led = l
 	}
-	conn, err := d.f.redis.connect(ctx, d.env, redisOptions{AllowEmulator: true})
+	d.conn, err = d.demoRedis(ctx, &d.f.redis)
+	return err
+}
+
+// demoLedger opens the ledger at dsn or, when dsn is empty, a SQLite file
+// in a new temporary directory named after prefix, removed at the end.
+// The ledger is closed when the command closes.
+func (b *base) demoLedger(ctx context.Context, dsn, prefix string) (ledger.Ledger, error) {
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", prefix)
+		if err != nil {
+			return nil, err
+		}
+		b.deferClose(func() { _ = os.RemoveAll(dir) })
+		dsn = "sqlite:" + filepath.Join(dir, "ledger.db")
+	}
+	l, err := openLedger(ctx, dsn)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	d.deferClose(conn.Close)
-	d.conn = conn
+	b.deferClose(func() { _ = l.Close() })
+	return l, nil
+}
+
+// demoRedis connects to the demo's Redis as its flags say, the emulator
+// allowed, until the command closes.
+func (b *base) demoRedis(ctx context.Context, r *redisFlags) (*redisConn, error) {
+	conn, err := r.connect(ctx, b.env, redisOptions{AllowEmulator: true})
+	if err != nil {
+		return nil, err
+	}
+	b.deferClose(conn.Close)
+	return conn, nil
+}
+
+// startWorker starts a settlement worker of cfg, which logs warnings and
+// worse to stderr, until the command closes.
+func (b *base) startWorker(ctx context.Context, cfg settle.Config) (*settle.Worker, error) {
+	cfg.Logger = slog.New(slog.NewTextHandler(b.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w, err := settle.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return nil, err
+	}
+	b.deferClose(w.Stop)
+	return w, nil
+}
+
+// parseSeed reads --seed; empty is a random seed (nil).
+func parseSeed(s string) (*uint64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return nil, usageErrorf("--seed must be an unsigned integer: %q", s)
+	}
+	return &v, nil
+}
+
+// demoVerdict turns a demo's checks into its exit status.
+func demoVerdict(conservationOK, reconcileOK bool) error {
+	if !conservationOK {
+		return &exitError{code: 1, err: errors.New("invariant check FAILED")}
+	}
+	if !reconcileOK {
+		return &exitError{code: 1, err: errors.New("reconcile FAILED")}
+	}
 	return nil
 }
 
@@ -319,20 +367,12 @@ func (d *demoCmd) startSettlement(ctx context.Context) error {
 	if err := d.led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total}); err != nil {
 		return fmt.Errorf("fund the campaign in the ledger: %w", err)
 	}
-	w, err := settle.New(settle.Config{
+	w, err := d.startWorker(ctx, settle.Config{
 		Redis: d.conn.Client, Ledger: d.led, Consumer: "demo", Only: []string{c.ID},
-		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout,
-		LegacyScripts: d.conn.Kind == "emulator", Logger: slog.New(slog.NewTextHandler(d.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout, LegacyScripts: d.conn.Kind == "emulator",
 	})
-	if err != nil {
-		return err
-	}
-	if err := w.Start(ctx); err != nil {
-		return err
-	}
 	d.w = w
-	d.deferClose(w.Stop)
-	return nil
+	return err
 }
 
 // closeAndAudit closes the campaign and audits Redis's contents.
@@ -370,10 +410,7 @@ func (d *demoCmd) finishSettlement(ctx context.Context, rep *demoReport, settleS
 		return err
 	}
 	rep.Reconcile = rec
-	rep.Ledger = "sqlite"
-	if strings.HasPrefix(d.f.ledger, "postgres") {
-		rep.Ledger = "postgres"
-	}
+	rep.Ledger = ledgerKind(d.f.ledger)
 	rep.Settled = rec.GrantedLedger
 	rep.RefundCents = rec.RefundCents
 	rep.ReconcileOK = rec.OK && rec.State == "settled"
@@ -389,13 +426,7 @@ func (d *demoCmd) report(rep *demoReport, told []toldUser, audit *hongbao.Audit)
 	} else {
 		printDemo(d.env.Stdout, rep, told, audit)
 	}
-	if !rep.ConservationOK {
-		return &exitError{code: 1, err: errors.New("invariant check FAILED")}
-	}
-	if d.led != nil && !rep.ReconcileOK {
-		return &exitError{code: 1, err: errors.New("reconcile FAILED")}
-	}
-	return nil
+	return demoVerdict(rep.ConservationOK, d.led == nil || rep.ReconcileOK)
 }
 
 // answer is what one simulated click was told.

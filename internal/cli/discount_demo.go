@@ -6,10 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -149,12 +146,9 @@ func (d *discountDemoCmd) parseSpec() error {
 		Budget: f.budgetCents, Quota: f.quota, Min: f.minC, Max: f.maxC,
 		PerUserCount: f.perUserCount, PerUserAmount: f.perUserCents, Shards: f.shards, Hold: f.hold,
 	}
-	if f.seed != "" {
-		s, err := strconv.ParseUint(f.seed, 10, 64)
-		if err != nil {
-			return usageErrorf("--seed must be an unsigned integer: %q", f.seed)
-		}
-		d.spec.Seed = &s
+	var err error
+	if d.spec.Seed, err = parseSeed(f.seed); err != nil {
+		return err
 	}
 	if err := d.spec.Validate(); err != nil {
 		var se *hongbao.SpecError
@@ -168,29 +162,12 @@ func (d *discountDemoCmd) parseSpec() error {
 
 // open opens the ledger (the one given, or a SQLite file in a temporary
 // directory), then Redis.
-func (d *discountDemoCmd) open(ctx context.Context) error {
-	dsn := d.f.ledger
-	if dsn == "" {
-		dir, err := os.MkdirTemp("", "hongbao-discount-demo-")
-		if err != nil {
-			return err
-		}
-		d.deferClose(func() { _ = os.RemoveAll(dir) })
-		dsn = "sqlite:" + filepath.Join(dir, "ledger.db")
-	}
-	l, err := openLedger(ctx, dsn)
-	if err != nil {
+func (d *discountDemoCmd) open(ctx context.Context) (err error) {
+	if d.led, err = d.demoLedger(ctx, d.f.ledger, "hongbao-discount-demo-"); err != nil {
 		return err
 	}
-	d.deferClose(func() { _ = l.Close() })
-	d.led = l
-	conn, err := d.f.redis.connect(ctx, d.env, redisOptions{AllowEmulator: true})
-	if err != nil {
-		return err
-	}
-	d.deferClose(conn.Close)
-	d.conn = conn
-	return nil
+	d.conn, err = d.demoRedis(ctx, &d.f.redis)
+	return err
 }
 
 func (d *discountDemoCmd) run(ctx context.Context) error {
@@ -226,17 +203,11 @@ func (d *discountDemoCmd) start(ctx context.Context) error {
 	if d.d, err = d.eng.CreateDiscount(ctx, d.spec); err != nil {
 		return err
 	}
-	d.w, err = settle.New(settle.Config{
+	if d.w, err = d.startWorker(ctx, settle.Config{
 		Redis: d.conn.Client, Ledger: d.led, Consumer: "discount-demo", Only: []string{d.d.ID}, LegacyScripts: legacy,
-		Logger: slog.New(slog.NewTextHandler(d.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	if err := d.w.Start(ctx); err != nil {
-		return err
-	}
-	d.deferClose(d.w.Stop)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -287,13 +258,7 @@ func (d *discountDemoCmd) report(rep *discountDemoReport) error {
 	} else {
 		printDiscountDemo(d.env.Stdout, rep)
 	}
-	if !rep.ConservationOK {
-		return &exitError{code: 1, err: errors.New("invariant check FAILED")}
-	}
-	if !rep.ReconcileOK {
-		return &exitError{code: 1, err: errors.New("reconcile FAILED")}
-	}
-	return nil
+	return demoVerdict(rep.ConservationOK, rep.ReconcileOK)
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }

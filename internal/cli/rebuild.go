@@ -59,19 +59,9 @@ func (c *rebuildCmd) parseFlags(args []string) error {
 	return c.redis.require()
 }
 
-func (c *rebuildCmd) open(ctx context.Context) error {
-	l, err := openLedger(ctx, c.dsn)
-	if err != nil {
-		return err
-	}
-	c.led = l
-	c.deferClose(func() { _ = l.Close() })
-	c.conn, err = dialRedis(ctx, c.redis.url)
-	if err != nil {
-		return err
-	}
-	c.deferClose(c.conn.Close)
-	return nil
+func (c *rebuildCmd) open(ctx context.Context) (err error) {
+	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, c.redis.url)
+	return err
 }
 
 func (c *rebuildCmd) run(ctx context.Context) error {

@@ -37,6 +37,15 @@ func (r *redisFlags) require() error {
 	return nil
 }
 
+// needServer refuses to go on without --redis when the redis-server to
+// start in its place is not installed.
+func (r *redisFlags) needServer() error {
+	if r.url == "" && !redisserver.Available(r.server) {
+		return fmt.Errorf("no --redis given and %s is not installed (apt-get install -y redis-server)", r.server)
+	}
+	return nil
+}
+
 // connect connects to --redis, or without it starts --redis-server as
 // opt says.
 func (r *redisFlags) connect(ctx context.Context, env *IO, opt redisOptions) (*redisConn, error) {

@@ -30,6 +30,22 @@ func openLedger(ctx context.Context, dsn string) (ledger.Ledger, error) {
 	return l, nil
 }
 
+// openLedgerRedis opens the ledger at dsn, then Redis at url, each let go
+// of when the command closes.
+func (b *base) openLedgerRedis(ctx context.Context, dsn, url string) (ledger.Ledger, *redisConn, error) {
+	l, err := openLedger(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.deferClose(func() { _ = l.Close() })
+	conn, err := dialRedis(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.deferClose(conn.Close)
+	return l, conn, nil
+}
+
 // settleCmd is "hongbao settle": a settlement worker, until interrupted
 // or, with --drain, until nothing is left to settle.
 type settleCmd struct {
@@ -213,19 +229,9 @@ func (c *reconcileCmd) parseFlags(args []string) error {
 	return c.redis.require()
 }
 
-func (c *reconcileCmd) open(ctx context.Context) error {
-	l, err := openLedger(ctx, c.dsn)
-	if err != nil {
-		return err
-	}
-	c.led = l
-	c.deferClose(func() { _ = l.Close() })
-	c.conn, err = dialRedis(ctx, c.redis.url)
-	if err != nil {
-		return err
-	}
-	c.deferClose(c.conn.Close)
-	return nil
+func (c *reconcileCmd) open(ctx context.Context) (err error) {
+	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, c.redis.url)
+	return err
 }
 
 func (c *reconcileCmd) run(ctx context.Context) error {

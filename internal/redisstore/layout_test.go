@@ -1,4 +1,4 @@
-package redisstore
+package redisstore_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
 )
 
@@ -21,7 +22,7 @@ func TestKeySlotMatchesRedis(t *testing.T) {
 		"foo{{bar}}zap":        4015,
 		"foo{bar}{zap}":        5061,
 	} {
-		require.Equal(t, want, KeySlot(key), "key %q", key)
+		require.Equal(t, want, redisstore.KeySlot(key), "key %q", key)
 	}
 }
 
@@ -30,42 +31,42 @@ func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
 		for _, id := range []string{"c1", "rain-2026", "x"} {
 			seen := map[int]bool{}
 			for k := range shards {
-				tag := ShardTag(id, shards, k)
+				tag := redisstore.ShardTag(id, shards, k)
 				if k == 0 {
 					require.Equal(t, "c:"+id, tag)
 				}
-				r := rangeOf(KeySlot("{"+tag+"}"), shards)
+				r := redisstore.RangeOf(redisstore.KeySlot("{"+tag+"}"), shards)
 				require.False(t, seen[r], "shards %d of %s: range %d twice", shards, id, r)
 				seen[r] = true
-				require.Equal(t, tag, ShardTag(id, shards, k), "stable")
+				require.Equal(t, tag, redisstore.ShardTag(id, shards, k), "stable")
 			}
 		}
 	}
-	require.Equal(t, CampaignKeys("c1"), ShardKeys("c1", 1, 0))
+	require.Equal(t, redisstore.CampaignKeys("c1"), redisstore.ShardKeys("c1", 1, 0))
 }
 
 // TestShardRangesAreRedisCLIs: the S ranges the shards are laid out over
 // are the ranges redis-cli --cluster create gives S masters, slot for slot,
 // so with as many masters as shards every shard has a master of its own.
 func TestShardRangesAreRedisCLIs(t *testing.T) {
-	for shards := 1; shards <= MaxShards; shards++ {
+	for shards := 1; shards <= redisstore.MaxShards; shards++ {
 		for i := range shards {
 			first, last := testenv.SlotRange(i, shards)
 			for _, slot := range []int{first, last, (first + last) / 2} {
-				require.Equal(t, i, rangeOf(uint16(slot), shards), "slot %d of %d ranges", slot, shards)
+				require.Equal(t, i, redisstore.RangeOf(uint16(slot), shards), "slot %d of %d ranges", slot, shards)
 			}
 			if first > 0 {
-				require.Equal(t, i-1, rangeOf(uint16(first-1), shards), "slot %d of %d ranges", first-1, shards)
+				require.Equal(t, i-1, redisstore.RangeOf(uint16(first-1), shards), "slot %d of %d ranges", first-1, shards)
 			}
 		}
 	}
 	// Three masters: 0-5460, 5461-10922, 10923-16383. A campaign whose
 	// root sits on slot 5461 gets its other two shards on the first and
 	// third masters.
-	id := testenv.IDInSlot(5461, "edge", func(id string) string { return CampaignKeys(id).Meta })
+	id := testenv.IDInSlot(5461, "edge", func(id string) string { return redisstore.CampaignKeys(id).Meta })
 	var masters []int
 	for k := range 3 {
-		slot := int(KeySlot(ShardKeys(id, 3, k).Meta))
+		slot := int(redisstore.KeySlot(redisstore.ShardKeys(id, 3, k).Meta))
 		for m := range 3 {
 			if first, last := testenv.SlotRange(m, 3); slot >= first && slot <= last {
 				masters = append(masters, m)
@@ -76,13 +77,13 @@ func TestShardRangesAreRedisCLIs(t *testing.T) {
 }
 
 func TestHomeShardIsStableAndEven(t *testing.T) {
-	require.Equal(t, 0, HomeShard("anyone", 1))
+	require.Equal(t, 0, redisstore.HomeShard("anyone", 1))
 	// FNV-1a 32 of "a" is 0xe40c292c.
-	require.Equal(t, int(uint32(0xe40c292c)%7), HomeShard("a", 7))
+	require.Equal(t, int(uint32(0xe40c292c)%7), redisstore.HomeShard("a", 7))
 	const shards, users = 8, 80000
 	var count [shards]int
 	for i := range users {
-		count[HomeShard(fmt.Sprintf("u%d", i), shards)]++
+		count[redisstore.HomeShard(fmt.Sprintf("u%d", i), shards)]++
 	}
 	for k, n := range count {
 		require.InDelta(t, users/shards, n, users/shards/10, "shard %d", k)
