@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -289,5 +291,47 @@ func TestHubLimitsAndEnds(t *testing.T) {
 	case <-h.done:
 	default:
 		t.Fatal("stop did not close done")
+	}
+}
+
+// BenchmarkLiveRecord is what the console's counting adds to each answered
+// grab, from every core at once on one campaign (the contended case).
+func BenchmarkLiveRecord(b *testing.B) {
+	ls := &liveStore{max: 256}
+	now := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int64(0)
+		for pb.Next() {
+			i++
+			ls.record("bench-campaign", liveGranted, 100+i%200, now)
+		}
+	})
+}
+
+// BenchmarkLiveReading is one reading of a watched campaign, the work a
+// live view costs each second whatever its viewers: the status and the
+// settlement backlog from a real Redis, the histogram and the encoded
+// event.
+func BenchmarkLiveReading(b *testing.B) {
+	r := testenv.SharedRedis(b)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	require.NoError(b, err)
+	ctx := context.Background()
+	c, err := eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(b), Total: 1_000_000, Count: 10_000})
+	require.NoError(b, err)
+	s := &Server{cfg: Config{Engine: eng, Redis: r.Client}}
+	h := newLiveHub(16, 16, time.Second, 5*time.Second, s.readLive, quietLog(), time.Now)
+	for i := 0; i < 2000; i++ {
+		g, err := eng.Grab(ctx, c.ID, "u"+strconv.Itoa(i))
+		require.NoError(b, err)
+		h.store.record(c.ID, liveOutcomeOf(g.Outcome), g.Cents, time.Now())
+	}
+	w := &watch{id: c.ID, stats: h.store.get(c.ID)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev, gone, err := h.reading(ctx, w)
+		if err != nil || gone || len(ev) == 0 {
+			b.Fatalf("reading: %v %v", gone, err)
+		}
 	}
 }

@@ -78,6 +78,11 @@ async function login(ev) {
     setText($('login-error'), 'Enter the admin key.');
     return;
   }
+  if (/[^\x21-\x7e]/.test(key)) {
+    // A header cannot carry it; the server's keys are printable text.
+    setText($('login-error'), 'An admin key is printable text without spaces.');
+    return;
+  }
   btn.disabled = true;
   try {
     await api('GET', '/v1/campaigns', { auth: key });

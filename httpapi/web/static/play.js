@@ -209,8 +209,12 @@ async function onGrabError(err) {
       sessionStorage.removeItem(TOKEN_KEY);
       game.token = '';
       if (demo) {
-        setToken(await demoToken());
-        showResult('error', 'New player', '', 'Your demo session ended; you are a new player now. Tap again.');
+        try {
+          setToken(await demoToken());
+          showResult('error', 'New player', '', 'Your demo session ended; you are a new player now. Tap again.');
+        } catch (e) {
+          showResult('error', 'Signed out', '', 'Your demo session ended and no new one came: ' + e.message);
+        }
       } else {
         showResult('error', 'Signed out', '', 'Your session ended. Open the rain from the app again.');
         $('gate').hidden = false;
@@ -235,8 +239,8 @@ async function held() {
     setMine(data);
     status('You hold a packet of this rain. Tap to see it again.');
   } catch (err) {
-    if (err.status === 401) onGrabError(err);
-    // 404 no_grant: nothing yet
+    if (err.status === 401) await onGrabError(err);
+    // 404 no_grant: nothing yet; anything else shows on the next tap
   }
 }
 
