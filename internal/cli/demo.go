@@ -211,9 +211,24 @@ func (d *demoCmd) parseSpec(total int64) error {
 		return err
 	}
 	if err := d.spec.Validate(); err != nil {
-		return usageErrorf("%v", err)
+		return specUsageError(err, map[string]string{"count": "packets"})
 	}
 	return nil
+}
+
+// specUsageError names the flag a refused spec field came from: "--total:
+// 100 cents cannot give 101 packets ...". flags maps the spec's field
+// names that differ from the flags' (count is --packets).
+func specUsageError(err error, flags map[string]string) error {
+	var se *hongbao.SpecError
+	if !errors.As(err, &se) {
+		return usageErrorf("%v", err)
+	}
+	name := se.Field
+	if f, ok := flags[name]; ok {
+		name = f
+	}
+	return usageErrorf("--%s: %s", strings.ReplaceAll(name, "_", "-"), se.Reason)
 }
 
 // open opens the ledger (with --settle: the one given, or a SQLite file

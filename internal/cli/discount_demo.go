@@ -3,12 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hongbao/hongbao"
@@ -151,11 +149,7 @@ func (d *discountDemoCmd) parseSpec() error {
 		return err
 	}
 	if err := d.spec.Validate(); err != nil {
-		var se *hongbao.SpecError
-		if errors.As(err, &se) {
-			return usageErrorf("--%s: %s", strings.ReplaceAll(se.Field, "_", "-"), se.Reason)
-		}
-		return usageErrorf("%v", err)
+		return specUsageError(err, nil)
 	}
 	return nil
 }
