@@ -73,7 +73,9 @@ type Config struct {
 	// Default: the host name.
 	Consumer string
 	// ReadCount is how many stream entries one read takes; an entry holds
-	// the grants of one grab batch (up to 512 by default). Default 4.
+	// the grants of one grab batch (up to 512 by default). A shard of a
+	// campaign of S shards is read ReadCount x S at a time, since its
+	// batches are a shard's share of the grabs. Default 4.
 	ReadCount int64
 	// ReclaimIdle is how long an entry may stay pending at another
 	// consumer before this one takes it over (that consumer is presumed
@@ -475,14 +477,23 @@ func (w *Worker) stream(ctx context.Context, v *redisstore.View, k redisstore.Ke
 	return w.streamShard(ctx, shard{id: v.ID, keys: k, root: v.Root()})
 }
 
+// maxReadsPerStream bounds the reads of new entries a pass makes on one
+// stream, so that a busy stream cannot hold up the others; the next pass
+// goes on where it stopped.
+const maxReadsPerStream = 16
+
 // streamShard settles what it can of shard sh's stream.
 func (w *Worker) streamShard(ctx context.Context, sh shard) (work int, unsettled int64, err error) {
 	k := sh.keys
+	// The batches of a campaign's shards are a shard's share of its
+	// grabs in flight: reading ReadCount times the shards keeps the
+	// grants per ledger transaction what they are with one shard.
+	count := w.cfg.ReadCount * max(sh.root.Int("shards"), 1)
 	// Our own pending entries first: after a restart, or a pass cut short
 	// by a failure or a stop, they were delivered to us and may not be in
 	// the ledger yet. (When there are none this is one cheap read.)
 	for {
-		es, err := w.store.ReadGroup(ctx, k, w.cfg.Consumer, w.cfg.ReadCount, true)
+		es, err := w.store.ReadGroup(ctx, k, w.cfg.Consumer, count, true)
 		if err != nil {
 			return work, 0, err
 		}
@@ -494,15 +505,22 @@ func (w *Worker) streamShard(ctx context.Context, sh shard) (work int, unsettled
 		}
 		work += len(es)
 	}
-	es, err := w.store.ReadGroup(ctx, k, w.cfg.Consumer, w.cfg.ReadCount, false)
-	if err != nil {
-		return work, 0, err
-	}
-	if len(es) > 0 {
-		if err := w.settleEntries(ctx, sh, es); err != nil {
+	// New entries, until the stream has no more or the pass has read its
+	// share of this stream (the other shards and campaigns wait for it).
+	for reads := 0; reads < maxReadsPerStream; reads++ {
+		es, err := w.store.ReadGroup(ctx, k, w.cfg.Consumer, count, false)
+		if err != nil {
 			return work, 0, err
 		}
-		work += len(es)
+		if len(es) > 0 {
+			if err := w.settleEntries(ctx, sh, es); err != nil {
+				return work, 0, err
+			}
+			work += len(es)
+		}
+		if int64(len(es)) < count {
+			break
+		}
 	}
 	n, err := w.reclaim(ctx, sh)
 	work += n
