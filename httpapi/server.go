@@ -438,7 +438,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// bare, the client still hears nothing of its text.
 		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign", 0)
 	case errors.Is(err, hongbao.ErrBusy):
-		writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many grabs are waiting; retry shortly", s.cfg.RetryAfter)
+		writeError(w, http.StatusServiceUnavailable, CodeBusy, "busy (too many requests waiting, or Redis moving or restarting); nothing was done, retry shortly", s.cfg.RetryAfter)
 	case errors.Is(err, hongbao.ErrUnavailable):
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the store takes no writes now; retrying is safe", s.cfg.RetryAfter)
 	case errors.Is(err, hongbao.ErrOutcomeUnknown):
