@@ -57,9 +57,19 @@ func TestTransferCrash(t *testing.T) {
 	store := redisstore.New(r.Client)
 	layout := redisstore.Layout(c.ID, shards)
 
-	struck, before := 0, 0
-	for round := range rounds {
-		runCrashChild(t, fmt.Sprintf("%s|%s|%d|%d|%s", r.Addr, c.ID, shards, round, acks), 20+rand.IntN(200))
+	// The kills come at random moments, so a slow machine may need more
+	// rounds before one has struck between a transfer's steps and the
+	// child has emptied shard 0 (so a refill moved packets to it): the
+	// rounds go on, up to four times as many, until both have happened.
+	refilled := func() int64 {
+		root, err := store.Status(ctx, layout[0])
+		require.NoError(t, err)
+		return root.Int("in_count")
+	}
+	kills, struck, before := 0, 0, 0
+	for round := 0; round < rounds || (round < 4*rounds && (struck == 0 || refilled() == 0)); round++ {
+		runCrashChild(t, "TestTransferCrashChild", crashChildEnv+"="+fmt.Sprintf("%s|%s|%d|%d|%s", r.Addr, c.ID, shards, round, acks), 20+rand.IntN(200))
+		kills++
 		a, err := eng.Audit(ctx, c.ID)
 		require.NoError(t, err)
 		require.True(t, a.OK(), "after kill %d: %v", round, a.Problems)
@@ -80,11 +90,10 @@ func TestTransferCrash(t *testing.T) {
 	told := readAcks(t, acks)
 	require.NotEmpty(t, told)
 	// Only the engine's refills move packets to shard 0.
-	root, err := store.Status(ctx, layout[0])
-	require.NoError(t, err)
-	require.Positive(t, root.Int("in_count"), "the users' home shard was refilled")
+	in := refilled()
+	require.Positive(t, in, "the users' home shard was refilled")
 	t.Logf("%d kills, %d of them between the steps of a transfer; %d grants acknowledged; %d packets lent between shards, %d to shard 0 by refills",
-		rounds, struck, len(told), lent(t, r, c.ID, shards), root.Int("in_count"))
+		kills, struck, len(told), lent(t, r, c.ID, shards), in)
 
 	_, err = eng.Close(ctx, c.ID)
 	require.NoError(t, err)
@@ -133,12 +142,15 @@ func lent(t *testing.T, r *testenv.Redis, id string, shards int) int64 {
 	return n
 }
 
-// runCrashChild starts the child with orders, waits until it works, lets
-// it work for ms milliseconds, and SIGKILLs it.
-func runCrashChild(t *testing.T, orders string, ms int) {
+// runCrashChild runs the test named child in a process of its own with env
+// ("NAME=value") added, waits until it prints "working", lets it work for ms
+// milliseconds, and SIGKILLs it. Timing the kill from the child's first
+// work, not from its start, keeps the kills inside the work on a slow or
+// busy machine.
+func runCrashChild(t *testing.T, child, env string, ms int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTransferCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+orders)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr

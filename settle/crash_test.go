@@ -55,7 +55,10 @@ func TestCrashRestart(t *testing.T) {
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
 	kills, midRun := 0, 0
 	var settled int64 // grants in the ledger after the last kill
-	for round := 0; round < 12; round++ {
+	// Twelve kills, each later in the run than the one before; on a slow
+	// machine, where a worker may not have written anything by then, more
+	// (up to 40, later still) until one has struck mid-run.
+	for round := 0; round < 12 || (round < 40 && midRun == 0); round++ {
 		cmd := exec.Command(bin, "settle", "--redis", e.redis.Addr, "--ledger", dsn, "--consumer", "crashy", "--drain")
 		cmd.Env = append(os.Environ(), "HONGBAO_CAMPAIGNS="+c.ID)
 		require.NoError(t, cmd.Start())
@@ -65,7 +68,7 @@ func TestCrashRestart(t *testing.T) {
 		case err := <-done:
 			require.NoError(t, err, "a drain that was not killed ends cleanly")
 			round = 99
-		case <-time.After(time.Duration(80+round*15) * time.Millisecond):
+		case <-time.After(killAfter(round)):
 			require.NoError(t, cmd.Process.Kill())
 			<-done
 			kills++
@@ -99,6 +102,16 @@ func TestCrashRestart(t *testing.T) {
 	require.Equal(t, "settled", rep.State)
 	t.Logf("%d kills (%d with the campaign partly settled), then a clean drain: %d grants settled exactly once",
 		kills, midRun, rep.GrantedLedger)
+}
+
+// killAfter is how long round's worker runs before it is killed: 80 ms,
+// 15 ms more each round, and from the twelfth on 100 ms more each round.
+func killAfter(round int) time.Duration {
+	ms := 80 + 15*min(round, 11)
+	if round > 11 {
+		ms += 100 * (round - 11)
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // ledgerGrants opens the ledger at dsn, reads how many grants of campaign
