@@ -212,9 +212,9 @@ func (b *benchDesignsCmd) checkSizes() error {
 	}
 	b.o.Total = int64(f.packets) * 100
 	if f.total != "" {
-		t, err := hongbao.ParseCents(f.total)
+		t, err := centsFlag("total", f.total)
 		if err != nil {
-			return usageErrorf("--total: %v", err)
+			return err
 		}
 		b.o.Total = t
 	}

@@ -95,9 +95,9 @@ func (b *benchDiscountCmd) parseFlags(args []string) error {
 		if a.v == "" {
 			continue
 		}
-		c, err := hongbao.ParseCents(a.v)
+		c, err := centsFlag(a.name, a.v)
 		if err != nil {
-			return usageErrorf("--%s: %v", a.name, err)
+			return err
 		}
 		*a.to = c
 	}

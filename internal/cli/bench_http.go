@@ -128,8 +128,8 @@ func (b *benchHTTPCmd) checkRun() error {
 	b.o.Total = int64(b.packets) * 100
 	if b.total != "" {
 		var err error
-		if b.o.Total, err = hongbao.ParseCents(b.total); err != nil {
-			return usageErrorf("--total: %v", err)
+		if b.o.Total, err = centsFlag("total", b.total); err != nil {
+			return err
 		}
 	}
 	if err := b.o.Validate(); err != nil {

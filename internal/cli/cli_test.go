@@ -118,6 +118,7 @@ func TestDemoBadInput(t *testing.T) {
 			require.Equal(t, tc.code, code, errs)
 			require.Contains(t, errs, tc.msg)
 			require.NotContains(t, errs, "panic")
+			require.NotContains(t, errs, ": hongbao:", "the library's prefix stutters after the command's")
 		})
 	}
 	code, _, errs := run(t, map[string]string{"HONGBAO_PACKETS": "many"}, "demo")

@@ -135,9 +135,9 @@ func (d *demoCmd) parseFlags(args []string) error {
 	if set["listen"] || set["crowd"] {
 		return usageErrorf("--listen and --crowd go with --web")
 	}
-	total, err := hongbao.ParseCents(f.total)
+	total, err := centsFlag("total", f.total)
 	if err != nil {
-		return usageErrorf("--total: %v", err)
+		return err
 	}
 	for _, c := range []struct {
 		name string
@@ -172,9 +172,9 @@ func (d *demoCmd) parseWeb(set map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	total, err := hongbao.ParseCents(d.f.total)
+	total, err := centsFlag("total", d.f.total)
 	if err != nil {
-		return usageErrorf("--total: %v", err)
+		return err
 	}
 	if err := d.parseSpec(total); err != nil {
 		return err
@@ -214,6 +214,21 @@ func (d *demoCmd) parseSpec(total int64) error {
 		return specUsageError(err, map[string]string{"count": "packets"})
 	}
 	return nil
+}
+
+// centsFlag parses the amount v of flag --name: "--total: invalid amount
+// "1.005": want at most two decimals, as in 12.34" (a usage error, without
+// the library's prefix).
+func centsFlag(name, v string) (int64, error) {
+	c, err := hongbao.ParseCents(v)
+	var ae *hongbao.AmountError
+	switch {
+	case errors.As(err, &ae):
+		return 0, usageErrorf("--%s: invalid amount %q: %s", name, ae.Input, ae.Reason)
+	case err != nil:
+		return 0, usageErrorf("--%s: %v", name, err)
+	}
+	return c, nil
 }
 
 // specUsageError names the flag a refused spec field came from: "--total:

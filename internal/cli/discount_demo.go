@@ -133,9 +133,9 @@ func (d *discountDemoCmd) parseSpec() error {
 		name, v string
 		to      *int64
 	}{{"budget", f.budget, &f.budgetCents}, {"min", f.min, &f.minC}, {"max", f.max, &f.maxC}, {"per-user-amount", f.perUserAmount, &f.perUserCents}} {
-		c, err := hongbao.ParseCents(a.v)
+		c, err := centsFlag(a.name, a.v)
 		if err != nil {
-			return usageErrorf("--%s: %v", a.name, err)
+			return err
 		}
 		*a.to = c
 	}
