@@ -177,7 +177,7 @@ func (l *loop) lose(level slog.Level, why string) {
 	l.leading = false
 	l.e.setLeading(false, time.Time{})
 	l.deadline.Stop()
-	l.log.Log(context.Background(), level, "lost the lease: "+why, "token", l.token)
+	l.log.Log(context.Background(), level, "leadership ends: "+why, "token", l.token)
 	if l.stopWork != nil {
 		l.stopWork()
 		<-l.workDone
@@ -190,7 +190,7 @@ func (l *loop) lose(level slog.Level, why string) {
 // try instead of after the TTL. A release of a lease that is no longer
 // ours changes nothing (the token is checked in Redis).
 func (l *loop) stop(ctx context.Context) {
-	l.lose(slog.LevelInfo, "stopping")
+	l.lose(slog.LevelInfo, "the elector stops and releases the lease")
 	if l.inFlight {
 		a := <-l.answers
 		switch {
