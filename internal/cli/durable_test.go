@@ -74,9 +74,7 @@ func TestFailoverRain(t *testing.T) {
 	require.EqualValues(t, len(r.acked), a.ClaimsCount, "every claim was told to its user")
 	require.EqualValues(t, min(packets, users), a.ClaimsCount)
 
-	code, _, err := api.call("POST", p.URL+"/v1/campaigns/"+id+"/close", api.admin, "")
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, code)
+	closeAfterFaults(t, api, p.URL, id)
 	waitSettled(t, api, func() string { return p.URL }, id, 60*time.Second)
 	codeR, out, errs := run(t, nil, "reconcile", "--campaign", id, "--redis", s.URL, "--ledger", fx.dsn)
 	require.Equal(t, 0, codeR, "%s %s", out, errs)
@@ -198,9 +196,7 @@ func TestProxyFaultsRain(t *testing.T) {
 	require.EqualValues(t, len(r.acked), a.ClaimsCount, "every claim was told to its user")
 	require.EqualValues(t, min(packets, users), a.ClaimsCount)
 
-	code, _, err := api.call("POST", p.URL+"/v1/campaigns/"+id+"/close", api.admin, "")
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, code)
+	closeAfterFaults(t, api, p.URL, id)
 	waitSettled(t, api, func() string { return p.URL }, id, 60*time.Second)
 	code, out, errs := run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 0, code, "%s %s", out, errs)
