@@ -76,13 +76,18 @@ func (l *loop) run(ctx context.Context) {
 }
 
 // send starts the next call: a renewal of the token that may hold the
-// lease, else a claim. The call is bounded by RenewEvery and not by ctx:
-// a stop waits for it, to learn whether there is a lease to release.
+// lease, else a claim. The call is bounded by the longer of RenewEvery and
+// a fifth of TTL, and not by ctx: a stop waits for it, to learn whether
+// there is a lease to release. A bound as short as a small RenewEvery
+// would cut off claims that Redis runs but answers late on a busy
+// machine: such a claim takes the lease without the claimer knowing its
+// token, and the lease then waits out its TTL. Giving up leadership on
+// time does not depend on the bound: the deadline timer does it.
 func (l *loop) send(ctx context.Context) {
 	l.inFlight = true
 	token := l.token
 	go func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.RenewEvery)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.cfg.RenewEvery, l.cfg.TTL/5))
 		defer cancel()
 		a := answer{sent: time.Now(), extend: token != 0, token: token}
 		if a.extend {
