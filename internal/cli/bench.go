@@ -16,7 +16,6 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/bench"
-	"github.com/hongbao/hongbao/split"
 )
 
 type benchFlags struct {
@@ -218,9 +217,9 @@ func (b *benchDesignsCmd) checkSizes() error {
 		}
 		b.o.Total = t
 	}
-	alg, err := split.ParseAlgorithm(f.split)
+	alg, err := splitFlag(f.split)
 	if err != nil {
-		return usageErrorf("--split: %v", err)
+		return err
 	}
 	b.o.Split = alg
 	return nil

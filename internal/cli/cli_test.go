@@ -119,6 +119,7 @@ func TestDemoBadInput(t *testing.T) {
 			require.Contains(t, errs, tc.msg)
 			require.NotContains(t, errs, "panic")
 			require.NotContains(t, errs, ": hongbao:", "the library's prefix stutters after the command's")
+			require.NotContains(t, errs, ": split:", "the split package's prefix stutters after the flag's")
 		})
 	}
 	code, _, errs := run(t, map[string]string{"HONGBAO_PACKETS": "many"}, "demo")

@@ -196,9 +196,9 @@ func (d *demoCmd) close() {
 // parseSpec builds the campaign's spec of total cents from the flags.
 func (d *demoCmd) parseSpec(total int64) error {
 	f := &d.f
-	alg, err := split.ParseAlgorithm(f.split)
+	alg, err := splitFlag(f.split)
 	if err != nil {
-		return usageErrorf("--split: %v", err)
+		return err
 	}
 	d.spec = hongbao.Spec{
 		ID:    "demo-" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36),
@@ -229,6 +229,20 @@ func centsFlag(name, v string) (int64, error) {
 		return 0, usageErrorf("--%s: %v", name, err)
 	}
 	return c, nil
+}
+
+// splitFlag parses --split: "--split: unknown "magic"; valid: ..." (a
+// usage error, without the split package's prefix).
+func splitFlag(v string) (split.Algorithm, error) {
+	alg, err := split.ParseAlgorithm(v)
+	var se *split.SpecError
+	switch {
+	case errors.As(err, &se):
+		return "", usageErrorf("--split: %s", se.Reason)
+	case err != nil:
+		return "", usageErrorf("--split: %v", err)
+	}
+	return alg, nil
 }
 
 // specUsageError names the flag a refused spec field came from: "--total:
