@@ -176,23 +176,21 @@ func (r *rainer) requireReadBack(t *testing.T, c rueidis.Client, shards int) {
 	}
 }
 
-// waitSettled waits until the campaign reads settled through the API.
 // closeAfterFaults closes a campaign right after faults between serve and
 // Redis: a close sent on a connection the faults broke answers 503 (its
 // outcome unknown to serve), and a close is idempotent, so an operator, and
 // this, sends it again until it answers 200.
 func closeAfterFaults(t *testing.T, api *apiClient, url, id string) {
 	t.Helper()
-	var code int
 	waitFor(t, "the close to be answered 200", 15*time.Second, func() bool {
-		var err error
-		code, _, err = api.call("POST", url+"/v1/campaigns/"+id+"/close", api.admin, "")
+		code, _, err := api.call("POST", url+"/v1/campaigns/"+id+"/close", api.admin, "")
 		require.NoError(t, err)
 		require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, code)
 		return code == http.StatusOK
 	})
 }
 
+// waitSettled waits until the campaign reads settled through the API.
 func waitSettled(t *testing.T, api *apiClient, url func() string, id string, within time.Duration) {
 	t.Helper()
 	waitFor(t, "the campaign to settle", within, func() bool {
