@@ -224,7 +224,8 @@ func (e *Elector) Start(ctx context.Context) error {
 }
 
 // Stop ends the election and waits: OnElected's context is cancelled, the
-// Elector waits for it to return and for a Redis call in flight, then
+// Elector waits for it to return and for a Redis call in flight (each
+// is bounded by the longer of RenewEvery and TTL/5), then
 // releases the lease if it holds it, so another process takes over at its
 // next try instead of after the TTL. Stop before Start does nothing.
 func (e *Elector) Stop() {
