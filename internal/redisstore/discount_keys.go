@@ -16,7 +16,7 @@ type DiscountKeys struct {
 	Dead     string // stream: confirmations that failed settlement, for an operator
 	Staging  string // list: the pool while it loads
 	Xfers    string // hash: transfers out of this shard in flight, xid -> record
-	Applied  string // set: ids of the transfers this shard has received
+	Applied  string // hash: id of each transfer this shard received -> "<count>:<cents>:<sha1 of its packets>"
 }
 
 // DiscountRootTag is the hash tag of discount campaign id's root shard.

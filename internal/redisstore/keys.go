@@ -13,7 +13,7 @@ type Keys struct {
 	Dead    string // stream: grants that failed settlement, for an operator
 	Staging string // list: the pool while it loads
 	Xfers   string // hash: transfers out of this shard in flight, xid -> record
-	Applied string // set: ids of the transfers this shard has received
+	Applied string // hash: id of each transfer this shard received -> "<count>:<cents>:<sha1 of its packets>"
 	Lost    string // list: packets a rebuild found gone with no holder it could name
 	Sync    string // string: written by settlement before each WAIT (see SyncReplicas)
 }

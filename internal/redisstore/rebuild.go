@@ -93,7 +93,7 @@ func (s *Store) ReadShard(ctx context.Context, k Keys) (*ShardContents, error) {
 	if c.Transfers, err = s.Transfers(ctx, k); err != nil {
 		return nil, err
 	}
-	applied, err := s.c.Do(ctx, s.c.B().Smembers().Key(k.Applied).Build()).AsStrSlice()
+	applied, err := s.c.Do(ctx, s.c.B().Hkeys().Key(k.Applied).Build()).AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("read %s: applied: %w", k.Tag, err)
 	}

@@ -113,6 +113,10 @@ var (
 	ErrArgs       = errors.New("bad script arguments")
 	ErrState      = errors.New("campaign is not in the state this needs")
 	ErrShards     = errors.New("campaign has another shard count")
+	// ErrTransferConflict: a shard applied a transfer of this id before,
+	// with other packets. An id is drawn at random for each transfer, so
+	// this is a fault to look into, never a repeat to skip.
+	ErrTransferConflict = errors.New("transfer id applied before with other packets")
 )
 
 var scriptErrors = luascript.Errors{Codes: map[string]error{
@@ -128,6 +132,7 @@ var scriptErrors = luascript.Errors{Codes: map[string]error{
 	"HBARGS":       ErrArgs,
 	"HBSTATE":      ErrState,
 	"HBSHARDS":     ErrShards,
+	"HBXCONFLICT":  ErrTransferConflict,
 }}
 
 // ScriptError is an error reply of one of our scripts, with its HB code and

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/random"
 )
 
 // Transfers move packets between the shards of a campaign, one script on
@@ -17,15 +19,33 @@ import (
 //
 //  1. Take (on the source): packets leave the head of its pool into a
 //     transfer record "xid -> dest|ms|packets" in the source's xfers hash,
-//     in the same step.
+//     in the same step. The id is the source shard and a random nonce.
 //  2. Apply (on the destination): the packets join its pool and xid joins
-//     its applied set, in one step; a second apply of xid is a no-op.
+//     its applied hash with what was applied (count, cents, a hash of the
+//     packets), in one step; a second apply of xid with the same packets
+//     is a no-op, with other packets an error (ErrTransferConflict).
 //  3. Finish (on the source): the record is deleted.
 //
 // A process that dies between the steps leaves a record behind; Recover
 // applies every record (a no-op where step 2 went through) and deletes it.
 // So a packet is always in exactly one of: a pool, a claim, or a record
 // not yet applied.
+//
+// Failover of either end. Ids are random, not a counter of the source's:
+// a source that fails over to a replica that missed a finished transfer
+// would otherwise hand the same id out again, and the destination would
+// skip the new transfer as a repeat, its packets in no pool. Under
+// WithWait each step is held by the replicas before the next one runs:
+// the take before its packets are applied (else a failover of the source
+// puts them back in its pool while the destination has them too: granted
+// twice), the apply before the record is deleted (else a failover of the
+// destination loses them). Recover reads records that a take whose WAIT
+// fell short may have left, so it waits for the source's replicas before
+// applying them (SyncReplicas), and an apply that finds its transfer
+// applied before writes before its WAIT too (a WAIT on a connection that
+// wrote nothing vouches for nothing). Without WithWait, a failover that
+// loses the last writes of a transfer's source leaves its packets in two
+// pools, and one of its destination's loses them (docs/durability.md).
 
 // MaxTransfer is the most packets one transfer moves (Lua's argument
 // limits, as for MaxBatch).
@@ -33,17 +53,22 @@ const MaxTransfer = 3000
 
 // Transfer is a record of packets in flight between two shards.
 type Transfer struct {
-	ID      string   // "<source shard>-<n>", unique within the campaign
+	ID      string   // "<source shard>-<random nonce>", unique within the campaign
 	Dest    int      // destination shard
 	AtMs    int64    // when it was taken, Redis clock of the source
 	Packets []string // "<seq>:<cents>"
 }
 
+// xferNonce is how many random bytes make a transfer's id unique.
+const xferNonce = 8
+
 // TakeTransfer is step 1: it moves up to want packets from the head of
-// src's pool into a transfer record for shard dest. No packets (an empty
-// pool, or a shard that is closed) is a Transfer with none.
+// src's pool into a transfer record for shard dest, under a new random
+// id. No packets (an empty pool, or a shard that is closed) is a Transfer
+// with none.
 func (s *Store) TakeTransfer(ctx context.Context, src Keys, dest, want int) (Transfer, error) {
-	keys, args := []string{src.Meta, src.Pool, src.Xfers}, []string{strconv.Itoa(dest), strconv.Itoa(want)}
+	keys := []string{src.Meta, src.Pool, src.Xfers}
+	args := []string{strconv.Itoa(dest), strconv.Itoa(want), random.Hex(xferNonce)}
 	r, werr := s.exec(ctx, s.s.xferTake, keys, args)
 	vals, err := r.AsStrSlice()
 	if err == nil {
@@ -60,6 +85,11 @@ func (s *Store) TakeTransfer(ctx context.Context, src Keys, dest, want int) (Tra
 
 // ApplyTransfer is step 2: it adds t's packets to dst's pool unless dst
 // applied t before. It returns how many packets it added (0 for a repeat).
+// A repeat of t.ID with other packets is ErrTransferConflict, nothing
+// added. Under WithWait a repeat is answered once the replicas hold what
+// it found: the first apply may have been answered by a short WAIT, and
+// a repeat writes nothing its own WAIT could wait for, so it writes in
+// dst's slot and waits behind that (SyncReplicas).
 func (s *Store) ApplyTransfer(ctx context.Context, dst Keys, t Transfer) (int64, error) {
 	args := make([]string, 0, 1+len(t.Packets))
 	args = append(append(args, t.ID), t.Packets...)
@@ -71,6 +101,11 @@ func (s *Store) ApplyTransfer(ctx context.Context, dst Keys, t Transfer) (int64,
 	}
 	if err != nil {
 		return 0, resultError("apply transfer "+t.ID+" to "+dst.Tag, err)
+	}
+	if n == 0 && s.waitN > 0 {
+		if err := s.SyncReplicas(ctx, dst, int(s.waitN), time.Duration(s.waitMs)*time.Millisecond); err != nil {
+			return 0, err
+		}
 	}
 	return n, nil
 }
@@ -125,13 +160,13 @@ func (s *Store) Applied(ctx context.Context, dst Keys, xids []string) ([]bool, e
 	if len(xids) == 0 {
 		return nil, nil
 	}
-	vals, err := s.c.Do(ctx, s.c.B().Smismember().Key(dst.Applied).Member(xids...).Build()).AsIntSlice()
+	vals, err := s.c.Do(ctx, s.c.B().Hmget().Key(dst.Applied).Field(xids...).Build()).ToArray()
 	if err != nil {
 		return nil, fmt.Errorf("applied transfers of %s: %w", dst.Tag, err)
 	}
 	out := make([]bool, len(vals))
-	for i, v := range vals {
-		out[i] = v == 1
+	for i := range vals {
+		out[i] = !vals[i].IsNil()
 	}
 	return out, nil
 }
@@ -158,7 +193,12 @@ func (s *Store) PoolLengths(ctx context.Context, shards []Keys) ([]int64, error)
 // applied to its destination (a no-op where that step went through
 // before) and its record deleted. It returns how many it finished. It is
 // safe at any time, also beside the process that started a transfer:
-// every step is idempotent.
+// every step is idempotent. Under WithWait it applies a shard's records
+// only once the shard's replicas hold them (a take whose WAIT fell short
+// leaves a record that only the primary may hold), and deletes one only
+// once the destination's replicas hold its apply. A record whose id its
+// destination applied with other packets stops it with
+// ErrTransferConflict, the record kept: an operator looks into it.
 func (s *Store) Recover(ctx context.Context, shards []Keys, minAge time.Duration) (int, error) {
 	var now int64
 	if minAge > 0 {
@@ -173,21 +213,45 @@ func (s *Store) Recover(ctx context.Context, shards []Keys, minAge time.Duration
 		if err != nil {
 			return done, err
 		}
+		due := ts[:0]
 		for _, t := range ts {
-			if minAge > 0 && now-t.AtMs < minAge.Milliseconds() {
-				continue
+			if minAge <= 0 || now-t.AtMs >= minAge.Milliseconds() {
+				due = append(due, t)
 			}
-			if t.Dest >= len(shards) {
-				return done, fmt.Errorf("transfer %s of %s: %w: destination shard %d of %d", t.ID, src.Tag, ErrCorrupt, t.Dest, len(shards))
-			}
-			if _, err := s.ApplyTransfer(ctx, shards[t.Dest], t); err != nil {
-				return done, err
-			}
-			if err := s.FinishTransfer(ctx, src, t.ID); err != nil {
-				return done, err
-			}
-			done++
 		}
+		n, err := s.recoverFrom(ctx, shards, src, due)
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// recoverFrom applies and deletes the records ts read from shard src.
+func (s *Store) recoverFrom(ctx context.Context, shards []Keys, src Keys, ts []Transfer) (int, error) {
+	if len(ts) == 0 {
+		return 0, nil
+	}
+	if s.waitN > 0 {
+		// Written after the records were read, so the replicas that
+		// acknowledge it hold them.
+		if err := s.SyncReplicas(ctx, src, int(s.waitN), time.Duration(s.waitMs)*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	done := 0
+	for _, t := range ts {
+		if t.Dest >= len(shards) {
+			return done, fmt.Errorf("transfer %s of %s: %w: destination shard %d of %d", t.ID, src.Tag, ErrCorrupt, t.Dest, len(shards))
+		}
+		if _, err := s.ApplyTransfer(ctx, shards[t.Dest], t); err != nil {
+			return done, err
+		}
+		if err := s.FinishTransfer(ctx, src, t.ID); err != nil {
+			return done, err
+		}
+		done++
 	}
 	return done, nil
 }
@@ -230,6 +294,8 @@ func (s *Store) Borrow(ctx context.Context, shards []Keys, k, need int) (moved i
 		if len(t.Packets) == 0 {
 			continue
 		}
+		// Under WithWait the take's WAIT held it on the replicas before
+		// this apply, and the apply's holds it before the delete.
 		if _, err := s.ApplyTransfer(ctx, shards[k], t); err != nil {
 			return 0, err // the record stays; recovery applies it
 		}

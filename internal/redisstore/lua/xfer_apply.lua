@@ -1,16 +1,21 @@
 #!lua
 -- xfer_apply.lua: step 2 of a transfer: add a transfer's packets to the
--- destination shard's pool, once.
--- KEYS[1] meta  KEYS[2] pool  KEYS[3] applied (set of transfer ids received)
+-- destination shard's pool, once, and remember what was added.
+-- KEYS[1] meta  KEYS[2] pool  KEYS[3] applied (hash: transfer id -> "<count>:<cents>:<sha1>")
 -- ARGV[1] transfer id  ARGV[2..] packets "<seq>:<cents>" (1..3000)
--- Reply   the number of packets added; 0 when this transfer was applied before
+-- Reply   the number of packets added; 0 when this transfer was applied before with
+--         the same packets
 -- Errors  HBNOCAMPAIGN no such shard, or still loading; HBSTATE the shard is settled;
---         HBARGS no packets or too many; HBAMOUNT an entry that is not "<seq>:<cents>".
---         All before any write.
--- Writes  RPUSH of the packets to the pool tail (where grabs take from), SADD of the id,
---         HINCRBY of in_count and in_cents
--- Complexity O(packets). The applied set makes a second apply (a retry, or the
--- recovery pass resolving a record whose first apply went through) a no-op.
+--         HBARGS no packets or too many; HBAMOUNT an entry that is not "<seq>:<cents>";
+--         HBXCONFLICT the id was applied before with other packets (count, cents or
+--         the SHA-1 of the packet list differ). All before any write.
+-- Writes  RPUSH of the packets to the pool tail (where grabs take from), HSET of the
+--         id's fingerprint in applied, HINCRBY of in_count and in_cents
+-- Complexity O(packets). The applied hash makes a second apply (a retry, or the
+-- recovery pass resolving a record whose first apply went through) a no-op, and
+-- a second apply of the id with other packets an error: ids are random, so that
+-- is a fault (an id drawn twice, a record altered), and skipping it would drop
+-- its packets.
 local meta, pool, applied = KEYS[1], KEYS[2], KEYS[3]
 local xid = ARGV[1]
 local n = #ARGV - 1
@@ -22,12 +27,6 @@ local state = redis.call('HGET', meta, 'state')
 if not state or state == 'loading' then
   return redis.error_reply('HBNOCAMPAIGN no such shard')
 end
-if redis.call('SISMEMBER', applied, xid) == 1 then
-  return 0
-end
-if state == 'settled' then
-  return redis.error_reply('HBSTATE the shard is settled')
-end
 local sum = 0
 for i = 2, #ARGV do
   local c = tonumber(string.match(ARGV[i], '^%d+:(%d+)$'))
@@ -36,8 +35,19 @@ for i = 2, #ARGV do
   end
   sum = sum + c
 end
+local fp = n .. ':' .. string.format('%d', sum) .. ':' .. redis.sha1hex(table.concat(ARGV, ',', 2))
+local had = redis.call('HGET', applied, xid)
+if had then
+  if had ~= fp then
+    return redis.error_reply('HBXCONFLICT transfer ' .. xid .. ' was applied as ' .. had .. ', not ' .. fp)
+  end
+  return 0
+end
+if state == 'settled' then
+  return redis.error_reply('HBSTATE the shard is settled')
+end
 redis.call('RPUSH', pool, unpack(ARGV, 2))
-redis.call('SADD', applied, xid)
+redis.call('HSET', applied, xid, fp)
 redis.call('HINCRBY', meta, 'in_count', n)
 redis.call('HINCRBY', meta, 'in_cents', string.format('%d', sum))
 return n

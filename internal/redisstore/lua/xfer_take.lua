@@ -3,24 +3,36 @@
 -- transfer record kept in the same slot.
 -- KEYS[1] meta  KEYS[2] pool  KEYS[3] xfers (hash: transfer id -> record)
 -- ARGV[1] destination shard  ARGV[2] most packets to take (1..3000)
--- Reply   {xid, packet, packet, ...}: the transfer's id and the packets taken from the
---         head of the pool; {} when the pool is empty or the shard is not open or
+-- ARGV[3] the transfer's nonce: 16..64 hex digits, drawn at random by the caller
+-- Reply   {xid, packet, packet, ...}: the transfer's id "<shard>-<nonce>" and the
+--         packets taken from the head of the pool; {} when the pool is empty or the shard is not open or
 --         scheduled (closed and settled shards lend nothing)
--- Errors  HBNOCAMPAIGN no such shard, or still loading; HBARGS bad count;
+-- Errors  HBNOCAMPAIGN no such shard, or still loading; HBARGS bad count or nonce, or
+--         a record of this id exists already;
 --         HBCORRUPT a pool entry that is not "<seq>:<cents>". All before any write.
 -- Writes  LTRIM (or DEL) of the pool head, one HSET of the record
---         "<dest>|<ms>|<packet>,<packet>,...", HINCRBY of xfer_seq, out_count, out_cents
+--         "<dest>|<ms>|<packet>,<packet>,...", HINCRBY of out_count, out_cents
 -- Complexity O(packets taken). The packets are in the record from the moment they
 -- leave the pool, so conservation counts them (pool + claims + records in flight).
+-- The id is random, not a counter of the shard's: a replica promoted after missing a
+-- finished transfer would hand its id out again, and the destination, which applied
+-- it, would refuse the new one (xfer_apply.lua).
 local meta, pool, xfers = KEYS[1], KEYS[2], KEYS[3]
-local dest, want = ARGV[1], tonumber(ARGV[2])
+local dest, want, nonce = ARGV[1], tonumber(ARGV[2]), ARGV[3] or ''
 
 if not want or want < 1 or want > 3000 or not string.match(dest, '^%d+$') then
   return redis.error_reply('HBARGS want a destination shard and a count in 1..3000')
 end
+if #nonce < 16 or #nonce > 64 or not string.match(nonce, '^%x+$') then
+  return redis.error_reply('HBARGS want a nonce of 16..64 hex digits')
+end
 local m = redis.call('HMGET', meta, 'state', 'shard')
 if not m[1] or m[1] == 'loading' then
   return redis.error_reply('HBNOCAMPAIGN no such shard')
+end
+local xid = (m[2] or '0') .. '-' .. nonce
+if redis.call('HEXISTS', xfers, xid) == 1 then
+  return redis.error_reply('HBARGS transfer ' .. xid .. ' exists already')
 end
 if m[1] ~= 'open' and m[1] ~= 'scheduled' then
   return {}
@@ -46,7 +58,6 @@ else
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local xid = (m[2] or '0') .. '-' .. redis.call('HINCRBY', meta, 'xfer_seq', 1)
 redis.call('HSET', xfers, xid, dest .. '|' .. string.format('%d', now) .. '|' .. table.concat(got, ','))
 redis.call('HINCRBY', meta, 'out_count', k)
 redis.call('HINCRBY', meta, 'out_cents', string.format('%d', sum))
