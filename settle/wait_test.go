@@ -167,3 +167,50 @@ func TestWaitNeedsAWrite(t *testing.T) {
 	<-done
 	require.NoError(t, redisstore.New(fresh).SyncReplicas(ctx, k, 1, 5*time.Second))
 }
+
+// TestWorkerRecoverWaitsForReplicas: with WaitReplicas 1 the transfers
+// the worker finishes wait as the engine's do: a record left by a take
+// that no replica holds is not applied (a failover of its source would
+// put the packets back in its pool while the destination hands them out
+// too) until a replica holds it.
+func TestWorkerRecoverWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary := testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--repl-diskless-sync-delay", "0"}})
+	replica := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	follow(t, replica, primary)
+	eng, err := hongbao.New(hongbao.Config{Redis: primary.Client})
+	require.NoError(t, err)
+	c, err := eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 2000, Count: 20, Shards: 2})
+	require.NoError(t, err)
+	layout := redisstore.Layout(c.ID, 2)
+	store := redisstore.New(primary.Client)
+	w, err := settle.New(settle.Config{Redis: testenv.Client(t, primary.Addr), Ledger: openSQLite(t), Consumer: "w",
+		Logger: quiet(), Only: []string{c.ID}, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+
+	// The replica leaves; a take lands on the primary alone and its
+	// process dies. The record is made old enough for the worker to
+	// finish it.
+	require.NoError(t, replica.Client.Do(ctx, replica.Client.B().Replicaof().No().One().Build()).Error())
+	tr, err := store.TakeTransfer(ctx, layout[0], 1, 3)
+	require.NoError(t, err)
+	require.NoError(t, primary.Client.Do(ctx, primary.Client.B().Hset().Key(layout[0].Xfers).FieldValue().
+		FieldValue(tr.ID, "1|0|"+strings.Join(tr.Packets, ",")).Build()).Error())
+	lens, err := store.PoolLengths(ctx, layout)
+	require.NoError(t, err)
+
+	_, err = w.Pass(ctx)
+	var short *luascript.ShortWaitError
+	require.ErrorAs(t, err, &short)
+	after, err := store.PoolLengths(ctx, layout)
+	require.NoError(t, err)
+	require.Equal(t, lens, after, "applied a take no replica holds")
+
+	follow(t, replica, primary)
+	_, err = w.Pass(ctx)
+	require.NoError(t, err)
+	after, err = store.PoolLengths(ctx, layout)
+	require.NoError(t, err)
+	require.Equal(t, []int64{lens[0], lens[1] + 3}, after)
+}

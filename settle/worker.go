@@ -113,7 +113,9 @@ type Config struct {
 	// in the ledger packets that the new primary hands out again. A short
 	// wait writes nothing: the batch stays pending, neither acknowledged
 	// nor dead-lettered, and the pass fails and is retried after a
-	// backoff. Use the engine's hongbao.Config.WaitReplicas. Default 0.
+	// backoff. The transfers between shards that the worker finishes
+	// wait for the replicas as the engine's do (redisstore.Recover).
+	// Use the engine's hongbao.Config.WaitReplicas. Default 0.
 	WaitReplicas int
 	// WaitTimeout bounds each wait for replicas. Default 500ms.
 	WaitTimeout time.Duration
@@ -210,6 +212,11 @@ func New(cfg Config) (*Worker, error) {
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
 		store = redisstore.NewLegacy(cfg.Redis)
+	}
+	if cfg.WaitReplicas > 0 {
+		// The transfers the worker finishes (Recover) wait as the
+		// engine's do.
+		store = store.WithWait(cfg.WaitReplicas, cfg.WaitTimeout)
 	}
 	return &Worker{
 		cfg: cfg, store: store, sink: sink, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
