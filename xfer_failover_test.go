@@ -109,6 +109,10 @@ func TestTransferAfterSourceFailover(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, first.Packets, twice, "only the lost transfer's packets are in two pools")
+	// That is not silent: the audit reports it.
+	a, err := eng.Audit(context.Background(), c.ID)
+	require.NoError(t, err)
+	require.False(t, a.OK())
 }
 
 // TestTransferApplyChecksContent: a second apply of a transfer id with the
@@ -209,7 +213,7 @@ func TestTransferWaitsForReplicas(t *testing.T) {
 	layout := redisstore.Layout(c.ID, 2)
 	src, dst := layout[0], layout[1]
 	plain := redisstore.New(primary.Client)
-	waiting := plain.WithWait(1, 200*time.Millisecond)
+	waiting := plain.WithWait(1, 500*time.Millisecond)
 	lens := func() []int64 {
 		t.Helper()
 		l, err := plain.PoolLengths(ctx, layout)

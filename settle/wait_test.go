@@ -186,7 +186,7 @@ func TestWorkerRecoverWaitsForReplicas(t *testing.T) {
 	layout := redisstore.Layout(c.ID, 2)
 	store := redisstore.New(primary.Client)
 	w, err := settle.New(settle.Config{Redis: testenv.Client(t, primary.Addr), Ledger: openSQLite(t), Consumer: "w",
-		Logger: quiet(), Only: []string{c.ID}, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+		Logger: quiet(), Only: []string{c.ID}, WaitReplicas: 1, WaitTimeout: 500 * time.Millisecond})
 	require.NoError(t, err)
 
 	// The replica leaves; a take lands on the primary alone and its
