@@ -5,8 +5,8 @@
 -- ARGV[1] destination shard  ARGV[2] most packets to take (1..3000)
 -- ARGV[3] the transfer's nonce: 16..64 hex digits, drawn at random by the caller
 -- Reply   {xid, packet, packet, ...}: the transfer's id "<shard>-<nonce>" and the
---         packets taken from the head of the pool; {} when the pool is empty or the shard is not open or
---         scheduled (closed and settled shards lend nothing)
+--         packets taken from the head of the pool; {} when the pool is empty or the
+--         shard is not open or scheduled (closed and settled shards lend nothing)
 -- Errors  HBNOCAMPAIGN no such shard, or still loading; HBARGS bad count or nonce, or
 --         a record of this id exists already;
 --         HBCORRUPT a pool entry that is not "<seq>:<cents>". All before any write.
