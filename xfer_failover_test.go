@@ -115,6 +115,38 @@ func TestTransferAfterSourceFailover(t *testing.T) {
 	require.False(t, a.OK())
 }
 
+// TestTransferAfterDestinationFailover shows the limit without
+// WaitReplicas at the other end: a destination that fails over to a
+// replica that missed an apply whose record the source then deleted has
+// lost those packets. It is not silent: the audit reports them.
+// (With WaitReplicas the apply is held by the replicas before the record
+// is deleted: TestTransferWaitsForReplicas.)
+func TestTransferAfterDestinationFailover(t *testing.T) {
+	t.Parallel()
+	eng, r := newEngine(t)
+	store := redisstore.New(r.Client)
+	const count = 40
+	c := create(t, eng, hongbao.Spec{Total: 4000, Count: count, Shards: 2, Split: split.Fixed})
+	layout := redisstore.Layout(c.ID, 2)
+	src, dst := layout[0], layout[1]
+
+	before := dumpKeys(t, r.Client, dst.Meta, dst.Pool, dst.Applied)
+	lost := transfer(t, store, src, dst, 1, 3)
+	restoreKeys(t, r.Client, before)
+
+	where := pooled(t, store, layout)
+	var missing []string
+	for seq := int64(1); seq <= count; seq++ {
+		if where[seq] == 0 {
+			missing = append(missing, redisstore.FormatPacket(seq, 100))
+		}
+	}
+	require.ElementsMatch(t, lost.Packets, missing)
+	a, err := eng.Audit(context.Background(), c.ID)
+	require.NoError(t, err)
+	require.False(t, a.OK())
+}
+
 // TestTransferApplyChecksContent: a second apply of a transfer id with the
 // packets of the first is a no-op; with other packets it is refused, as is
 // recovering a record whose id its destination applied with other packets:
