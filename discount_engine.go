@@ -33,7 +33,9 @@ var (
 // the campaign live, the root shard last, so no reservation sees it in
 // part. A create that crashed can be run again with the same id. A
 // campaign that exists past loading is ErrCampaignExists (an
-// *ExistsError); a refused spec a *SpecError.
+// *ExistsError), once it is registered again; a refused spec a
+// *SpecError. As for Create, the campaign is registered before it goes
+// live.
 func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discount, error) {
 	d, queues, err := prepareDiscount(spec)
 	if err != nil {
@@ -47,7 +49,7 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 			return nil, opErr("create discount", d.ID, mapStoreErr(err))
 		}
 		if existing != "" {
-			return nil, &ExistsError{ID: d.ID, State: State(existing)}
+			return nil, e.registerExisting(ctx, "create discount", true, &ExistsError{ID: d.ID, State: State(existing)})
 		}
 	}
 	loaded := 0
@@ -62,6 +64,9 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 	if err != nil {
 		return nil, opErr("create discount", d.ID, err)
 	}
+	if err := e.register(ctx, "create discount", d.ID, true, closes); err != nil {
+		return nil, err
+	}
 	var act redisstore.Activation
 	for k := d.Shards - 1; k >= 0; k-- {
 		act, err = e.store.Activate(ctx, layout[k].Keys(), token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
@@ -72,8 +77,10 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 	e.disc.learn(d.ID, d.Shards)
 	d.State = State(act.State)
 	d.OpensAt, d.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
-	if err := e.store.RegisterDiscount(ctx, d.ID, act.ClosesAt); err != nil {
-		return nil, opErr("create discount", d.ID, err)
+	if act.ClosesAt != closes {
+		if err := e.register(ctx, "create discount", d.ID, true, act.ClosesAt); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }

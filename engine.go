@@ -157,6 +157,10 @@ func New(cfg Config) (*Engine, error) {
 // again with the same id; it starts the load over. A campaign that exists
 // past loading is never touched: that is ErrCampaignExists. A refused spec
 // is a *SpecError (see Spec.Validate), a refused id an *IDError.
+//
+// The campaign is registered for settlement before it goes live, and
+// again by every create that finds it live (register.go): whatever step
+// failed, a campaign that can be grabbed is one the scheduler settles.
 func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 	spec, err := e.recordedSeed(ctx, spec)
 	if err != nil {
@@ -173,14 +177,14 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 		act, err = e.createSharded(ctx, c, spec, amounts)
 	}
 	if err != nil {
-		return nil, err
+		return nil, e.registerExisting(ctx, "create", false, err)
 	}
 	c.State = State(act.State)
 	c.OpensAt, c.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
-	// The registry of live campaigns, by close time. Written after
-	// activation: it is another slot, so no campaign script may write it.
-	if err := e.store.Register(ctx, c.ID, act.ClosesAt); err != nil {
-		return nil, opErr("create", c.ID, err)
+	// Registered before activation (register.go); now with the close
+	// time activation resolved.
+	if err := e.register(ctx, "create", c.ID, false, act.ClosesAt); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -202,6 +206,9 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 	}
 	opens, closes, err := e.record(ctx, c, spec, amounts, false)
 	if err != nil {
+		return redisstore.Activation{}, err
+	}
+	if err := e.register(ctx, "create", c.ID, false, e.provisionalClose(opens, closes)); err != nil {
 		return redisstore.Activation{}, err
 	}
 	act, err := e.store.Activate(ctx, k, token, opens, closes, e.cfg.DefaultWindow.Milliseconds())

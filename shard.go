@@ -166,6 +166,9 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 	if err != nil {
 		return redisstore.Activation{}, err
 	}
+	if err := e.register(ctx, "create", c.ID, false, closes); err != nil {
+		return redisstore.Activation{}, err
+	}
 	var act redisstore.Activation
 	for k := c.Shards - 1; k >= 0; k-- {
 		act, err = e.store.Activate(ctx, r.keys[k], token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
