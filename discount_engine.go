@@ -26,6 +26,11 @@ var (
 	// ErrReservationConfirmed: the order's discount is confirmed; it can
 	// no longer be cancelled.
 	ErrReservationConfirmed = sentinel("reservation confirmed")
+	// ErrOrderMismatch: the order holds a reservation (held or confirmed)
+	// made for another order amount. An order is one request, as an
+	// Idempotency-Key is: the stored discount may exceed the new amount,
+	// so it is not answered; a new amount needs a new order id.
+	ErrOrderMismatch = sentinel("order reserved for another amount")
 )
 
 // CreateDiscount validates spec, draws the amounts (split.Discounts),
@@ -155,8 +160,10 @@ func checkOrder(id, user, order string) error {
 // ReserveDiscount reserves a discount of campaign id for user's order of
 // orderCents, held until the campaign's Hold passes. At most once per
 // (user, order): a repeat answers ReservedAlready with the same discount
-// (also once it is confirmed); an order whose reservation was cancelled or
-// expired is ErrReservationCancelled or ErrReservationExpired. Business
+// (also once it is confirmed) when orderCents is the amount it was
+// reserved for, else ErrOrderMismatch; an order whose reservation was
+// cancelled or expired is ErrReservationCancelled or ErrReservationExpired.
+// A campaign closed because it was exhausted answers Exhausted. Business
 // outcomes (Exhausted, OverLimit, not open, closed) are in the
 // Reservation. As for Grab: a full queue is ErrBusy (nothing attempted),
 // a lost reply ErrOutcomeUnknown (a retry answers what was reserved).
@@ -250,6 +257,8 @@ func codeErr(op, id string, code int) error {
 		return opErr(op, id, ErrReservationExpired)
 	case redisstore.DiscConfirmed:
 		return opErr(op, id, ErrReservationConfirmed)
+	case redisstore.DiscMismatch:
+		return opErr(op, id, ErrOrderMismatch)
 	}
 	return opErr(op, id, fmt.Errorf("unknown outcome code %d", code))
 }

@@ -39,6 +39,8 @@ func (s *Server) failDiscount(w http.ResponseWriter, r *http.Request, err error)
 		writeError(w, http.StatusConflict, CodeCancelled, "the reservation of this order was cancelled (reserve again with a new order id)", 0)
 	case errors.Is(err, hongbao.ErrReservationConfirmed):
 		writeError(w, http.StatusConflict, CodeConfirmed, "the discount of this order is confirmed; it can no longer be cancelled", 0)
+	case errors.Is(err, hongbao.ErrOrderMismatch):
+		writeError(w, http.StatusConflict, CodeOrderMismatch, "this order was reserved for another order amount (reserve a new amount with a new order id)", 0)
 	default:
 		s.fail(w, r, err)
 	}
@@ -284,6 +286,8 @@ func errorLabel(err error) string {
 		return "cancelled"
 	case errors.Is(err, hongbao.ErrReservationConfirmed):
 		return "confirmed"
+	case errors.Is(err, hongbao.ErrOrderMismatch):
+		return "order_mismatch"
 	case errors.Is(err, hongbao.ErrNoReservation):
 		return "no_reservation"
 	case errors.Is(err, hongbao.ErrCampaignNotFound):
