@@ -40,9 +40,14 @@ var (
 // campaign that exists past loading is ErrCampaignExists (an
 // *ExistsError), once it is registered again; a refused spec a
 // *SpecError. As for Create, the campaign is registered before it goes
-// live.
+// live. When Config.Packets is a ledger, an id the ledger knows as
+// settled while Redis no longer holds it is ErrCampaignRetired.
 func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discount, error) {
 	d, queues, err := prepareDiscount(spec)
+	if err != nil {
+		return nil, err
+	}
+	known, err := e.discountKnown(ctx, d.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +61,11 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 		if existing != "" {
 			return nil, e.registerExisting(ctx, "create discount", true, &ExistsError{ID: d.ID, State: State(existing)})
 		}
+	}
+	if known {
+		// Nothing of it was past loading: its keys expired after the check
+		// above, or a refused create left this load. Never live again.
+		return nil, opErr("create discount", d.ID, ErrCampaignRetired)
 	}
 	loaded := 0
 	for k, keys := range layout {

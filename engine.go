@@ -69,7 +69,10 @@ type Config struct {
 	// records the campaign's terms, its window resolved by the Redis
 	// clock, before the campaign goes live, and Close records an
 	// operator's close: a rebuild of a campaign Redis lost entirely then
-	// restores its own window and state. Default nil.
+	// restores its own window and state. When it reads totals too (a
+	// ledger.Ledger does), CreateDiscount refuses an id the ledger knows
+	// as funded while Redis no longer holds it (ErrCampaignRetired).
+	// Default nil.
 	Packets PacketRecorder
 }
 
