@@ -86,7 +86,7 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 	for k := d.Shards - 1; k >= 0; k-- {
 		act, err = e.store.Activate(ctx, layout[k].Keys(), token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
 		if err != nil {
-			return nil, e.activateErr(d.ID, window, err)
+			return nil, e.activateErr(ctx, d.ID, true, window, err)
 		}
 	}
 	e.disc.learn(d.ID, d.Shards)

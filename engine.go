@@ -215,7 +215,7 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 		return redisstore.Activation{}, err
 	}
 	act, err := e.store.Activate(ctx, k, token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
-	return act, e.activateErr(c.ID, spec, err)
+	return act, e.activateErr(ctx, c.ID, false, spec, err)
 }
 
 // progress reports loading progress, offset by the packets of shards
@@ -320,11 +320,15 @@ func (e *Engine) recordClose(ctx context.Context, st *Status) error {
 	return nil
 }
 
-func (e *Engine) activateErr(id string, spec Spec, err error) error {
+// activateErr is the error of an activation of campaign id (a discount
+// campaign when discount is set). One refused for its window takes the
+// campaign out of the registry again (dropRefused).
+func (e *Engine) activateErr(ctx context.Context, id string, discount bool, spec Spec, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, redisstore.ErrWindow):
+		e.dropRefused(ctx, id, discount)
 		return opErr("create", id, windowError(spec, e.cfg.DefaultWindow, err))
 	default:
 		return opErr("create", id, mapStoreErr(err))

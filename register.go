@@ -26,7 +26,9 @@ import (
 //
 // A create that stops before activation leaves a registered campaign in
 // loading: the settlement worker, the reaper and the readers all skip a
-// loading campaign, and a create run again with the same id goes on.
+// loading campaign, and a create run again with the same id goes on. One
+// whose activation refuses its window (a close time already past) takes
+// the campaign out again (dropRefused).
 
 // register adds campaign id (a discount campaign when discount is set) to
 // its registry with score closesAt. ZADD: registering again only moves
@@ -87,4 +89,29 @@ func (e *Engine) registerExisting(ctx context.Context, op string, discount bool,
 		return rerr
 	}
 	return err
+}
+
+// dropRefused takes campaign id out of its registry after its activation
+// was refused for its window (HBWINDOW, raised before any write: nothing
+// went live under this load), so that a create with a close time already
+// past leaves nothing registered. A create of the same id that made the
+// campaign live meanwhile is registered again at once. Should a step fail,
+// the campaign stays registered in loading, which every walker skips.
+func (e *Engine) dropRefused(ctx context.Context, id string, discount bool) {
+	root := redisstore.CampaignKeys(id)
+	var err error
+	if discount {
+		root = redisstore.DiscountShardKeys(id, 1, 0).Keys()
+		err = e.store.UnregisterDiscount(ctx, id, nil, 0)
+	} else {
+		err = e.store.Unregister(ctx, id, nil, 0)
+	}
+	if err != nil {
+		return
+	}
+	snap, err := e.store.Status(ctx, root)
+	if err != nil || State(snap.Meta["state"]) == StateLoading || snap.Int("closes_at") <= 0 {
+		return
+	}
+	_ = e.register(ctx, "create", id, discount, snap.Int("closes_at"))
 }

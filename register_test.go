@@ -342,3 +342,28 @@ func TestAbandonedCreateBlocksNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedWindowLeavesNothingRegistered: a create whose close time is
+// already past (by the Redis clock) is refused at its activation; it
+// registered the campaign before, and takes it out again: a refused create
+// leaves nothing for the scheduler to walk.
+func TestRefusedWindowLeavesNothingRegistered(t *testing.T) {
+	t.Parallel()
+	eng, r := newEngine(t)
+	ctx := context.Background()
+	opens, closes := time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+	for _, k := range createKinds {
+		t.Run(k.name, func(t *testing.T) {
+			id := testenv.UniqueID(t)
+			var err error
+			if k.discount {
+				_, err = eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: id, Budget: 1000, Quota: 10, Shards: k.shards, OpensAt: opens, ClosesAt: closes})
+			} else {
+				_, err = eng.Create(ctx, hongbao.Spec{ID: id, Total: 1000, Count: 10, Shards: k.shards, OpensAt: opens, ClosesAt: closes})
+			}
+			require.ErrorIs(t, err, hongbao.ErrInvalidSpec)
+			_, ok := registry(t, r.Client, k.discount, id)
+			require.False(t, ok, "refused: not registered")
+		})
+	}
+}
