@@ -26,6 +26,11 @@ var (
 	// ErrReservationConfirmed: the order's discount is confirmed; it can
 	// no longer be cancelled.
 	ErrReservationConfirmed = sentinel("reservation confirmed")
+	// ErrOrderMismatch: the order holds a reservation (held or confirmed)
+	// made for another order amount. An order is one request, as an
+	// Idempotency-Key is: the stored discount may exceed the new amount,
+	// so it is not answered; a new amount needs a new order id.
+	ErrOrderMismatch = sentinel("order reserved for another amount")
 )
 
 // CreateDiscount validates spec, draws the amounts (split.Discounts),
@@ -33,9 +38,16 @@ var (
 // the campaign live, the root shard last, so no reservation sees it in
 // part. A create that crashed can be run again with the same id. A
 // campaign that exists past loading is ErrCampaignExists (an
-// *ExistsError); a refused spec a *SpecError.
+// *ExistsError), once it is registered again; a refused spec a
+// *SpecError. As for Create, the campaign is registered before it goes
+// live. When Config.Packets is a ledger, an id the ledger knows as
+// settled while Redis no longer holds it is ErrCampaignRetired.
 func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discount, error) {
 	d, queues, err := prepareDiscount(spec)
+	if err != nil {
+		return nil, err
+	}
+	known, err := e.discountKnown(ctx, d.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -47,8 +59,13 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 			return nil, opErr("create discount", d.ID, mapStoreErr(err))
 		}
 		if existing != "" {
-			return nil, &ExistsError{ID: d.ID, State: State(existing)}
+			return nil, e.registerExisting(ctx, "create discount", true, &ExistsError{ID: d.ID, State: State(existing)})
 		}
+	}
+	if known {
+		// Nothing of it was past loading: its keys expired after the check
+		// above, or a refused create left this load. Never live again.
+		return nil, opErr("create discount", d.ID, ErrCampaignRetired)
 	}
 	loaded := 0
 	for k, keys := range layout {
@@ -62,18 +79,23 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 	if err != nil {
 		return nil, opErr("create discount", d.ID, err)
 	}
+	if err := e.register(ctx, "create discount", d.ID, true, closes); err != nil {
+		return nil, err
+	}
 	var act redisstore.Activation
 	for k := d.Shards - 1; k >= 0; k-- {
 		act, err = e.store.Activate(ctx, layout[k].Keys(), token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
 		if err != nil {
-			return nil, e.activateErr(d.ID, window, err)
+			return nil, e.activateErr(ctx, d.ID, true, window, err)
 		}
 	}
 	e.disc.learn(d.ID, d.Shards)
 	d.State = State(act.State)
 	d.OpensAt, d.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
-	if err := e.store.RegisterDiscount(ctx, d.ID, act.ClosesAt); err != nil {
-		return nil, opErr("create discount", d.ID, err)
+	if act.ClosesAt != closes {
+		if err := e.register(ctx, "create discount", d.ID, true, act.ClosesAt); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -148,8 +170,10 @@ func checkOrder(id, user, order string) error {
 // ReserveDiscount reserves a discount of campaign id for user's order of
 // orderCents, held until the campaign's Hold passes. At most once per
 // (user, order): a repeat answers ReservedAlready with the same discount
-// (also once it is confirmed); an order whose reservation was cancelled or
-// expired is ErrReservationCancelled or ErrReservationExpired. Business
+// (also once it is confirmed) when orderCents is the amount it was
+// reserved for, else ErrOrderMismatch; an order whose reservation was
+// cancelled or expired is ErrReservationCancelled or ErrReservationExpired.
+// A campaign closed because it was exhausted answers Exhausted. Business
 // outcomes (Exhausted, OverLimit, not open, closed) are in the
 // Reservation. As for Grab: a full queue is ErrBusy (nothing attempted),
 // a lost reply ErrOutcomeUnknown (a retry answers what was reserved).
@@ -243,6 +267,8 @@ func codeErr(op, id string, code int) error {
 		return opErr(op, id, ErrReservationExpired)
 	case redisstore.DiscConfirmed:
 		return opErr(op, id, ErrReservationConfirmed)
+	case redisstore.DiscMismatch:
+		return opErr(op, id, ErrOrderMismatch)
 	}
 	return opErr(op, id, fmt.Errorf("unknown outcome code %d", code))
 }

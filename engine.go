@@ -69,7 +69,10 @@ type Config struct {
 	// records the campaign's terms, its window resolved by the Redis
 	// clock, before the campaign goes live, and Close records an
 	// operator's close: a rebuild of a campaign Redis lost entirely then
-	// restores its own window and state. Default nil.
+	// restores its own window and state. When it reads totals too (a
+	// ledger.Ledger does), CreateDiscount refuses an id the ledger knows
+	// as funded while Redis no longer holds it (ErrCampaignRetired).
+	// Default nil.
 	Packets PacketRecorder
 }
 
@@ -157,6 +160,10 @@ func New(cfg Config) (*Engine, error) {
 // again with the same id; it starts the load over. A campaign that exists
 // past loading is never touched: that is ErrCampaignExists. A refused spec
 // is a *SpecError (see Spec.Validate), a refused id an *IDError.
+//
+// The campaign is registered for settlement before it goes live, and
+// again by every create that finds it live (register.go): whatever step
+// failed, a campaign that can be grabbed is one the scheduler settles.
 func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 	spec, err := e.recordedSeed(ctx, spec)
 	if err != nil {
@@ -173,14 +180,14 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 		act, err = e.createSharded(ctx, c, spec, amounts)
 	}
 	if err != nil {
-		return nil, err
+		return nil, e.registerExisting(ctx, "create", false, err)
 	}
 	c.State = State(act.State)
 	c.OpensAt, c.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
-	// The registry of live campaigns, by close time. Written after
-	// activation: it is another slot, so no campaign script may write it.
-	if err := e.store.Register(ctx, c.ID, act.ClosesAt); err != nil {
-		return nil, opErr("create", c.ID, err)
+	// Registered before activation (register.go); now with the close
+	// time activation resolved.
+	if err := e.register(ctx, "create", c.ID, false, act.ClosesAt); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -204,8 +211,11 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 	if err != nil {
 		return redisstore.Activation{}, err
 	}
+	if err := e.register(ctx, "create", c.ID, false, e.provisionalClose(opens, closes)); err != nil {
+		return redisstore.Activation{}, err
+	}
 	act, err := e.store.Activate(ctx, k, token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
-	return act, e.activateErr(c.ID, spec, err)
+	return act, e.activateErr(ctx, c.ID, false, spec, err)
 }
 
 // progress reports loading progress, offset by the packets of shards
@@ -310,11 +320,15 @@ func (e *Engine) recordClose(ctx context.Context, st *Status) error {
 	return nil
 }
 
-func (e *Engine) activateErr(id string, spec Spec, err error) error {
+// activateErr is the error of an activation of campaign id (a discount
+// campaign when discount is set). One refused for its window takes the
+// campaign out of the registry again (dropRefused).
+func (e *Engine) activateErr(ctx context.Context, id string, discount bool, spec Spec, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, redisstore.ErrWindow):
+		e.dropRefused(ctx, id, discount)
 		return opErr("create", id, windowError(spec, e.cfg.DefaultWindow, err))
 	default:
 		return opErr("create", id, mapStoreErr(err))

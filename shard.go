@@ -166,11 +166,14 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 	if err != nil {
 		return redisstore.Activation{}, err
 	}
+	if err := e.register(ctx, "create", c.ID, false, closes); err != nil {
+		return redisstore.Activation{}, err
+	}
 	var act redisstore.Activation
 	for k := c.Shards - 1; k >= 0; k-- {
 		act, err = e.store.Activate(ctx, r.keys[k], token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
 		if err != nil {
-			return redisstore.Activation{}, e.activateErr(c.ID, spec, err)
+			return redisstore.Activation{}, e.activateErr(ctx, c.ID, false, spec, err)
 		}
 	}
 	e.co.learn(c.ID, c.Shards)

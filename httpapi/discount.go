@@ -39,6 +39,8 @@ func (s *Server) failDiscount(w http.ResponseWriter, r *http.Request, err error)
 		writeError(w, http.StatusConflict, CodeCancelled, "the reservation of this order was cancelled (reserve again with a new order id)", 0)
 	case errors.Is(err, hongbao.ErrReservationConfirmed):
 		writeError(w, http.StatusConflict, CodeConfirmed, "the discount of this order is confirmed; it can no longer be cancelled", 0)
+	case errors.Is(err, hongbao.ErrOrderMismatch):
+		writeError(w, http.StatusConflict, CodeOrderMismatch, "this order was reserved for another order amount (reserve a new amount with a new order id)", 0)
 	default:
 		s.fail(w, r, err)
 	}
@@ -70,6 +72,12 @@ func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin st
 		}
 	}
 	d, err := s.cfg.Engine.CreateDiscount(ctx, spec)
+	if errors.Is(err, hongbao.ErrCampaignRetired) {
+		// The engine's own check, after the one above: the keys expired
+		// in between, or the server checks no Retired of its own.
+		s.fail(w, r, retiredKey())
+		return
+	}
 	var exists *hongbao.ExistsError
 	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
 		s.replayDiscount(ctx, w, r, admin, spec)
@@ -84,6 +92,13 @@ func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin st
 		"per_user_count", d.PerUserCount, "per_user_amount_cents", d.PerUserAmount, "shards", d.Shards,
 		"hold", d.Hold, "funding", d.Funding, "opens_at", d.OpensAt, "closes_at", d.ClosesAt, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusCreated, discountJSON(d))
+}
+
+// retiredKey refuses an Idempotency-Key that named a discount campaign
+// settled and retired.
+func retiredKey() error {
+	return &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch,
+		msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
 }
 
 // checkDiscountNotRetired refuses an Idempotency-Key whose discount
@@ -102,8 +117,7 @@ func (s *Server) checkDiscountNotRetired(ctx context.Context, id string) error {
 	_, err = s.cfg.Engine.DiscountStatus(ctx, id)
 	switch {
 	case errors.Is(err, hongbao.ErrCampaignNotFound):
-		return &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch,
-			msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
+		return retiredKey()
 	case err != nil:
 		return err
 	}
@@ -284,6 +298,8 @@ func errorLabel(err error) string {
 		return "cancelled"
 	case errors.Is(err, hongbao.ErrReservationConfirmed):
 		return "confirmed"
+	case errors.Is(err, hongbao.ErrOrderMismatch):
+		return "order_mismatch"
 	case errors.Is(err, hongbao.ErrNoReservation):
 		return "no_reservation"
 	case errors.Is(err, hongbao.ErrCampaignNotFound):

@@ -29,6 +29,7 @@ const (
 	CodeExpired             = "expired"              // 409: the order's reservation expired; use a new order id
 	CodeCancelled           = "cancelled"            // 409: the order's reservation was cancelled; use a new order id
 	CodeConfirmed           = "confirmed"            // 409: the order's discount is confirmed; it cannot be cancelled
+	CodeOrderMismatch       = "order_mismatch"       // 409: the order was reserved for another order amount; use a new order id
 )
 
 type errorBody struct {

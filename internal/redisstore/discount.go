@@ -23,9 +23,9 @@ import (
 const (
 	DiscReserved   = 1  // reserve: reserved now; confirm: confirmed now; cancel: cancelled now
 	DiscAlready    = 2  // the same answer as before: reserved or confirmed; confirmed; cancelled
-	DiscExhausted  = 3  // a one-shard campaign's pool is empty
+	DiscExhausted  = 3  // a one-shard campaign's pool is empty, or the campaign closed exhausted
 	DiscNotOpen    = 4  // before opens_at
-	DiscClosed     = 5  // after closes_at, or closed
+	DiscClosed     = 5  // after closes_at, or closed (not exhausted)
 	DiscNoCampaign = 6  // no such shard, or still loading
 	DiscDry        = 7  // a shard of a sharded campaign is empty
 	DiscLimit      = 8  // the user's count or amount limit is used up
@@ -33,6 +33,7 @@ const (
 	DiscExpired    = 10 // the order's reservation expired
 	DiscNotFound   = 11 // no reservation of the order on this shard
 	DiscConfirmed  = 12 // cancel: the order was confirmed, too late
+	DiscMismatch   = 13 // reserve: the order holds a reservation made for another order amount
 )
 
 // MaxDiscountBatch is the most requests one discount script call takes.

@@ -7,8 +7,9 @@ import (
 
 // Register adds campaign id to the registry of live campaigns, scored by
 // its close time in ms. It is another slot than the campaign's keys, so
-// no campaign script may write it: call it after activation. Registering
-// again only updates the score.
+// no campaign script may write it: the engine calls it before the
+// activation, after it, and on every create that finds the campaign live
+// (hongbao's register.go). Registering again only updates the score.
 func (s *Store) Register(ctx context.Context, id string, closesAt int64) error {
 	err := s.c.Do(ctx, s.c.B().Zadd().Key(CampaignsIndex).ScoreMember().
 		ScoreMember(float64(closesAt), id).Build()).Error()

@@ -18,7 +18,11 @@
 --         another shard and asks again); 8 LIMIT (the user holds per_user_count
 --         discounts, or per_user_amount cents, confirmed or reserved); 9 CANCELLED
 --         and 10 EXPIRED (the order's reservation ended so; an order is reserved
---         once). seq, cents and expires_ms are 0 unless the code is 1, 2 or 12.
+--         once); 13 MISMATCH (the order holds a reservation, held or confirmed, made
+--         for another order amount: the same order is one request, and its discount
+--         may exceed this amount). A closed campaign answers 5, or 3 when it closed
+--         because it was exhausted (close_reason exhausted), on every shard. seq,
+--         cents and expires_ms are 0 unless the code is 1, 2 or 12.
 -- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
 --         shard count than ARGV[1]; HBARGS an order amount that is not an integer
 --         in 1..2^53-1; HBCORRUPT a pool entry, usage or record that cannot be read. All
@@ -46,7 +50,7 @@ local function answer(i, code, seq, cents, exp)
 end
 
 local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'shards', 'max',
-  'per_user_count', 'per_user_amount', 'hold_ms', 'comp_cents')
+  'per_user_count', 'per_user_amount', 'hold_ms', 'comp_cents', 'close_reason')
 if not m[1] or m[1] == 'loading' then
   for i = 1, n do
     answer(i, 6, 0, 0, 0)
@@ -76,6 +80,8 @@ if m[1] == 'scheduled' or m[1] == 'open' then
   elseif now >= tonumber(m[3]) then
     gate = 5
   end
+elseif m[10] == 'exhausted' then
+  gate = 3
 else
   gate = 5
 end
@@ -124,11 +130,13 @@ for i = 1, n do
   local key, user = keys[i], users[i]
   local rec = made[key] or recs[i]
   if rec then
-    local st, seq, _, cents, rexp = string.match(rec, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|%d+$')
+    local st, seq, _, cents, rexp, oc = string.match(rec, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
     if not st then
       return redis.error_reply('HBCORRUPT record of ' .. key)
     end
-    if st == 'c' then
+    if (st == 'c' or (st == 'r' and now < tonumber(rexp))) and oc ~= ARGV[3 * i + 1] then
+      answer(i, 13, 0, 0, 0)
+    elseif st == 'c' then
       answer(i, 12, tonumber(seq), tonumber(cents), tonumber(rexp))
     elseif st == 'r' and now < tonumber(rexp) then
       answer(i, 2, tonumber(seq), tonumber(cents), tonumber(rexp))
