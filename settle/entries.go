@@ -229,57 +229,61 @@ func (w *Worker) syncReplicas(ctx context.Context, k redisstore.Keys) error {
 // counters first; if not, the campaign stays unsettled and the difference
 // is logged as an incident. Dead grants and transfers in flight between
 // shards hold the refund back.
-func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
+//
+// The refund decides from what it reads itself, never from the pass's
+// stream reads: every shard must be closed in the view read here and its
+// stream, read after that view, fully delivered and acknowledged (see
+// drained). A grant that landed on a shard still open while the pass read
+// the streams is then either in that view's counters and on a stream
+// read after it, or the shard was open and the refund waits. left counts
+// the entries still to settle when the refund waits for them.
+func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, err error) {
 	v, err := w.store.Read(ctx, id)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if inFlight(v) {
 		// Every shard is closed, so no engine takes packets any more:
 		// whatever transfer is left was cut short. Finish it now.
 		if _, err := w.store.Recover(ctx, v.Shards, 0); err != nil {
-			return false, err
+			return false, 0, err
 		}
 		if v, err = w.store.Read(ctx, id); err != nil {
-			return false, err
+			return false, 0, err
 		}
 	}
 	root := v.Root()
 	if err := w.fund(ctx, id, root); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	var grantedCount, grantedCents int64
 	for k, snap := range v.Snaps {
 		if snap.Transfers > 0 {
-			return false, nil
+			return false, 0, nil
 		}
-		g, err := w.store.Group(ctx, v.Shards[k])
-		if err != nil {
-			return false, err
-		}
-		if g.Dead > 0 {
-			// Dead grants wait for an operator (redrive); refunding now
-			// would refund money that belongs to users.
-			return false, nil
+		// Dead grants wait for an operator (redrive); refunding now would
+		// refund money that belongs to users.
+		if n, err := w.drained(ctx, v.Shards[k], snap); n != 0 || err != nil {
+			return false, max(n, 0), err
 		}
 		grantedCount += snap.Int("granted_count")
 		grantedCents += snap.Int("granted_cents")
 	}
 	if ok, err := w.ledgerAgrees(ctx, id, grantedCount, grantedCents); !ok || err != nil {
-		return false, err
+		return false, 0, err
 	}
 	for _, k := range v.Shards {
 		if err := w.syncReplicas(ctx, k); err != nil {
-			return false, err
+			return false, 0, err
 		}
 	}
 	refund := root.Int("total") - grantedCents
 	if err := w.sink.Refund(ctx, id, refund); err != nil {
-		return false, fmt.Errorf("refund: %w", err)
+		return false, 0, fmt.Errorf("refund: %w", err)
 	}
 	changed, err := w.settleShards(ctx, v, refund)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if changed {
 		// Counted here, not after retire: a retire cut short (a stop, a
@@ -289,9 +293,30 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 		w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
 	}
 	if err := w.retire(ctx, v); err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return true, nil
+	return true, 0, nil
+}
+
+// drained says how much of shard k still holds its refund back: -1 when
+// the shard is not closed in snap, or when its dead stream holds entries
+// (an operator's), else the entries of its stream not yet delivered or
+// not yet acknowledged (0: the shard is done). The stream is read after
+// snap, and a closed shard adds nothing to its stream (for a discount
+// campaign: with no reservation held in snap, none can be confirmed), so
+// 0 means that every entry the shard will ever have is settled.
+func (w *Worker) drained(ctx context.Context, k redisstore.Keys, snap redisstore.Snapshot) (int64, error) {
+	if st := snap.Meta["state"]; st != "closed" && st != "settled" {
+		return -1, nil
+	}
+	g, err := w.store.Group(ctx, k)
+	if err != nil {
+		return -1, err
+	}
+	if g.Dead > 0 {
+		return -1, nil
+	}
+	return g.Lag + g.Pending, nil
 }
 
 // inFlight reports whether a transfer between shards is in flight.

@@ -10,9 +10,10 @@
 // goes to the campaign's dead stream, with its entry acknowledged in the
 // same script, and is counted as an incident. When the database is down
 // the worker backs off: it neither acknowledges, nor dead-letters, nor
-// reclaims. A closed campaign whose stream has drained gets its refund
-// (total - granted) recorded once in the ledger, then in Redis, and leaves
-// the registry; its keys expire after a retention period.
+// reclaims. A campaign whose every shard is closed, and whose every
+// shard's stream, read after the close, is delivered and acknowledged,
+// gets its refund (total - granted) recorded once in the ledger, then in
+// Redis, and leaves the registry; its keys expire after a retention period.
 //
 // Discount campaigns settle through the same passes (discounts.go): their
 // confirms streams into the ledger's discounts, their leftover refunded
@@ -455,13 +456,17 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 		work++
 	}
 	if closed && unsettled == 0 {
-		done, err := w.refund(ctx, id)
+		// The stream reads above came before this close, or before a
+		// grant on a shard that was still open: refund checks again,
+		// after its own read of every shard closed.
+		done, left, err := w.refund(ctx, id)
 		if err != nil {
 			return work, unsettled, true, err
 		}
 		if done {
 			return work + 1, 0, false, nil
 		}
+		unsettled += left
 	}
 	return work, unsettled, true, nil
 }
