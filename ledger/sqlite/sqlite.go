@@ -144,13 +144,32 @@ func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 // wrap names the operation on database errors and leaves the ledger's
-// own errors as they are.
+// own errors as they are. The escrow guard's trigger (migration 0005)
+// aborting the statement is a refusal, as the ledger's own check is.
 func wrap(op string, err error) error {
 	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
-		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) {
+		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) ||
+		errors.Is(err, ledger.ErrRefused) {
 		return err
 	}
+	if strings.Contains(err.Error(), batch.EscrowNotNegative) {
+		return fmt.Errorf("ledger: %s: %w: escrow below zero (%v)", op, ledger.ErrRefused, err)
+	}
 	return fmt.Errorf("ledger: %s: %w", op, err)
+}
+
+// campaignRow reads what a write to the campaign's escrow checks first:
+// its short key, whether its refund is recorded, and what its escrow holds
+// by the campaign's own counters (funded - granted - refunded). The write
+// lock is held from BEGIN, so nothing changes them before the commit.
+func campaignRow(ctx context.Context, tx *sql.Tx, campaign string) (num, escrow int64, refunded bool, err error) {
+	var r sql.NullInt64
+	err = tx.QueryRowContext(ctx, `SELECT num, total - grant_cents - coalesce(refunded, 0), refunded
+		FROM ledger_campaigns WHERE id = ?`, campaign).Scan(&num, &escrow, &r)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+	}
+	return num, escrow, r.Valid, err
 }
 
 // Fund implements ledger.Ledger.
@@ -206,11 +225,7 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 	escrow := ledger.EscrowAccount(campaign)
 	var res ledger.ApplyResult
 	err = l.tx(ctx, func(tx *sql.Tx) error {
-		var num int64
-		err := tx.QueryRowContext(ctx, `SELECT num FROM ledger_campaigns WHERE id = ?`, campaign).Scan(&num)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
+		num, escrowCents, refunded, err := campaignRow(ctx, tx, campaign)
 		if err != nil {
 			return err
 		}
@@ -229,6 +244,10 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 		}
 		r, done, err := batch.Classify(gs, inserted, stored)
 		if err != nil {
+			return err
+		}
+		// The rows inserted are rolled back with the refusal.
+		if err := batch.Debit("grant", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
 			return err
 		}
 		res = r
@@ -336,8 +355,9 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	return wrap("refund", l.tx(ctx, func(tx *sql.Tx) error {
 		var funding string
 		var refunded sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT funding, refunded FROM ledger_campaigns WHERE id = ?`, campaign).
-			Scan(&funding, &refunded)
+		var escrowCents int64
+		err := tx.QueryRowContext(ctx, `SELECT funding, refunded, total - grant_cents FROM ledger_campaigns WHERE id = ?`, campaign).
+			Scan(&funding, &refunded, &escrowCents)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 		}
@@ -350,6 +370,9 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 			}
 			return &ledger.ConflictError{Entry: "refund", Campaign: campaign,
 				Existing: fmt.Sprintf("%d cents", refunded.Int64), Attempt: fmt.Sprintf("%d cents", cents)}
+		}
+		if err := batch.Refund(campaign, escrowCents, cents); err != nil {
+			return err
 		}
 		escrow, fund := ledger.EscrowAccount(campaign), ledger.FundingAccount(funding)
 		for _, s := range []struct {
