@@ -223,12 +223,13 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 		cents += snap.Int("confirmed_cents")
 	}
 	lid := ledger.DiscountCampaign(id)
-	if ok, err := w.ledgerAgrees(ctx, lid, count, cents); !ok || err != nil {
+	rootKeys := v.Shards[0].Keys()
+	if ok, err := w.ledgerAgrees(ctx, rootKeys, "discount", id, lid, count, cents); !ok || err != nil {
 		return false, 0, err
 	}
 	refund := root.Int("budget") - cents
 	if err := w.sink.Refund(ctx, lid, refund); err != nil {
-		return false, 0, fmt.Errorf("refund: %w", err)
+		return false, 0, w.refundFailed(ctx, rootKeys, "discount", id, err)
 	}
 	changed, err := w.settleDiscountShards(ctx, v, refund)
 	if err != nil {

@@ -173,6 +173,18 @@ func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entr
 		}
 		return w.apply(ctx, sh, es[half:])
 	}
+	stream, label := sh.names()
+	if errors.Is(err, ledger.ErrRefused) {
+		// One entry the ledger refuses as impossible: a grant or a
+		// discount after the campaign's refund, or beyond what its escrow
+		// holds. Writing it would be money nobody funded; retrying will
+		// not help. It goes to the dead stream (which holds the refund
+		// back and raises the dead-entries alert) and is counted.
+		w.refused.Add(1)
+		w.log.Error("INCIDENT: the ledger refused "+stream+" entry as impossible; moved to the dead stream",
+			label, sh.id, "entry", es[0].ID, "err", err)
+		return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
+	}
 	if !errors.Is(err, ledger.ErrInvalid) {
 		// The ledger answers, yet did not say that the entry can never
 		// be written: a connection of its pool that broke, a lock
@@ -183,7 +195,6 @@ func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entr
 	}
 	// One entry that the ledger refuses as invalid: its own fault.
 	w.malformed.Add(1)
-	stream, label := sh.names()
 	w.log.Error(stream+" entry refused by the ledger; moved to the dead stream", label, sh.id, "entry", es[0].ID, "err", err)
 	return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
 }
@@ -269,7 +280,7 @@ func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, 
 		grantedCount += snap.Int("granted_count")
 		grantedCents += snap.Int("granted_cents")
 	}
-	if ok, err := w.ledgerAgrees(ctx, id, grantedCount, grantedCents); !ok || err != nil {
+	if ok, err := w.ledgerAgrees(ctx, v.Shards[0], "campaign", id, id, grantedCount, grantedCents); !ok || err != nil {
 		return false, 0, err
 	}
 	for _, k := range v.Shards {
@@ -279,7 +290,7 @@ func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, 
 	}
 	refund := root.Int("total") - grantedCents
 	if err := w.sink.Refund(ctx, id, refund); err != nil {
-		return false, 0, fmt.Errorf("refund: %w", err)
+		return false, 0, w.refundFailed(ctx, v.Shards[0], "campaign", id, err)
 	}
 	changed, err := w.settleShards(ctx, v, refund)
 	if err != nil {
@@ -329,23 +340,48 @@ func inFlight(v *redisstore.View) bool {
 	return false
 }
 
-// ledgerAgrees checks that the ledger holds the grants Redis counts
-// (always true for a sink without a ledger to read back).
-func (w *Worker) ledgerAgrees(ctx context.Context, id string, count, cents int64) (bool, error) {
+// ledgerAgrees checks, before the refund, that the ledger holds the
+// grants (or discounts) Redis counts: always true for a sink without a
+// ledger to read back. By then every shard is closed and its stream
+// settled, so a difference is no lag but an incident: a refund that the
+// ledger would refuse (see refuseRefund). label and id name the campaign
+// in the log, lid in the ledger; root is its root shard.
+func (w *Worker) ledgerAgrees(ctx context.Context, root redisstore.Keys, label, id, lid string, count, cents int64) (bool, error) {
 	if w.cfg.Ledger == nil {
 		return true, nil
 	}
-	t, err := w.cfg.Ledger.Totals(ctx, id)
+	t, err := w.cfg.Ledger.Totals(ctx, lid)
 	if err != nil {
 		return false, err
 	}
 	if t.GrantCount != count || t.GrantCents != cents {
-		w.log.Error("INCIDENT: ledger and Redis disagree; campaign left unsettled",
-			"campaign", id, "granted_redis", count, "granted_ledger", t.GrantCount,
-			"cents_redis", cents, "cents_ledger", t.GrantCents)
-		return false, nil
+		return false, w.refuseRefund(ctx, root, label, id, fmt.Sprintf(
+			"outstanding: Redis counts %d entries, %d cents; the ledger holds %d, %d cents",
+			count, cents, t.GrantCount, t.GrantCents))
 	}
 	return true, nil
+}
+
+// refundFailed handles a refund the sink did not record: one it refused
+// as impossible becomes an incident (refuseRefund), anything else an
+// error, and the next pass tries again.
+func (w *Worker) refundFailed(ctx context.Context, root redisstore.Keys, label, id string, err error) error {
+	if errors.Is(err, ledger.ErrRefused) {
+		return w.refuseRefund(ctx, root, label, id, err.Error())
+	}
+	return fmt.Errorf("refund: %w", err)
+}
+
+// refuseRefund records a refund that the ledger refuses, or would refuse,
+// as an incident: counted, logged, and noted in the dead stream of the
+// campaign's root shard. The note holds the refund back, and raises the
+// dead-entries alert, until an operator finds the cause and redrives the
+// campaign (which deletes the note, so the refund is tried again); without
+// it the worker would try and log the refund on every pass.
+func (w *Worker) refuseRefund(ctx context.Context, root redisstore.Keys, label, id, reason string) error {
+	w.refused.Add(1)
+	w.log.Error("INCIDENT: refund refused; campaign left unsettled, noted in its dead stream", label, id, "reason", reason)
+	return w.store.DeadNote(ctx, root, "refund refused: "+reason)
 }
 
 // settleShards records the refund in Redis: a one-shard campaign takes it

@@ -47,11 +47,16 @@ type Sink interface {
 	// ApplyGrants writes a batch of one campaign's grants atomically and
 	// says which it refused as conflicting. An error wrapping
 	// ledger.ErrInvalid says that a grant of the batch can never be
-	// written: the worker isolates its entry and moves it to the dead
-	// stream. Any other error leaves the entries pending, to be tried
-	// again.
+	// written, one wrapping ledger.ErrRefused that writing it would break
+	// the ledger's invariants (a grant after the campaign's refund, an
+	// escrow below zero): either way the worker isolates its entry and
+	// moves it to the dead stream. Any other error leaves the entries
+	// pending, to be tried again.
 	ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error)
-	// Refund records the campaign's refund, once.
+	// Refund records the campaign's refund, once. An error wrapping
+	// ledger.ErrRefused (a refund that would not empty the escrow
+	// exactly) leaves the campaign unsettled with a note in its dead
+	// stream, for an operator.
 	Refund(ctx context.Context, campaign string, cents int64) error
 	// Ping tells an outage (error) from a refusal (nil) after a failure.
 	Ping(ctx context.Context) error
@@ -133,6 +138,11 @@ type Stats struct {
 	Refunds   int64 // campaigns refunded and settled
 	Failures  int64 // ledger or Redis failures (backed off)
 	Discounts int64 // confirmed discounts newly written (discount campaigns)
+	// Refused counts what the ledger refused, or would have refused, as
+	// impossible (incidents, each with a dead-stream entry): a grant or
+	// discount after the campaign's refund or beyond its escrow, a refund
+	// that disagrees with the ledger's grants.
+	Refused int64
 }
 
 // Worker settles campaigns. Use New, then Start and Stop, or Pass / Drain.
@@ -147,7 +157,7 @@ type Worker struct {
 	claimAt map[string]string
 
 	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
-	discounts                                                                   atomic.Int64
+	discounts, refused                                                          atomic.Int64
 	noDiscounts                                                                 sync.Once // warned that the sink takes no discounts
 
 	// failing is set while passes fail: the next pass then pings the
@@ -224,6 +234,7 @@ func (w *Worker) Stats() Stats {
 		Grants: w.grants.Load(), Replayed: w.replayed.Load(), Entries: w.entries.Load(),
 		Conflicts: w.conflicts.Load(), Malformed: w.malformed.Load(), Deleted: w.deleted.Load(),
 		Refunds: w.refunds.Load(), Failures: w.failures.Load(), Discounts: w.discounts.Load(),
+		Refused: w.refused.Load(),
 	}
 }
 
