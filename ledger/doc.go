@@ -43,6 +43,13 @@
 // campaign's lock, from its counters; the database guards the escrow
 // balances too (ledger_escrow_not_negative, migration 0005).
 //
+// # Fencing a rebuild
+//
+// Each campaign has a fence, 0 until a rebuild raises it (Fence) before it
+// reads the ledger. Settlement passes the fence it read from Redis with
+// its writes (WithFence); a write prepared under an older fence, from a
+// Redis the rebuild has replaced since, is ErrFenced and writes nothing.
+//
 // # Schema
 //
 // Both backends use the same tables, created by embedded, numbered

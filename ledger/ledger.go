@@ -146,7 +146,29 @@ var (
 	// outage: retrying will not help until an operator finds its cause.
 	// The typed *RefusedError unwraps to it.
 	ErrRefused = errors.New("ledger: refused")
+	// ErrFenced: the call carries a fence (WithFence) older than the
+	// campaign's: it was prepared from a Redis that a rebuild has since
+	// replaced (see Ledger.Fence). Nothing is written. It is not the
+	// entries' fault: read the campaign again and retry with its fence.
+	ErrFenced = errors.New("ledger: fenced off by a rebuild")
 )
+
+type fenceKey struct{}
+
+// WithFence returns ctx carrying the fence that the writes made with it
+// were prepared under: the campaign's "ledger_fence" in Redis (0 when it
+// has none) as read before the entries were. ApplyGrants, ApplyDiscounts
+// and Refund refuse with ErrFenced a call whose fence is below the
+// campaign's; a call whose ctx carries none is not checked.
+func WithFence(ctx context.Context, fence int64) context.Context {
+	return context.WithValue(ctx, fenceKey{}, fence)
+}
+
+// FenceFrom returns the fence ctx carries, if any.
+func FenceFrom(ctx context.Context) (int64, bool) {
+	f, ok := ctx.Value(fenceKey{}).(int64)
+	return f, ok
+}
 
 // Refusal names why the ledger refused an entry.
 type Refusal string
@@ -306,6 +328,18 @@ type Ledger interface {
 	// seq order (its unit of quota), streaming. An error from fn stops the
 	// iteration and is returned.
 	Discounts(ctx context.Context, campaign string, fn func(Discount) error) error
+
+	// Fence raises the campaign's fence by one and returns the new value,
+	// after every write of the campaign in flight has committed (it takes
+	// the campaign's lock): from then on a grant, discount or refund
+	// prepared under an older fence (WithFence) is refused with ErrFenced.
+	// A rebuild calls it after freezing the campaign in Redis and before
+	// it reads the ledger, and writes the value into the rebuilt shards'
+	// meta as "ledger_fence", so that a settlement batch read from a
+	// stream before the loss cannot commit after the rebuild read the
+	// ledger. ErrNotFunded for a campaign without a fund entry (fund it
+	// first, from its terms). One statement: O(1).
+	Fence(ctx context.Context, campaign string) (int64, error)
 
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error

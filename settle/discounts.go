@@ -174,7 +174,7 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 			ds = append(ds, ledger.Discount{Campaign: lid, User: user, Order: order, Seq: g.Seq, Cents: g.Cents})
 		}
 	}
-	res, err := sink.ApplyDiscounts(ctx, lid, ds)
+	res, err := sink.ApplyDiscounts(fenced(ctx, sh.root), lid, ds)
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}
@@ -228,7 +228,7 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 		return false, 0, err
 	}
 	refund := root.Int("budget") - cents
-	if err := w.sink.Refund(ctx, lid, refund); err != nil {
+	if err := w.sink.Refund(fenced(ctx, root), lid, refund); err != nil {
 		return false, 0, w.refundFailed(ctx, rootKeys, "discount", id, err)
 	}
 	changed, err := w.settleDiscountShards(ctx, v, refund)

@@ -121,7 +121,7 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents})
 		}
 	}
-	res, err := w.sink.ApplyGrants(ctx, id, grants)
+	res, err := w.sink.ApplyGrants(fenced(ctx, sh.root), id, grants)
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}
@@ -155,11 +155,21 @@ func entryOf(es []redisstore.Entry, is func(redisstore.StreamGrant) bool) string
 	return es[0].ID
 }
 
+// fenced returns ctx carrying the ledger fence of the campaign whose root
+// is root, as read before the entries to write: a rebuild that replaced
+// the campaign in Redis since has raised the ledger's, and the ledger
+// refuses the write (ledger.ErrFenced).
+func fenced(ctx context.Context, root redisstore.Snapshot) context.Context {
+	return ledger.WithFence(ctx, root.Int(redisstore.LedgerFence))
+}
+
 // applyFailed handles a failed write of entries: an outage keeps them
 // pending, a batch is split in halves to find the entry at fault, and a
 // single entry the ledger refuses as invalid goes to the dead stream.
+// A batch fenced off by a rebuild stays pending: the pass fails, and the
+// next one reads the campaign, its fence and its pending entries again.
 func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entry, err error) error {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, ledger.ErrFenced) {
 		return err
 	}
 	if perr := w.sink.Ping(ctx); perr != nil {
@@ -289,7 +299,7 @@ func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, 
 		}
 	}
 	refund := root.Int("total") - grantedCents
-	if err := w.sink.Refund(ctx, id, refund); err != nil {
+	if err := w.sink.Refund(fenced(ctx, root), id, refund); err != nil {
 		return false, 0, w.refundFailed(ctx, v.Shards[0], "campaign", id, err)
 	}
 	changed, err := w.settleShards(ctx, v, refund)

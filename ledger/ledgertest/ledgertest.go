@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"RefuseDiscountOverdraw", testRefuseDiscountOverdraw},
 		{"RefuseRefundOutstanding", testRefuseRefund},
 		{"RefuseConcurrentOverdraw", testRefuseConcurrent},
+		{"Fence", testFence},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

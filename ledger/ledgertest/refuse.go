@@ -192,3 +192,51 @@ func isRefused(err error) bool {
 	var re *ledger.RefusedError
 	return errors.As(err, &re) && re.Reason == ledger.RefusedOverdraw
 }
+
+// testFence: a rebuild's Fence refuses every write prepared under an older
+// fence (ErrFenced, nothing written), takes those under the new one, and
+// leaves writes that carry no fence unchecked.
+func testFence(t *testing.T, open func(t *testing.T) ledger.Ledger) {
+	l := open(t)
+	_, err := l.Fence(ctx, "nope")
+	require.ErrorIs(t, err, ledger.ErrNotFunded)
+	fund(t, l, "c", 1000)
+	old := ledger.WithFence(ctx, 0)
+	_, err = l.ApplyGrants(old, "c", []ledger.Grant{g("c", 1, "a", 100)})
+	require.NoError(t, err, "fence 0 is every campaign's until a rebuild")
+
+	f, err := l.Fence(ctx, "c")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, f)
+	f, err = l.Fence(ctx, "c")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, f)
+	before, err := l.Totals(ctx, "c")
+	require.NoError(t, err)
+	accts := balances(t, l, "escrow:c", "user:b", "funding:ops")
+
+	for _, stale := range []int64{0, 1} {
+		sctx := ledger.WithFence(ctx, stale)
+		_, err = l.ApplyGrants(sctx, "c", []ledger.Grant{g("c", 2, "b", 100)})
+		require.ErrorIs(t, err, ledger.ErrFenced)
+		require.NotErrorIs(t, err, ledger.ErrRefused, "a fenced batch is retried, not dead-lettered")
+		require.ErrorIs(t, l.Refund(sctx, "c", 900), ledger.ErrFenced)
+	}
+	requireUnchanged(t, l, "c", before, accts)
+
+	now := ledger.WithFence(ctx, 2)
+	require.Equal(t, 1, apply(t, l, "c", g("c", 2, "b", 100)).Inserted, "no fence: not checked")
+	res, err := l.ApplyGrants(now, "c", []ledger.Grant{g("c", 3, "c", 100)})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
+	require.NoError(t, l.Refund(now, "c", 700))
+
+	fund(t, l, dc, 100)
+	_, err = l.Fence(ctx, dc)
+	require.NoError(t, err)
+	_, err = l.ApplyDiscounts(ledger.WithFence(ctx, 0), dc, []ledger.Discount{dsc("a", "o1", 1, 10)})
+	require.ErrorIs(t, err, ledger.ErrFenced)
+	res2, err := l.ApplyDiscounts(ledger.WithFence(ctx, 1), dc, []ledger.Discount{dsc("a", "o1", 1, 10)})
+	require.NoError(t, err)
+	require.Equal(t, 1, res2.Inserted)
+}

@@ -36,7 +36,7 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 	}
 	var res ledger.DiscountResult
 	err = l.tx(ctx, func(tx pgx.Tx) error {
-		num, escrowCents, refunded, err := lockCampaignRow(ctx, tx, campaign)
+		num, escrowCents, refunded, err := lockCampaignRow(ctx, tx, "discount", campaign)
 		if err != nil {
 			return err
 		}

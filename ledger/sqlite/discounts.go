@@ -20,7 +20,7 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 	}
 	var res ledger.DiscountResult
 	err = l.tx(ctx, func(tx *sql.Tx) error {
-		num, escrowCents, refunded, err := campaignRow(ctx, tx, campaign)
+		num, escrowCents, refunded, err := campaignRow(ctx, tx, "discount", campaign)
 		if err != nil {
 			return err
 		}

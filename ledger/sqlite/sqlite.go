@@ -149,7 +149,7 @@ func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 func wrap(op string, err error) error {
 	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
 		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) ||
-		errors.Is(err, ledger.ErrRefused) {
+		errors.Is(err, ledger.ErrRefused) || errors.Is(err, ledger.ErrFenced) {
 		return err
 	}
 	if strings.Contains(err.Error(), batch.EscrowNotNegative) {
@@ -158,18 +158,39 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("ledger: %s: %w", op, err)
 }
 
-// campaignRow reads what a write to the campaign's escrow checks first:
-// its short key, whether its refund is recorded, and what its escrow holds
-// by the campaign's own counters (funded - granted - refunded). The write
-// lock is held from BEGIN, so nothing changes them before the commit.
-func campaignRow(ctx context.Context, tx *sql.Tx, campaign string) (num, escrow int64, refunded bool, err error) {
+// campaignRow reads what a write of entry to the campaign's escrow checks
+// first: its short key, whether its refund is recorded, and what its
+// escrow holds by the campaign's own counters (funded - granted -
+// refunded); a write prepared under an older fence than the campaign's is
+// ErrFenced. The write lock is held from BEGIN, so nothing changes them
+// before the commit.
+func campaignRow(ctx context.Context, tx *sql.Tx, entry, campaign string) (num, escrow int64, refunded bool, err error) {
 	var r sql.NullInt64
-	err = tx.QueryRowContext(ctx, `SELECT num, total - grant_cents - coalesce(refunded, 0), refunded
-		FROM ledger_campaigns WHERE id = ?`, campaign).Scan(&num, &escrow, &r)
+	var fence int64
+	err = tx.QueryRowContext(ctx, `SELECT num, total - grant_cents - coalesce(refunded, 0), refunded, fence
+		FROM ledger_campaigns WHERE id = ?`, campaign).Scan(&num, &escrow, &r, &fence)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 	}
+	if err == nil {
+		err = batch.Fenced(ctx, entry, campaign, fence)
+	}
 	return num, escrow, r.Valid, err
+}
+
+// Fence implements ledger.Ledger. The write lock is held from BEGIN, so
+// every write of the campaign before it has committed.
+func (l *Ledger) Fence(ctx context.Context, campaign string) (int64, error) {
+	var fence int64
+	err := l.tx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `UPDATE ledger_campaigns SET fence = fence + 1 WHERE id = ? RETURNING fence`,
+			campaign).Scan(&fence)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+		}
+		return err
+	})
+	return fence, wrap("fence", err)
 }
 
 // Fund implements ledger.Ledger.
@@ -225,7 +246,7 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 	escrow := ledger.EscrowAccount(campaign)
 	var res ledger.ApplyResult
 	err = l.tx(ctx, func(tx *sql.Tx) error {
-		num, escrowCents, refunded, err := campaignRow(ctx, tx, campaign)
+		num, escrowCents, refunded, err := campaignRow(ctx, tx, "grant", campaign)
 		if err != nil {
 			return err
 		}
@@ -355,13 +376,16 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	return wrap("refund", l.tx(ctx, func(tx *sql.Tx) error {
 		var funding string
 		var refunded sql.NullInt64
-		var escrowCents int64
-		err := tx.QueryRowContext(ctx, `SELECT funding, refunded, total - grant_cents FROM ledger_campaigns WHERE id = ?`, campaign).
-			Scan(&funding, &refunded, &escrowCents)
+		var escrowCents, fence int64
+		err := tx.QueryRowContext(ctx, `SELECT funding, refunded, total - grant_cents, fence FROM ledger_campaigns WHERE id = ?`, campaign).
+			Scan(&funding, &refunded, &escrowCents, &fence)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 		}
 		if err != nil {
+			return err
+		}
+		if err := batch.Fenced(ctx, "refund", campaign, fence); err != nil {
 			return err
 		}
 		if refunded.Valid {

@@ -1,6 +1,11 @@
 package batch
 
-import "github.com/hongbao/hongbao/ledger"
+import (
+	"context"
+	"fmt"
+
+	"github.com/hongbao/hongbao/ledger"
+)
 
 // Debit is the rule both backends apply, inside the transaction and
 // under the campaign's lock, before money leaves an escrow: entry (a
@@ -38,3 +43,13 @@ func Refund(campaign string, escrow, cents int64) error {
 // goes below zero, whatever writes it: the backstop behind Debit and
 // Refund. The backends report its violation as ErrRefused.
 const EscrowNotNegative = "ledger_escrow_not_negative"
+
+// Fenced is the fence rule: a write whose ctx carries a fence below the
+// campaign's (fence, read under its lock) is ErrFenced.
+func Fenced(ctx context.Context, entry, campaign string, fence int64) error {
+	if f, ok := ledger.FenceFrom(ctx); ok && f < fence {
+		return fmt.Errorf("%w: %s of campaign %q prepared under fence %d, the campaign's is %d",
+			ledger.ErrFenced, entry, campaign, f, fence)
+	}
+	return nil
+}
