@@ -247,9 +247,10 @@ func (w *Worker) syncReplicas(ctx context.Context, k redisstore.Keys) error {
 // to the funding account in the ledger (once: the ledger refuses a second,
 // different refund), then Redis records the refund and the settled state,
 // shard by shard, the root last. The ledger's grants must match Redis's
-// counters first; if not, the campaign stays unsettled and the difference
-// is logged as an incident. Dead grants and transfers in flight between
-// shards hold the refund back.
+// counters first; if not, or if the ledger refuses the refund, the
+// campaign stays unsettled, the difference is logged as an incident and
+// noted in its dead stream (refuseRefund). Dead grants and transfers in
+// flight between shards hold the refund back.
 //
 // The refund decides from what it reads itself, never from the pass's
 // stream reads: every shard must be closed in the view read here and its
