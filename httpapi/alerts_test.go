@@ -97,7 +97,8 @@ func TestAlertRules(t *testing.T) {
 	// The list: lag, pending age, dead entries, conflicts, Redis
 	// not fsync-always.
 	for _, n := range []string{"hongbao_settlement_lag_entries", "hongbao_settlement_oldest_pending_seconds",
-		"hongbao_settlement_dead_entries", "hongbao_settlement_conflicts_total", "hongbao_redis_fsync_always"} {
+		"hongbao_settlement_dead_entries", "hongbao_settlement_conflicts_total", "hongbao_redis_fsync_always",
+		"hongbao_settlement_refused_total"} {
 		require.True(t, covered[n], "no alert on %s", n)
 	}
 }

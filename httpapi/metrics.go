@@ -82,7 +82,7 @@ type stateCollector struct {
 	cached   []prometheus.Metric
 
 	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
-	transfers, moved                                                              *prometheus.Desc
+	transfers, moved, refused                                                     *prometheus.Desc
 }
 
 func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
@@ -98,6 +98,7 @@ func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Sta
 		transfers:   d("hongbao_shard_transfers_total", "Transfers between the shards of sharded campaigns this process made to refill a dry shard.", nil, nil),
 		moved:       d("hongbao_shard_packets_moved_total", "Packets those transfers moved.", nil, nil),
 		conflicts:   d("hongbao_settlement_conflicts_total", "Grants the ledger refused as conflicting (incidents), by this process's worker.", nil, nil),
+		refused:     d("hongbao_settlement_refused_total", "Entries and refunds the ledger refused as impossible (after the refund, beyond the escrow, a refund disagreeing with the grants), by this process's worker.", nil, nil),
 		fsync:       d("hongbao_redis_fsync_always", "1 when Redis has appendonly yes and appendfsync always, else 0.", nil, nil),
 		scrapeErr:   d("hongbao_state_scrape_errors", "1 when reading the campaign state from Redis failed in this scrape.", nil, nil),
 	}
@@ -105,7 +106,7 @@ func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Sta
 
 // Describe implements prometheus.Collector.
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved} {
+	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved, s.refused} {
 		ch <- d
 	}
 }
@@ -123,7 +124,9 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(s.transfers, prometheus.CounterValue, float64(st.Transfers))
 	ch <- prometheus.MustNewConstMetric(s.moved, prometheus.CounterValue, float64(st.Moved))
 	if s.settle != nil {
-		ch <- prometheus.MustNewConstMetric(s.conflicts, prometheus.CounterValue, float64(s.settle().Conflicts))
+		st := s.settle()
+		ch <- prometheus.MustNewConstMetric(s.conflicts, prometheus.CounterValue, float64(st.Conflicts))
+		ch <- prometheus.MustNewConstMetric(s.refused, prometheus.CounterValue, float64(st.Refused))
 	}
 	for _, m := range s.redisState() {
 		ch <- m

@@ -31,6 +31,25 @@
 // transaction. Fund and Refund are keyed by the campaign and return
 // ErrConflict (a *ConflictError) when replayed with other values.
 //
+// # Refusing the impossible
+//
+// Some writes cannot be right whatever their values: a new grant or
+// discount for a campaign whose refund is recorded, a batch that takes the
+// escrow below zero, a refund that does not leave the escrow at exactly
+// zero (too large, or too small: grants outstanding). The ledger refuses
+// them with ErrRefused (a *RefusedError with the reason) and writes
+// nothing, so a fault upstream becomes an incident instead of a silent
+// negative balance. The check runs in the transaction, under the
+// campaign's lock, from its counters; the database guards the escrow
+// balances too (ledger_escrow_not_negative, migration 0005).
+//
+// # Fencing a rebuild
+//
+// Each campaign has a fence, 0 until a rebuild raises it (Fence) before it
+// reads the ledger. Settlement passes the fence it read from Redis with
+// its writes (WithFence); a write prepared under an older fence, from a
+// Redis the rebuild has replaced since, is ErrFenced and writes nothing.
+//
 // # Schema
 //
 // Both backends use the same tables, created by embedded, numbered

@@ -138,7 +138,71 @@ var (
 	// ErrNoTerms: the campaign's packets are recorded but its terms are
 	// not (it was created before the ledger kept them).
 	ErrNoTerms = errors.New("ledger: campaign terms not recorded")
+	// ErrRefused: the ledger refused an entry that cannot be right, whose
+	// write would break its invariants: a grant or a confirmed discount
+	// for a campaign already refunded, an escrow going below zero, a
+	// refund that would not leave the escrow at exactly zero. Nothing of
+	// the call is written. It is an incident, never a replay and never an
+	// outage: retrying will not help until an operator finds its cause.
+	// The typed *RefusedError unwraps to it.
+	ErrRefused = errors.New("ledger: refused")
+	// ErrFenced: the call carries a fence (WithFence) older than the
+	// campaign's: it was prepared from a Redis that a rebuild has since
+	// replaced (see Ledger.Fence). Nothing is written. It is not the
+	// entries' fault: read the campaign again and retry with its fence.
+	ErrFenced = errors.New("ledger: fenced off by a rebuild")
 )
+
+type fenceKey struct{}
+
+// WithFence returns ctx carrying the fence that the writes made with it
+// were prepared under: the campaign's "ledger_fence" in Redis (0 when it
+// has none) as read before the entries were. ApplyGrants, ApplyDiscounts
+// and Refund refuse with ErrFenced a call whose fence is below the
+// campaign's; a call whose ctx carries none is not checked.
+func WithFence(ctx context.Context, fence int64) context.Context {
+	return context.WithValue(ctx, fenceKey{}, fence)
+}
+
+// FenceFrom returns the fence ctx carries, if any.
+func FenceFrom(ctx context.Context) (int64, bool) {
+	f, ok := ctx.Value(fenceKey{}).(int64)
+	return f, ok
+}
+
+// Refusal names why the ledger refused an entry.
+type Refusal string
+
+const (
+	// RefusedAfterRefund: a new grant or confirmed discount for a campaign
+	// whose refund is recorded (its escrow was closed). A replay of a
+	// stored one is still a no-op.
+	RefusedAfterRefund Refusal = "after_refund"
+	// RefusedOverdraw: the entry would take the escrow below zero: more
+	// granted (or refunded) than was funded.
+	RefusedOverdraw Refusal = "overdraw"
+	// RefusedOutstanding: a refund smaller than what the escrow holds,
+	// which would leave cents in it: the ledger lacks entries that the
+	// refund's caller counted as granted.
+	RefusedOutstanding Refusal = "outstanding"
+)
+
+// RefusedError is an ErrRefused with what was refused and why.
+type RefusedError struct {
+	Entry    string // "grant", "discount" or "refund"
+	Campaign string
+	Reason   Refusal
+	Escrow   int64 // the escrow's balance before the entry
+	Cents    int64 // what the entry would move out of it
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("ledger: refused %s of %d cents for campaign %q (%s): its escrow holds %d",
+		e.Entry, e.Cents, e.Campaign, e.Reason, e.Escrow)
+}
+
+// Unwrap makes errors.Is(err, ErrRefused) hold.
+func (e *RefusedError) Unwrap() error { return ErrRefused }
 
 // ConflictError is an ErrConflict with the stored and the attempted values,
 // for the incident report.
@@ -173,11 +237,18 @@ type Ledger interface {
 	// ApplyResult.Conflicts, not inserted, never dropped silently). Grants
 	// of one batch that conflict with each other are handled too: the
 	// first in batch order wins. It returns ErrNotFunded if the campaign
-	// has no fund entry.
+	// has no fund entry, and a *RefusedError (ErrRefused), writing
+	// nothing, if the batch would insert a grant into a campaign already
+	// refunded or take its escrow below zero.
 	ApplyGrants(ctx context.Context, campaign string, grants []Grant) (ApplyResult, error)
 	// Refund writes the refund entry (escrow -> funding) once per campaign.
 	// A replay with the same amount is a no-op, a different amount is
 	// ErrConflict. cents may be 0, which records that the refund is done.
+	// The first refund must empty the escrow exactly: one that would leave
+	// cents in it (grants outstanding) or take it below zero is a
+	// *RefusedError (ErrRefused) and writes nothing. Once it
+	// is recorded, the ledger takes no new grant or discount of the
+	// campaign.
 	Refund(ctx context.Context, campaign string, cents int64) error
 	// Totals reads the campaign's totals, its packet count and cents
 	// included; a campaign with neither a fund entry nor packets has zero
@@ -249,13 +320,26 @@ type Ledger interface {
 	// a conflict (reported, not inserted). Its key is (campaign, user,
 	// order); its unit, (campaign, seq), is confirmed once too. It returns
 	// ErrNotFunded if the campaign has no fund entry, ErrInvalid for a
-	// discount that can never be written. campaign is the ledger's id of
+	// discount that can never be written, and a *RefusedError as
+	// ApplyGrants does (refunded campaign, escrow below zero). campaign is the ledger's id of
 	// the campaign (DiscountCampaign).
 	ApplyDiscounts(ctx context.Context, campaign string, ds []Discount) (DiscountResult, error)
 	// Discounts calls fn for every confirmed discount of the campaign, in
 	// seq order (its unit of quota), streaming. An error from fn stops the
 	// iteration and is returned.
 	Discounts(ctx context.Context, campaign string, fn func(Discount) error) error
+
+	// Fence raises the campaign's fence by one and returns the new value,
+	// after every write of the campaign in flight has committed (it takes
+	// the campaign's lock): from then on a grant, discount or refund
+	// prepared under an older fence (WithFence) is refused with ErrFenced.
+	// A rebuild calls it after freezing the campaign in Redis and before
+	// it reads the ledger, and writes the value into the rebuilt shards'
+	// meta as "ledger_fence", so that a settlement batch read from a
+	// stream before the loss cannot commit after the rebuild read the
+	// ledger. ErrNotFunded for a campaign without a fund entry (fund it
+	// first, from its terms). One statement: O(1).
+	Fence(ctx context.Context, campaign string) (int64, error)
 
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error

@@ -94,9 +94,9 @@ func (w *Worker) discount(ctx context.Context, id string) (work int, unsettled i
 	if err != nil || !closed || unsettled > 0 {
 		return work, unsettled, true, err
 	}
-	done, err := w.refundDiscount(ctx, id)
+	done, left, err := w.refundDiscount(ctx, id)
 	if err != nil || !done {
-		return work, unsettled, true, err
+		return work, unsettled + left, true, err
 	}
 	return work + 1, 0, false, nil
 }
@@ -174,7 +174,7 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 			ds = append(ds, ledger.Discount{Campaign: lid, User: user, Order: order, Seq: g.Seq, Cents: g.Cents})
 		}
 	}
-	res, err := sink.ApplyDiscounts(ctx, lid, ds)
+	res, err := sink.ApplyDiscounts(fenced(ctx, sh.root), lid, ds)
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}
@@ -196,48 +196,50 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 // refundDiscount settles a closed, drained discount campaign that holds no
 // reservation: the leftover goes back to the funding account in the
 // ledger, once, then every shard records its part in Redis, the root last.
-// The ledger's discounts must match Redis's counters first.
-func (w *Worker) refundDiscount(ctx context.Context, id string) (bool, error) {
+// The ledger's discounts must match Redis's counters first. As refund
+// does for red packets, it decides from its own reads: every shard closed
+// with no reservation held in the view read here, and its confirms
+// stream, read after that view, fully delivered and acknowledged (a
+// confirm that landed while the pass read the streams is read again).
+func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left int64, err error) {
 	v, err := w.store.ReadDiscount(ctx, id)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	root := v.Root()
 	if err := w.fundDiscount(ctx, id, root); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	var count, cents int64
 	for k, snap := range v.Snaps {
 		if snap.Transfers > 0 || snap.Int("reserved_count") > 0 {
-			return false, nil // the next passes finish them
+			return false, 0, nil // the next passes finish them
 		}
-		g, err := w.store.Group(ctx, v.Shards[k].Keys())
-		if err != nil {
-			return false, err
-		}
-		if g.Dead > 0 {
-			return false, nil // dead discounts wait for an operator
+		// Dead discounts wait for an operator.
+		if n, err := w.drained(ctx, v.Shards[k].Keys(), snap); n != 0 || err != nil {
+			return false, max(n, 0), err
 		}
 		count += snap.Int("confirmed_count")
 		cents += snap.Int("confirmed_cents")
 	}
 	lid := ledger.DiscountCampaign(id)
-	if ok, err := w.ledgerAgrees(ctx, lid, count, cents); !ok || err != nil {
-		return false, err
+	rootKeys := v.Shards[0].Keys()
+	if ok, err := w.ledgerAgrees(ctx, rootKeys, "discount", id, lid, count, cents); !ok || err != nil {
+		return false, 0, err
 	}
 	refund := root.Int("budget") - cents
-	if err := w.sink.Refund(ctx, lid, refund); err != nil {
-		return false, fmt.Errorf("refund: %w", err)
+	if err := w.sink.Refund(fenced(ctx, root), lid, refund); err != nil {
+		return false, 0, w.refundFailed(ctx, rootKeys, "discount", id, err)
 	}
 	changed, err := w.settleDiscountShards(ctx, v, refund)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if changed {
 		w.refunds.Add(1)
 		w.log.Info("discount campaign settled", "discount", id, "confirmed_cents", cents, "refund_cents", refund)
 	}
-	return true, w.retireDiscount(ctx, v)
+	return true, 0, w.retireDiscount(ctx, v)
 }
 
 // settleDiscountShards records the refund in Redis, each shard its part

@@ -121,7 +121,7 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents})
 		}
 	}
-	res, err := w.sink.ApplyGrants(ctx, id, grants)
+	res, err := w.sink.ApplyGrants(fenced(ctx, sh.root), id, grants)
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}
@@ -155,11 +155,21 @@ func entryOf(es []redisstore.Entry, is func(redisstore.StreamGrant) bool) string
 	return es[0].ID
 }
 
+// fenced returns ctx carrying the ledger fence of the campaign whose root
+// is root, as read before the entries to write: a rebuild that replaced
+// the campaign in Redis since has raised the ledger's, and the ledger
+// refuses the write (ledger.ErrFenced).
+func fenced(ctx context.Context, root redisstore.Snapshot) context.Context {
+	return ledger.WithFence(ctx, root.Int(redisstore.LedgerFence))
+}
+
 // applyFailed handles a failed write of entries: an outage keeps them
 // pending, a batch is split in halves to find the entry at fault, and a
 // single entry the ledger refuses as invalid goes to the dead stream.
+// A batch fenced off by a rebuild stays pending: the pass fails, and the
+// next one reads the campaign, its fence and its pending entries again.
 func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entry, err error) error {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, ledger.ErrFenced) {
 		return err
 	}
 	if perr := w.sink.Ping(ctx); perr != nil {
@@ -173,6 +183,18 @@ func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entr
 		}
 		return w.apply(ctx, sh, es[half:])
 	}
+	stream, label := sh.names()
+	if errors.Is(err, ledger.ErrRefused) {
+		// One entry the ledger refuses as impossible: a grant or a
+		// discount after the campaign's refund, or beyond what its escrow
+		// holds. Writing it would be money nobody funded; retrying will
+		// not help. It goes to the dead stream (which holds the refund
+		// back and raises the dead-entries alert) and is counted.
+		w.refused.Add(1)
+		w.log.Error("INCIDENT: the ledger refused "+stream+" entry as impossible; moved to the dead stream",
+			label, sh.id, "entry", es[0].ID, "err", err)
+		return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
+	}
 	if !errors.Is(err, ledger.ErrInvalid) {
 		// The ledger answers, yet did not say that the entry can never
 		// be written: a connection of its pool that broke, a lock
@@ -183,7 +205,6 @@ func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entr
 	}
 	// One entry that the ledger refuses as invalid: its own fault.
 	w.malformed.Add(1)
-	stream, label := sh.names()
 	w.log.Error(stream+" entry refused by the ledger; moved to the dead stream", label, sh.id, "entry", es[0].ID, "err", err)
 	return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
 }
@@ -226,60 +247,65 @@ func (w *Worker) syncReplicas(ctx context.Context, k redisstore.Keys) error {
 // to the funding account in the ledger (once: the ledger refuses a second,
 // different refund), then Redis records the refund and the settled state,
 // shard by shard, the root last. The ledger's grants must match Redis's
-// counters first; if not, the campaign stays unsettled and the difference
-// is logged as an incident. Dead grants and transfers in flight between
-// shards hold the refund back.
-func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
+// counters first; if not, or if the ledger refuses the refund, the
+// campaign stays unsettled, the difference is logged as an incident and
+// noted in its dead stream (refuseRefund). Dead grants and transfers in
+// flight between shards hold the refund back.
+//
+// The refund decides from what it reads itself, never from the pass's
+// stream reads: every shard must be closed in the view read here and its
+// stream, read after that view, fully delivered and acknowledged (see
+// drained). A grant that landed on a shard still open while the pass read
+// the streams is then either in that view's counters and on a stream
+// read after it, or the shard was open and the refund waits. left counts
+// the entries still to settle when the refund waits for them.
+func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, err error) {
 	v, err := w.store.Read(ctx, id)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if inFlight(v) {
 		// Every shard is closed, so no engine takes packets any more:
 		// whatever transfer is left was cut short. Finish it now.
 		if _, err := w.store.Recover(ctx, v.Shards, 0); err != nil {
-			return false, err
+			return false, 0, err
 		}
 		if v, err = w.store.Read(ctx, id); err != nil {
-			return false, err
+			return false, 0, err
 		}
 	}
 	root := v.Root()
 	if err := w.fund(ctx, id, root); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	var grantedCount, grantedCents int64
 	for k, snap := range v.Snaps {
 		if snap.Transfers > 0 {
-			return false, nil
+			return false, 0, nil
 		}
-		g, err := w.store.Group(ctx, v.Shards[k])
-		if err != nil {
-			return false, err
-		}
-		if g.Dead > 0 {
-			// Dead grants wait for an operator (redrive); refunding now
-			// would refund money that belongs to users.
-			return false, nil
+		// Dead grants wait for an operator (redrive); refunding now would
+		// refund money that belongs to users.
+		if n, err := w.drained(ctx, v.Shards[k], snap); n != 0 || err != nil {
+			return false, max(n, 0), err
 		}
 		grantedCount += snap.Int("granted_count")
 		grantedCents += snap.Int("granted_cents")
 	}
-	if ok, err := w.ledgerAgrees(ctx, id, grantedCount, grantedCents); !ok || err != nil {
-		return false, err
+	if ok, err := w.ledgerAgrees(ctx, v.Shards[0], "campaign", id, id, grantedCount, grantedCents); !ok || err != nil {
+		return false, 0, err
 	}
 	for _, k := range v.Shards {
 		if err := w.syncReplicas(ctx, k); err != nil {
-			return false, err
+			return false, 0, err
 		}
 	}
 	refund := root.Int("total") - grantedCents
-	if err := w.sink.Refund(ctx, id, refund); err != nil {
-		return false, fmt.Errorf("refund: %w", err)
+	if err := w.sink.Refund(fenced(ctx, root), id, refund); err != nil {
+		return false, 0, w.refundFailed(ctx, v.Shards[0], "campaign", id, err)
 	}
 	changed, err := w.settleShards(ctx, v, refund)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if changed {
 		// Counted here, not after retire: a retire cut short (a stop, a
@@ -289,9 +315,30 @@ func (w *Worker) refund(ctx context.Context, id string) (bool, error) {
 		w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
 	}
 	if err := w.retire(ctx, v); err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return true, nil
+	return true, 0, nil
+}
+
+// drained says how much of shard k still holds its refund back: -1 when
+// the shard is not closed in snap, or when its dead stream holds entries
+// (an operator's), else the entries of its stream not yet delivered or
+// not yet acknowledged (0: the shard is done). The stream is read after
+// snap, and a closed shard adds nothing to its stream (for a discount
+// campaign: with no reservation held in snap, none can be confirmed), so
+// 0 means that every entry the shard will ever have is settled.
+func (w *Worker) drained(ctx context.Context, k redisstore.Keys, snap redisstore.Snapshot) (int64, error) {
+	if st := snap.Meta["state"]; st != "closed" && st != "settled" {
+		return -1, nil
+	}
+	g, err := w.store.Group(ctx, k)
+	if err != nil {
+		return -1, err
+	}
+	if g.Dead > 0 {
+		return -1, nil
+	}
+	return g.Lag + g.Pending, nil
 }
 
 // inFlight reports whether a transfer between shards is in flight.
@@ -304,23 +351,48 @@ func inFlight(v *redisstore.View) bool {
 	return false
 }
 
-// ledgerAgrees checks that the ledger holds the grants Redis counts
-// (always true for a sink without a ledger to read back).
-func (w *Worker) ledgerAgrees(ctx context.Context, id string, count, cents int64) (bool, error) {
+// ledgerAgrees checks, before the refund, that the ledger holds the
+// grants (or discounts) Redis counts: always true for a sink without a
+// ledger to read back. By then every shard is closed and its stream
+// settled, so a difference is no lag but an incident: a refund that the
+// ledger would refuse (see refuseRefund). label and id name the campaign
+// in the log, lid in the ledger; root is its root shard.
+func (w *Worker) ledgerAgrees(ctx context.Context, root redisstore.Keys, label, id, lid string, count, cents int64) (bool, error) {
 	if w.cfg.Ledger == nil {
 		return true, nil
 	}
-	t, err := w.cfg.Ledger.Totals(ctx, id)
+	t, err := w.cfg.Ledger.Totals(ctx, lid)
 	if err != nil {
 		return false, err
 	}
 	if t.GrantCount != count || t.GrantCents != cents {
-		w.log.Error("INCIDENT: ledger and Redis disagree; campaign left unsettled",
-			"campaign", id, "granted_redis", count, "granted_ledger", t.GrantCount,
-			"cents_redis", cents, "cents_ledger", t.GrantCents)
-		return false, nil
+		return false, w.refuseRefund(ctx, root, label, id, fmt.Sprintf(
+			"outstanding: Redis counts %d entries, %d cents; the ledger holds %d, %d cents",
+			count, cents, t.GrantCount, t.GrantCents))
 	}
 	return true, nil
+}
+
+// refundFailed handles a refund the sink did not record: one it refused
+// as impossible becomes an incident (refuseRefund), anything else an
+// error, and the next pass tries again.
+func (w *Worker) refundFailed(ctx context.Context, root redisstore.Keys, label, id string, err error) error {
+	if errors.Is(err, ledger.ErrRefused) {
+		return w.refuseRefund(ctx, root, label, id, err.Error())
+	}
+	return fmt.Errorf("refund: %w", err)
+}
+
+// refuseRefund records a refund that the ledger refuses, or would refuse,
+// as an incident: counted, logged, and noted in the dead stream of the
+// campaign's root shard. The note holds the refund back, and raises the
+// dead-entries alert, until an operator finds the cause and redrives the
+// campaign (which deletes the note, so the refund is tried again); without
+// it the worker would try and log the refund on every pass.
+func (w *Worker) refuseRefund(ctx context.Context, root redisstore.Keys, label, id, reason string) error {
+	w.refused.Add(1)
+	w.log.Error("INCIDENT: refund refused; campaign left unsettled, noted in its dead stream", label, id, "reason", reason)
+	return w.store.DeadNote(ctx, root, "refund refused: "+reason)
 }
 
 // settleShards records the refund in Redis: a one-shard campaign takes it

@@ -10,9 +10,10 @@
 // goes to the campaign's dead stream, with its entry acknowledged in the
 // same script, and is counted as an incident. When the database is down
 // the worker backs off: it neither acknowledges, nor dead-letters, nor
-// reclaims. A closed campaign whose stream has drained gets its refund
-// (total - granted) recorded once in the ledger, then in Redis, and leaves
-// the registry; its keys expire after a retention period.
+// reclaims. A campaign whose every shard is closed, and whose every
+// shard's stream, read after the close, is delivered and acknowledged,
+// gets its refund (total - granted) recorded once in the ledger, then in
+// Redis, and leaves the registry; its keys expire after a retention period.
 //
 // Discount campaigns settle through the same passes (discounts.go): their
 // confirms streams into the ledger's discounts, their leftover refunded
@@ -46,11 +47,16 @@ type Sink interface {
 	// ApplyGrants writes a batch of one campaign's grants atomically and
 	// says which it refused as conflicting. An error wrapping
 	// ledger.ErrInvalid says that a grant of the batch can never be
-	// written: the worker isolates its entry and moves it to the dead
-	// stream. Any other error leaves the entries pending, to be tried
-	// again.
+	// written, one wrapping ledger.ErrRefused that writing it would break
+	// the ledger's invariants (a grant after the campaign's refund, an
+	// escrow below zero): either way the worker isolates its entry and
+	// moves it to the dead stream. Any other error leaves the entries
+	// pending, to be tried again.
 	ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error)
-	// Refund records the campaign's refund, once.
+	// Refund records the campaign's refund, once. An error wrapping
+	// ledger.ErrRefused (a refund that would not empty the escrow
+	// exactly) leaves the campaign unsettled with a note in its dead
+	// stream, for an operator.
 	Refund(ctx context.Context, campaign string, cents int64) error
 	// Ping tells an outage (error) from a refusal (nil) after a failure.
 	Ping(ctx context.Context) error
@@ -134,6 +140,11 @@ type Stats struct {
 	Refunds   int64 // campaigns refunded and settled
 	Failures  int64 // ledger or Redis failures (backed off)
 	Discounts int64 // confirmed discounts newly written (discount campaigns)
+	// Refused counts what the ledger refused, or would have refused, as
+	// impossible (incidents, each with a dead-stream entry): a grant or
+	// discount after the campaign's refund or beyond its escrow, a refund
+	// that disagrees with the ledger's grants.
+	Refused int64
 }
 
 // Worker settles campaigns. Use New, then Start and Stop, or Pass / Drain.
@@ -148,7 +159,7 @@ type Worker struct {
 	claimAt map[string]string
 
 	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
-	discounts                                                                   atomic.Int64
+	discounts, refused                                                          atomic.Int64
 	noDiscounts                                                                 sync.Once // warned that the sink takes no discounts
 
 	// failing is set while passes fail: the next pass then pings the
@@ -230,6 +241,7 @@ func (w *Worker) Stats() Stats {
 		Grants: w.grants.Load(), Replayed: w.replayed.Load(), Entries: w.entries.Load(),
 		Conflicts: w.conflicts.Load(), Malformed: w.malformed.Load(), Deleted: w.deleted.Load(),
 		Refunds: w.refunds.Load(), Failures: w.failures.Load(), Discounts: w.discounts.Load(),
+		Refused: w.refused.Load(),
 	}
 }
 
@@ -462,13 +474,17 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 		work++
 	}
 	if closed && unsettled == 0 {
-		done, err := w.refund(ctx, id)
+		// The stream reads above came before this close, or before a
+		// grant on a shard that was still open: refund checks again,
+		// after its own read of every shard closed.
+		done, left, err := w.refund(ctx, id)
 		if err != nil {
 			return work, unsettled, true, err
 		}
 		if done {
 			return work + 1, 0, false, nil
 		}
+		unsettled += left
 	}
 	return work, unsettled, true, nil
 }

@@ -62,6 +62,12 @@ const CampaignsIndex = "hb:campaigns"
 // stream with. It is created with the stream, when a campaign activates.
 const SettleGroup = "settle"
 
+// LedgerFence is the meta field that holds the campaign's ledger fence
+// (ledger.Ledger.Fence): written by a rebuild into every shard it rebuilt,
+// read by settlement from the root with the entries it settles and passed
+// to the ledger (ledger.WithFence). Absent means 0.
+const LedgerFence = "ledger_fence"
+
 // LeasePrefix starts the keys of the leases of package leader. The lease
 // named n lives in <LeasePrefix>{n}:mark (its holder's claim, "c:<token>",
 // expiring with the lease) and <LeasePrefix>{n}:fence (the counter its

@@ -121,6 +121,16 @@ func (s *Store) Dead(ctx context.Context, k Keys, entryID, reason string, pairs 
 	return resultError("dead-letter", s.s.dead.Exec(ctx, s.c, []string{k.Grants, k.Dead}, args).Error())
 }
 
+// DeadNote records in shard k's dead stream an incident that is no entry
+// of its stream (a refund the ledger refused), with the fields entry
+// "none" and reason. Like a dead grant it holds the campaign's refund back
+// until an operator redrives, which deletes it (it has no grant to put
+// back). One XADD: nothing to check before it.
+func (s *Store) DeadNote(ctx context.Context, k Keys, reason string) error {
+	return s.c.Do(ctx, s.c.B().Xadd().Key(k.Dead).Id("*").FieldValue().
+		FieldValue("entry", "none").FieldValue("reason", reason).Build()).Error()
+}
+
 // GroupState is where settlement stands on a campaign's grants stream.
 type GroupState struct {
 	// Length is the number of entries in the stream.

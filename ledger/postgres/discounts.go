@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -38,11 +36,7 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 	}
 	var res ledger.DiscountResult
 	err = l.tx(ctx, func(tx pgx.Tx) error {
-		var num int64
-		err := tx.QueryRow(ctx, `SELECT num FROM ledger_campaigns WHERE id = $1 FOR UPDATE`, campaign).Scan(&num)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
+		num, escrowCents, refunded, err := lockCampaignRow(ctx, tx, "discount", campaign)
 		if err != nil {
 			return err
 		}
@@ -60,6 +54,9 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 		}
 		r, done, err := batch.ClassifyDiscounts(ds, inserted, stored)
 		if err != nil {
+			return err
+		}
+		if err := batch.Debit("discount", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
 			return err
 		}
 		res = r

@@ -116,7 +116,7 @@ func TestUpgradeFromV1(t *testing.T) {
 		INSERT INTO ledger_campaigns (id, funding, total, grant_count, grant_cents) VALUES ('old', 'ops', 100, 1, 30);
 		INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents) VALUES ('old', 'fund', 'funding:ops', 'escrow:old', 100);
 		INSERT INTO ledger_grants (campaign, seq, user_id, cents) SELECT num, 1, 'a', 30 FROM ledger_campaigns WHERE id = 'old';
-		INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:old', 70), ('funding:ops', -100), ('user:a', 30)`)
+		INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:old', 70), ('funding:ops', -100), ('user:a', 30), ('escrow:bad', -5)`)
 	require.NoError(t, err)
 	pool.Close()
 
@@ -126,7 +126,14 @@ func TestUpgradeFromV1(t *testing.T) {
 	rows, _ := l.pool.Query(ctx, `SELECT version FROM ledger_migrations ORDER BY version`)
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(t, err)
-	require.Equal(t, []int32{1, 2, 3, 4}, versions)
+	want := make([]int32, len(ms))
+	for i := range want {
+		want[i] = int32(i + 1)
+	}
+	require.Equal(t, want, versions)
+	b, err := l.Balance(ctx, "escrow:bad")
+	require.NoError(t, err)
+	require.EqualValues(t, -5, b, "a negative escrow stored before the escrow guard does not stop the upgrade")
 	tot, err := l.Totals(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)
@@ -156,4 +163,29 @@ func applyDiscountsTwice(t *testing.T, l ledger.Ledger) {
 		_, err := l.ApplyDiscounts(ctx, e, ds)
 		require.NoError(t, err)
 	}
+}
+
+// TestEscrowGuard: the database itself refuses a negative escrow, written
+// by any path (here a hand-run UPDATE), and the ledger reports it as a
+// refusal; funding accounts still go negative.
+func TestEscrowGuard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := Open(ctx, pgtest.DSN(t))
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: "c", Funding: "ops", Total: 10}))
+	for _, q := range []string{
+		`UPDATE ledger_accounts SET balance = -1 WHERE id = 'escrow:c'`,
+		`INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:x', -5)`,
+	} {
+		_, err := l.pool.Exec(ctx, q)
+		require.ErrorContains(t, err, "ledger_escrow_not_negative", q)
+		require.ErrorIs(t, wrap("test", err), ledger.ErrRefused)
+	}
+	_, err = l.pool.Exec(ctx, `UPDATE ledger_accounts SET balance = balance - 5 WHERE id = 'funding:ops'`)
+	require.NoError(t, err)
+	b, err := l.Balance(ctx, "escrow:c")
+	require.NoError(t, err)
+	require.EqualValues(t, 10, b)
 }

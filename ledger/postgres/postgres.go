@@ -155,13 +155,57 @@ func (l *Ledger) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 // wrap names the operation on database errors and leaves the ledger's
-// own errors as they are.
+// own errors as they are. A violation of the escrow guard (migration
+// 0005) is a refusal, as the ledger's own check is.
 func wrap(op string, err error) error {
 	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
-		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) {
+		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) ||
+		errors.Is(err, ledger.ErrRefused) || errors.Is(err, ledger.ErrFenced) {
 		return err
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == batch.EscrowNotNegative {
+		return fmt.Errorf("ledger: %s: %w: escrow below zero (%v)", op, ledger.ErrRefused, err)
+	}
 	return fmt.Errorf("ledger: %s: %w", op, err)
+}
+
+// lockCampaignRow locks the campaign's row, so writes to its escrow run
+// one after the other, and reads what such a write checks first: its
+// short key, whether its refund is recorded, and what its escrow holds by
+// the campaign's own counters (funded - granted - refunded). Those are
+// columns of the locked row, read again after any wait for the lock; the
+// escrow account's balance row itself is guarded by the database
+// (ledger_escrow_not_negative). A write of entry prepared under an older
+// fence than the campaign's is ErrFenced.
+func lockCampaignRow(ctx context.Context, tx pgx.Tx, entry, campaign string) (num, escrow int64, refunded bool, err error) {
+	var r *int64
+	var fence int64
+	err = tx.QueryRow(ctx, `SELECT num, total - grant_cents - coalesce(refunded, 0), refunded, fence
+		FROM ledger_campaigns WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &escrow, &r, &fence)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+	}
+	if err == nil {
+		err = batch.Fenced(ctx, entry, campaign, fence)
+	}
+	return num, escrow, r != nil, err
+}
+
+// Fence implements ledger.Ledger. The UPDATE takes the campaign row's
+// lock, which every write of the campaign holds until its commit, so the
+// writes before it have committed and those after it see the new fence.
+func (l *Ledger) Fence(ctx context.Context, campaign string) (int64, error) {
+	var fence int64
+	err := l.tx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `UPDATE ledger_campaigns SET fence = fence + 1 WHERE id = $1 RETURNING fence`,
+			campaign).Scan(&fence)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+		}
+		return err
+	})
+	return fence, wrap("fence", err)
 }
 
 // Fund implements ledger.Ledger. It takes the campaign's advisory lock,
@@ -241,11 +285,7 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 	escrow := ledger.EscrowAccount(campaign)
 	var res ledger.ApplyResult
 	err = l.tx(ctx, func(tx pgx.Tx) error {
-		var num int64
-		err := tx.QueryRow(ctx, `SELECT num FROM ledger_campaigns WHERE id = $1 FOR UPDATE`, campaign).Scan(&num)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
+		num, escrowCents, refunded, err := lockCampaignRow(ctx, tx, "grant", campaign)
 		if err != nil {
 			return err
 		}
@@ -269,6 +309,10 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 		}
 		r, done, err := batch.Classify(gs, inserted, stored)
 		if err != nil {
+			return err
+		}
+		// The rows inserted are rolled back with the refusal.
+		if err := batch.Debit("grant", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
 			return err
 		}
 		res = r
@@ -351,12 +395,16 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	return wrap("refund", l.tx(ctx, func(tx pgx.Tx) error {
 		var funding string
 		var refunded *int64
-		err := tx.QueryRow(ctx, `SELECT funding, refunded FROM ledger_campaigns WHERE id = $1 FOR UPDATE`, campaign).
-			Scan(&funding, &refunded)
+		var escrowCents, fence int64
+		err := tx.QueryRow(ctx, `SELECT funding, refunded, total - grant_cents, fence FROM ledger_campaigns WHERE id = $1 FOR UPDATE`, campaign).
+			Scan(&funding, &refunded, &escrowCents, &fence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 		}
 		if err != nil {
+			return err
+		}
+		if err := batch.Fenced(ctx, "refund", campaign, fence); err != nil {
 			return err
 		}
 		if refunded != nil {
@@ -365,6 +413,9 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 			}
 			return &ledger.ConflictError{Entry: "refund", Campaign: campaign,
 				Existing: fmt.Sprintf("%d cents", *refunded), Attempt: fmt.Sprintf("%d cents", cents)}
+		}
+		if err := batch.Refund(campaign, escrowCents, cents); err != nil {
+			return err
 		}
 		escrow, fund := ledger.EscrowAccount(campaign), ledger.FundingAccount(funding)
 		b := &pgx.Batch{}

@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -22,11 +20,7 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 	}
 	var res ledger.DiscountResult
 	err = l.tx(ctx, func(tx *sql.Tx) error {
-		var num int64
-		err := tx.QueryRowContext(ctx, `SELECT num FROM ledger_campaigns WHERE id = ?`, campaign).Scan(&num)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
+		num, escrowCents, refunded, err := campaignRow(ctx, tx, "discount", campaign)
 		if err != nil {
 			return err
 		}
@@ -43,6 +37,9 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 		}
 		r, done, err := batch.ClassifyDiscounts(ds, inserted, stored)
 		if err != nil {
+			return err
+		}
+		if err := batch.Debit("discount", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
 			return err
 		}
 		res = r

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -139,7 +141,7 @@ func TestUpgradeFromV1(t *testing.T) {
 		INSERT INTO ledger_campaigns (id, funding, total, grant_count, grant_cents) VALUES ('old', 'ops', 100, 1, 30);
 		INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents) VALUES ('old', 'fund', 'funding:ops', 'escrow:old', 100);
 		INSERT INTO ledger_grants (campaign, seq, user_id, cents) SELECT num, 1, 'a', 30 FROM ledger_campaigns WHERE id = 'old';
-		INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:old', 70), ('funding:ops', -100), ('user:a', 30)`)
+		INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:old', 70), ('funding:ops', -100), ('user:a', 30), ('escrow:bad', -5)`)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
@@ -148,7 +150,14 @@ func TestUpgradeFromV1(t *testing.T) {
 	defer l.Close()
 	var versions string
 	require.NoError(t, l.db.QueryRowContext(ctx, `SELECT group_concat(version) FROM (SELECT version FROM ledger_migrations ORDER BY version)`).Scan(&versions))
-	require.Equal(t, "1,2,3,4", versions)
+	want := make([]string, len(ms))
+	for i := range want {
+		want[i] = strconv.Itoa(i + 1)
+	}
+	require.Equal(t, strings.Join(want, ","), versions)
+	b, err := l.Balance(ctx, "escrow:bad")
+	require.NoError(t, err)
+	require.EqualValues(t, -5, b, "a negative escrow stored before the escrow guard does not stop the upgrade")
 	tot, err := l.Totals(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)
@@ -187,4 +196,28 @@ func TestPacketInsertChunks(t *testing.T) {
 		}))
 		require.Equal(t, n, i)
 	}
+}
+
+// TestEscrowGuard: the database itself refuses a negative escrow, written
+// by any path (here a hand-run UPDATE), and the ledger reports it as a
+// refusal; funding accounts still go negative.
+func TestEscrowGuard(t *testing.T) {
+	t.Parallel()
+	l, _ := openTemp(t)
+	ctx := context.Background()
+	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: "c", Funding: "ops", Total: 10}))
+	for _, q := range []string{
+		`UPDATE ledger_accounts SET balance = -1 WHERE id = 'escrow:c'`,
+		`INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:x', -5)`,
+		`INSERT INTO ledger_accounts (id, balance) VALUES ('escrow:c', -11) ON CONFLICT (id) DO UPDATE SET balance = balance + excluded.balance`,
+	} {
+		_, err := l.db.ExecContext(ctx, q)
+		require.ErrorContains(t, err, "ledger_escrow_not_negative", q)
+		require.ErrorIs(t, wrap("test", err), ledger.ErrRefused)
+	}
+	_, err := l.db.ExecContext(ctx, `UPDATE ledger_accounts SET balance = balance - 5 WHERE id = 'funding:ops'`)
+	require.NoError(t, err)
+	b, err := l.Balance(ctx, "escrow:c")
+	require.NoError(t, err)
+	require.EqualValues(t, 10, b)
 }

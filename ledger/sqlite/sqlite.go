@@ -144,13 +144,53 @@ func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 // wrap names the operation on database errors and leaves the ledger's
-// own errors as they are.
+// own errors as they are. The escrow guard's trigger (migration 0005)
+// aborting the statement is a refusal, as the ledger's own check is.
 func wrap(op string, err error) error {
 	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
-		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) {
+		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) ||
+		errors.Is(err, ledger.ErrRefused) || errors.Is(err, ledger.ErrFenced) {
 		return err
 	}
+	if strings.Contains(err.Error(), batch.EscrowNotNegative) {
+		return fmt.Errorf("ledger: %s: %w: escrow below zero (%v)", op, ledger.ErrRefused, err)
+	}
 	return fmt.Errorf("ledger: %s: %w", op, err)
+}
+
+// campaignRow reads what a write of entry to the campaign's escrow checks
+// first: its short key, whether its refund is recorded, and what its
+// escrow holds by the campaign's own counters (funded - granted -
+// refunded); a write prepared under an older fence than the campaign's is
+// ErrFenced. The write lock is held from BEGIN, so nothing changes them
+// before the commit.
+func campaignRow(ctx context.Context, tx *sql.Tx, entry, campaign string) (num, escrow int64, refunded bool, err error) {
+	var r sql.NullInt64
+	var fence int64
+	err = tx.QueryRowContext(ctx, `SELECT num, total - grant_cents - coalesce(refunded, 0), refunded, fence
+		FROM ledger_campaigns WHERE id = ?`, campaign).Scan(&num, &escrow, &r, &fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+	}
+	if err == nil {
+		err = batch.Fenced(ctx, entry, campaign, fence)
+	}
+	return num, escrow, r.Valid, err
+}
+
+// Fence implements ledger.Ledger. The write lock is held from BEGIN, so
+// every write of the campaign before it has committed.
+func (l *Ledger) Fence(ctx context.Context, campaign string) (int64, error) {
+	var fence int64
+	err := l.tx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `UPDATE ledger_campaigns SET fence = fence + 1 WHERE id = ? RETURNING fence`,
+			campaign).Scan(&fence)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+		}
+		return err
+	})
+	return fence, wrap("fence", err)
 }
 
 // Fund implements ledger.Ledger.
@@ -206,11 +246,7 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 	escrow := ledger.EscrowAccount(campaign)
 	var res ledger.ApplyResult
 	err = l.tx(ctx, func(tx *sql.Tx) error {
-		var num int64
-		err := tx.QueryRowContext(ctx, `SELECT num FROM ledger_campaigns WHERE id = ?`, campaign).Scan(&num)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
+		num, escrowCents, refunded, err := campaignRow(ctx, tx, "grant", campaign)
 		if err != nil {
 			return err
 		}
@@ -229,6 +265,10 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 		}
 		r, done, err := batch.Classify(gs, inserted, stored)
 		if err != nil {
+			return err
+		}
+		// The rows inserted are rolled back with the refusal.
+		if err := batch.Debit("grant", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
 			return err
 		}
 		res = r
@@ -336,12 +376,16 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	return wrap("refund", l.tx(ctx, func(tx *sql.Tx) error {
 		var funding string
 		var refunded sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT funding, refunded FROM ledger_campaigns WHERE id = ?`, campaign).
-			Scan(&funding, &refunded)
+		var escrowCents, fence int64
+		err := tx.QueryRowContext(ctx, `SELECT funding, refunded, total - grant_cents, fence FROM ledger_campaigns WHERE id = ?`, campaign).
+			Scan(&funding, &refunded, &escrowCents, &fence)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 		}
 		if err != nil {
+			return err
+		}
+		if err := batch.Fenced(ctx, "refund", campaign, fence); err != nil {
 			return err
 		}
 		if refunded.Valid {
@@ -350,6 +394,9 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 			}
 			return &ledger.ConflictError{Entry: "refund", Campaign: campaign,
 				Existing: fmt.Sprintf("%d cents", refunded.Int64), Attempt: fmt.Sprintf("%d cents", cents)}
+		}
+		if err := batch.Refund(campaign, escrowCents, cents); err != nil {
+			return err
 		}
 		escrow, fund := ledger.EscrowAccount(campaign), ledger.FundingAccount(funding)
 		for _, s := range []struct {
