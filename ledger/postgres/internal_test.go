@@ -80,7 +80,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 	defer l.Close()
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, child).Scan(&n))
-	require.Equal(t, 9, n) // 8 tables and the journal view
+	require.Equal(t, 10, n) // 9 tables and the journal view
 }
 
 func TestFirstSchema(t *testing.T) {
@@ -126,7 +126,7 @@ func TestUpgradeFromV1(t *testing.T) {
 	rows, _ := l.pool.Query(ctx, `SELECT version FROM ledger_migrations ORDER BY version`)
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(t, err)
-	require.Equal(t, []int32{1, 2, 3, 4}, versions)
+	require.Equal(t, []int32{1, 2, 3, 4, 5}, versions)
 	tot, err := l.Totals(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)

@@ -148,7 +148,7 @@ func TestUpgradeFromV1(t *testing.T) {
 	defer l.Close()
 	var versions string
 	require.NoError(t, l.db.QueryRowContext(ctx, `SELECT group_concat(version) FROM (SELECT version FROM ledger_migrations ORDER BY version)`).Scan(&versions))
-	require.Equal(t, "1,2,3,4", versions)
+	require.Equal(t, "1,2,3,4,5", versions)
 	tot, err := l.Totals(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 70}, tot)
