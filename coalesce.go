@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
 )
 
 // coalescer coalesces the grabs of red packet campaigns (batcher.go):
@@ -13,10 +14,15 @@ import (
 type coalescer struct {
 	batcher[string, redisstore.GrabResult]
 	store *redisstore.Store
+	// blocks records the blocks opened under the pop frontier
+	// (frontier.go); nil when Config.Packets cannot.
+	blocks    ledger.BlockRecorder
+	blockSize int
 }
 
 func newCoalescer(store *redisstore.Store, cfg Config) *coalescer {
-	c := &coalescer{store: store}
+	c := &coalescer{store: store, blockSize: cfg.BlockSize}
+	c.blocks, _ = cfg.Packets.(ledger.BlockRecorder)
 	// One head slot: grab.lua's ARGV is the shard count, then the users.
 	c.init(cfg, cfg.MaxBatch, newRoute, 1, c.exec)
 	return c
@@ -35,6 +41,9 @@ func (c *coalescer) exec(ctx context.Context, l *lane[string, redisstore.GrabRes
 	if l.key.shards == 1 {
 		// The hot path of every one-shard campaign: one script call.
 		err = c.store.Grab(ctx, l.route.calls[opGrab][0], args, out)
+		if err == nil && anyOutcome(out, redisstore.Sealed) {
+			return c.serveDry(ctx, l.route, 0, args[1:], out), nil
+		}
 		var se *redisstore.ShardsError
 		if !errors.As(err, &se) {
 			return nil, err

@@ -107,6 +107,11 @@ type Terms struct {
 	// and no record says who. A later rebuild keeps them out of the pool
 	// too.
 	Lost []int64 `json:"lost,omitempty"`
+	// Block is the size of the blocks the engine opened the pools in
+	// under the durable pop frontier (OpenBlock); 0 when it did not: then
+	// any packet may have been popped, and a rebuild holds out every one
+	// no record places.
+	Block int64 `json:"block,omitempty"`
 }
 
 // Mismatch is a grant that disagrees with the campaign's packets: no

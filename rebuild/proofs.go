@@ -174,13 +174,18 @@ func (pl *planner) build() *plan {
 				p.toSettle++
 			}
 		case pl.lost[seq]:
-			sh := &p.shards[0]
-			sh.img.Lost = append(sh.img.Lost, packet)
-			sh.lostCount++
-			sh.lostCents += c
+			p.holdOut(packet, c)
 			p.lost = append(p.lost, seq)
 			p.lostCents += c
+		case pl.quarantine(seq) && !pl.ev.release:
+			p.holdOut(packet, c)
+			p.quarantined++
+			p.quarantinedCents += c
 		default:
+			if pl.quarantine(seq) {
+				p.released++
+				p.releasedCents += c
+			}
 			sh := &p.shards[dealt%s]
 			sh.img.Pool = append(sh.img.Pool, packet)
 			sh.poolCount++
@@ -193,6 +198,26 @@ func (pl *planner) build() *plan {
 		p.shards[k].img.Grants = entries(pairs)
 	}
 	return p
+}
+
+// quarantine says whether packet seq, which no record places and no
+// proof shows lost, may still have been popped: it is in a block the
+// ledger recorded as opened (or the campaign had no frontier). Such a
+// packet may have been acknowledged to a user whose grant left no
+// record (a grab after the last state that survived); handed out again,
+// it would be granted twice. So it is held out, and refunded with the
+// campaign, unless the operator releases it.
+func (pl *planner) quarantine(seq int64) bool {
+	return pl.ev.opened == nil || pl.ev.opened[seq]
+}
+
+// holdOut keeps a packet out of the pools, on the root's lost list:
+// conservation, the audit, reconcile and the refund count it there.
+func (p *plan) holdOut(packet string, cents int64) {
+	sh := &p.shards[0]
+	sh.img.Lost = append(sh.img.Lost, packet)
+	sh.lostCount++
+	sh.lostCents += cents
 }
 
 // grantsPerEntry is how many grants one restored stream entry holds, as

@@ -56,10 +56,16 @@ func newEnv(t *testing.T, dsn string) *env {
 // rueidisClient is the client type, short.
 type rueidisClient = rueidis.Client
 
-// engineOn is an engine on c that records packets and terms in the ledger.
+// testBlock is the engines' block size: small, so a campaign of a few
+// hundred packets opens several blocks and a rebuild puts the packets of
+// the blocks never opened back in the pool.
+const testBlock = 10
+
+// engineOn is an engine on c that records packets, terms and opened
+// blocks in the ledger.
 func (e *env) engineOn(c rueidisClient) *hongbao.Engine {
 	e.t.Helper()
-	eng, err := hongbao.New(hongbao.Config{Redis: c, Packets: e.l})
+	eng, err := hongbao.New(hongbao.Config{Redis: c, Packets: e.l, BlockSize: testBlock})
 	require.NoError(e.t, err)
 	return eng
 }

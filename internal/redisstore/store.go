@@ -21,6 +21,7 @@ const (
 	Closed     = 5
 	NoCampaign = 6
 	Dry        = 7 // a shard of a sharded campaign is empty while open
+	Sealed     = 8 // the opened part of the pool is empty, a sealed part remains (blocks.go)
 )
 
 // MaxBatch is the most users one grab.lua call takes. The script accepts

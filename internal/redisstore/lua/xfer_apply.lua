@@ -7,7 +7,9 @@
 -- Errors  HBNOCAMPAIGN no such shard, or still loading; HBSTATE the shard is settled;
 --         HBARGS no packets or too many; HBAMOUNT an entry that is not "<seq>:<cents>".
 --         All before any write.
--- Writes  RPUSH of the packets to the pool tail (where grabs take from), SADD of the id,
+-- Writes  RPUSH of the packets to the pool tail (where grabs take from), or, under the
+--         pop frontier (meta has block), LPUSH to the head and HINCRBY of sealed: they
+--         are opened (recorded in the ledger) before any is popped; SADD of the id,
 --         HINCRBY of in_count and in_cents
 -- Complexity O(packets). The applied set makes a second apply (a retry, or the
 -- recovery pass resolving a record whose first apply went through) a no-op.
@@ -36,7 +38,14 @@ for i = 2, #ARGV do
   end
   sum = sum + c
 end
-redis.call('RPUSH', pool, unpack(ARGV, 2))
+-- Under the pop frontier (meta's block) the packets join the sealed head: the
+-- destination opens them, recorded in the ledger, before popping any.
+if redis.call('HEXISTS', meta, 'block') == 1 then
+  redis.call('LPUSH', pool, unpack(ARGV, 2))
+  redis.call('HINCRBY', meta, 'sealed', n)
+else
+  redis.call('RPUSH', pool, unpack(ARGV, 2))
+end
 redis.call('SADD', applied, xid)
 redis.call('HINCRBY', meta, 'in_count', n)
 redis.call('HINCRBY', meta, 'in_cents', string.format('%d', sum))

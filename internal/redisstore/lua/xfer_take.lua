@@ -9,7 +9,9 @@
 -- Errors  HBNOCAMPAIGN no such shard, or still loading; HBARGS bad count;
 --         HBCORRUPT a pool entry that is not "<seq>:<cents>". All before any write.
 -- Writes  LTRIM (or DEL) of the pool head, one HSET of the record
---         "<dest>|<ms>|<packet>,<packet>,...", HINCRBY of xfer_seq, out_count, out_cents
+--         "<dest>|<ms>|<packet>,<packet>,...", HINCRBY of xfer_seq, out_count, out_cents;
+--         HSET of meta's sealed less the packets taken (the head is the sealed part of
+--         the pop frontier), when some are sealed
 -- Complexity O(packets taken). The packets are in the record from the moment they
 -- leave the pool, so conservation counts them (pool + claims + records in flight).
 local meta, pool, xfers = KEYS[1], KEYS[2], KEYS[3]
@@ -43,6 +45,11 @@ if k == len then
   redis.call('DEL', pool)
 else
   redis.call('LTRIM', pool, k, -1)
+end
+-- The sealed part is the head: what the take moves of it leaves it (as unopened).
+local sealed = tonumber(redis.call('HGET', meta, 'sealed') or '0')
+if sealed > 0 then
+  redis.call('HSET', meta, 'sealed', math.max(sealed - k, 0))
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
