@@ -15,9 +15,6 @@
 -- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
 --         shard count than ARGV[1] (the caller routed the users with a stale layout);
 --         HBCORRUPT a pool entry that is not "<seq>:<cents>". All raised before any write.
--- The pool's head holds meta's sealed packets (0 when absent): the pop frontier. Only
--- the packets after them, the opened part, are handed out, so a packet is popped only
--- from a block the engine recorded in the ledger first (docs/durability.md, rebuild).
 -- Writes  when some users are new and the opened part is not empty: the granted packets
 --         leave the tail of the pool (LTRIM, or DEL when it runs dry), one HSET of
 --         all new claims, one XADD of the whole batch to the grants stream (field
@@ -29,6 +26,9 @@
 -- A packet is one preformatted string that flows unchanged from the pool to the
 -- claim, the stream and the reply: formatting numbers in Lua is what a grab
 -- would otherwise spend most of its time on.
+-- The pool's head holds meta's sealed packets (0 when absent): the pop frontier. Only
+-- the packets after them, the opened part, are handed out, so a packet is popped only
+-- from a block the engine recorded in the ledger first (docs/durability.md, rebuild).
 local meta, pool, claims, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local n = #ARGV - 1
 
