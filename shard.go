@@ -114,6 +114,14 @@ func (c *coalescer) refill(ctx context.Context, r *route, k, need int) error {
 	}
 	moved, err := c.store.Borrow(ctx, r.keys, k, need)
 	c.borrowed(moved)
+	if err == nil && moved > 0 {
+		// What came arrived sealed under the frontier: open it now, so a
+		// refill is one round of asking again, as without the frontier.
+		_, err = c.openNext(ctx, r.id, k, r.keys[k])
+		if errors.Is(err, errNoRecorder) {
+			err = nil
+		}
+	}
 	if !errors.Is(err, redisstore.ErrNothingToLend) {
 		return err
 	}

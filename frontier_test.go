@@ -1,0 +1,110 @@
+package hongbao_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/open"
+)
+
+// TestFrontier: under the pop frontier, concurrent grabs through two
+// engines (sharing one ledger) hand out every packet exactly once, each
+// from a block the ledger recorded before it was popped, and answer
+// SOLD_OUT only once every packet is granted, never while only sealed
+// packets remain; the ledger holds about the blocks the grants needed.
+// An engine without a block recorder meets a sealed pool with "busy",
+// never SOLD_OUT.
+func TestFrontier(t *testing.T) {
+	t.Parallel()
+	for _, shards := range []int{1, 3} {
+		t.Run("shards="+strconv.Itoa(shards), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			r := testenv.SharedRedis(t)
+			var engs []*hongbao.Engine
+			for range 2 {
+				eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: l, BlockSize: 7, MaxBatch: 8})
+				require.NoError(t, err)
+				engs = append(engs, eng)
+			}
+			const count = 100
+			c := create(t, engs[0], hongbao.Spec{Total: count * 10, Count: count, Shards: shards})
+
+			bare, err := hongbao.New(hongbao.Config{Redis: r.Client})
+			require.NoError(t, err)
+			_, err = bare.Grab(ctx, c.ID, "bare")
+			require.ErrorIs(t, err, hongbao.ErrBusy, "nothing opened yet, and this engine cannot open: busy, not sold out")
+
+			var mu sync.Mutex
+			got := map[int64]string{}
+			soldOut := 0
+			var wg sync.WaitGroup
+			for w := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 8 {
+						u := "u" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
+						g, err := engs[(w+i)%2].Grab(ctx, c.ID, u)
+						if !assertNoError(t, err, u) {
+							return
+						}
+						mu.Lock()
+						switch g.Outcome {
+						case hongbao.Granted:
+							if prev, dup := got[g.Seq]; dup {
+								t.Errorf("packet %d granted to %s and %s", g.Seq, prev, u)
+							}
+							got[g.Seq] = u
+						case hongbao.SoldOut:
+							soldOut++
+						default:
+							t.Errorf("%s: outcome %v", u, g.Outcome)
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			require.Len(t, got, count, "every packet granted once")
+			require.Equal(t, 16*8-count, soldOut)
+
+			opened := map[int64]bool{}
+			blocks := 0
+			require.NoError(t, l.Blocks(ctx, c.ID, func(b ledger.Block) error {
+				blocks++
+				for _, s := range b.Seqs {
+					opened[s] = true
+				}
+				return nil
+			}))
+			for seq, u := range got {
+				require.True(t, opened[seq], "packet %d (to %s) was popped from a block the ledger does not know", seq, u)
+			}
+			require.LessOrEqual(t, blocks, count/7+2*shards+8, "a block per 7 packets, give or take transfers")
+			a, err := engs[1].Audit(ctx, c.ID)
+			require.NoError(t, err)
+			require.True(t, a.OK(), "%v", a.Problems)
+		})
+	}
+}
+
+// assertNoError reports err from a goroutine without stopping the test.
+func assertNoError(t *testing.T, err error, what string) bool {
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return false
+	}
+	return true
+}
