@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
@@ -39,11 +41,13 @@ func (e *Engine) frontierFields(count int) []string {
 	return redisstore.FrontierFields(e.cfg.BlockSize, count)
 }
 
-// openNext opens the next block of shard k of campaign id. found is
-// false when nothing is sealed on the shard; otherwise the caller asks
-// again (opened or not: another engine may have opened it first).
-func (c *coalescer) openNext(ctx context.Context, id string, k int, keys redisstore.Keys) (found bool, err error) {
-	b, err := c.store.PeekBlock(ctx, keys, c.blockSize)
+// openNext opens the next block of shard k of campaign id, when the
+// opened part holds fewer than low packets (1: when it is empty). found
+// is false when nothing is sealed on the shard or the opened part holds
+// enough; otherwise the caller asks again (opened or not: another engine
+// may have opened it first).
+func (c *coalescer) openNext(ctx context.Context, id string, k int, keys redisstore.Keys, low int) (found bool, err error) {
+	b, err := c.store.PeekBlock(ctx, keys, c.blockSize, low)
 	if err != nil || b == nil {
 		return false, err
 	}
@@ -53,8 +57,40 @@ func (c *coalescer) openNext(ctx context.Context, id string, k int, keys redisst
 	if err := c.blocks.OpenBlock(ctx, id, ledger.Block{ID: b.Digest, Shard: k, Seqs: b.Seqs}); err != nil {
 		return true, fmt.Errorf("record block of shard %d: %w", k, err)
 	}
-	if _, err := c.store.OpenBlock(ctx, keys, b); err != nil {
-		return true, err
+	opened, err := c.store.OpenBlock(ctx, keys, b)
+	if opened {
+		c.blocksOpened.Add(1)
+		if low > 1 {
+			c.blocksAhead.Add(1)
+		}
 	}
-	return true, nil
+	return true, err
+}
+
+// prefetchTimeout bounds an open ahead of need.
+const prefetchTimeout = 10 * time.Second
+
+// prefetch opens the next block of shard k ahead of need, in the
+// background, when grab.lua hinted that the opened part runs low: the
+// grabs that follow find it open and never wait for the ledger. One at a
+// time per shard and engine; block_peek.lua and block_open.lua open
+// nothing once the opened part holds a quarter block again, so engines
+// hinted at once open one block, not one each. A failure is left to the
+// synchronous open a grab makes when only sealed packets remain.
+func (c *coalescer) prefetch(id string, k int, keys redisstore.Keys) {
+	if c.blocks == nil {
+		return
+	}
+	key := id + "/" + strconv.Itoa(k)
+	if _, busy := c.opening.LoadOrStore(key, true); busy {
+		return
+	}
+	c.openingAhead.Add(1)
+	go func() {
+		defer c.openingAhead.Add(-1)
+		defer c.opening.Delete(key)
+		ctx, cancel := context.WithTimeout(context.Background(), prefetchTimeout)
+		defer cancel()
+		_, _ = c.openNext(ctx, id, k, keys, max(c.blockSize/4, 1))
+	}()
 }

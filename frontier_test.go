@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -107,4 +108,48 @@ func assertNoError(t *testing.T, err error, what string) bool {
 		return false
 	}
 	return true
+}
+
+// TestFrontierOpensAhead: the first grab opens the first block (the pool
+// starts sealed); once grabs leave less than a quarter block opened,
+// the next block opens in the background, before any grab needs it, and
+// no further: at most one block ahead.
+func TestFrontierOpensAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: l, BlockSize: 8})
+	require.NoError(t, err)
+	c := create(t, eng, hongbao.Spec{Total: 1000, Count: 40})
+	blocks := func() int {
+		n := 0
+		require.NoError(t, l.Blocks(ctx, c.ID, func(ledger.Block) error { n++; return nil }))
+		return n
+	}
+	sealed := func() string {
+		v, err := r.Client.Do(ctx, r.Client.B().Hget().Key("hb:{c:"+c.ID+"}:meta").Field("sealed").Build()).ToString()
+		require.NoError(t, err)
+		return v
+	}
+	require.Zero(t, blocks(), "nothing opens before a grab")
+	require.Equal(t, "40", sealed())
+	for i := range 6 {
+		g, err := eng.Grab(ctx, c.ID, "u"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Granted, g.Outcome)
+	}
+	require.Equal(t, 1, blocks(), "6 of 8 granted: 2 left opened, no hint yet")
+	g, err := eng.Grab(ctx, c.ID, "u6")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+	require.Eventually(t, func() bool { return blocks() == 2 && sealed() == "24" }, 10*time.Second, 5*time.Millisecond,
+		"one left opened: the next block opens ahead of need")
+	for i := 7; i < 12; i++ {
+		_, err := eng.Grab(ctx, c.ID, "u"+strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, blocks(), "4 of 9 left opened: nothing more")
 }

@@ -50,7 +50,10 @@ func (c *coalescer) execRouted(ctx context.Context, r *route, users []string, ou
 // then users), and handles what a sharded campaign can answer beyond a
 // one-shard one: a stale layout, a shard that does not exist, a dry shard.
 func (c *coalescer) execShard(ctx context.Context, r *route, k int, args []string, out []redisstore.GrabResult, depth int) (each []error, err error) {
-	err = c.store.Grab(ctx, r.calls[opGrab][k], args, out)
+	low, err := c.store.GrabHinted(ctx, r.calls[opGrab][k], args, out)
+	if low && err == nil && !anyOutcome(out, redisstore.Sealed) {
+		c.prefetch(r.id, k, r.keys[k])
+	}
 	var se *redisstore.ShardsError
 	if errors.As(err, &se) {
 		return c.execRouted(ctx, c.learn(r.id, se.Shards), args[1:], out, depth+1)
@@ -109,7 +112,7 @@ func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []strin
 // ask again.
 func (c *coalescer) refill(ctx context.Context, r *route, k, need int) error {
 	// The shard's own sealed packets first: a block to open (frontier.go).
-	if found, err := c.openNext(ctx, r.id, k, r.keys[k]); found || err != nil || r.shards == 1 {
+	if found, err := c.openNext(ctx, r.id, k, r.keys[k], 1); found || err != nil || r.shards == 1 {
 		return err
 	}
 	moved, err := c.store.Borrow(ctx, r.keys, k, need)
@@ -117,7 +120,7 @@ func (c *coalescer) refill(ctx context.Context, r *route, k, need int) error {
 	if err == nil && moved > 0 {
 		// What came arrived sealed under the frontier: open it now, so a
 		// refill is one round of asking again, as without the frontier.
-		_, err = c.openNext(ctx, r.id, k, r.keys[k])
+		_, err = c.openNext(ctx, r.id, k, r.keys[k], 1)
 		if errors.Is(err, errNoRecorder) {
 			err = nil
 		}

@@ -66,6 +66,7 @@ func TestRebuildStaleReplica(t *testing.T) {
 			_, err := e.l.ApplyGrants(ctx, c.ID, settled)
 			require.NoError(t, err)
 
+			quiet(t, e.eng)
 			// The replica is the primary now.
 			eng := e.engineOn(replica.Client)
 			rep, err := e.rebuild(replica.Client, c.ID, false)
@@ -188,6 +189,7 @@ func TestRebuildInterrupted(t *testing.T) {
 			delete(more, u)
 		}
 	}
+	quiet(t, e.eng)
 	flushKeysOf(t, e, c.ID, 0) // the root shard is lost
 
 	crash := errors.New("crash")
@@ -283,6 +285,7 @@ func TestRebuildKeepsAnOperatorsClose(t *testing.T) {
 	e.settleAll(e.r.Client, d.ID)
 	_, err = e.eng.Close(ctx, d.ID)
 	require.NoError(t, err)
+	quiet(t, e.eng)
 	flushAll(t, e.r.Client)
 	rep, err := e.rebuild(e.r.Client, d.ID, false)
 	require.NoError(t, err)

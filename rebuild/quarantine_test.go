@@ -55,6 +55,7 @@ func TestRebuildQuarantinesAcknowledged(t *testing.T) {
 				e := newEnv(t, lk.dsn(t))
 				c := e.create(120, shards)
 				acked := grabAll(t, e.eng, c.ID, "u", 25)
+				quiet(t, e.eng)
 				flushAll(t, e.r.Client)
 
 				q, qc := openedUnplaced(t, e, c.ID, nil)
@@ -116,6 +117,7 @@ func TestRebuildReleaseQuarantine(t *testing.T) {
 	c := e.create(100, 2)
 	before := grabAll(t, e.eng, c.ID, "u", 33)
 	e.settleAll(e.r.Client, c.ID)
+	quiet(t, e.eng)
 	flushAll(t, e.r.Client)
 
 	rep, err := e.rebuild(e.r.Client, c.ID, false)

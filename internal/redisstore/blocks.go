@@ -34,19 +34,21 @@ type Block struct {
 	Packets []string // "<seq>:<cents>", in pool order
 	Seqs    []int64
 	Digest  string // SHA-1 of the packets joined by ',': the block's id
+	low     int
 }
 
 // PeekBlock reads the next block (at most size packets) of shard k. It
-// returns nil when nothing is sealed.
-func (s *Store) PeekBlock(ctx context.Context, k Keys, size int) (*Block, error) {
-	vals, err := s.s.blockPeek.Exec(ctx, s.c, []string{k.Meta, k.Pool}, []string{strconv.Itoa(size)}).AsStrSlice()
+// returns nil when nothing is sealed, or when the opened part holds low
+// packets or more (low 1: open only an empty one; more, ahead of need).
+func (s *Store) PeekBlock(ctx context.Context, k Keys, size, low int) (*Block, error) {
+	vals, err := s.s.blockPeek.Exec(ctx, s.c, []string{k.Meta, k.Pool}, []string{strconv.Itoa(size), strconv.Itoa(low)}).AsStrSlice()
 	if err != nil {
 		return nil, resultError("peek block "+k.Tag, err)
 	}
 	if len(vals) == 0 {
 		return nil, nil
 	}
-	b := &Block{Packets: vals, Seqs: make([]int64, len(vals))}
+	b := &Block{Packets: vals, Seqs: make([]int64, len(vals)), low: low}
 	for i, p := range vals {
 		if b.Seqs[i], _, err = ParseClaim(p); err != nil {
 			return nil, fmt.Errorf("peek block %s: %w", k.Tag, err)
@@ -58,11 +60,12 @@ func (s *Store) PeekBlock(ctx context.Context, k Keys, size int) (*Block, error)
 }
 
 // OpenBlock opens block b of shard k, which the ledger holds: opened is
-// false when b is no longer the next block (nothing changed; peek again).
+// false when b is no longer the next block, or the opened part holds the
+// peek's low packets or more (nothing changed).
 // It needs no WAIT: a failover that loses an open only seals its packets
 // again, and the grabs that popped them were on the same primary.
 func (s *Store) OpenBlock(ctx context.Context, k Keys, b *Block) (opened bool, err error) {
-	n, err := s.s.blockOpen.Exec(ctx, s.c, []string{k.Meta, k.Pool}, []string{strconv.Itoa(len(b.Packets)), b.Digest}).AsInt64()
+	n, err := s.s.blockOpen.Exec(ctx, s.c, []string{k.Meta, k.Pool}, []string{strconv.Itoa(len(b.Packets)), b.Digest, strconv.Itoa(b.low)}).AsInt64()
 	if err != nil {
 		return false, resultError("open block "+k.Tag, err)
 	}

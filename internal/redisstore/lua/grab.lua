@@ -12,6 +12,9 @@
 --                              or SEALED (the opened part of the pool is empty and a
 --                              sealed part remains: the caller opens the next block,
 --                              block_peek.lua, then block_open.lua, and asks again)
+--         then, only when a sealed part remains and the batch leaves fewer than a quarter
+--         of meta's block in the opened part, one more element, the integer 0: LOW, a
+--         hint to open the next block ahead of need, off the grab's path
 -- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
 --         shard count than ARGV[1] (the caller routed the users with a stale layout);
 --         HBCORRUPT a pool entry that is not "<seq>:<cents>". All raised before any write.
@@ -44,7 +47,7 @@ local function answer_all(code)
   return out
 end
 
-local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason', 'shards', 'sealed')
+local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason', 'shards', 'sealed', 'block')
 local state = m[1]
 if not state or state == 'loading' then
   return answer_all(6)
@@ -161,5 +164,8 @@ if granted > 0 then
     redis.call('HSET', meta, 'state', 'closed', 'close_reason', 'sold_out',
       'closed_at', string.format('%d', now))
   end
+end
+if sealed > 0 and need > 0 and len - sealed - granted < math.max(math.floor(tonumber(m[7] or '0') / 4), 1) then
+  out[n + 1] = 0
 end
 return out
