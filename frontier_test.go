@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
@@ -94,6 +95,9 @@ func TestFrontier(t *testing.T) {
 				require.True(t, opened[seq], "packet %d (to %s) was popped from a block the ledger does not know", seq, u)
 			}
 			require.LessOrEqual(t, blocks, count/7+2*shards+8, "a block per 7 packets, give or take transfers")
+			if shards > 1 {
+				require.Positive(t, engs[0].Stats().Transfers+engs[1].Stats().Transfers, "shards ran dry and borrowed")
+			}
 			a, err := engs[1].Audit(ctx, c.ID)
 			require.NoError(t, err)
 			require.True(t, a.OK(), "%v", a.Problems)
@@ -152,4 +156,47 @@ func TestFrontierOpensAhead(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, 2, blocks(), "4 of 9 left opened: nothing more")
+}
+
+// TestFrontierStoppedBetweenSteps: opening a block is a peek, a ledger
+// write and a move of the frontier. Stopped after the ledger write, the
+// block stays sealed (nothing popped that the ledger does not know) and
+// the next open records it again under the same id (one record) and
+// opens it. An open whose block is no longer the next one (another
+// engine opened it) writes nothing.
+func TestFrontierStoppedBetweenSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: l, BlockSize: 5})
+	require.NoError(t, err)
+	c := create(t, eng, hongbao.Spec{Total: 1000, Count: 20})
+	st, keys := redisstore.New(r.Client), redisstore.CampaignKeys(c.ID)
+
+	// Recorded, then the engine died.
+	b, err := st.PeekBlock(ctx, keys, 5, 1)
+	require.NoError(t, err)
+	require.Len(t, b.Seqs, 5)
+	require.NoError(t, l.OpenBlock(ctx, c.ID, ledger.Block{ID: b.Digest, Seqs: b.Seqs}))
+	stale, err := st.PeekBlock(ctx, keys, 5, 1)
+	require.NoError(t, err)
+	require.Equal(t, b.Digest, stale.Digest, "still sealed: the same next block")
+
+	g, err := eng.Grab(ctx, c.ID, "ann")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+	require.Contains(t, b.Seqs, g.Seq, "the recorded block was opened")
+	var ids []string
+	require.NoError(t, l.Blocks(ctx, c.ID, func(b ledger.Block) error { ids = append(ids, b.ID); return nil }))
+	require.Equal(t, []string{b.Digest}, ids, "recorded once")
+
+	opened, err := st.OpenBlock(ctx, keys, stale)
+	require.NoError(t, err)
+	require.False(t, opened, "the block is open already: nothing written")
+	sealed, err := r.Client.Do(ctx, r.Client.B().Hget().Key(keys.Meta).Field("sealed").Build()).ToString()
+	require.NoError(t, err)
+	require.Equal(t, "15", sealed)
 }
