@@ -36,10 +36,13 @@ import (
 //
 // What no proof reaches: a grant acknowledged on a shard whose state did
 // not survive, after the last one the ledger holds. It left no record
-// anywhere, so it can be neither counted nor kept out of the pool; its
-// packet is handed out again. With WAIT (Config.WaitReplicas) a failover
-// loses no acknowledged grant; a loss of every copy of the data (a
-// FLUSHALL, all nodes gone) loses the grants not yet settled.
+// anywhere, so it cannot be counted and its user keeps no claim; but its
+// packet was in a block the ledger records as opened (the durable pop
+// frontier), so it is quarantined with the rest of that block nobody is
+// known to hold, never handed out again (see quarantine). With WAIT
+// (Config.WaitReplicas) a failover loses no acknowledged grant; a loss of
+// every copy of the data (a FLUSHALL, all nodes gone) loses the grants
+// not yet settled.
 
 // listProof applies the surviving-pool proof to shard k's list.
 func (pl *planner) listProof(k int, list []string) {

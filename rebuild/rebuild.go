@@ -30,8 +30,10 @@
 //
 // What no record and no proof reaches cannot be known: a grant
 // acknowledged after the last settled one on a shard whose state did not
-// survive. The report says so rather than guess; with WAIT
-// (hongbao.Config.WaitReplicas) a failover loses no acknowledged grant.
+// survive. Its user keeps no claim, and the report says so rather than
+// guess; its packet is quarantined, never granted to a second user. With
+// WAIT (hongbao.Config.WaitReplicas) a failover loses no acknowledged
+// grant.
 //
 // A rebuild never runs beside live grabs on the keys it rewrites: it
 // first freezes every shard (state loading: grabs answer NO_CAMPAIGN, the

@@ -210,7 +210,7 @@ func (r *run) report() {
 	note := func(format string, a ...any) { rep.Notes = append(rep.Notes, fmt.Sprintf(format, a...)) }
 	if gone := len(r.shards) - rep.ShardsSurvived; gone > 0 {
 		note("%d of %d shards kept nothing: a grant one of them acknowledged after the last one the ledger holds left no record, "+
-			"cannot be counted, and its packet is back in the pool (with WAIT none is lost in a failover; "+
+			"cannot be counted, and its user holds no claim; its packet is quarantined, never granted again (with WAIT none is lost in a failover; "+
 			"after a loss of every copy of the data, the grants not yet settled are)", gone, len(r.shards))
 	} else {
 		note("every shard kept its state: a grant acknowledged after that state was last copied and never settled " +
