@@ -115,9 +115,13 @@ func TestFlushThenRebuild(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code, "Redis lost the campaign")
 
 	code, out, errs := run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn,
-		"--release-quarantine-risking-double-grants")
+		"--release-quarantine-risking-double-grants", "--json")
 	require.Equal(t, 0, code, "%s %s", out, errs)
-	require.Contains(t, out, fmt.Sprintf("released       %8d", packets-users))
+	var rel rebuild.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rel))
+	require.Positive(t, rel.Released)
+	require.Zero(t, rel.Quarantined)
+	require.EqualValues(t, packets-users, rel.RestoredPool, "the released packets and the blocks never opened")
 	code, out, errs = run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 0, code, "reconcile after the rebuild: %s %s", out, errs)
 	code, _, errs = run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
@@ -132,34 +136,35 @@ func TestFlushThenRebuild(t *testing.T) {
 	var rep rebuild.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.EqualValues(t, users, rep.RestoredClaims)
-	require.Zero(t, rep.RestoredPool)
-	require.EqualValues(t, packets-users, rep.Quarantined, "every packet nobody holds was in an opened block")
+	require.Equal(t, rel.Released, rep.Quarantined, "what was released is quarantined again")
+	require.Equal(t, rel.ReleasedCents, rep.QuarantinedCents)
+	require.EqualValues(t, packets-users, rep.RestoredPool+rep.Quarantined, "the rest: the blocks never opened")
 	require.Zero(t, rep.Unrecoverable)
 	require.Contains(t, out, `"restored_claims"`)
 	require.Contains(t, out, `"restored_pool"`)
 	require.Contains(t, out, `"unrecoverable"`)
 	require.Contains(t, out, fmt.Sprintf(`"quarantined":%d,"quarantined_cents":%d`, rep.Quarantined, rep.QuarantinedCents))
-	l, err := open.Open(ctx, fx.dsn)
-	require.NoError(t, err)
-	defer l.Close()
-	tot, err := l.Totals(ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, tot.Funded-tot.GrantCents, rep.QuarantinedCents, "the quarantined packets are all that is not granted")
 
 	before := len(r.acked)
 	r.rain("h", 0, users, 16, 1, 0, nil) // the same users again: ALREADY, the same packets
 	require.EqualValues(t, users, r.granted.Load(), "nobody was granted twice")
 	require.Len(t, r.acked, before)
-	r.rain("n", 0, 50, 16, 1, 0, nil)
-	require.EqualValues(t, users, r.granted.Load(), "no quarantined packet is handed out")
+	r.rain("n", 0, int(rep.RestoredPool)+50, 16, 1, 0, nil)
+	require.EqualValues(t, int64(users)+rep.RestoredPool, r.granted.Load(), "new users got the restored pool, no quarantined packet")
 	require.EqualValues(t, 50, r.soldOut.Load())
 
+	code, _, err = api.call("POST", p.URL+"/v1/campaigns/"+id+"/close", api.admin, "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
 	waitSettled(t, api, url, id, 60*time.Second)
 	code, out, errs = run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 0, code, "%s %s", out, errs)
-	tot, err = l.Totals(ctx, id)
+	l, err := open.Open(ctx, fx.dsn)
 	require.NoError(t, err)
-	require.Equal(t, rep.QuarantinedCents, tot.Refunded, "the quarantined packets are refunded")
+	defer l.Close()
+	tot, err := l.Totals(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, rep.QuarantinedCents, tot.Refunded, "the pool was granted: the refund is the quarantined packets")
 }
 
 // TestProxyFaultsRain: serve reaches Redis through a proxy that delays
