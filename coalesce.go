@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
 )
 
 // coalescer coalesces the grabs of red packet campaigns (batcher.go):
@@ -13,10 +16,19 @@ import (
 type coalescer struct {
 	batcher[string, redisstore.GrabResult]
 	store *redisstore.Store
+	// blocks records the blocks opened under the pop frontier
+	// (frontier.go); nil when Config.Packets cannot.
+	blocks    ledger.BlockRecorder
+	blockSize int
+	opening   sync.Map // "<id>/<shard>" of the opens ahead of need in flight
+	// counters of Stats
+	blocksOpened, blocksAhead atomic.Uint64
+	openingAhead              atomic.Int64
 }
 
 func newCoalescer(store *redisstore.Store, cfg Config) *coalescer {
-	c := &coalescer{store: store}
+	c := &coalescer{store: store, blockSize: cfg.BlockSize}
+	c.blocks, _ = cfg.Packets.(ledger.BlockRecorder)
 	// One head slot: grab.lua's ARGV is the shard count, then the users.
 	c.init(cfg, cfg.MaxBatch, newRoute, 1, c.exec)
 	return c
@@ -34,7 +46,13 @@ func (c *coalescer) exec(ctx context.Context, l *lane[string, redisstore.GrabRes
 	args[0] = l.route.arg
 	if l.key.shards == 1 {
 		// The hot path of every one-shard campaign: one script call.
-		err = c.store.Grab(ctx, l.route.calls[opGrab][0], args, out)
+		low, err := c.store.GrabHinted(ctx, l.route.calls[opGrab][0], args, out)
+		if err == nil && anyOutcome(out, redisstore.Sealed) {
+			return c.serveDry(ctx, l.route, 0, args[1:], out), nil
+		}
+		if low {
+			c.prefetch(l.key.id, 0, l.route.keys[0])
+		}
 		var se *redisstore.ShardsError
 		if !errors.As(err, &se) {
 			return nil, err
@@ -56,6 +74,11 @@ type Stats struct {
 	// Transfers counts the transfers this engine made to refill a dry
 	// shard, and Moved the packets they moved.
 	Transfers, Moved uint64
+	// Blocks counts the blocks of pools this engine opened under the pop
+	// frontier (recorded in the ledger, then opened), Ahead those of them
+	// opened ahead of need, in the background; OpeningAhead is how many
+	// such opens are in flight now.
+	Blocks, Ahead, OpeningAhead uint64
 	// BatchSizes is the distribution of batch sizes: bucket i counts
 	// batches of more than Max of bucket i-1 and at most Max users.
 	BatchSizes []BatchBucket
@@ -68,7 +91,8 @@ type BatchBucket struct {
 }
 
 func (c *coalescer) stats() Stats {
-	s := Stats{Batches: c.batches.Load(), Grabs: c.requests.Load(), Transfers: c.transfers.Load(), Moved: c.moved.Load()}
+	s := Stats{Batches: c.batches.Load(), Grabs: c.requests.Load(), Transfers: c.transfers.Load(), Moved: c.moved.Load(),
+		Blocks: c.blocksOpened.Load(), Ahead: c.blocksAhead.Load(), OpeningAhead: uint64(c.openingAhead.Load())}
 	for i := range c.sizes {
 		s.BatchSizes = append(s.BatchSizes, BatchBucket{Max: 1 << i, Count: c.sizes[i].Load()})
 	}

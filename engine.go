@@ -74,6 +74,15 @@ type Config struct {
 	// as funded while Redis no longer holds it (ErrCampaignRetired).
 	// Default nil.
 	Packets PacketRecorder
+	// BlockSize is the size of the blocks the durable pop frontier opens
+	// a pool in, when Config.Packets is a ledger.BlockRecorder (a
+	// ledger.Ledger is): a campaign's pools start sealed, and the engine
+	// records each block in the ledger before any of its packets can be
+	// popped, so after Redis lost the campaign a rebuild quarantines at
+	// most about one block per shard. With another recorder, or none,
+	// there is no frontier: every packet is poppable from the start.
+	// Default DefaultBlockSize (10,000); at most 100,000.
+	BlockSize int
 }
 
 // PacketRecorder records a campaign's packets; see Config.Packets.
@@ -101,6 +110,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueue < 0 || c.BatchTimeout < 0 {
 		return errors.New("hongbao: Config.MaxQueue and BatchTimeout must not be negative")
+	}
+	if c.BlockSize < 0 || c.BlockSize > 100000 {
+		return errors.New("hongbao: Config.BlockSize must be within 0..100000")
 	}
 	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
 		return errors.New("hongbao: Config.WaitReplicas and WaitTimeout must not be negative")
@@ -139,6 +151,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.BatchTimeout == 0 {
 		cfg.BatchTimeout = 5 * time.Second
+	}
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultBlockSize
 	}
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
@@ -197,7 +212,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64) (redisstore.Activation, error) {
 	k := redisstore.CampaignKeys(c.ID)
 	token := newToken()
-	existing, err := e.store.Begin(ctx, k, token, false, metaFields(c))
+	existing, err := e.store.Begin(ctx, k, token, false, append(metaFields(c), e.frontierFields(c.Count)...))
 	if err != nil {
 		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
 	}
@@ -249,7 +264,11 @@ func (e *Engine) record(ctx context.Context, c *Campaign, spec Spec, amounts []i
 	// A window activation will refuse is not recorded: the campaign
 	// never goes live.
 	if e.terms != nil && closes > opens {
-		if err := e.terms.WriteTerms(ctx, c.ID, termsOf(c, opens, closes)); err != nil {
+		t := termsOf(c, opens, closes)
+		if e.co.blocks != nil {
+			t.Block = int64(e.cfg.BlockSize)
+		}
+		if err := e.terms.WriteTerms(ctx, c.ID, t); err != nil {
 			return 0, 0, opErr("create", c.ID, fmt.Errorf("record the terms: %w", err))
 		}
 	}
@@ -311,9 +330,9 @@ func (e *Engine) recordClose(ctx context.Context, st *Status) error {
 	if err != nil && !errors.Is(err, ledger.ErrNoTerms) {
 		return fmt.Errorf("read the terms: %w", err)
 	}
-	lost := t.Lost
+	lost, block := t.Lost, t.Block
 	t = termsOf(&st.Campaign, st.OpensAt.UnixMilli(), st.ClosesAt.UnixMilli())
-	t.CloseReason, t.ClosedAt, t.Lost = st.CloseReason, st.Now.UnixMilli(), lost
+	t.CloseReason, t.ClosedAt, t.Lost, t.Block = st.CloseReason, st.Now.UnixMilli(), lost, block
 	if err := e.terms.WriteTerms(ctx, st.ID, t); err != nil {
 		return fmt.Errorf("record the close: %w", err)
 	}

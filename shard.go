@@ -50,10 +50,16 @@ func (c *coalescer) execRouted(ctx context.Context, r *route, users []string, ou
 // then users), and handles what a sharded campaign can answer beyond a
 // one-shard one: a stale layout, a shard that does not exist, a dry shard.
 func (c *coalescer) execShard(ctx context.Context, r *route, k int, args []string, out []redisstore.GrabResult, depth int) (each []error, err error) {
-	err = c.store.Grab(ctx, r.calls[opGrab][k], args, out)
+	low, err := c.store.GrabHinted(ctx, r.calls[opGrab][k], args, out)
+	if low && err == nil && !anyOutcome(out, redisstore.Sealed) {
+		c.prefetch(r.id, k, r.keys[k])
+	}
 	var se *redisstore.ShardsError
 	if errors.As(err, &se) {
 		return c.execRouted(ctx, c.learn(r.id, se.Shards), args[1:], out, depth+1)
+	}
+	if err == nil && r.shards == 1 && anyOutcome(out, redisstore.Sealed) {
+		return c.serveDry(ctx, r, k, args[1:], out), nil
 	}
 	if err != nil || r.shards == 1 {
 		return nil, err
@@ -64,7 +70,7 @@ func (c *coalescer) execShard(ctx context.Context, r *route, k int, args []strin
 		c.forget(r)
 		return c.execRouted(ctx, c.current(r.id), args[1:], out, depth+1)
 	}
-	if !anyOutcome(out, redisstore.Dry) {
+	if !anyOutcome(out, redisstore.Dry) && !anyOutcome(out, redisstore.Sealed) {
 		return nil, nil
 	}
 	return c.serveDry(ctx, r, k, args[1:], out), nil
@@ -84,7 +90,9 @@ func anyOutcome(out []redisstore.GrabResult, code int) bool {
 // finds nothing left: it closes the campaign, sold out, and the users
 // asked again are answered SOLD_OUT.
 func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []string, out []redisstore.GrabResult) []error {
-	dry := func(o redisstore.GrabResult) bool { return o.Outcome == redisstore.Dry }
+	dry := func(o redisstore.GrabResult) bool {
+		return o.Outcome == redisstore.Dry || o.Outcome == redisstore.Sealed
+	}
 	refill := func(need int) error { return c.refill(ctx, r, k, need) }
 	return serveDry(out, dry, nil, refill, func(idx []int, again []redisstore.GrabResult) error {
 		args := make([]string, 0, len(idx)+1)
@@ -103,8 +111,20 @@ func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []strin
 // closes the campaign, sold out. It returns nil when the caller should
 // ask again.
 func (c *coalescer) refill(ctx context.Context, r *route, k, need int) error {
+	// The shard's own sealed packets first: a block to open (frontier.go).
+	if found, err := c.openNext(ctx, r.id, k, r.keys[k], 1); found || err != nil || r.shards == 1 {
+		return err
+	}
 	moved, err := c.store.Borrow(ctx, r.keys, k, need)
 	c.borrowed(moved)
+	if err == nil && moved > 0 {
+		// What came arrived sealed under the frontier: open it now, so a
+		// refill is one round of asking again, as without the frontier.
+		_, err = c.openNext(ctx, r.id, k, r.keys[k], 1)
+		if errors.Is(err, errNoRecorder) {
+			err = nil
+		}
+	}
 	if !errors.Is(err, redisstore.ErrNothingToLend) {
 		return err
 	}
@@ -112,11 +132,13 @@ func (c *coalescer) refill(ctx context.Context, r *route, k, need int) error {
 	if err != nil {
 		return err
 	}
-	var granted int64
+	// Packets a rebuild kept out (lost, quarantined) will never be
+	// granted: the campaign is sold out once the rest are.
+	var gone int64
 	for _, s := range snaps {
-		granted += s.Int("granted_count")
+		gone += s.Int("granted_count") + s.Int("lost_count")
 	}
-	if granted < snaps[0].Int("count") {
+	if gone < snaps[0].Int("count") {
 		return nil // packets moved between our reads; look again
 	}
 	return closeShards(ctx, c.store, r.keys, CloseSoldOut)
@@ -147,7 +169,7 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 	token := newToken()
 	shares := deal(amounts, c.Shards)
 	for k, keys := range r.keys {
-		existing, err := e.store.Begin(ctx, keys, token, k > 0, shardFields(c, k, shares[k]))
+		existing, err := e.store.Begin(ctx, keys, token, k > 0, append(shardFields(c, k, shares[k]), e.frontierFields(len(shares[k]))...))
 		if err != nil {
 			return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
 		}

@@ -37,6 +37,7 @@ func TestTermsRecorded(t *testing.T) {
 		require.Equal(t, ledger.Terms{
 			Funding: "ops", Total: 5000, Count: 50, Min: c.Min, Max: c.Max, Split: string(c.Split), Seed: seed,
 			Shards: shards, OpensAt: c.OpensAt.UnixMilli(), ClosesAt: c.ClosesAt.UnixMilli(),
+			Block: hongbao.DefaultBlockSize, // the ledger records blocks: the pools open in blocks
 		}, terms)
 
 		lost := terms

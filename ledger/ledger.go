@@ -107,6 +107,11 @@ type Terms struct {
 	// and no record says who. A later rebuild keeps them out of the pool
 	// too.
 	Lost []int64 `json:"lost,omitempty"`
+	// Block is the size of the blocks the engine opened the pools in
+	// under the durable pop frontier (OpenBlock); 0 when it did not: then
+	// any packet may have been popped, and a rebuild holds out every one
+	// no record places.
+	Block int64 `json:"block,omitempty"`
 }
 
 // Mismatch is a grant that disagrees with the campaign's packets: no
@@ -341,6 +346,8 @@ type Ledger interface {
 	// first, from its terms). One statement: O(1).
 	Fence(ctx context.Context, campaign string) (int64, error)
 
+	BlockRecorder
+
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the database connections.
@@ -403,3 +410,33 @@ func EscrowAccount(campaign string) string { return EscrowPrefix + campaign }
 
 // FundingAccount is the account id of a funding source.
 func FundingAccount(name string) string { return FundingPrefix + name }
+
+// Block is a part of one shard's pool that the engine opened for grabs:
+// the packets Seqs, recorded (OpenBlock) before the first of them could
+// be popped. A packet of no recorded block was never popped, so a
+// rebuild can put it back in a pool; a packet of a recorded block that
+// no grant places may have been granted, and is held out
+// (quarantined). ID names the block's contents (the same packets always
+// get the same ID), so two engines that open the same block write one
+// record.
+type Block struct {
+	ID    string
+	Shard int
+	Seqs  []int64
+}
+
+// BlockRecorder records the blocks of a campaign's pools as the engine
+// opens them: the durable pop frontier (hongbao.Config.Packets, package
+// rebuild). ledger.Ledger embeds it.
+type BlockRecorder interface {
+	// OpenBlock records block b of the campaign, once: a replay with the
+	// same ID and packets is a no-op, the same ID with other packets is a
+	// *ConflictError (Entry "block"). The packets must be recorded first
+	// (ErrNoPackets); an empty ID, no packets or a seq outside 1..count is
+	// ErrInvalid. One statement: O(len(b.Seqs)).
+	OpenBlock(ctx context.Context, campaign string, b Block) error
+	// Blocks calls fn for every block of the campaign recorded, in ID
+	// order. An error from fn stops the iteration and is
+	// returned.
+	Blocks(ctx context.Context, campaign string, fn func(Block) error) error
+}

@@ -85,7 +85,10 @@ func (r *run) resolveTerms() error {
 	m := r.rootMeta
 	if m["total"] != "" {
 		t := ledger.Terms{Funding: m["funding"], Split: m["split"], Shards: 1,
-			Lost: r.terms.Lost, CloseReason: r.terms.CloseReason, ClosedAt: r.terms.ClosedAt}
+			Lost: r.terms.Lost, CloseReason: r.terms.CloseReason, ClosedAt: r.terms.ClosedAt, Block: r.terms.Block}
+		if b, _ := strconv.ParseInt(m["block"], 10, 64); b > 0 {
+			t.Block = b
+		}
 		for _, f := range []struct {
 			name string
 			into *int64

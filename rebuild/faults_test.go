@@ -39,8 +39,9 @@ func replicaOf(t *testing.T, replica, primary *testenv.Redis) {
 // rebuild runs unforced: A2's claims come back from the ledger, and A1's
 // packets, which left the pool before A2's (a pool is taken from its
 // tail), are kept out of the pool as unrecoverable, never handed out
-// again. Grants after the last settled one (B) left no trace anywhere:
-// their packets are back in the pool, as the report says it cannot know.
+// again. Grants after the last settled one (B) left no trace anywhere,
+// but their block of the pool was opened (the ledger records it): they
+// are quarantined with the rest of that block, never handed out again.
 func TestRebuildStaleReplica(t *testing.T) {
 	t.Parallel()
 	for _, lk := range ledgers {
@@ -57,7 +58,7 @@ func TestRebuildStaleReplica(t *testing.T) {
 
 			a1 := grabAll(t, e.eng, c.ID, "x", 5)
 			a2 := grabAll(t, e.eng, c.ID, "y", 5)
-			grabAll(t, e.eng, c.ID, "b", 5)
+			b := grabAll(t, e.eng, c.ID, "b", 5)
 			var settled []ledger.Grant
 			for u, g := range a2 {
 				settled = append(settled, ledger.Grant{Campaign: c.ID, User: u, Seq: g.Seq, Cents: g.Cents})
@@ -65,6 +66,7 @@ func TestRebuildStaleReplica(t *testing.T) {
 			_, err := e.l.ApplyGrants(ctx, c.ID, settled)
 			require.NoError(t, err)
 
+			quiet(t, e.eng)
 			// The replica is the primary now.
 			eng := e.engineOn(replica.Client)
 			rep, err := e.rebuild(replica.Client, c.ID, false)
@@ -72,7 +74,11 @@ func TestRebuildStaleReplica(t *testing.T) {
 			require.Contains(t, strings.Join(rep.Problems, "\n"), "the ledger gives")
 			require.EqualValues(t, 35, rep.RestoredClaims)
 			require.EqualValues(t, 5, rep.Unrecoverable)
-			require.EqualValues(t, 60, rep.RestoredPool)
+			q, qc := openedUnplaced(t, e, c.ID, merge(early, a1, a2))
+			require.EqualValues(t, 10, q, "B's 5 and the 5 packets of their block nobody popped")
+			require.Equal(t, q, rep.Quarantined)
+			require.Equal(t, qc, rep.QuarantinedCents)
+			require.EqualValues(t, 50, rep.RestoredPool, "the blocks never opened")
 			require.Equal(t, 1, rep.ShardsSurvived)
 			lost := map[int64]bool{}
 			for _, s := range rep.UnrecoverablePackets {
@@ -82,7 +88,7 @@ func TestRebuildStaleReplica(t *testing.T) {
 				require.True(t, lost[g.Seq], "%s's packet %d is kept out of the pool", u, g.Seq)
 			}
 			a := requireAudit(t, eng, c.ID)
-			require.EqualValues(t, 5, a.LostCount)
+			require.EqualValues(t, 5+q, a.LostCount, "lost and quarantined, both held out")
 			rc := e.reconcile(replica.Client, c.ID)
 			require.True(t, rc.OK, "%v", rc.Differences)
 
@@ -93,8 +99,11 @@ func TestRebuildStaleReplica(t *testing.T) {
 				require.Equal(t, g.Seq, again.Seq, u)
 			}
 			after := grabAll(t, eng, c.ID, "n", 70)
+			for _, g := range b {
+				lost[g.Seq] = true // acknowledged to B's users
+			}
 			for u, g := range after {
-				require.False(t, lost[g.Seq] && g.Outcome == hongbao.Granted, "%s got lost packet %d", u, g.Seq)
+				require.False(t, lost[g.Seq] && g.Outcome == hongbao.Granted, "%s got held packet %d", u, g.Seq)
 			}
 			requireAudit(t, eng, c.ID)
 			e.requireSettledOK(replica.Client, eng, c.ID)
@@ -180,6 +189,7 @@ func TestRebuildInterrupted(t *testing.T) {
 			delete(more, u)
 		}
 	}
+	quiet(t, e.eng)
 	flushKeysOf(t, e, c.ID, 0) // the root shard is lost
 
 	crash := errors.New("crash")
@@ -200,7 +210,13 @@ func TestRebuildInterrupted(t *testing.T) {
 	rep, err := e.rebuild(e.r.Client, c.ID, false)
 	require.NoError(t, err)
 	require.EqualValues(t, 40+len(more), rep.RestoredClaims)
-	require.EqualValues(t, 50-len(more), rep.RestoredPool)
+	// The grants lost with the root were in opened blocks: quarantined
+	// with the rest of those blocks nobody is known to hold.
+	q, qc := openedUnplaced(t, e, c.ID, merge(before, more))
+	require.Equal(t, q, rep.Quarantined)
+	require.Equal(t, qc, rep.QuarantinedCents)
+	require.LessOrEqual(t, q, int64(3*testBlock+10), "about one block per shard")
+	require.EqualValues(t, 50-len(more)-int(q), rep.RestoredPool)
 	require.EqualValues(t, len(more), rep.ToSettle)
 	require.Zero(t, rep.Unrecoverable)
 	for u, g := range merge(before, more) {
@@ -209,7 +225,7 @@ func TestRebuildInterrupted(t *testing.T) {
 		require.Equal(t, hongbao.Already, again.Outcome, u)
 		require.Equal(t, g.Seq, again.Seq, u)
 	}
-	requireNewUsersGetThePool(t, e.eng, c.ID, merge(before, more), 50-len(more))
+	requireNewUsersGetThePool(t, e.eng, c.ID, merge(before, more), 50-len(more)-int(q))
 	requireAudit(t, e.eng, c.ID)
 	e.requireSettledOK(e.r.Client, e.eng, c.ID)
 }
@@ -269,6 +285,7 @@ func TestRebuildKeepsAnOperatorsClose(t *testing.T) {
 	e.settleAll(e.r.Client, d.ID)
 	_, err = e.eng.Close(ctx, d.ID)
 	require.NoError(t, err)
+	quiet(t, e.eng)
 	flushAll(t, e.r.Client)
 	rep, err := e.rebuild(e.r.Client, d.ID, false)
 	require.NoError(t, err)

@@ -17,6 +17,13 @@ type evidence struct {
 	grants []ledger.Grant  // the ledger's (settled) grants
 	lost   []int64         // Terms.Lost: packets an earlier rebuild found lost
 	redis  []*shardReading // per shard, what the freeze found
+	// opened says, by seq, which packets may have been popped: those of
+	// the blocks the ledger recorded as opened (the durable pop
+	// frontier), or every packet when the campaign had no frontier (nil).
+	opened []bool
+	// release puts the packets that would be quarantined back in the
+	// pools (Config.ReleaseQuarantineRiskingDoubleGrants).
+	release bool
 }
 
 // shardReading is one frozen shard's contents.
@@ -29,6 +36,11 @@ type plan struct {
 	// and no record names who holds it.
 	lost      []int64
 	lostCents int64
+	// quarantined counts the packets held out because they may have been
+	// popped (an opened block's) and no record places them; released
+	// those that the operator's flag put back in the pools instead.
+	quarantined, quarantinedCents int64
+	released, releasedCents       int64
 	// conflicts are records the plan did not follow, in words (at most
 	// maxConflicts); nConflicts counts them all.
 	conflicts  []string
@@ -150,7 +162,9 @@ func (pl *planner) record(src, user string, seq, cents int64, ledgerGrant bool) 
 // locate marks the packets that sit in a surviving pool or in a transfer
 // not yet applied, and the packets found lost before.
 func (pl *planner) locate() {
+	foundLost := map[int64]bool{}
 	for _, seq := range pl.ev.lost {
+		foundLost[seq] = true
 		if seq >= 1 && seq <= pl.n {
 			pl.gone[seq], pl.lost[seq] = true, pl.owner[seq] == ""
 		}
@@ -161,8 +175,11 @@ func (pl *planner) locate() {
 				pl.located[seq] = true
 			}
 		}
+		// The lost list holds the packets found lost (in the terms too)
+		// and those quarantined, which are only located: a rebuild
+		// decides again whether to hold them out.
 		for _, p := range r.Lost {
-			if seq, ok := pl.packet("", p); ok {
+			if seq, ok := pl.packet("", p); ok && foundLost[seq] {
 				pl.gone[seq], pl.lost[seq] = true, pl.owner[seq] == ""
 			}
 		}

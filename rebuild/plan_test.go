@@ -110,7 +110,7 @@ func TestPlanOneShard(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := tc.ev
-			ev.shards, ev.cents = 1, tenPackets()
+			ev.shards, ev.cents, ev.opened = 1, tenPackets(), noneOpened()
 			p, err := makePlan(&ev)
 			require.NoError(t, err)
 			require.Equal(t, tc.pool, seqsOf(t, p.shards[0].img.Pool))
@@ -130,7 +130,7 @@ func TestPlanSharded(t *testing.T) {
 	home0, home1 := userOn(t, 0, 2, "z"), userOn(t, 1, 2, "y")
 	meta := map[string]string{"base_count": "5", "granted_count": "0"}
 	ev := &evidence{
-		shards: 2, cents: tenPackets(),
+		shards: 2, cents: tenPackets(), opened: noneOpened(),
 		grants: []ledger.Grant{grant(home1, 5), grant(home0, 7)},
 		redis:  []*shardReading{survived(meta, []int64{1, 3, 5, 7, 9}, nil), gone()},
 	}
@@ -166,11 +166,57 @@ func TestPlanToSettle(t *testing.T) {
 	t.Parallel()
 	r := survived(map[string]string{"count": "10", "granted_count": "2"}, []int64{1, 2, 3, 4, 5, 6, 7, 8}, map[string]int64{"a": 10})
 	r.Grants = []redisstore.StreamGrant{{User: "a", Seq: 10, Cents: 110}, {User: "b", Seq: 9, Cents: 109}}
-	ev := &evidence{shards: 1, cents: tenPackets(), grants: []ledger.Grant{grant("a", 10)}, redis: []*shardReading{r}}
+	ev := &evidence{shards: 1, cents: tenPackets(), opened: noneOpened(), grants: []ledger.Grant{grant("a", 10)}, redis: []*shardReading{r}}
 	p, err := makePlan(ev)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, p.claims)
 	require.EqualValues(t, 1, p.toSettle)
 	require.Equal(t, [][]string{{"b", pkt(9)}}, p.shards[0].img.Grants)
 	require.Empty(t, p.lost)
+}
+
+// noneOpened is the frontier of a campaign whose pools opened no block:
+// the plans above test the proofs, and quarantine nothing.
+func noneOpened() []bool { return make([]bool, 11) }
+
+// TestPlanQuarantine: under the frontier, the packets of opened blocks
+// that no record places and no proof shows lost are quarantined (held out
+// on the root's lost list, not recorded as lost); packets of blocks never
+// opened go back to the pool. Without a frontier every unplaced packet
+// may have been popped. Released, they go back to the pool.
+func TestPlanQuarantine(t *testing.T) {
+	t.Parallel()
+	opened := noneOpened()
+	for s := 6; s <= 10; s++ {
+		opened[s] = true
+	}
+	for _, tc := range []struct {
+		name                  string
+		opened                []bool
+		release               bool
+		pool, held            []int64
+		quarantined, released int64
+	}{
+		{"frontier", opened, false, []int64{1, 2, 3, 4, 5}, []int64{6, 7, 8}, 3, 0},
+		{"no frontier", nil, false, []int64{}, []int64{1, 2, 3, 4, 5, 6, 7, 8}, 8, 0},
+		{"released", opened, true, []int64{1, 2, 3, 4, 5, 6, 7, 8}, []int64{}, 0, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := &evidence{shards: 1, cents: tenPackets(), opened: tc.opened, release: tc.release,
+				grants: []ledger.Grant{grant("a", 10), grant("b", 9)}, redis: []*shardReading{gone()}}
+			p, err := makePlan(ev)
+			require.NoError(t, err)
+			require.Equal(t, tc.pool, seqsOf(t, p.shards[0].img.Pool))
+			require.Equal(t, tc.held, seqsOf(t, p.shards[0].img.Lost))
+			require.Empty(t, p.lost, "quarantined is not lost: a later rebuild decides again")
+			require.Equal(t, tc.quarantined, p.quarantined)
+			require.Equal(t, tc.released, p.released)
+			var cents int64
+			for _, s := range tc.held {
+				cents += tenPackets()[s-1]
+			}
+			require.Equal(t, cents, p.quarantinedCents)
+			require.EqualValues(t, len(tc.held), p.shards[0].lostCount)
+		})
+	}
 }

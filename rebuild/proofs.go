@@ -36,10 +36,13 @@ import (
 //
 // What no proof reaches: a grant acknowledged on a shard whose state did
 // not survive, after the last one the ledger holds. It left no record
-// anywhere, so it can be neither counted nor kept out of the pool; its
-// packet is handed out again. With WAIT (Config.WaitReplicas) a failover
-// loses no acknowledged grant; a loss of every copy of the data (a
-// FLUSHALL, all nodes gone) loses the grants not yet settled.
+// anywhere, so it cannot be counted and its user keeps no claim; but its
+// packet was in a block the ledger records as opened (the durable pop
+// frontier), so it is quarantined with the rest of that block nobody is
+// known to hold, never handed out again (see quarantine). With WAIT
+// (Config.WaitReplicas) a failover loses no acknowledged grant; a loss of
+// every copy of the data (a FLUSHALL, all nodes gone) loses the grants
+// not yet settled.
 
 // listProof applies the surviving-pool proof to shard k's list.
 func (pl *planner) listProof(k int, list []string) {
@@ -174,13 +177,18 @@ func (pl *planner) build() *plan {
 				p.toSettle++
 			}
 		case pl.lost[seq]:
-			sh := &p.shards[0]
-			sh.img.Lost = append(sh.img.Lost, packet)
-			sh.lostCount++
-			sh.lostCents += c
+			p.holdOut(packet, c)
 			p.lost = append(p.lost, seq)
 			p.lostCents += c
+		case pl.quarantine(seq) && !pl.ev.release:
+			p.holdOut(packet, c)
+			p.quarantined++
+			p.quarantinedCents += c
 		default:
+			if pl.quarantine(seq) {
+				p.released++
+				p.releasedCents += c
+			}
 			sh := &p.shards[dealt%s]
 			sh.img.Pool = append(sh.img.Pool, packet)
 			sh.poolCount++
@@ -193,6 +201,26 @@ func (pl *planner) build() *plan {
 		p.shards[k].img.Grants = entries(pairs)
 	}
 	return p
+}
+
+// quarantine says whether packet seq, which no record places and no
+// proof shows lost, may still have been popped: it is in a block the
+// ledger recorded as opened (or the campaign had no frontier). Such a
+// packet may have been acknowledged to a user whose grant left no
+// record (a grab after the last state that survived); handed out again,
+// it would be granted twice. So it is held out, and refunded with the
+// campaign, unless the operator releases it.
+func (pl *planner) quarantine(seq int64) bool {
+	return pl.ev.opened == nil || pl.ev.opened[seq]
+}
+
+// holdOut keeps a packet out of the pools, on the root's lost list:
+// conservation, the audit, reconcile and the refund count it there.
+func (p *plan) holdOut(packet string, cents int64) {
+	sh := &p.shards[0]
+	sh.img.Lost = append(sh.img.Lost, packet)
+	sh.lostCount++
+	sh.lostCents += cents
 }
 
 // grantsPerEntry is how many grants one restored stream entry holds, as

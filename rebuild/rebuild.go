@@ -17,12 +17,23 @@
 //     refund returns it to the funding account) and recorded in the
 //     ledger's terms, so a later rebuild keeps it out too. See proofs.go
 //     for what proves it;
-//   - the pool, otherwise.
+//   - quarantined, when it may have been popped (it is in a block of a
+//     pool the engine opened: the durable pop frontier, recorded in the
+//     ledger before any packet of the block could be popped) and no
+//     record places it: some user may have been told GRANTED, and handed
+//     out again it would be granted twice. Held out as the lost ones,
+//     refunded with the campaign, unless an operator releases them
+//     (Config.ReleaseQuarantineRiskingDoubleGrants). At most about one
+//     block per shard;
+//   - the pool, otherwise: a packet of a block never opened was never
+//     popped.
 //
 // What no record and no proof reaches cannot be known: a grant
 // acknowledged after the last settled one on a shard whose state did not
-// survive. The report says so rather than guess; with WAIT
-// (hongbao.Config.WaitReplicas) a failover loses no acknowledged grant.
+// survive. Its user keeps no claim, and the report says so rather than
+// guess; its packet is quarantined, never granted to a second user. With
+// WAIT (hongbao.Config.WaitReplicas) a failover loses no acknowledged
+// grant.
 //
 // A rebuild never runs beside live grabs on the keys it rewrites: it
 // first freezes every shard (state loading: grabs answer NO_CAMPAIGN, the
@@ -74,6 +85,15 @@ type Config struct {
 	Ledger ledger.Ledger
 	// Force rebuilds a campaign whose keys look healthy. Default false.
 	Force bool
+	// ReleaseQuarantineRiskingDoubleGrants puts the packets a rebuild
+	// would quarantine back in the pools. Each of them may have been
+	// granted, and acknowledged, to a user whose grant left no record:
+	// handed out again it is paid twice. Only for an operator who knows
+	// no grant was acknowledged in the window the loss took (for example
+	// every grab waited for replicas, or the service was stopped and
+	// settled before the loss). Default false: quarantined, refunded with
+	// the campaign.
+	ReleaseQuarantineRiskingDoubleGrants bool
 }
 
 // Report is what a rebuild did and what it could not know.
@@ -95,6 +115,19 @@ type Report struct {
 	Unrecoverable        int64   `json:"unrecoverable"`
 	UnrecoverableCents   int64   `json:"unrecoverable_cents"`
 	UnrecoverablePackets []int64 `json:"unrecoverable_packets"`
+	// Quarantined counts the packets held out because they may have
+	// been granted: each is in a block of the pool that the engine opened
+	// (recorded in the ledger before any of its packets could be popped;
+	// every packet when the campaign had no frontier), and no record
+	// places it. They are kept out of the pool and refunded with the
+	// campaign, as the unrecoverable ones. Released counts those the
+	// operator put back in the pools instead
+	// (ReleaseQuarantineRiskingDoubleGrants).
+	Quarantined      int64 `json:"quarantined"`
+	QuarantinedCents int64 `json:"quarantined_cents"`
+	Released         int64 `json:"released"`
+	ReleasedCents    int64 `json:"released_cents"`
+	OpenedBlocks     int   `json:"opened_blocks"`
 	// LedgerGrants counts the settled grants read from the ledger;
 	// ShardsSurvived the shards whose state Redis still held.
 	LedgerGrants   int64 `json:"ledger_grants"`

@@ -27,7 +27,7 @@ func (r *run) freeze(ctx context.Context) error {
 // read reads every frozen shard and the ledger's grants (after the
 // freeze: whatever settled before it is in them), and plans.
 func (r *run) read(ctx context.Context) error {
-	ev := &evidence{shards: len(r.shards), cents: r.cents, lost: r.terms.Lost}
+	ev := &evidence{shards: len(r.shards), cents: r.cents, lost: r.terms.Lost, release: r.cfg.ReleaseQuarantineRiskingDoubleGrants}
 	for _, keys := range r.shards {
 		c, err := r.store.ReadShard(ctx, keys)
 		if err != nil {
@@ -43,11 +43,34 @@ func (r *run) read(ctx context.Context) error {
 		return err
 	}
 	r.ev = ev
+	if err := r.readBlocks(ctx); err != nil {
+		return err
+	}
 	if r.now, err = r.store.Now(ctx); err != nil {
 		return err
 	}
 	r.plan, err = makePlan(ev)
 	return err
+}
+
+// readBlocks reads the blocks the engine opened, after the freeze: no
+// block opens while the shards are frozen, and a packet is popped only
+// from a block recorded before. Without a frontier (terms.Block 0, a
+// campaign created without one) any packet may have been popped.
+func (r *run) readBlocks(ctx context.Context) error {
+	if r.terms.Block == 0 {
+		return nil
+	}
+	r.ev.opened = make([]bool, len(r.cents)+1)
+	return r.cfg.Ledger.Blocks(ctx, r.id, func(b ledger.Block) error {
+		r.rep.OpenedBlocks++
+		for _, s := range b.Seqs {
+			if s >= 1 && s <= int64(len(r.cents)) {
+				r.ev.opened[s] = true
+			}
+		}
+		return nil
+	})
 }
 
 // decide settles the state the campaign is restored in: closed as it was,
@@ -115,7 +138,7 @@ var owned = func() map[string]bool {
 		"created_at", "granted_count", "granted_cents", "refunded_cents", "close_reason", "closed_at", "load_token",
 		"staged_count", "staged_cents", "shards", "shard", "base_count", "base_cents", "in_count", "in_cents",
 		"out_count", "out_cents", "xfer_seq", "lost_count", "lost_cents", "rebuilt_at", "rebuild_token",
-		"rebuild_from", "rebuild_swapped"} {
+		"rebuild_from", "rebuild_swapped", "block", "sealed"} {
 		m[f] = true
 	}
 	return m
@@ -141,6 +164,11 @@ func (r *run) fields(k int) []string {
 		"rebuilt_at", i64(r.now), "rebuild_from", r.prior)
 	if r.state == "closed" {
 		f = append(f, "close_reason", r.reason, "closed_at", i64(r.closedAt))
+	}
+	if t.Block > 0 {
+		// The pools go back sealed: the engine opens them again, block by
+		// block, each recorded before its packets can be popped.
+		f = append(f, "block", i64(t.Block), "sealed", i64(sh.poolCount))
 	}
 	if len(r.shards) > 1 {
 		f = append(f, "shards", strconv.Itoa(len(r.shards)), "shard", strconv.Itoa(k),
@@ -175,13 +203,14 @@ func (r *run) report() {
 	rep.State = r.state
 	rep.RestoredClaims, rep.ToSettle, rep.RestoredPool = p.claims, p.toSettle, p.pool
 	rep.Unrecoverable, rep.UnrecoverableCents = int64(len(p.lost)), p.lostCents
+	rep.Quarantined, rep.QuarantinedCents, rep.Released, rep.ReleasedCents = p.quarantined, p.quarantinedCents, p.released, p.releasedCents
 	rep.UnrecoverablePackets = append(rep.UnrecoverablePackets, p.lost...)
 	rep.LedgerGrants = int64(len(r.ev.grants))
 	rep.Conflicts, rep.ConflictCount = append(rep.Conflicts, p.conflicts...), p.nConflicts
 	note := func(format string, a ...any) { rep.Notes = append(rep.Notes, fmt.Sprintf(format, a...)) }
 	if gone := len(r.shards) - rep.ShardsSurvived; gone > 0 {
 		note("%d of %d shards kept nothing: a grant one of them acknowledged after the last one the ledger holds left no record, "+
-			"cannot be counted, and its packet is back in the pool (with WAIT none is lost in a failover; "+
+			"cannot be counted, and its user holds no claim; its packet is quarantined, never granted again (with WAIT none is lost in a failover; "+
 			"after a loss of every copy of the data, the grants not yet settled are)", gone, len(r.shards))
 	} else {
 		note("every shard kept its state: a grant acknowledged after that state was last copied and never settled " +
@@ -190,6 +219,16 @@ func (r *run) report() {
 	if rep.Unrecoverable > 0 {
 		note("%d packets (%d cents) are kept out of the pool: each was granted, and no record names to whom; "+
 			"they are refunded with the campaign unless their holders are found", rep.Unrecoverable, rep.UnrecoverableCents)
+	}
+	if rep.Quarantined > 0 {
+		note("%d packets (%d cents) are quarantined: each is in a block of a pool that was opened for grabs (%d blocks recorded), "+
+			"so it may have been granted, and no record places it; they are refunded with the campaign. "+
+			"--release-quarantine-risking-double-grants puts them back in the pool, and pays twice any of them that was granted",
+			rep.Quarantined, rep.QuarantinedCents, rep.OpenedBlocks)
+	}
+	if rep.Released > 0 {
+		note("%d packets (%d cents) that may have been granted were released into the pool on the operator's order: "+
+			"any of them granted before the loss can be granted again", rep.Released, rep.ReleasedCents)
 	}
 	if rep.ToSettle > 0 {
 		note("%d restored grants are not in the ledger yet; they wait in the grants streams for settlement", rep.ToSettle)

@@ -14,6 +14,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger/open"
 	"github.com/hongbao/hongbao/rebuild"
 )
 
@@ -84,8 +85,13 @@ func TestFailoverRain(t *testing.T) {
 // TestFlushThenRebuild: settlement caught up, then the Redis under a
 // running serve is flushed. hongbao rebuild restores the campaign from
 // the ledger; reconcile is ok; users who held a packet get ALREADY with
-// the same packet; new users get packets from the restored pool; the
-// campaign settles and reconciles.
+// the same packet. The campaign is smaller than a block, so every packet
+// nobody holds was poppable. Released on the operator's flag (every
+// grant had settled: the case the flag is for), they go back to the
+// pool; by default (a rebuild run again, forced) they are quarantined,
+// --json says how many and their cents, new users are answered SOLD_OUT
+// (a sharded campaign: granted + held out = count), and settlement
+// refunds them: the campaign settles and reconciles.
 func TestFlushThenRebuild(t *testing.T) {
 	t.Parallel()
 	packets, users := sizes([2]int{300, 200}, [2]int{100_000, 80_000})
@@ -108,28 +114,43 @@ func TestFlushThenRebuild(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, code, "Redis lost the campaign")
 
-	code, out, errs := run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn, "--json")
+	code, out, errs := run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn,
+		"--release-quarantine-risking-double-grants", "--json")
 	require.Equal(t, 0, code, "%s %s", out, errs)
-	var rep rebuild.Report
-	require.NoError(t, json.Unmarshal([]byte(out), &rep))
-	require.EqualValues(t, users, rep.RestoredClaims)
-	require.EqualValues(t, packets-users, rep.RestoredPool)
-	require.Zero(t, rep.Unrecoverable)
-	require.Contains(t, out, `"restored_claims"`)
-	require.Contains(t, out, `"restored_pool"`)
-	require.Contains(t, out, `"unrecoverable"`)
+	var rel rebuild.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rel))
+	require.Positive(t, rel.Released)
+	require.Zero(t, rel.Quarantined)
+	require.EqualValues(t, packets-users, rel.RestoredPool, "the released packets and the blocks never opened")
 	code, out, errs = run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 0, code, "reconcile after the rebuild: %s %s", out, errs)
 	code, _, errs = run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "--force")
 
+	// A release holds for the rebuild it was given to: the packets'
+	// blocks stay recorded as opened, so a rebuild without the flag holds
+	// them out again.
+	code, out, errs = run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn, "--force", "--json")
+	require.Equal(t, 0, code, "%s %s", out, errs)
+	var rep rebuild.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.EqualValues(t, users, rep.RestoredClaims)
+	require.Equal(t, rel.Released, rep.Quarantined, "what was released is quarantined again")
+	require.Equal(t, rel.ReleasedCents, rep.QuarantinedCents)
+	require.EqualValues(t, packets-users, rep.RestoredPool+rep.Quarantined, "the rest: the blocks never opened")
+	require.Zero(t, rep.Unrecoverable)
+	require.Contains(t, out, `"restored_claims"`)
+	require.Contains(t, out, `"restored_pool"`)
+	require.Contains(t, out, `"unrecoverable"`)
+	require.Contains(t, out, fmt.Sprintf(`"quarantined":%d,"quarantined_cents":%d`, rep.Quarantined, rep.QuarantinedCents))
+
 	before := len(r.acked)
 	r.rain("h", 0, users, 16, 1, 0, nil) // the same users again: ALREADY, the same packets
 	require.EqualValues(t, users, r.granted.Load(), "nobody was granted twice")
 	require.Len(t, r.acked, before)
-	r.rain("n", 0, packets-users+50, 16, 1, 0, nil)
-	require.EqualValues(t, packets, r.granted.Load(), "new users got the restored pool, each packet once")
+	r.rain("n", 0, int(rep.RestoredPool)+50, 16, 1, 0, nil)
+	require.EqualValues(t, int64(users)+rep.RestoredPool, r.granted.Load(), "new users got the restored pool, no quarantined packet")
 	require.EqualValues(t, 50, r.soldOut.Load())
 
 	code, _, err = api.call("POST", p.URL+"/v1/campaigns/"+id+"/close", api.admin, "")
@@ -138,6 +159,12 @@ func TestFlushThenRebuild(t *testing.T) {
 	waitSettled(t, api, url, id, 60*time.Second)
 	code, out, errs = run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 0, code, "%s %s", out, errs)
+	l, err := open.Open(ctx, fx.dsn)
+	require.NoError(t, err)
+	defer l.Close()
+	tot, err := l.Totals(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, rep.QuarantinedCents, tot.Refunded, "the pool was granted: the refund is the quarantined packets")
 }
 
 // TestProxyFaultsRain: serve reaches Redis through a proxy that delays

@@ -19,6 +19,7 @@ type rebuildCmd struct {
 	redis         redisFlags
 	id, dsn       string
 	asJSON, force bool
+	release       bool // --release-quarantine-risking-double-grants
 	conn          *redisConn
 	led           ledger.Ledger
 }
@@ -26,6 +27,7 @@ type rebuildCmd struct {
 func newRebuildCmd(env *IO) command { return &rebuildCmd{base: base{env: env}} }
 
 const rebuildUsage = `Usage: hongbao rebuild --campaign ID --redis URL --ledger DSN [--json] [--force]
+       [--release-quarantine-risking-double-grants]
 
 Restores a campaign into a Redis that lost it, or lost part of it (a FLUSHALL,
 an old snapshot, a failover to a replica that missed the last writes): the
@@ -33,9 +35,13 @@ claims from the ledger's grants and whatever claims and grants streams survive,
 the pool from the packets nobody holds, the counters, state, grants streams and
 settle groups, and the registry entry. The campaign is frozen meanwhile (grabs
 answer not found). Packets that provably left a pool with no record of their
-holder are kept out of the pool and reported as unrecoverable; see
-docs/durability.md for what it can and cannot know. It refuses a campaign whose
-keys look healthy unless --force.
+holder are kept out of the pool and reported as unrecoverable. Packets that may
+have been granted (in a block of the pool the engine had opened, recorded in the
+ledger) and that no record places are quarantined: kept out of the pool and
+refunded with the campaign, never handed out again, unless
+--release-quarantine-risking-double-grants puts them back (any of them granted
+before the loss is then paid twice). See docs/durability.md for what it can and
+cannot know. It refuses a campaign whose keys look healthy unless --force.
 
 Flags:`
 
@@ -46,6 +52,8 @@ func (c *rebuildCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.force, "force", false, "rebuild even when the campaign's keys look healthy")
+	fs.BoolVar(&c.release, "release-quarantine-risking-double-grants", false,
+		"put the quarantined packets back in the pool: any of them granted before the loss is granted and paid twice")
 	setUsage(fs, c.env, rebuildUsage)
 	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
@@ -65,7 +73,8 @@ func (c *rebuildCmd) open(ctx context.Context) (err error) {
 }
 
 func (c *rebuildCmd) run(ctx context.Context) error {
-	rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: c.conn.Client, Ledger: c.led, Force: c.force}, c.id)
+	rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: c.conn.Client, Ledger: c.led, Force: c.force,
+		ReleaseQuarantineRiskingDoubleGrants: c.release}, c.id)
 	if errors.Is(err, rebuild.ErrHealthy) {
 		return fmt.Errorf("%w: nothing to do (--force rebuilds it anyway)", err)
 	}
@@ -84,6 +93,12 @@ func (c *rebuildCmd) run(ctx context.Context) error {
 		rep.RestoredClaims, rep.RestoredClaims-rep.ToSettle, rep.LedgerGrants, rep.ToSettle)
 	p("  pool           %8d  packets\n", rep.RestoredPool)
 	p("  unrecoverable  %8d  packets, %s (kept out of the pool)\n", rep.Unrecoverable, hongbao.FormatCents(rep.UnrecoverableCents))
+	p("  quarantined    %8d  packets, %s (may have been granted: kept out of the pool, refunded at settlement)\n",
+		rep.Quarantined, hongbao.FormatCents(rep.QuarantinedCents))
+	if rep.Released > 0 {
+		p("  released       %8d  packets, %s (put back in the pool on --release-quarantine-risking-double-grants)\n",
+			rep.Released, hongbao.FormatCents(rep.ReleasedCents))
+	}
 	for _, n := range rep.Notes {
 		p("  note: %s\n", n)
 	}

@@ -39,6 +39,10 @@ var (
 	rebuildSwapSrc string
 	//go:embed lua/rebuild_activate.lua
 	rebuildActivateSrc string
+	//go:embed lua/block_peek.lua
+	blockPeekSrc string
+	//go:embed lua/block_open.lua
+	blockOpenSrc string
 
 	// The discount campaigns' own scripts (discount.go).
 	//go:embed lua/disc_begin.lua
@@ -63,6 +67,7 @@ type scripts struct {
 	begin, load, activate, grab, status, close, dead, settle, redrive     *luascript.Script
 	xferTake, xferApply                                                   *luascript.Script
 	rebuildFreeze, rebuildSwap, rebuildActivate                           *luascript.Script
+	blockPeek, blockOpen                                                  *luascript.Script
 	discBegin, discReserve, discConfirm, discCancel, discReap, discSettle *luascript.Script
 }
 
@@ -77,6 +82,7 @@ func newScripts(legacy bool) *scripts {
 		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
 		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
+		blockPeek: mk(blockPeekSrc), blockOpen: mk(blockOpenSrc),
 		discBegin: mk(discBeginSrc), discReserve: mk(discReserveSrc), discConfirm: mk(discConfirmSrc),
 		discCancel: mk(discCancelSrc), discReap: mk(discReapSrc), discSettle: mk(discSettleSrc),
 	}

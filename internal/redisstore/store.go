@@ -21,6 +21,7 @@ const (
 	Closed     = 5
 	NoCampaign = 6
 	Dry        = 7 // a shard of a sharded campaign is empty while open
+	Sealed     = 8 // the opened part of the pool is empty, a sealed part remains (blocks.go)
 )
 
 // MaxBatch is the most users one grab.lua call takes. The script accepts
@@ -191,26 +192,37 @@ type GrabResult struct {
 // len(args)-1 elements. A caller that routed with a stale shard count gets
 // a *ShardsError and nothing was written.
 func (s *Store) Grab(ctx context.Context, keys []string, args []string, out []GrabResult) error {
+	_, err := s.GrabHinted(ctx, keys, args, out)
+	return err
+}
+
+// GrabHinted is Grab, and says whether grab.lua hinted that the opened
+// part of the pool runs low while a sealed part remains (blocks.go): the
+// caller may open the next block ahead of need.
+func (s *Store) GrabHinted(ctx context.Context, keys []string, args []string, out []GrabResult) (low bool, err error) {
 	r, werr := s.exec(ctx, s.s.grab, keys, args)
 	resp, err := r.ToArray()
 	if err == nil {
 		err = werr
 	}
 	if err != nil {
-		return shardsError(resultError("grab", err))
+		return false, shardsError(resultError("grab", err))
 	}
 	users := args[1:]
+	if len(resp) == len(users)+1 {
+		low, resp = true, resp[:len(users)]
+	}
 	if len(resp) != len(users) {
-		return fmt.Errorf("grab: reply of %d values for %d users", len(resp), len(users))
+		return false, fmt.Errorf("grab: reply of %d values for %d users", len(resp), len(users))
 	}
 	for i := range resp {
 		r, err := decodeGrab(&resp[i])
 		if err != nil {
-			return fmt.Errorf("grab: user %d: %w", i, err)
+			return false, fmt.Errorf("grab: user %d: %w", i, err)
 		}
 		out[i] = r
 	}
-	return nil
+	return low, nil
 }
 
 // decodeGrab reads one user's element of grab.lua's reply: a packet string

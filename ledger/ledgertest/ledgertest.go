@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"PacketsFundRace", testPacketsFundRace},
 		{"Terms", testTerms},
 		{"TermsInvalid", testTermsInvalid},
+		{"Blocks", testBlocks},
 		{"Discounts", testDiscounts},
 		{"DiscountConflicts", testDiscountConflicts},
 		{"DiscountsInvalid", testDiscountsInvalid},

@@ -6,13 +6,19 @@
 -- Reply   n elements, one per user in ARGV order:
 --           "<seq>:<cents>"    a bulk string: GRANTED, this packet, now
 --           {"<seq>:<cents>"}  a one-element array: ALREADY, the packet the user holds
---           3, 4, 5, 6 or 7    an integer: SOLD_OUT, NOT_OPEN, CLOSED, NO_CAMPAIGN, or
+--           3, 4, 5, 6, 7, 8   an integer: SOLD_OUT, NOT_OPEN, CLOSED, NO_CAMPAIGN,
 --                              DRY (a shard of a sharded campaign is empty while open:
 --                              the caller refills it from another shard and asks again)
+--                              or SEALED (the opened part of the pool is empty and a
+--                              sealed part remains: the caller opens the next block,
+--                              block_peek.lua, then block_open.lua, and asks again)
+--         then, only when a sealed part remains and the batch leaves fewer than a quarter
+--         of meta's block in the opened part, one more element, the integer 0: LOW, a
+--         hint to open the next block ahead of need, off the grab's path
 -- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
 --         shard count than ARGV[1] (the caller routed the users with a stale layout);
 --         HBCORRUPT a pool entry that is not "<seq>:<cents>". All raised before any write.
--- Writes  when some users are new and the pool is not empty: the granted packets
+-- Writes  when some users are new and the opened part is not empty: the granted packets
 --         leave the tail of the pool (LTRIM, or DEL when it runs dry), one HSET of
 --         all new claims, one XADD of the whole batch to the grants stream (field
 --         user, value "<seq>:<cents>" per grant), one HINCRBY per counter; when the
@@ -23,6 +29,9 @@
 -- A packet is one preformatted string that flows unchanged from the pool to the
 -- claim, the stream and the reply: formatting numbers in Lua is what a grab
 -- would otherwise spend most of its time on.
+-- The pool's head holds meta's sealed packets (0 when absent): the pop frontier. Only
+-- the packets after them, the opened part, are handed out, so a packet is popped only
+-- from a block the engine recorded in the ledger first (docs/durability.md, rebuild).
 local meta, pool, claims, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local n = #ARGV - 1
 
@@ -38,7 +47,7 @@ local function answer_all(code)
   return out
 end
 
-local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason', 'shards')
+local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason', 'shards', 'sealed', 'block')
 local state = m[1]
 if not state or state == 'loading' then
   return answer_all(6)
@@ -90,9 +99,10 @@ for i = 1, n do
 end
 
 local len, k, got = 0, 0, nil
+local sealed = tonumber(m[6] or '0')
 if need > 0 then
   len = redis.call('LLEN', pool)
-  k = math.min(need, len)
+  k = math.min(need, len - math.min(sealed, len))
   if k > 0 then
     got = redis.call('LRANGE', pool, len - k, len - 1)
   end
@@ -100,8 +110,11 @@ end
 
 -- The answer of a user left without a packet: a one-shard campaign is sold out;
 -- a shard of a sharded one is only dry.
+-- Either waits for the next block while a sealed part remains.
 local empty = 3
-if shards ~= '1' then
+if sealed > 0 then
+  empty = 8
+elseif shards ~= '1' then
   empty = 7
 end
 
@@ -151,5 +164,8 @@ if granted > 0 then
     redis.call('HSET', meta, 'state', 'closed', 'close_reason', 'sold_out',
       'closed_at', string.format('%d', now))
   end
+end
+if sealed > 0 and need > 0 and len - sealed - granted < math.max(math.floor(tonumber(m[7] or '0') / 4), 1) then
+  out[n + 1] = 0
 end
 return out

@@ -9,8 +9,10 @@
 --         HBARGS no packets or too many; HBAMOUNT an entry that is not "<seq>:<cents>";
 --         HBXCONFLICT the id was applied before with other packets (count, cents or
 --         the SHA-1 of the packet list differ). All before any write.
--- Writes  RPUSH of the packets to the pool tail (where grabs take from), HSET of the
---         id's fingerprint in applied, HINCRBY of in_count and in_cents
+-- Writes  RPUSH of the packets to the pool tail (where grabs take from), or, under the
+--         pop frontier (meta has block), LPUSH to the head and HINCRBY of sealed: they
+--         are opened (recorded in the ledger) before any is popped; HSET of the id's
+--         fingerprint in applied, HINCRBY of in_count and in_cents
 -- Complexity O(packets). The applied hash makes a second apply (a retry, or the
 -- recovery pass resolving a record whose first apply went through) a no-op, and
 -- a second apply of the id with other packets an error: ids are random, so that
@@ -46,7 +48,14 @@ end
 if state == 'settled' then
   return redis.error_reply('HBSTATE the shard is settled')
 end
-redis.call('RPUSH', pool, unpack(ARGV, 2))
+-- Under the pop frontier (meta's block) the packets join the sealed head: the
+-- destination opens them, recorded in the ledger, before popping any.
+if redis.call('HEXISTS', meta, 'block') == 1 then
+  redis.call('LPUSH', pool, unpack(ARGV, 2))
+  redis.call('HINCRBY', meta, 'sealed', n)
+else
+  redis.call('RPUSH', pool, unpack(ARGV, 2))
+end
 redis.call('HSET', applied, xid, fp)
 redis.call('HINCRBY', meta, 'in_count', n)
 redis.call('HINCRBY', meta, 'in_cents', string.format('%d', sum))

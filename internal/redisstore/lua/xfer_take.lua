@@ -11,7 +11,9 @@
 --         a record of this id exists already;
 --         HBCORRUPT a pool entry that is not "<seq>:<cents>". All before any write.
 -- Writes  LTRIM (or DEL) of the pool head, one HSET of the record
---         "<dest>|<ms>|<packet>,<packet>,...", HINCRBY of out_count, out_cents
+--         "<dest>|<ms>|<packet>,<packet>,...", HINCRBY of out_count, out_cents;
+--         HSET of meta's sealed less the packets taken (the head is the sealed part of
+--         the pop frontier), when some are sealed
 -- Complexity O(packets taken). The packets are in the record from the moment they
 -- leave the pool, so conservation counts them (pool + claims + records in flight).
 -- The id is random, not a counter of the shard's: a replica promoted after missing a
@@ -55,6 +57,11 @@ if k == len then
   redis.call('DEL', pool)
 else
   redis.call('LTRIM', pool, k, -1)
+end
+-- The sealed part is the head: what the take moves of it leaves it (as unopened).
+local sealed = tonumber(redis.call('HGET', meta, 'sealed') or '0')
+if sealed > 0 then
+  redis.call('HSET', meta, 'sealed', math.max(sealed - k, 0))
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

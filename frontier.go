@@ -1,0 +1,96 @@
+package hongbao
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// The durable pop frontier (internal/redisstore/blocks.go). When
+// Config.Packets is a ledger.BlockRecorder (a ledger.Ledger is), a
+// campaign's pools start sealed, and a grab pops only from blocks the
+// ledger recorded as opened. A grab that finds only sealed packets left
+// answers Sealed; the engine then opens the next block (peek, record in
+// the ledger, open) and asks again, so nobody is told SOLD_OUT while
+// packets remain. Opening a block costs one ledger write per BlockSize
+// packets; the grabs in between pay nothing (one more meta field read).
+//
+// Stopped between the steps: recorded but not opened, the block stays
+// sealed and the next open records it again under the same id (its
+// digest); opened, it is already recorded. After Redis lost the
+// campaign, a rebuild quarantines the packets of recorded blocks that no
+// record names a holder of, and puts every other packet back.
+
+// DefaultBlockSize is Config.BlockSize's default.
+const DefaultBlockSize = 10000
+
+// errNoRecorder: a pool is sealed and this engine records no blocks.
+var errNoRecorder = errors.New("the pool is sealed and this engine has no block recorder (Config.Packets) to open it")
+
+// frontierFields are the meta fields of a shard of count packets: sealed
+// whole under the frontier, none without it.
+func (e *Engine) frontierFields(count int) []string {
+	if e.co.blocks == nil {
+		return nil
+	}
+	return redisstore.FrontierFields(e.cfg.BlockSize, count)
+}
+
+// openNext opens the next block of shard k of campaign id, when the
+// opened part holds fewer than low packets (1: when it is empty). found
+// is false when nothing is sealed on the shard or the opened part holds
+// enough; otherwise the caller asks again (opened or not: another engine
+// may have opened it first).
+func (c *coalescer) openNext(ctx context.Context, id string, k int, keys redisstore.Keys, low int) (found bool, err error) {
+	b, err := c.store.PeekBlock(ctx, keys, c.blockSize, low)
+	if err != nil || b == nil {
+		return false, err
+	}
+	if c.blocks == nil {
+		return true, errNoRecorder
+	}
+	if err := c.blocks.OpenBlock(ctx, id, ledger.Block{ID: b.Digest, Shard: k, Seqs: b.Seqs}); err != nil {
+		return true, fmt.Errorf("record block of shard %d: %w", k, err)
+	}
+	opened, err := c.store.OpenBlock(ctx, keys, b)
+	if opened {
+		c.blocksOpened.Add(1)
+		if low > 1 {
+			c.blocksAhead.Add(1)
+		}
+	}
+	return true, err
+}
+
+// prefetchTimeout bounds an open ahead of need.
+const prefetchTimeout = 10 * time.Second
+
+// prefetch opens the next block of shard k ahead of need, in the
+// background, when grab.lua hinted that the opened part runs low: the
+// grabs that follow find it open and never wait for the ledger. One at a
+// time per shard and engine; block_peek.lua and block_open.lua open
+// nothing once the opened part holds a quarter block again, so engines
+// hinted at once open one block, not one each. A failure is left to the
+// synchronous open a grab makes when only sealed packets remain.
+func (c *coalescer) prefetch(id string, k int, keys redisstore.Keys) {
+	if c.blocks == nil {
+		return
+	}
+	key := id + "/" + strconv.Itoa(k)
+	if _, busy := c.opening.LoadOrStore(key, true); busy {
+		return
+	}
+	c.openingAhead.Add(1)
+	go func() {
+		defer c.openingAhead.Add(-1)
+		defer c.opening.Delete(key)
+		ctx, cancel := context.WithTimeout(context.Background(), prefetchTimeout)
+		defer cancel()
+		_, _ = c.openNext(ctx, id, k, keys, max(c.blockSize/4, 1))
+	}()
+}

@@ -1,0 +1,202 @@
+package hongbao_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/open"
+)
+
+// TestFrontier: under the pop frontier, concurrent grabs through two
+// engines (sharing one ledger) hand out every packet exactly once, each
+// from a block the ledger recorded before it was popped, and answer
+// SOLD_OUT only once every packet is granted, never while only sealed
+// packets remain; the ledger holds about the blocks the grants needed.
+// An engine without a block recorder meets a sealed pool with "busy",
+// never SOLD_OUT.
+func TestFrontier(t *testing.T) {
+	t.Parallel()
+	for _, shards := range []int{1, 3} {
+		t.Run("shards="+strconv.Itoa(shards), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			r := testenv.SharedRedis(t)
+			var engs []*hongbao.Engine
+			for range 2 {
+				eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: l, BlockSize: 7, MaxBatch: 8})
+				require.NoError(t, err)
+				engs = append(engs, eng)
+			}
+			const count = 100
+			c := create(t, engs[0], hongbao.Spec{Total: count * 10, Count: count, Shards: shards})
+
+			bare, err := hongbao.New(hongbao.Config{Redis: r.Client})
+			require.NoError(t, err)
+			_, err = bare.Grab(ctx, c.ID, "bare")
+			require.ErrorIs(t, err, hongbao.ErrBusy, "nothing opened yet, and this engine cannot open: busy, not sold out")
+
+			var mu sync.Mutex
+			got := map[int64]string{}
+			soldOut := 0
+			var wg sync.WaitGroup
+			for w := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 8 {
+						u := "u" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
+						g, err := engs[(w+i)%2].Grab(ctx, c.ID, u)
+						if !assertNoError(t, err, u) {
+							return
+						}
+						mu.Lock()
+						switch g.Outcome {
+						case hongbao.Granted:
+							if prev, dup := got[g.Seq]; dup {
+								t.Errorf("packet %d granted to %s and %s", g.Seq, prev, u)
+							}
+							got[g.Seq] = u
+						case hongbao.SoldOut:
+							soldOut++
+						default:
+							t.Errorf("%s: outcome %v", u, g.Outcome)
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			require.Len(t, got, count, "every packet granted once")
+			require.Equal(t, 16*8-count, soldOut)
+
+			opened := map[int64]bool{}
+			blocks := 0
+			require.NoError(t, l.Blocks(ctx, c.ID, func(b ledger.Block) error {
+				blocks++
+				for _, s := range b.Seqs {
+					opened[s] = true
+				}
+				return nil
+			}))
+			for seq, u := range got {
+				require.True(t, opened[seq], "packet %d (to %s) was popped from a block the ledger does not know", seq, u)
+			}
+			require.LessOrEqual(t, blocks, count/7+2*shards+8, "a block per 7 packets, give or take transfers")
+			if shards > 1 {
+				require.Positive(t, engs[0].Stats().Transfers+engs[1].Stats().Transfers, "shards ran dry and borrowed")
+			}
+			a, err := engs[1].Audit(ctx, c.ID)
+			require.NoError(t, err)
+			require.True(t, a.OK(), "%v", a.Problems)
+		})
+	}
+}
+
+// assertNoError reports err from a goroutine without stopping the test.
+func assertNoError(t *testing.T, err error, what string) bool {
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return false
+	}
+	return true
+}
+
+// TestFrontierOpensAhead: the first grab opens the first block (the pool
+// starts sealed); once grabs leave less than a quarter block opened,
+// the next block opens in the background, before any grab needs it, and
+// no further: at most one block ahead.
+func TestFrontierOpensAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: l, BlockSize: 8})
+	require.NoError(t, err)
+	c := create(t, eng, hongbao.Spec{Total: 1000, Count: 40})
+	blocks := func() int {
+		n := 0
+		require.NoError(t, l.Blocks(ctx, c.ID, func(ledger.Block) error { n++; return nil }))
+		return n
+	}
+	sealed := func() string {
+		v, err := r.Client.Do(ctx, r.Client.B().Hget().Key("hb:{c:"+c.ID+"}:meta").Field("sealed").Build()).ToString()
+		require.NoError(t, err)
+		return v
+	}
+	require.Zero(t, blocks(), "nothing opens before a grab")
+	require.Equal(t, "40", sealed())
+	for i := range 6 {
+		g, err := eng.Grab(ctx, c.ID, "u"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Granted, g.Outcome)
+	}
+	require.Equal(t, 1, blocks(), "6 of 8 granted: 2 left opened, no hint yet")
+	g, err := eng.Grab(ctx, c.ID, "u6")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+	require.Eventually(t, func() bool { return blocks() == 2 && sealed() == "24" }, 10*time.Second, 5*time.Millisecond,
+		"one left opened: the next block opens ahead of need")
+	for i := 7; i < 12; i++ {
+		_, err := eng.Grab(ctx, c.ID, "u"+strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, blocks(), "4 of 9 left opened: nothing more")
+}
+
+// TestFrontierStoppedBetweenSteps: opening a block is a peek, a ledger
+// write and a move of the frontier. Stopped after the ledger write, the
+// block stays sealed (nothing popped that the ledger does not know) and
+// the next open records it again under the same id (one record) and
+// opens it. An open whose block is no longer the next one (another
+// engine opened it) writes nothing.
+func TestFrontierStoppedBetweenSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: l, BlockSize: 5})
+	require.NoError(t, err)
+	c := create(t, eng, hongbao.Spec{Total: 1000, Count: 20})
+	st, keys := redisstore.New(r.Client), redisstore.CampaignKeys(c.ID)
+
+	// Recorded, then the engine died.
+	b, err := st.PeekBlock(ctx, keys, 5, 1)
+	require.NoError(t, err)
+	require.Len(t, b.Seqs, 5)
+	require.NoError(t, l.OpenBlock(ctx, c.ID, ledger.Block{ID: b.Digest, Seqs: b.Seqs}))
+	stale, err := st.PeekBlock(ctx, keys, 5, 1)
+	require.NoError(t, err)
+	require.Equal(t, b.Digest, stale.Digest, "still sealed: the same next block")
+
+	g, err := eng.Grab(ctx, c.ID, "ann")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+	require.Contains(t, b.Seqs, g.Seq, "the recorded block was opened")
+	var ids []string
+	require.NoError(t, l.Blocks(ctx, c.ID, func(b ledger.Block) error { ids = append(ids, b.ID); return nil }))
+	require.Equal(t, []string{b.Digest}, ids, "recorded once")
+
+	opened, err := st.OpenBlock(ctx, keys, stale)
+	require.NoError(t, err)
+	require.False(t, opened, "the block is open already: nothing written")
+	sealed, err := r.Client.Do(ctx, r.Client.B().Hget().Key(keys.Meta).Field("sealed").Build()).ToString()
+	require.NoError(t, err)
+	require.Equal(t, "15", sealed)
+}
