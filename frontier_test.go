@@ -48,6 +48,11 @@ func TestFrontier(t *testing.T) {
 			_, err = bare.Grab(ctx, c.ID, "bare")
 			require.ErrorIs(t, err, hongbao.ErrBusy, "nothing opened yet, and this engine cannot open: busy, not sold out")
 
+			// Half the users are homed on shard 0, which holds a third
+			// of the packets: the others' users cannot take all of
+			// theirs, so packets must move to shard 0 for every one to
+			// be granted, whatever the timing.
+			users := skewedUsers(16*8, shards)
 			var mu sync.Mutex
 			got := map[int64]string{}
 			soldOut := 0
@@ -57,7 +62,7 @@ func TestFrontier(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i := range 8 {
-						u := "u" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
+						u := users[w*8+i]
 						g, err := engs[(w+i)%2].Grab(ctx, c.ID, u)
 						if !assertNoError(t, err, u) {
 							return
@@ -103,6 +108,30 @@ func TestFrontier(t *testing.T) {
 			require.True(t, a.OK(), "%v", a.Problems)
 		})
 	}
+}
+
+// skewedUsers names n users, half of them homed on shard 0 of shards
+// (all of them when there is one shard).
+func skewedUsers(n, shards int) []string {
+	var users []string
+	home0 := 0
+	for i := 0; len(users) < n; i++ {
+		u := "u" + strconv.Itoa(i)
+		if shards == 1 {
+			users = append(users, u)
+			continue
+		}
+		if hongbao.HomeShard(u, shards) == 0 {
+			if home0 >= n/2 {
+				continue
+			}
+			home0++
+		} else if len(users)-home0 >= n-n/2 {
+			continue
+		}
+		users = append(users, u)
+	}
+	return users
 }
 
 // assertNoError reports err from a goroutine without stopping the test.

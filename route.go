@@ -126,8 +126,13 @@ func fanOut[R any](r *route, out []R, user func(i int) string, shard func(k int,
 }
 
 // maxRefills bounds the refills one batch waits for: other processes may
-// take what a refill brought before this batch asks again.
-const maxRefills = 8
+// take what a refill brought before this batch asks again. Under the pop
+// frontier a refill that borrows hands over sealed packets the borrower
+// must open before it can pop them, so a race for the last packets of a
+// small campaign can take several rounds; each round moves or opens
+// packets or finds the campaign sold out, and the batch's deadline bounds
+// the whole.
+const maxRefills = 32
 
 // errNothingLeft says that no shard has anything left to lend.
 var errNothingLeft = errors.New("no amount left on any shard")
