@@ -128,34 +128,9 @@ func TestRebuildFencesSettlement(t *testing.T) {
 				grabAll(t, e.eng, c.ID, "u", 20)
 				quiet(t, e.eng)
 
-				held := newHeldBatch(e.l)
-				w := e.worker(e.r.Client, held, "held", c.ID)
-				passErr := make(chan error, 1)
-				go func() { _, err := w.Pass(ctx); passErr <- err }()
-				select {
-				case <-held.entered:
-				case err := <-passErr:
-					t.Fatalf("the pass ended before its batch reached the ledger: %v", err)
-				case <-time.After(time.Minute):
-					t.Fatal("the worker never read a batch")
-				}
-				flushAll(t, e.r.Client)
-
-				root := redisstore.CampaignKeys(c.ID)
-				var landed error
-				rl := &landAfterRead{Ledger: e.l,
-					frozen: func() bool {
-						st, _ := e.r.Client.Do(ctx, e.r.Client.B().Hget().Key(root.Meta).Field("state").Build()).ToString()
-						return st == "loading"
-					},
-					land: func() {
-						close(held.release)
-						landed = <-held.result
-					}}
-				rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: e.r.Client, Ledger: rl}, c.ID)
-				require.NoError(t, err)
+				rep, landed, passErr := rebuildUnderHeldBatch(t, e, c.ID, func() { flushAll(t, e.r.Client) }, false)
 				require.ErrorIs(t, landed, ledger.ErrFenced, "a batch read before the loss commits after the rebuild read the ledger")
-				require.ErrorIs(t, <-passErr, ledger.ErrFenced)
+				require.ErrorIs(t, passErr, ledger.ErrFenced)
 				require.EqualValues(t, 30, e.grantCount(c.ID), "nothing of the held batch is paid")
 				require.EqualValues(t, 30, rep.LedgerGrants)
 				require.EqualValues(t, 30, rep.RestoredClaims)
@@ -177,6 +152,90 @@ func TestRebuildFencesSettlement(t *testing.T) {
 				e.requireSettledOK(e.r.Client, e.eng, c.ID)
 			})
 		}
+	}
+}
+
+// rebuildUnderHeldBatch starts a settlement pass of campaign id whose
+// first batch is held before its commit, runs lose (what Redis loses),
+// then rebuilds the campaign with the held batch let go once the rebuild
+// has frozen the campaign and read the ledger's grants. It returns the
+// report, the ledger's answer to the held batch and the pass's error.
+func rebuildUnderHeldBatch(t *testing.T, e *env, id string, lose func(), force bool) (*rebuild.Report, error, error) {
+	t.Helper()
+	held := newHeldBatch(e.l)
+	w := e.worker(e.r.Client, held, "held", id)
+	passErr := make(chan error, 1)
+	go func() { _, err := w.Pass(ctx); passErr <- err }()
+	select {
+	case <-held.entered:
+	case err := <-passErr:
+		t.Fatalf("the pass ended before its batch reached the ledger: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the worker never read a batch")
+	}
+	lose()
+	root := redisstore.CampaignKeys(id)
+	var landed error
+	rl := &landAfterRead{Ledger: e.l,
+		frozen: func() bool {
+			st, _ := e.r.Client.Do(ctx, e.r.Client.B().Hget().Key(root.Meta).Field("state").Build()).ToString()
+			return st == "loading"
+		},
+		land: func() {
+			close(held.release)
+			landed = <-held.result
+		}}
+	rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: e.r.Client, Ledger: rl, Force: force}, id)
+	require.NoError(t, err)
+	select {
+	case err := <-passErr:
+		return rep, landed, err
+	case <-time.After(time.Minute):
+		t.Fatal("the held pass never ended")
+	}
+	return nil, nil, nil
+}
+
+// TestRebuildFencedBatchSettlesAgain: the same held batch, but Redis kept
+// the campaign (a forced rebuild): the rebuild restores the batch's
+// grants from the surviving stream into the rebuilt one, the held batch
+// is refused (ErrFenced), and the next pass settles those grants from
+// the rebuilt stream under the new fence: each paid once, each user
+// holding the same packet.
+func TestRebuildFencedBatchSettlesAgain(t *testing.T) {
+	t.Parallel()
+	for _, lk := range ledgers {
+		t.Run(lk.name, func(t *testing.T) {
+			t.Parallel()
+			const shards = 2
+			e := newEnv(t, lk.dsn(t))
+			c := e.create(200, shards)
+			settled := grabAll(t, e.eng, c.ID, "s", 30)
+			e.settleAll(e.r.Client, c.ID)
+			pending := grabAll(t, e.eng, c.ID, "u", 20)
+			quiet(t, e.eng)
+			rep, landed, passErr := rebuildUnderHeldBatch(t, e, c.ID, func() {}, true)
+			require.ErrorIs(t, landed, ledger.ErrFenced)
+			require.ErrorIs(t, passErr, ledger.ErrFenced)
+			require.EqualValues(t, 30, e.grantCount(c.ID), "the held batch did not commit")
+			require.EqualValues(t, 50, rep.RestoredClaims)
+			require.EqualValues(t, 20, rep.ToSettle)
+			require.EqualValues(t, 1, rep.LedgerFence)
+			requireFence(t, e.r.Client, c.ID, shards, "1")
+
+			e.settleAll(e.r.Client, c.ID)
+			require.EqualValues(t, 50, e.grantCount(c.ID), "settled from the rebuilt stream, once")
+			rc := e.reconcile(e.r.Client, c.ID)
+			require.True(t, rc.OK, "reconcile: %v", rc.Differences)
+			for u, g := range merge(settled, pending) {
+				again, err := e.eng.Grab(ctx, c.ID, u)
+				require.NoError(t, err)
+				require.Equal(t, hongbao.Already, again.Outcome, u)
+				require.Equal(t, g.Seq, again.Seq, u)
+			}
+			requireAudit(t, e.eng, c.ID)
+			e.requireSettledOK(e.r.Client, e.eng, c.ID)
+		})
 	}
 }
 
