@@ -71,7 +71,9 @@ type Config struct {
 	// operator's close: a rebuild of a campaign Redis lost entirely then
 	// restores its own window and state. When it reads totals too (a
 	// ledger.Ledger does), CreateDiscount refuses an id the ledger knows
-	// as funded while Redis no longer holds it (ErrCampaignRetired).
+	// as funded while Redis no longer holds it, and Create one the ledger
+	// shows refunded (settled) while Redis no longer holds it
+	// (ErrCampaignRetired).
 	// Default nil.
 	Packets PacketRecorder
 	// BlockSize is the size of the blocks the durable pop frontier opens
@@ -174,7 +176,11 @@ func New(cfg Config) (*Engine, error) {
 // half-loaded pool. A create that crashed or was interrupted can be run
 // again with the same id; it starts the load over. A campaign that exists
 // past loading is never touched: that is ErrCampaignExists. A refused spec
-// is a *SpecError (see Spec.Validate), a refused id an *IDError.
+// is a *SpecError (see Spec.Validate), a refused id an *IDError. When
+// Config.Packets is a ledger, an id the ledger shows settled (refunded)
+// while Redis no longer holds it is ErrCampaignRetired, and nothing is
+// written: a second campaign under it would share the first one's
+// packets, fund, grants and refund in the ledger.
 //
 // The campaign is registered for settlement before it goes live, and
 // again by every create that finds it live (register.go): whatever step
@@ -188,11 +194,15 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 	if err != nil {
 		return nil, err
 	}
+	settled, err := e.settledInLedger(ctx, spec.ID)
+	if err != nil {
+		return nil, err
+	}
 	var act redisstore.Activation
 	if c.Shards == 1 {
-		act, err = e.createOne(ctx, c, spec, amounts)
+		act, err = e.createOne(ctx, c, spec, amounts, settled)
 	} else {
-		act, err = e.createSharded(ctx, c, spec, amounts)
+		act, err = e.createSharded(ctx, c, spec, amounts, settled)
 	}
 	if err != nil {
 		return nil, e.registerExisting(ctx, "create", false, err)
@@ -208,8 +218,10 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 }
 
 // createOne loads and activates a one-shard campaign: begin, load,
-// activate, each on the campaign's own keys.
-func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64) (redisstore.Activation, error) {
+// activate, each on the campaign's own keys. settled: the ledger shows the
+// campaign refunded, so a begin that finds nothing past loading is refused
+// (ErrCampaignRetired, settledInLedger).
+func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (redisstore.Activation, error) {
 	k := redisstore.CampaignKeys(c.ID)
 	token := newToken()
 	existing, err := e.store.Begin(ctx, k, token, false, append(metaFields(c), e.frontierFields(c.Count)...))
@@ -218,6 +230,11 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 	}
 	if existing != "" {
 		return redisstore.Activation{}, &ExistsError{ID: c.ID, State: State(existing)}
+	}
+	if settled {
+		// Its keys expired after the check, or a refused create left
+		// this load: never live again.
+		return redisstore.Activation{}, opErr("create", c.ID, ErrCampaignRetired)
 	}
 	if err := e.store.Load(ctx, k, token, 1, 1, amounts, e.progress(c.Count, 0)); err != nil {
 		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))

@@ -164,7 +164,7 @@ func closeShards(ctx context.Context, s *redisstore.Store, shards []redisstore.K
 // and the root last: until the root is live the campaign is not found, so
 // nobody who learned of it from Create or Status ever sees it in part.
 // Every shard gets the same window, resolved once by the Redis clock.
-func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amounts []int64) (redisstore.Activation, error) {
+func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (redisstore.Activation, error) {
 	r := newRoute(c.ID, c.Shards)
 	token := newToken()
 	shares := deal(amounts, c.Shards)
@@ -176,6 +176,10 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 		if existing != "" {
 			return redisstore.Activation{}, &ExistsError{ID: c.ID, State: State(existing)}
 		}
+	}
+	if settled {
+		// As in createOne: nothing of it past loading, never live again.
+		return redisstore.Activation{}, opErr("create", c.ID, ErrCampaignRetired)
 	}
 	before := 0
 	for k, keys := range r.keys {

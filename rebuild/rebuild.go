@@ -37,12 +37,24 @@
 //
 // A rebuild never runs beside live grabs on the keys it rewrites: it
 // first freezes every shard (state loading: grabs answer NO_CAMPAIGN, the
-// worker skips the campaign), then reads, plans, writes the new state
-// under keys of its own and swaps each shard in with one script, and
-// activates the shards, the root last, and registers the campaign again.
-// Run again after a crash, it freezes what it left and converges on the
-// same result. It refuses a campaign whose keys look healthy, unless
-// forced.
+// worker skips the campaign), then fences settlement off in the ledger
+// (ledger.Ledger.Fence, funding the campaign from its terms first if
+// nothing has), then reads, plans, writes the new state under keys of its
+// own and swaps each shard in with one script, with the new fence in its
+// meta, and activates the shards, the root last, and registers the
+// campaign again. Run again after a crash, it freezes what it left and
+// converges on the same result. It refuses a campaign whose keys look
+// healthy, unless forced.
+//
+// The fence is what keeps a settlement worker that read a batch of grants
+// from a stream before the loss from committing it after the rebuild read
+// the ledger (its packets would then be both paid and, for the rebuild,
+// nobody's): Fence returns once every write of the campaign in flight has
+// committed, so the rebuild's read sees those, and the ledger refuses
+// every later write prepared under the old fence (ledger.ErrFenced). The
+// worker keeps such a batch pending and reads the campaign again, with
+// the fence the rebuild wrote (redisstore.LedgerFence), and so settles
+// only what the rebuilt Redis holds.
 package rebuild
 
 import (
@@ -140,6 +152,14 @@ type Report struct {
 	ConflictCount int      `json:"conflict_count"`
 	// Notes say what could not be known.
 	Notes []string `json:"notes"`
+	// LedgerFence is the campaign's fence in the ledger, raised by this
+	// rebuild before it read the ledger and written into every shard it
+	// rebuilt: a settlement batch read before carries an older one and is
+	// refused.
+	LedgerFence int64 `json:"ledger_fence"`
+	// Funded is set when the ledger held no fund entry for the campaign
+	// and the rebuild wrote it, from the campaign's terms.
+	Funded bool `json:"funded"`
 }
 
 // run is one rebuild's state.
@@ -155,6 +175,7 @@ type run struct {
 	token    string
 	prior    string            // the root's state before the rebuild ("" when it was gone)
 	rootMeta map[string]string // the root's meta before the freeze (nil when gone)
+	fenceN   int64             // the ledger fence this rebuild raised
 	ev       *evidence
 	plan     *plan
 	now      int64 // Redis clock, ms
@@ -175,7 +196,7 @@ func Rebuild(ctx context.Context, cfg Config, id string) (*Report, error) {
 	}
 	r := &run{cfg: cfg, id: id, store: redisstore.New(cfg.Redis),
 		rep: &Report{Campaign: id, Problems: []string{}, Conflicts: []string{}, Notes: []string{}, UnrecoverablePackets: []int64{}}}
-	for _, step := range []func(context.Context) error{r.readLedger, r.check, r.freeze, r.read, r.decide, r.write, r.activate} {
+	for _, step := range []func(context.Context) error{r.readLedger, r.check, r.freeze, r.fence, r.read, r.decide, r.write, r.activate} {
 		if err := step(ctx); err != nil {
 			if errors.Is(err, ErrHealthy) {
 				return r.rep, err

@@ -2,9 +2,11 @@ package rebuild
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 )
 
@@ -24,8 +26,40 @@ func (r *run) freeze(ctx context.Context) error {
 	return nil
 }
 
+// fence fences settlement off in the ledger, after the freeze and before
+// the read: Fence takes the campaign's lock, so every write of the
+// campaign in flight has committed when it returns, and the ledger
+// refuses every later one prepared under the old fence (a batch a worker
+// read before the freeze); the read below then sees all the ledger will
+// ever hold from the Redis that was lost. A campaign nothing funded yet
+// (the worker funds it with its first batch) is funded first, from its
+// terms, as the worker would from its meta: Fence needs the row.
+//
+// Stopped here or later, the rebuild run again raises the fence again;
+// a fence raised and never written into Redis only refuses writes from
+// a Redis the rebuild replaces anyway, and the shards stay frozen until a
+// rebuild writes one.
+func (r *run) fence(ctx context.Context) error {
+	l := r.cfg.Ledger
+	f, err := l.Fence(ctx, r.id)
+	if errors.Is(err, ledger.ErrNotFunded) {
+		c := ledger.Campaign{ID: r.id, Funding: r.terms.Funding, Total: r.terms.Total}
+		if err := l.Fund(ctx, c); err != nil {
+			return fmt.Errorf("fund the campaign before fencing it: %w", err)
+		}
+		r.rep.Funded = true
+		f, err = l.Fence(ctx, r.id)
+	}
+	if err != nil {
+		return fmt.Errorf("fence settlement off: %w", err)
+	}
+	r.fenceN, r.rep.LedgerFence = f, f
+	return nil
+}
+
 // read reads every frozen shard and the ledger's grants (after the
-// freeze: whatever settled before it is in them), and plans.
+// freeze and the fence: whatever settled before them is in them, and
+// nothing read from the lost Redis settles after), and plans.
 func (r *run) read(ctx context.Context) error {
 	ev := &evidence{shards: len(r.shards), cents: r.cents, lost: r.terms.Lost, release: r.cfg.ReleaseQuarantineRiskingDoubleGrants}
 	for _, keys := range r.shards {
@@ -115,7 +149,7 @@ func (r *run) write(ctx context.Context) error {
 		if err := r.store.Stage(ctx, keys, r.token, r.plan.shards[k].img); err != nil {
 			return err
 		}
-		if _, err := r.store.Swap(ctx, keys, r.token, r.fields(k)); err != nil {
+		if _, err := r.store.Swap(ctx, keys, r.token, r.fenceN, r.fields(k)); err != nil {
 			return err
 		}
 		if testHookSwapped != nil {
@@ -138,7 +172,7 @@ var owned = func() map[string]bool {
 		"created_at", "granted_count", "granted_cents", "refunded_cents", "close_reason", "closed_at", "load_token",
 		"staged_count", "staged_cents", "shards", "shard", "base_count", "base_cents", "in_count", "in_cents",
 		"out_count", "out_cents", "xfer_seq", "lost_count", "lost_cents", "rebuilt_at", "rebuild_token",
-		"rebuild_from", "rebuild_swapped", "block", "sealed"} {
+		"rebuild_from", "rebuild_swapped", "block", "sealed", redisstore.LedgerFence} {
 		m[f] = true
 	}
 	return m

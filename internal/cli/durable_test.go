@@ -144,6 +144,8 @@ func TestFlushThenRebuild(t *testing.T) {
 	require.Contains(t, out, `"restored_pool"`)
 	require.Contains(t, out, `"unrecoverable"`)
 	require.Contains(t, out, fmt.Sprintf(`"quarantined":%d,"quarantined_cents":%d`, rep.Quarantined, rep.QuarantinedCents))
+	require.Greater(t, rep.LedgerFence, rel.LedgerFence, "every rebuild raises the fence: serve's worker settles under the newest")
+	require.Contains(t, out, fmt.Sprintf(`"ledger_fence":%d`, rep.LedgerFence))
 
 	before := len(r.acked)
 	r.rain("h", 0, users, 16, 1, 0, nil) // the same users again: ALREADY, the same packets

@@ -99,6 +99,10 @@ func (c *rebuildCmd) run(ctx context.Context) error {
 		p("  released       %8d  packets, %s (put back in the pool on --release-quarantine-risking-double-grants)\n",
 			rep.Released, hongbao.FormatCents(rep.ReleasedCents))
 	}
+	p("  ledger fence   %8d  (settlement batches read before the rebuild are refused)\n", rep.LedgerFence)
+	if rep.Funded {
+		p("  funded         the ledger had no fund entry: written from the campaign's terms\n")
+	}
 	for _, n := range rep.Notes {
 		p("  note: %s\n", n)
 	}

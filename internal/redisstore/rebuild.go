@@ -19,8 +19,9 @@ import (
 //  3. Stage (Stage): the rebuilt pool, claims, grants to settle and lost
 //     packets, written under keys named by the token (Keys.Staged).
 //  4. Swap (rebuild_swap.lua) and activate (rebuild_activate.lua): the
-//     staged keys replace the old ones and meta in one step; then the
-//     shard goes live, the root last.
+//     staged keys replace the old ones and meta in one step, meta with
+//     the ledger fence the rebuild raised (LedgerFence); then the shard
+//     goes live, the root last.
 //
 // A rebuild cut short leaves its shards loading; run again, it freezes
 // them under a new token (rebuild_from is kept) and reads what is there,
@@ -208,12 +209,16 @@ func chunks(v []string, n int) [][]string {
 }
 
 // Swap is step 4a: the staged keys of token replace shard k's, and meta
-// becomes fields (pairs), the shard still loading. swapped is false when
-// token swapped it before.
-func (s *Store) Swap(ctx context.Context, k Keys, token string, fields []string) (swapped bool, err error) {
+// becomes fields (pairs) with LedgerFence set to fence (the ledger's
+// fence, which the rebuild raised before it read the ledger: settlement
+// passes it with every write, and a batch read before the rebuild carries
+// an older one), the shard still loading. swapped is false when token
+// swapped it before.
+func (s *Store) Swap(ctx context.Context, k Keys, token string, fence int64, fields []string) (swapped bool, err error) {
 	st := k.Staged(token)
 	keys := []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Xfers, k.Applied, k.Lost, st.Pool, st.Claims, st.Grants, st.Lost}
-	n, err := s.s.rebuildSwap.Exec(ctx, s.c, keys, append([]string{token}, fields...)).AsInt64()
+	args := append([]string{token, strconv.FormatInt(fence, 10)}, fields...)
+	n, err := s.s.rebuildSwap.Exec(ctx, s.c, keys, args).AsInt64()
 	if err != nil {
 		return false, resultError("swap "+k.Tag, err)
 	}

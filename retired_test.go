@@ -1,0 +1,115 @@
+package hongbao_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/settle"
+)
+
+// TestCampaignIDRetired: once a red packet campaign is settled (refunded
+// in the ledger) and its keys expired, a create of the same id through
+// the library is refused when the engine has the ledger (Config.Packets):
+// ErrCampaignRetired, with nothing written and nothing registered; the
+// same when a load begun after the keys expired is all Redis holds of
+// it. Before, the create went live again (recording the same packets is a
+// no-op) and its grants settled into the first campaign's refunded
+// escrow: only httpapi's own check stopped it.
+func TestCampaignIDRetired(t *testing.T) {
+	t.Parallel()
+	for _, shards := range []int{1, 3} {
+		r := testenv.SharedRedis(t)
+		led := sqliteLedger(t)
+		eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: led})
+		require.NoError(t, err)
+		ctx := context.Background()
+		spec := hongbao.Spec{ID: testenv.UniqueID(t), Total: 1000, Count: 10, Shards: shards}
+		c, err := eng.Create(ctx, spec)
+		require.NoError(t, err)
+		require.NoError(t, led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total}))
+		g, err := eng.Grab(ctx, spec.ID, "alice")
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Granted, g.Outcome)
+		_, err = eng.Close(ctx, spec.ID)
+		require.NoError(t, err)
+		_, err = eng.Create(ctx, spec)
+		require.ErrorIs(t, err, hongbao.ErrCampaignExists, "still in Redis: a replay")
+
+		w, err := settle.New(settle.Config{Redis: r.Client, Ledger: led, Consumer: "retired", Only: []string{spec.ID},
+			Retention: time.Millisecond, Logger: quiet()})
+		require.NoError(t, err)
+		dctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err = w.Drain(dctx)
+		cancel()
+		require.NoError(t, err)
+		tot, err := led.Totals(ctx, spec.ID)
+		require.NoError(t, err)
+		require.True(t, tot.RefundDone)
+		require.Eventually(t, func() bool {
+			_, err := eng.Status(ctx, spec.ID)
+			return err != nil
+		}, 10*time.Second, 5*time.Millisecond, "the keys expire after the retention")
+		_, err = eng.Status(ctx, spec.ID)
+		require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
+
+		_, err = eng.Create(ctx, spec)
+		require.ErrorIs(t, err, hongbao.ErrCampaignRetired, "shards=%d", shards)
+		root := redisstore.CampaignKeys(spec.ID)
+		n, err := r.Client.Do(ctx, r.Client.B().Exists().Key(root.Meta).Build()).AsInt64()
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing written")
+		_, ok := registry(t, r.Client, false, spec.ID)
+		require.False(t, ok, "nothing registered")
+
+		// A load begun, as by a create whose check ran before the keys
+		// expired: the create finds it and refuses all the same.
+		_, err = redisstore.New(r.Client).Begin(ctx, root, "tok", false, []string{"total", "1000"})
+		require.NoError(t, err)
+		_, err = eng.Create(ctx, spec)
+		require.ErrorIs(t, err, hongbao.ErrCampaignRetired)
+		_, err = eng.Grab(ctx, spec.ID, "bob")
+		require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "never live again")
+		_, ok = registry(t, r.Client, false, spec.ID)
+		require.False(t, ok, "nothing registered")
+		tot2, err := led.Totals(ctx, spec.ID)
+		require.NoError(t, err)
+		require.Equal(t, tot, tot2, "the ledger is as the settlement left it")
+	}
+}
+
+// TestCampaignCreateRetriedBeforeLive: a create that recorded its packets
+// and terms in the ledger, and was funded there, but never went live in
+// this Redis (here: it went live in another Redis, which is as much as
+// this one knows) is run again with the same id: the ledger shows it
+// funded, not refunded, so it is not retired; the retry reuses the
+// recorded seed and goes live.
+func TestCampaignCreateRetriedBeforeLive(t *testing.T) {
+	t.Parallel()
+	led := sqliteLedger(t)
+	ctx := context.Background()
+	other := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	first, err := hongbao.New(hongbao.Config{Redis: other.Client, Packets: led})
+	require.NoError(t, err)
+	spec := hongbao.Spec{ID: testenv.UniqueID(t), Total: 1000, Count: 10}
+	c, err := first.Create(ctx, spec)
+	require.NoError(t, err)
+	require.NoError(t, led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total}))
+
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: led})
+	require.NoError(t, err)
+	again, err := eng.Create(ctx, spec)
+	require.NoError(t, err, "funded but never settled: not retired")
+	require.Equal(t, c.Seed, again.Seed, "the recorded seed")
+	g, err := eng.Grab(ctx, spec.ID, "alice")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+}
