@@ -1,0 +1,205 @@
+package hongbao_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/internal/testenv"
+)
+
+// replicated starts a primary with one replica that follows it and an
+// engine that waits for that replica.
+func replicated(t *testing.T) (primary, replica *testenv.Redis, eng *hongbao.Engine) {
+	t.Helper()
+	primary = testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--repl-diskless-sync-delay", "0"}})
+	replica = testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	replicaOf(t, replica, primary)
+	eng, err := hongbao.New(hongbao.Config{Redis: primary.Client, WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	return primary, replica, eng
+}
+
+// leave makes the replica stop following its primary: from then on no
+// replica acknowledges anything.
+func leave(t *testing.T, replica *testenv.Redis) {
+	t.Helper()
+	c := replica.Client
+	require.NoError(t, c.Do(context.Background(), c.B().Replicaof().No().One().Build()).Error())
+}
+
+// getKey reads key on r: "" when absent.
+func getKey(t *testing.T, r *testenv.Redis, key string) string {
+	t.Helper()
+	v, err := r.Client.Do(context.Background(), r.Client.B().Get().Key(key).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return ""
+	}
+	require.NoError(t, err)
+	return v
+}
+
+// delReplicated deletes key on the primary and waits until the replica
+// has the deletion too.
+func delReplicated(t *testing.T, primary *testenv.Redis, key string) {
+	t.Helper()
+	p := primary.Client
+	res := p.DoMulti(context.Background(), p.B().Del().Key(key).Build(), p.B().Wait().Numreplicas(1).Timeout(5000).Build())
+	require.NoError(t, res[0].Error())
+	n, err := res[1].AsInt64()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+}
+
+// TestHeldWaitsForReplicas: with WaitReplicas, Engine.Held (GET
+// .../grants/me) answers a packet only once a replica holds it. While no
+// replica follows, a packet written on the primary alone (its grab
+// answered ErrOutcomeUnknown) is not reported held: ErrOutcomeUnknown
+// again, never the packet, which a failover would hand to someone else.
+// A user who holds nothing is told so. Once a replica holds the packet,
+// Held answers it.
+func TestHeldWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	primary, replica, eng := replicated(t)
+	ctx := context.Background()
+	var ids []string
+	for _, shards := range []int{1, 3} {
+		c := create(t, eng, hongbao.Spec{Total: 10_000, Count: 100, Shards: shards})
+		ids = append(ids, c.ID)
+		g, err := eng.Grab(ctx, c.ID, "ann")
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Granted, g.Outcome)
+		h, err := eng.Held(ctx, c.ID, "ann")
+		require.NoError(t, err)
+		require.Equal(t, g.Seq, h.Seq)
+	}
+	leave(t, replica)
+	for i, id := range ids {
+		_, err := eng.Grab(ctx, id, "dee")
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+		_, err = eng.Held(ctx, id, "dee")
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "campaign %d: a packet no replica holds", i)
+		_, err = eng.Held(ctx, id, "ann")
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "campaign %d: no replica vouches for it now", i)
+		_, err = eng.Held(ctx, id, "nobody")
+		require.ErrorIs(t, err, hongbao.ErrNoGrant)
+	}
+	replicaOf(t, replica, primary)
+	for i, id := range ids {
+		h, err := eng.Held(ctx, id, "dee")
+		require.NoError(t, err, "campaign %d", i)
+		shards := 1 + 2*i
+		k := redisstore.ShardKeys(id, shards, hongbao.HomeShard("dee", shards))
+		v, err := replica.Client.Do(ctx, replica.Client.B().Hget().Key(k.Claims).Field("dee").Build()).ToString()
+		require.NoError(t, err)
+		require.Equal(t, v, redisstore.FormatPacket(h.Seq, h.Cents))
+	}
+}
+
+// TestAlreadyWaitsForItsGrant: a grab batch answered ALREADY only wrote
+// nothing. On Redis 7.2 and later such a batch moves no replication
+// offset, and the WAIT behind it would vouch for nothing; so the engine
+// writes the shard's sync key and waits again before it answers. On the
+// Redis 7.0 of the tests every command moves the offset, which hides the
+// hole; the test sees the fix by the sync write on the replica. A batch
+// that granted moved the offset itself and writes no sync key (one round
+// trip on the hot path). With no replica following, an ALREADY answers
+// ErrOutcomeUnknown.
+func TestAlreadyWaitsForItsGrant(t *testing.T) {
+	t.Parallel()
+	primary, replica, eng := replicated(t)
+	ctx := context.Background()
+	for _, shards := range []int{1, 3} {
+		c := create(t, eng, hongbao.Spec{Total: 10_000, Count: 100, Shards: shards})
+		for i := range 4 {
+			u := "u" + strconv.Itoa(i)
+			k := redisstore.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
+			delReplicated(t, primary, k.Sync)
+			g, err := eng.Grab(ctx, c.ID, u)
+			require.NoError(t, err)
+			require.Equal(t, hongbao.Granted, g.Outcome)
+			require.Empty(t, getKey(t, primary, k.Sync), "a batch that granted needs no sync write")
+
+			again, err := eng.Grab(ctx, c.ID, u)
+			require.NoError(t, err)
+			require.Equal(t, hongbao.Already, again.Outcome)
+			require.Equal(t, g.Seq, again.Seq)
+			require.Equal(t, "1", getKey(t, replica, k.Sync), "shards %d user %s: the ALREADY batch's sync write is on the replica", shards, u)
+		}
+	}
+	c := create(t, eng, hongbao.Spec{Total: 10_000, Count: 100})
+	_, err := eng.Grab(ctx, c.ID, "ann")
+	require.NoError(t, err)
+	leave(t, replica)
+	_, err = eng.Grab(ctx, c.ID, "ann")
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+}
+
+// TestDiscountWaitReplicas: with WaitReplicas, reserve, confirm and
+// cancel answer only once a replica holds what they answer, as a grab
+// does: while no replica follows, each answers ErrOutcomeUnknown, the
+// repeats (answered from earlier writes) too; once a replica follows
+// again, the repeats answer what was written, and a repeat that wrote
+// nothing made the replica hold its answer by the shard's sync write.
+func TestDiscountWaitReplicas(t *testing.T) {
+	t.Parallel()
+	primary, replica, eng := replicated(t)
+	ctx := context.Background()
+	for _, shards := range []int{1, 3} {
+		d, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
+			Min: 10, Max: 100, Shards: shards, Hold: time.Minute})
+		require.NoError(t, err)
+		// Answered: the replica holds the reservation already.
+		r, err := eng.ReserveDiscount(ctx, d.ID, "ann", "o1", 5_000)
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Reserved, r.Outcome)
+		k := redisstore.DiscountShardKeys(d.ID, shards, hongbao.HomeShard("ann", shards))
+		rec, err := replica.Client.Do(ctx, replica.Client.B().Hget().Key(k.Resv).Field(redisstore.OrderKey("ann", "o1")).Build()).ToString()
+		require.NoError(t, err)
+		require.Equal(t, byte('r'), rec[0])
+		_, err = eng.ReserveDiscount(ctx, d.ID, "bob", "o1", 5_000)
+		require.NoError(t, err)
+
+		leave(t, replica)
+		_, err = eng.ReserveDiscount(ctx, d.ID, "cy", "o1", 5_000)
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: reserve", shards)
+		_, err = eng.ReserveDiscount(ctx, d.ID, "ann", "o1", 5_000)
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: repeated reserve", shards)
+		_, err = eng.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: confirm", shards)
+		_, err = eng.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: repeated confirm", shards)
+		_, err = eng.CancelDiscount(ctx, d.ID, "bob", "o1")
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: cancel", shards)
+		_, err = eng.CancelDiscount(ctx, d.ID, "ann", "o1")
+		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: cancel of a confirmed order", shards)
+
+		replicaOf(t, replica, primary)
+		for _, u := range []string{"ann", "bob", "cy"} {
+			hk := redisstore.DiscountShardKeys(d.ID, shards, hongbao.HomeShard(u, shards)).Keys()
+			delReplicated(t, primary, hk.Sync)
+			switch u {
+			case "ann":
+				c, err := eng.ConfirmDiscount(ctx, d.ID, u, "o1")
+				require.NoError(t, err)
+				require.True(t, c.Again)
+			case "bob":
+				c, err := eng.CancelDiscount(ctx, d.ID, u, "o1")
+				require.NoError(t, err)
+				require.True(t, c.Again)
+			case "cy":
+				r, err := eng.ReserveDiscount(ctx, d.ID, u, "o1", 5_000)
+				require.NoError(t, err)
+				require.Equal(t, hongbao.ReservedAlready, r.Outcome)
+			}
+			require.Equal(t, "1", getKey(t, replica, hk.Sync), "shards %d user %s: the repeat's sync write is on the replica", shards, u)
+		}
+	}
+}
