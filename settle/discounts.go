@@ -225,6 +225,14 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (bool, error) {
 	if ok, err := w.ledgerAgrees(ctx, lid, count, cents); !ok || err != nil {
 		return false, err
 	}
+	// As for a red packet refund: the replicas hold what the refund is
+	// computed from (the closed state, what every shard holds) before the
+	// ledger pays it back, or a failover could reopen what was refunded.
+	for _, k := range v.Shards {
+		if err := w.syncReplicas(ctx, k.Keys()); err != nil {
+			return false, err
+		}
+	}
 	refund := root.Int("budget") - cents
 	if err := w.sink.Refund(ctx, lid, refund); err != nil {
 		return false, fmt.Errorf("refund: %w", err)
