@@ -203,3 +203,44 @@ func TestDiscountWaitReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitSyncOnCluster: on a cluster of three masters with a replica
+// each, the answers that rest on earlier writes (a repeated grab, Held, a
+// repeated reserve and confirm) wait on the node of the user's shard: the
+// sync write and its WAIT go to the connection that ran the script, in
+// the shard's slot.
+func TestWaitSyncOnCluster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.NewCluster(t, testenv.ClusterOptions{Masters: 3, ReplicasPerMaster: 1})
+	ctx := context.Background()
+	eng, err := hongbao.New(hongbao.Config{Redis: cl.Client, WaitReplicas: 1, WaitTimeout: time.Second})
+	require.NoError(t, err)
+	const shards = 3
+	c := create(t, eng, hongbao.Spec{Total: 30_000, Count: 300, Shards: shards})
+	d, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
+		Min: 10, Max: 100, Shards: shards, Hold: time.Minute})
+	require.NoError(t, err)
+	for i := range 12 {
+		u := "w" + strconv.Itoa(i)
+		g, err := eng.Grab(ctx, c.ID, u)
+		require.NoError(t, err)
+		again, err := eng.Grab(ctx, c.ID, u)
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Already, again.Outcome)
+		h, err := eng.Held(ctx, c.ID, u)
+		require.NoError(t, err)
+		require.Equal(t, g.Seq, h.Seq)
+		k := redisstore.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
+		v, err := cl.Client.Do(ctx, cl.Client.B().Get().Key(k.Sync).Build()).ToString()
+		require.NoError(t, err, "the sync key of %s", k.Tag)
+		require.Equal(t, "1", v)
+
+		for range 2 {
+			r, err := eng.ReserveDiscount(ctx, d.ID, u, "o1", 5_000)
+			require.NoError(t, err)
+			require.True(t, r.Outcome.HasAmount())
+			_, err = eng.ConfirmDiscount(ctx, d.ID, u, "o1")
+			require.NoError(t, err)
+		}
+	}
+}
