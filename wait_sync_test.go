@@ -244,3 +244,79 @@ func TestWaitSyncOnCluster(t *testing.T) {
 		}
 	}
 }
+
+// stallReplica blocks the replica's whole server for d (DEBUG SLEEP): it
+// neither applies nor acknowledges what the primary sends meanwhile, yet
+// stays connected, so WAIT still counts it by what it acknowledged
+// before. It returns once the sleep has begun; the channel closes when it
+// ends.
+func stallReplica(t *testing.T, replica *testenv.Redis, d time.Duration) <-chan struct{} {
+	t.Helper()
+	probe := testenv.Client(t, replica.Addr)
+	require.NoError(t, probe.Do(context.Background(), probe.B().Ping().Build()).Error())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c := replica.Client
+		_ = c.Do(context.Background(), c.B().Arbitrary("DEBUG", "SLEEP").Args(strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).Build()).Error()
+	}()
+	require.Eventually(t, func() bool {
+		pctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		return probe.Do(pctx, probe.B().Ping().Build()).Error() != nil
+	}, 5*time.Second, time.Millisecond)
+	return done
+}
+
+// TestRetryOnAnotherEngineWaits: the retry of a grab whose outcome was
+// unknown lands on another engine (another serve process), whose
+// connections wrote nothing yet, while the replica lags behind the grant.
+// On Redis 7.2 and later the script answering ALREADY wrote nothing and
+// moves no offset: a WAIT behind it alone would count the lagging replica
+// and vouch for a packet it lacks. The engine writes the shard's sync key
+// first, so the retry, the held packet and a repeated confirm answer
+// ErrOutcomeUnknown until the replica holds them, on every version. (On
+// Redis 7.0 every command moves the offset and the first two pass without
+// the sync write too; Held never waited before.)
+func TestRetryOnAnotherEngineWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary := testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--repl-diskless-sync-delay", "0"}})
+	replica := testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--enable-debug-command", "yes"}})
+	replicaOf(t, replica, primary)
+	newEngine := func() *hongbao.Engine {
+		eng, err := hongbao.New(hongbao.Config{Redis: testenv.Client(t, primary.Addr), WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		return eng
+	}
+	a := newEngine()
+	c := create(t, a, hongbao.Spec{Total: 10_000, Count: 100})
+	d, err := a.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
+		Min: 10, Max: 100, Hold: time.Minute})
+	require.NoError(t, err)
+	_, err = a.ReserveDiscount(ctx, d.ID, "ann", "o1", 5_000)
+	require.NoError(t, err)
+
+	done := stallReplica(t, replica, 3*time.Second)
+	_, err = a.Grab(ctx, c.ID, "dee")
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+	_, err = a.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+	b := newEngine()
+	_, err = b.Grab(ctx, c.ID, "dee")
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "ALREADY of a packet the replica lacks")
+	_, err = b.Held(ctx, c.ID, "dee")
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "held: a packet the replica lacks")
+	_, err = b.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "a repeated confirm the replica lacks")
+	<-done
+
+	// Once the replica caught up, the retries answer what was written.
+	require.Eventually(t, func() bool {
+		g, err := b.Grab(ctx, c.ID, "dee")
+		return err == nil && g.Outcome == hongbao.Already
+	}, 10*time.Second, 10*time.Millisecond)
+	r, err := b.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+	require.NoError(t, err)
+	require.True(t, r.Again)
+}
