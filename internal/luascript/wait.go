@@ -27,11 +27,12 @@ import (
 // What WAIT covers. WAIT waits for the replication offset the connection
 // stood at after its last write. Redis before 7.2 sets that offset after
 // every command, writing or not; Redis 7.2 and later only after a command
-// that propagated something (by a reading of its source: no 7.2 binary
-// ran our tests). So on 7.2 a script that wrote nothing (a grab answered
+// that propagated something (tried on 7.0.15 and 7.2.6; see
+// docs/durability.md). So on 7.2 a script that wrote nothing (a grab answered
 // ALREADY only, a repeated confirm) leaves the offset where an older call
-// of that pooled connection left it, and its WAIT answers at once,
-// counting replicas that may lack what the script answered from. A script
+// of that pooled connection left it (0 on a fresh one), and its WAIT may
+// answer at once, counting replicas that lack what the script answered
+// from. A script
 // that wrote propagated its writes after every write the node made
 // before, so its WAIT covers those too. ExecWaitSync handles the first
 // case: the caller says from the reply whether the script may have
