@@ -63,7 +63,8 @@ type Config struct {
 	// docs/durability.md.
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT. Default 500ms; it must be shorter than
-	// BatchTimeout.
+	// BatchTimeout. A batch that answered from earlier writes only sends
+	// two (see WaitReplicas).
 	WaitTimeout time.Duration
 	// Packets, if not nil, records every packet of a campaign (seq i+1 is
 	// cents[i]) before the campaign goes live, so that a campaign Redis
