@@ -225,16 +225,8 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (bool, error) {
 	if ok, err := w.ledgerAgrees(ctx, lid, count, cents); !ok || err != nil {
 		return false, err
 	}
-	// As for a red packet refund: the replicas hold what the refund is
-	// computed from (the closed state, what every shard holds) before the
-	// ledger pays it back, or a failover could reopen what was refunded.
-	for _, k := range v.Shards {
-		if err := w.syncReplicas(ctx, k.Keys()); err != nil {
-			return false, err
-		}
-	}
 	refund := root.Int("budget") - cents
-	if err := w.sink.Refund(ctx, lid, refund); err != nil {
+	if err := w.refundSynced(ctx, v.Shards, lid, refund); err != nil {
 		return false, fmt.Errorf("refund: %w", err)
 	}
 	changed, err := w.settleDiscountShards(ctx, v, refund)
@@ -246,6 +238,20 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (bool, error) {
 		w.log.Info("discount campaign settled", "discount", id, "confirmed_cents", cents, "refund_cents", refund)
 	}
 	return true, w.retireDiscount(ctx, v)
+}
+
+// refundSynced writes the refund of discount campaign lid to the sink once
+// the replicas hold every shard's writes so far, as a red packet refund
+// does (Config.WaitReplicas): what the refund is computed from, the
+// closed state and what each shard holds, is then on the replicas, and a
+// failover cannot reopen what the ledger paid back.
+func (w *Worker) refundSynced(ctx context.Context, shards []redisstore.DiscountKeys, lid string, refund int64) error {
+	for _, k := range shards {
+		if err := w.syncReplicas(ctx, k.Keys()); err != nil {
+			return err
+		}
+	}
+	return w.sink.Refund(ctx, lid, refund)
 }
 
 // settleDiscountShards records the refund in Redis, each shard its part
