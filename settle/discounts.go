@@ -226,7 +226,10 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	refund := root.Int("budget") - cents
-	if err := w.refundSynced(ctx, v.Shards, lid, refund); err != nil {
+	if err := w.syncDiscountShards(ctx, v.Shards); err != nil {
+		return false, err
+	}
+	if err := w.sink.Refund(ctx, lid, refund); err != nil {
 		return false, fmt.Errorf("refund: %w", err)
 	}
 	changed, err := w.settleDiscountShards(ctx, v, refund)
@@ -240,18 +243,18 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (bool, error) {
 	return true, w.retireDiscount(ctx, v)
 }
 
-// refundSynced writes the refund of discount campaign lid to the sink once
-// the replicas hold every shard's writes so far, as a red packet refund
-// does (Config.WaitReplicas): what the refund is computed from, the
-// closed state and what each shard holds, is then on the replicas, and a
+// syncDiscountShards waits, with Config.WaitReplicas, until the replicas
+// hold every write of every shard so far. The refund waits for it, as a
+// red packet refund does: what the refund is computed from, the closed
+// state and what each shard holds, is then on the replicas, and a
 // failover cannot reopen what the ledger paid back.
-func (w *Worker) refundSynced(ctx context.Context, shards []redisstore.DiscountKeys, lid string, refund int64) error {
+func (w *Worker) syncDiscountShards(ctx context.Context, shards []redisstore.DiscountKeys) error {
 	for _, k := range shards {
 		if err := w.syncReplicas(ctx, k.Keys()); err != nil {
 			return err
 		}
 	}
-	return w.sink.Refund(ctx, lid, refund)
+	return nil
 }
 
 // settleDiscountShards records the refund in Redis, each shard its part
