@@ -15,7 +15,7 @@ type Keys struct {
 	Xfers   string // hash: transfers out of this shard in flight, xid -> record
 	Applied string // set: ids of the transfers this shard has received
 	Lost    string // list: packets a rebuild found gone with no holder it could name
-	Sync    string // string: written before a WAIT that must cover earlier writes (see sync.go)
+	Sync    string // string: written by settlement before each WAIT (see SyncReplicas)
 }
 
 // CampaignKeys builds the keys of campaign id, or of its root shard when
