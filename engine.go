@@ -54,11 +54,17 @@ type Config struct {
 	// ErrOutcomeUnknown to the whole batch: the grants are on the primary
 	// and may be lost in a failover, so nobody is told GRANTED; a retry
 	// answers ALREADY with the same packet when the grant survived, and
-	// grants afresh when it was lost. Default 0 (no waiting). See
+	// grants afresh when it was lost. An answer given from earlier writes
+	// waits for them too: a batch that wrote nothing (every user ALREADY)
+	// writes the shard's sync key and waits again on its connection, and
+	// Held reads, writes it and waits in one round trip, so no packet is
+	// reported that the replicas may lack. Discount calls (reserve,
+	// confirm, cancel) wait in the same way. Default 0 (no waiting). See
 	// docs/durability.md.
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT. Default 500ms; it must be shorter than
-	// BatchTimeout.
+	// BatchTimeout. A batch that answered from earlier writes only sends
+	// two (see WaitReplicas).
 	WaitTimeout time.Duration
 	// Packets, if not nil, records every packet of a campaign (seq i+1 is
 	// cents[i]) before the campaign goes live, so that a campaign Redis
@@ -462,7 +468,8 @@ func toGrant(id, user string, r redisstore.GrabResult) (Grant, error) {
 // Held reads the packet user holds in campaign id, without grabbing: a
 // Grant with outcome Already. It is ErrNoGrant when the user holds none,
 // ErrCampaignNotFound when the campaign does not exist or is still
-// loading.
+// loading. With Config.WaitReplicas a packet the replicas do not
+// acknowledge in time is ErrOutcomeUnknown, never reported.
 func (e *Engine) Held(ctx context.Context, id, user string) (Grant, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return Grant{}, err

@@ -228,6 +228,9 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 		return false, 0, err
 	}
 	refund := root.Int("budget") - cents
+	if err := w.syncDiscountShards(ctx, v.Shards); err != nil {
+		return false, 0, err
+	}
 	if err := w.sink.Refund(fenced(ctx, root), lid, refund); err != nil {
 		return false, 0, w.refundFailed(ctx, rootKeys, "discount", id, err)
 	}
@@ -240,6 +243,20 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 		w.log.Info("discount campaign settled", "discount", id, "confirmed_cents", cents, "refund_cents", refund)
 	}
 	return true, 0, w.retireDiscount(ctx, v)
+}
+
+// syncDiscountShards waits, with Config.WaitReplicas, until the replicas
+// hold every write of every shard so far. The refund waits for it, as a
+// red packet refund does: what the refund is computed from, the closed
+// state and what each shard holds, is then on the replicas, and a
+// failover cannot reopen what the ledger paid back.
+func (w *Worker) syncDiscountShards(ctx context.Context, shards []redisstore.DiscountKeys) error {
+	for _, k := range shards {
+		if err := w.syncReplicas(ctx, k.Keys()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // settleDiscountShards records the refund in Redis, each shard its part

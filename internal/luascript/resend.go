@@ -21,7 +21,7 @@ import (
 //   - LOADING: the server is loading its data set after a restart.
 //
 // MOVED and ASK also mean "not run here"; the shared client follows them
-// itself, a dedicated connection (ExecWait on a cluster) does not, and
+// itself, a dedicated connection (ExecWait, DoWait) does not, and
 // then they are sent again like the others.
 
 // NotRun reports whether err is an error reply saying that the command did

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
 // Discount campaigns. A discount campaign spends a budget over a quota of
@@ -81,25 +83,31 @@ func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, token string,
 // per triple into out. A caller that routed with a stale shard count gets
 // a *ShardsError and nothing was written.
 func (s *Store) Reserve(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return discBatch(s.s.discReserve.Exec(ctx, s.c, keys, args), "reserve", out)
+	return s.discExec(ctx, s.s.discReserve, keys, args, "reserve", out)
 }
 
 // Confirm runs disc_confirm.lua on one shard: keys are ConfirmKeys, args
 // the shard count and then pairs of user, order.
 func (s *Store) Confirm(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return discBatch(s.s.discConfirm.Exec(ctx, s.c, keys, args), "confirm", out)
+	return s.discExec(ctx, s.s.discConfirm, keys, args, "confirm", out)
 }
 
 // Cancel runs disc_cancel.lua on one shard: keys are CancelKeys, args the
 // shard count and then pairs of user, order.
 func (s *Store) Cancel(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return discBatch(s.s.discCancel.Exec(ctx, s.c, keys, args), "cancel", out)
+	return s.discExec(ctx, s.s.discCancel, keys, args, "cancel", out)
 }
 
-// discBatch decodes the reply of a discount batch script: four integers
-// per request.
-func discBatch(r rueidis.RedisResult, op string, out []DiscountResult) error {
+// discExec runs a discount batch script, followed under WAIT by WAIT as a
+// grab is (and by the sync of an answer given from earlier writes, see
+// sync.go), and decodes its reply into out: four integers per request. A
+// WAIT that falls short is an *UnknownError, as for a grab.
+func (s *Store) discExec(ctx context.Context, sc *luascript.Script, keys, args []string, op string, out []DiscountResult) error {
+	r, werr := s.execSync(ctx, sc, keys, args, s.syncOf(keys[0], discSilent))
 	vals, err := r.AsIntSlice()
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
 		return shardsError(resultError(op, err))
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
 // Held reads the packet user holds on shard k (the root of a campaign, or
@@ -19,11 +21,38 @@ import (
 // the campaign left loading and is never changed or removed while the
 // campaign lives (its keys expire together, after settlement), so a
 // script running between the two reads cannot make them disagree.
+//
+// Under WAIT (WithWait) a packet is answered only once the replicas hold
+// it: the two reads, a write of the shard's sync key and WAIT go out in
+// one round trip on one connection (luascript.DoWait), so the replicas
+// that acknowledged the write hold the claim the reads found; when fewer
+// acknowledged, a held packet is an *UnknownError (a user told of a
+// packet no replica holds could see it granted to someone else after a
+// failover). A user who holds none is answered so either way.
 func (s *Store) Held(ctx context.Context, k Keys, user string) (seq, cents int64, shards int, held bool, err error) {
-	res := s.c.DoMulti(ctx,
-		s.c.B().Hmget().Key(k.Meta).Field("state", "shards").Build(),
-		s.c.B().Hget().Key(k.Claims).Field(user).Build(),
-	)
+	reads := func() []rueidis.Completed {
+		return []rueidis.Completed{
+			s.c.B().Hmget().Key(k.Meta).Field("state", "shards").Build(),
+			s.c.B().Hget().Key(k.Claims).Field(user).Build(),
+		}
+	}
+	var res []rueidis.RedisResult
+	var werr error
+	if s.waitN == 0 {
+		res = s.c.DoMulti(ctx, reads()...)
+	} else {
+		res, werr = luascript.DoWait(ctx, s.c, func() []rueidis.Completed { return append(reads(), s.syncWrite(k.Sync)()) },
+			k.Sync, s.waitN, s.waitMs)
+	}
+	seq, cents, shards, held, err = heldOf(res, user)
+	if err == nil && held && werr != nil {
+		return 0, 0, 0, false, resultError("held", werr)
+	}
+	return seq, cents, shards, held, err
+}
+
+// heldOf reads the replies of Held's two reads.
+func heldOf(res []rueidis.RedisResult, user string) (seq, cents int64, shards int, held bool, err error) {
 	m, err := res[0].ToArray()
 	if err != nil || len(m) != 2 {
 		return 0, 0, 0, false, fmt.Errorf("held: %w", err)

@@ -53,10 +53,13 @@ func New(c rueidis.Client) *Store { return &Store{c: c, s: modernScripts} }
 // instead of refusing it up front.
 func NewLegacy(c rueidis.Client) *Store { return &Store{c: c, s: legacyScripts} }
 
-// WithWait returns a copy of the store whose grabs and transfer steps
-// are acknowledged only once replicas replicas hold their writes, waiting
-// at most timeout; one that falls short is an *UnknownError (wrapping a
-// *luascript.ShortWaitError): its outcome is unknown.
+// WithWait returns a copy of the store whose grabs, discount calls
+// (reserve, confirm, cancel), Held reads and transfer steps are answered
+// only once replicas replicas hold what they answer, waiting at most
+// timeout; one that falls short is an *UnknownError (wrapping a
+// *luascript.ShortWaitError): its outcome is unknown. An answer a script
+// gave from earlier writes without writing is made to wait for them too
+// (see sync.go).
 func (s *Store) WithWait(replicas int, timeout time.Duration) *Store {
 	c := *s
 	c.waitN, c.waitMs = int64(replicas), max(timeout.Milliseconds(), 1)
@@ -71,10 +74,16 @@ func (s *Store) Wait() (replicas int, timeout time.Duration) {
 // exec runs a script that moves packets, followed by WAIT when the store
 // waits for replicas.
 func (s *Store) exec(ctx context.Context, sc *luascript.Script, keys, args []string) (rueidis.RedisResult, error) {
+	return s.execSync(ctx, sc, keys, args, nil)
+}
+
+// execSync is exec for a batch script that may answer from earlier writes
+// without writing: sync (from syncOf) then follows its WAIT (see sync.go).
+func (s *Store) execSync(ctx context.Context, sc *luascript.Script, keys, args []string, sync *luascript.Sync) (rueidis.RedisResult, error) {
 	if s.waitN == 0 {
 		return sc.Exec(ctx, s.c, keys, args), nil
 	}
-	return sc.ExecWait(ctx, s.c, keys, args, s.waitN, s.waitMs)
+	return sc.ExecWaitSync(ctx, s.c, keys, args, s.waitN, s.waitMs, sync)
 }
 
 // Client is the Redis client of the store.
@@ -200,7 +209,7 @@ func (s *Store) Grab(ctx context.Context, keys []string, args []string, out []Gr
 // part of the pool runs low while a sealed part remains (blocks.go): the
 // caller may open the next block ahead of need.
 func (s *Store) GrabHinted(ctx context.Context, keys []string, args []string, out []GrabResult) (low bool, err error) {
-	r, werr := s.exec(ctx, s.s.grab, keys, args)
+	r, werr := s.execSync(ctx, s.s.grab, keys, args, s.syncOf(keys[0], grabSilent))
 	resp, err := r.ToArray()
 	if err == nil {
 		err = werr
