@@ -254,7 +254,7 @@ func (s *Server) demoToken(w http.ResponseWriter, r *http.Request) {
 		b[i] = letters[int(b[i])%len(letters)]
 	}
 	user, now := "demo-"+string(b), s.cfg.Now()
-	tok, err := MintToken(s.cfg.UserSecrets[0], user, s.cfg.Demo.TokenTTL, now)
+	tok, err := MintScopedToken(s.cfg.UserSecrets[0], s.cfg.Token, user, s.cfg.Demo.TokenTTL, now)
 	if err != nil {
 		s.fail(w, r, err)
 		return

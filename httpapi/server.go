@@ -39,6 +39,15 @@ type Config struct {
 	// AdminKeys are the operators' bearer keys, each at least MinSecretLen
 	// bytes. At least one.
 	AdminKeys [][]byte
+	// PaymentKeys are the payment system's bearer keys, each at least
+	// MinSecretLen bytes: they reserve, confirm and cancel discounts for
+	// the user named in the body. An admin key does that too. Default
+	// none: only the admin keys.
+	PaymentKeys [][]byte
+	// Token is what a user token must say besides its signature: issuer,
+	// audience, maximum lifetime. Default: iss and aud not checked, at
+	// most 24h.
+	Token TokenScope
 	// Ready are the readiness checks of /readyz besides Redis (the ledger,
 	// for one), by name. Default: none.
 	Ready map[string]func(context.Context) error
@@ -61,7 +70,8 @@ type Config struct {
 	// MaxCount caps the packets of one campaign created over HTTP.
 	// Default 1,000,000.
 	MaxCount int
-	// Leeway is the clock skew allowed on a token's exp, nbf and iat.
+	// Leeway is the clock skew allowed on a token's exp and nbf, on an
+	// iat in the future (refused beyond it) and on Token.MaxAge.
 	// Default 30s.
 	Leeway time.Duration
 	// UserRate and UserBurst limit requests per user, per second, in this
@@ -121,7 +131,7 @@ func (c *Config) Validate() error {
 		return errors.New("httpapi: at least one user token secret is required")
 	case len(c.AdminKeys) == 0:
 		return errors.New("httpapi: at least one admin key is required")
-	case c.MaxBodyBytes < 0, c.MaxCount < 0, c.Leeway < 0, c.Timeout < 0, c.RetryAfter < 0, c.GlobalRate < 0,
+	case c.MaxBodyBytes < 0, c.MaxCount < 0, c.Leeway < 0, c.Token.MaxAge < 0, c.Timeout < 0, c.RetryAfter < 0, c.GlobalRate < 0,
 		c.LiveInterval < 0, c.MaxLiveViews < 0, c.MaxLiveCampaigns < 0:
 		return errors.New("httpapi: limits and durations must not be negative")
 	case c.Demo != nil && (c.Demo.Campaign == nil || c.Demo.TokenTTL < 0):
@@ -147,6 +157,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("httpapi: admin key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
 		}
 	}
+	for i, k := range c.PaymentKeys {
+		if len(k) < MinSecretLen {
+			return fmt.Errorf("httpapi: payment key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
+		}
+	}
 	return nil
 }
 
@@ -155,7 +170,8 @@ type Server struct {
 	cfg      Config
 	mux      *http.ServeMux
 	users    *userAuth
-	admins   *adminAuth
+	admins   *keyAuth
+	payments *keyAuth // the payment keys and the admin keys
 	log      *slog.Logger
 	metrics  *metrics
 	dmetrics *discountMetrics
@@ -186,6 +202,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Leeway == 0 {
 		cfg.Leeway = 30 * time.Second
 	}
+	if cfg.Token.MaxAge == 0 {
+		cfg.Token.MaxAge = 24 * time.Hour
+	}
 	if cfg.UserRate == 0 {
 		cfg.UserRate = 5
 	}
@@ -211,16 +230,22 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	setLiveDefaults(&cfg)
+	if cfg.Demo != nil && cfg.Demo.TokenTTL > cfg.Token.MaxAge {
+		return nil, fmt.Errorf("httpapi: Config.Demo.TokenTTL %v is longer than Token.MaxAge %v", cfg.Demo.TokenTTL, cfg.Token.MaxAge)
+	}
 	s := &Server{
 		cfg:     cfg,
 		mux:     http.NewServeMux(),
-		users:   newUserAuth(cfg.UserSecrets, cfg.Leeway, cfg.Now),
-		admins:  newAdminAuth(cfg.AdminKeys),
+		users:   newUserAuth(cfg.UserSecrets, cfg.Token, cfg.Leeway, cfg.Now),
 		log:     cfg.Logger.With("component", "http"),
 		userLim: newBucketLimiter(cfg.UserRate, cfg.UserBurst),
 		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
 		global:  newGlobalLimiter(cfg.Engine.CountRequests, cfg.GlobalRate),
 	}
+	salt := fingerprintSalt(cfg.UserSecrets)
+	s.admins = newKeyAuth(salt, "admin", cfg.AdminKeys)
+	s.payments = newKeyAuth(salt, "payment", cfg.PaymentKeys)
+	s.payments.add(salt, "admin", cfg.AdminKeys)
 	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
 	s.metrics = newMetrics(cfg.Registry, sc)
 	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
@@ -402,10 +427,31 @@ type adminHandler func(w http.ResponseWriter, r *http.Request, admin string)
 // admin authenticates an operator.
 func (s *Server) admin(next adminHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		who, err := s.admins.admin(r)
+		who, err := s.admins.match(r)
 		if err != nil {
 			s.log.Warn("admin credentials refused", "route", r.Pattern, "remote", r.RemoteAddr)
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid admin key is required", 0)
+			return
+		}
+		next(w, r, who)
+	}
+}
+
+type paymentHandler func(w http.ResponseWriter, r *http.Request, who string)
+
+// payment authenticates the payment system (a payment key or an admin
+// key). A user's own token answers 403: a user who could reserve and
+// confirm discounts would credit themselves for orders never paid.
+func (s *Server) payment(next paymentHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, err := s.payments.match(r)
+		if err != nil {
+			if _, uerr := s.users.user(r); uerr == nil {
+				writeError(w, http.StatusForbidden, CodeForbidden, "this route takes the payment system's key, not a user token", 0)
+				return
+			}
+			s.log.Warn("payment credentials refused", "route", r.Pattern, "remote", r.RemoteAddr)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid payment key is required", 0)
 			return
 		}
 		next(w, r, who)

@@ -35,21 +35,22 @@ type serveCmd struct {
 	f   serveFlags
 	log *slog.Logger
 
-	adminKeys [][]byte
-	secrets   []httpapi.Secret
-	conn      *redisConn
-	dsn       string
-	led       ledger.Ledger
-	consumer  string
-	eng       *hongbao.Engine
-	worker    *settle.Worker
-	api       *httpapi.Server
-	srv       *http.Server
-	ln        net.Listener
-	served    chan error // what srv.Serve returned
-	pprof     *http.Server
-	elector   *leader.Elector
-	leaseHeld prometheus.Gauge // 1 while this process holds the lease
+	adminKeys   [][]byte
+	paymentKeys [][]byte
+	secrets     []httpapi.Secret
+	conn        *redisConn
+	dsn         string
+	led         ledger.Ledger
+	consumer    string
+	eng         *hongbao.Engine
+	worker      *settle.Worker
+	api         *httpapi.Server
+	srv         *http.Server
+	ln          net.Listener
+	served      chan error // what srv.Serve returned
+	pprof       *http.Server
+	elector     *leader.Elector
+	leaseHeld   prometheus.Gauge // 1 while this process holds the lease
 
 	// demo, when not nil, turns on the API's demo mode (demo --web).
 	demo *httpapi.Demo
@@ -61,7 +62,9 @@ type serveCmd struct {
 type serveFlags struct {
 	redis                                               redisFlags
 	listen, ledger, dataDir, pprof, consumer, logFormat string
-	adminKeys, tokenSecrets, playEmbedders              fileList
+	adminKeys, paymentKeys, tokenSecrets, playEmbedders fileList
+	tokenIssuer, tokenAudience                          string
+	tokenMaxAge                                         time.Duration
 	allowEviction                                       bool
 	userRate, ipRate                                    float64
 	userBurst, ipBurst                                  int
@@ -79,6 +82,10 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
+	fs.Var(&f.paymentKeys, "payment-key-file", "file holding a payment system key (at least 32 bytes): it reserves, confirms and cancels discounts for the user named in the body (an admin key does too); repeat for several keys; default: none")
+	fs.StringVar(&f.tokenIssuer, "token-issuer", "", "user tokens must carry this iss; default: not checked")
+	fs.StringVar(&f.tokenAudience, "token-audience", "", "user tokens must carry this aud (then required); default: not checked")
+	fs.DurationVar(&f.tokenMaxAge, "token-max-age", 24*time.Hour, "longest lifetime of a user token (exp - iat); a token signed for longer is refused")
 	fs.Var(&f.tokenSecrets, "token-secret-file", "file holding an HS256 user token secret (at least 32 bytes), as [kid=]PATH; repeat for rotation, the first also verifies tokens without kid; default: <data-dir>/token.secret, generated if missing")
 	fs.BoolVar(&f.allowEviction, "allow-eviction", false, "start even when Redis's maxmemory-policy can evict keys (an evicted claim is a double grant) or cannot be read")
 	fs.StringVar(&f.pprof, "pprof-listen", "", "serve net/http/pprof on this separate address (keep it private); default: off")
@@ -113,6 +120,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
+	}
+	if f.tokenMaxAge <= 0 {
+		return usageErrorf("--token-max-age must be positive")
 	}
 	if f.reapEvery < 10*time.Millisecond {
 		return usageErrorf("--reap-every must be at least 10ms")
@@ -199,6 +209,13 @@ func (s *serveCmd) loadSecrets() error {
 			return err
 		}
 		s.adminKeys = append(s.adminKeys, k)
+	}
+	for _, p := range f.paymentKeys {
+		k, err := readSecretFile("payment-key-file", p)
+		if err != nil {
+			return err
+		}
+		s.paymentKeys = append(s.paymentKeys, k)
 	}
 	var err error
 	s.secrets, err = tokenSecrets(f.tokenSecrets)
@@ -304,7 +321,8 @@ func (s *serveCmd) newAPI(context.Context) error {
 	}
 	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
-		Engine: eng, Redis: s.conn.Client, UserSecrets: s.secrets, AdminKeys: s.adminKeys,
+		Engine: eng, Redis: s.conn.Client, UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys,
+		Token: httpapi.TokenScope{Issuer: f.tokenIssuer, Audience: f.tokenAudience, MaxAge: f.tokenMaxAge},
 		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
 		Retired: func(ctx context.Context, id string) (bool, error) {
 			t, err := led.Totals(ctx, id)
