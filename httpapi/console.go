@@ -46,8 +46,8 @@ func (s *Server) mountWeb() error {
 	s.handle("GET /v1/campaigns/{id}/events", s.v1(s.admin(s.campaignEvents)))
 	s.handle("POST /v1/campaigns/{id}/redrive", s.v1(s.admin(s.redrive)))
 	if s.cfg.Demo != nil {
-		s.handle("GET /v1/demo", s.v1(s.demoInfo))
-		s.handle("POST /v1/demo/token", s.v1(s.demoToken))
+		s.handle("GET /v1/demo", s.v1(s.anyone(s.demoInfo)))
+		s.handle("POST /v1/demo/token", s.v1(s.anyone(s.demoToken)))
 	}
 	// The pages are not API routes: they are not in openapi.json.
 	s.serve("GET /console", func(w http.ResponseWriter, r *http.Request) {

@@ -262,7 +262,7 @@ func TestDiscountIdempotentCreateAndMetrics(t *testing.T) {
 	ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", pay, `{"user_id":"alice","order_id":"1","order_amount":"1.00"}`)
 	ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", pay, `{"user_id":"alice","order_id":"2","order_amount":"1.00"}`)
 	ts.do(t, "POST", "/v1/discounts/"+id+"/orders/1/confirm", pay, `{"user_id":"alice"}`)
-	m := ts.do(t, "GET", "/metrics", "", "")
+	m := ts.do(t, "GET", "/metrics", string(adminKey), "")
 	body2 := string(m.Body)
 	for _, want := range []string{
 		`hongbao_discount_reserves_total{outcome="reserved"} 1`,

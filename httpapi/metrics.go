@@ -26,6 +26,8 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	reqLatency  *prometheus.HistogramVec
 	limited     *prometheus.CounterVec
+	// authFailures counts requests refused for their credentials.
+	authFailures *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
@@ -50,13 +52,17 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 		}, []string{"route"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_rate_limited_total",
-			Help: "Requests refused by a rate limit, by limit (user, ip, global).",
+			Help: "Requests refused by a rate limit, by limit (user, ip, global, auth_failures).",
 		}, []string{"limit"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hongbao_auth_failures_total",
+			Help: "Requests refused for their credentials, by the class the route takes (user, admin, payment, metrics).",
+		}, []string{"class"}),
 	}
 	for _, o := range []string{"granted", "already_granted", "sold_out", "not_open", "closed"} {
 		m.grabs.WithLabelValues(o)
 	}
-	reg.MustRegister(m.grabs, m.grabLatency, m.requests, m.reqLatency, m.limited, sc,
+	reg.MustRegister(m.grabs, m.grabLatency, m.requests, m.reqLatency, m.limited, m.authFailures, sc,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -37,6 +37,7 @@ type serveCmd struct {
 
 	adminKeys   [][]byte
 	paymentKeys [][]byte
+	metricsKeys [][]byte
 	secrets     []httpapi.Secret
 	conn        *redisConn
 	dsn         string
@@ -49,6 +50,7 @@ type serveCmd struct {
 	ln          net.Listener
 	served      chan error // what srv.Serve returned
 	pprof       *http.Server
+	metricsSrv  *http.Server
 	elector     *leader.Elector
 	leaseHeld   prometheus.Gauge // 1 while this process holds the lease
 
@@ -63,6 +65,9 @@ type serveFlags struct {
 	redis                                               redisFlags
 	listen, ledger, dataDir, pprof, consumer, logFormat string
 	adminKeys, paymentKeys, tokenSecrets, playEmbedders fileList
+	metricsKeys                                         fileList
+	metricsListen                                       string
+	metricsPprof                                        bool
 	tokenIssuer, tokenAudience                          string
 	tokenMaxAge                                         time.Duration
 	allowEviction                                       bool
@@ -83,6 +88,9 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
 	fs.Var(&f.paymentKeys, "payment-key-file", "file holding a payment system key (at least 32 bytes): it reserves, confirms and cancels discounts for the user named in the body (an admin key does too); repeat for several keys; default: none")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, without credentials, on this separate address (keep it private); default: off")
+	fs.BoolVar(&f.metricsPprof, "metrics-pprof", false, "serve net/http/pprof on the --metrics-listen address too")
+	fs.Var(&f.metricsKeys, "metrics-key-file", "file holding a key (at least 32 bytes) that may read /metrics on the API address (an admin key may too); repeat for several; default: none")
 	fs.StringVar(&f.tokenIssuer, "token-issuer", "", "user tokens must carry this iss; default: not checked")
 	fs.StringVar(&f.tokenAudience, "token-audience", "", "user tokens must carry this aud (then required); default: not checked")
 	fs.DurationVar(&f.tokenMaxAge, "token-max-age", 24*time.Hour, "longest lifetime of a user token (exp - iat); a token signed for longer is refused")
@@ -120,6 +128,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
+	}
+	if f.metricsPprof && f.metricsListen == "" {
+		return usageErrorf("--metrics-pprof needs --metrics-listen")
 	}
 	if f.tokenMaxAge <= 0 {
 		return usageErrorf("--token-max-age must be positive")
@@ -177,7 +188,7 @@ func (s *serveCmd) open(ctx context.Context) error {
 	if err := s.loadSecrets(); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context) error{s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.startScheduler} {
+	for _, step := range []func(context.Context) error{s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.listenMetrics, s.startScheduler} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -216,6 +227,13 @@ func (s *serveCmd) loadSecrets() error {
 			return err
 		}
 		s.paymentKeys = append(s.paymentKeys, k)
+	}
+	for _, p := range f.metricsKeys {
+		k, err := readSecretFile("metrics-key-file", p)
+		if err != nil {
+			return err
+		}
+		s.metricsKeys = append(s.metricsKeys, k)
 	}
 	var err error
 	s.secrets, err = tokenSecrets(f.tokenSecrets)
@@ -321,7 +339,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	}
 	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
-		Engine: eng, Redis: s.conn.Client, UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys,
+		Engine: eng, Redis: s.conn.Client, UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys, MetricsKeys: s.metricsKeys,
 		Token: httpapi.TokenScope{Issuer: f.tokenIssuer, Audience: f.tokenAudience, MaxAge: f.tokenMaxAge},
 		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
 		Retired: func(ctx context.Context, id string) (bool, error) {
@@ -390,16 +408,43 @@ func (s *serveCmd) listenPprof(context.Context) error {
 		return fmt.Errorf("--pprof-listen: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mountPprof(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.pprof = srv
 	go func() { _ = srv.Serve(ln) }()
 	s.deferClose(func() { _ = srv.Close() })
 	s.log.Info("pprof listening", "addr", ln.Addr().String())
+	return nil
+}
+
+func mountPprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// listenMetrics serves /metrics without credentials (and pprof, when
+// asked) on its own address, for the monitoring network only.
+func (s *serveCmd) listenMetrics(context.Context) error {
+	if s.f.metricsListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.f.metricsListen)
+	if err != nil {
+		return fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.api.Metrics())
+	if s.f.metricsPprof {
+		mountPprof(mux)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 60 * time.Second}
+	s.metricsSrv = srv
+	go func() { _ = srv.Serve(ln) }()
+	s.deferClose(func() { _ = srv.Close() })
+	s.log.Info("metrics listening", "addr", ln.Addr().String(), "pprof", s.f.metricsPprof)
 	return nil
 }
 
@@ -441,6 +486,9 @@ func (s *serveCmd) shutdown(ctx context.Context) error {
 	}
 	if s.pprof != nil {
 		_ = s.pprof.Close()
+	}
+	if s.metricsSrv != nil {
+		_ = s.metricsSrv.Close()
 	}
 	s.elector.Stop()
 	return err

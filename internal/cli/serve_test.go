@@ -180,6 +180,22 @@ func newAPIClient(t *testing.T, url, adminFile, secretFile string) *apiClient {
 		c: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
+// raw answers a call's status and body as text.
+func (a *apiClient) raw(method, url, auth string) (int, string, error) {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+auth)
+	res, err := a.c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
+
 func (a *apiClient) call(method, url, auth, body string) (int, map[string]any, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -365,7 +381,8 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 func TestServeTwoProcesses(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, redisserver.Options{AOF: "everysec"})
-	a := startServe(t, fx.args("--lease-ttl", "3s", "--user-rate", "-1", "--consumer", "a", "--pprof-listen", "127.0.0.1:0")...)
+	a := startServe(t, fx.args("--lease-ttl", "3s", "--user-rate", "-1", "--consumer", "a", "--pprof-listen", "127.0.0.1:0",
+		"--metrics-listen", "127.0.0.1:0", "--metrics-pprof")...)
 	b := startServe(t, fx.args("--lease-ttl", "3s", "--user-rate", "-1", "--consumer", "b")...)
 	require.Contains(t, a.stderr.String(), "not fsync-always")
 	api := fx.api(t, a.URL)
@@ -428,15 +445,33 @@ func TestServeTwoProcesses(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
 
+	// /metrics names every campaign and its money: on the API address it
+	// takes the admin key (or a metrics key); on --metrics-listen, a
+	// private address, it takes nothing, and pprof is there when asked.
+	res, err = http.Get(a.URL + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	require.NotContains(t, string(body), id)
+	mm := regexp.MustCompile(`msg="metrics listening" addr=([0-9.:]+)`).FindStringSubmatch(a.stderr.String())
+	require.NotNil(t, mm, a.stderr.String())
+	for path, want := range map[string]string{"/metrics": "hongbao_grabs_total{", "/debug/pprof/": "goroutine"} {
+		res, err = http.Get("http://" + mm[1] + path)
+		require.NoError(t, err)
+		body, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, path)
+		require.Contains(t, string(body), want, path)
+	}
+
 	// One lease holder at a time; when it stops, the other takes over.
 	held := func(p *serveProc) bool {
-		res, err := http.Get(p.URL + "/metrics")
-		if err != nil {
+		code, body, err := api.raw("GET", p.URL+"/metrics", api.admin)
+		if err != nil || code != http.StatusOK {
 			return false
 		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return strings.Contains(string(body), "\nhongbao_scheduler_lease_held 1\n")
+		return strings.Contains(body, "\nhongbao_scheduler_lease_held 1\n")
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for held(a) == held(b) {
