@@ -71,8 +71,8 @@ type serveFlags struct {
 	tokenIssuer, tokenAudience                          string
 	tokenMaxAge                                         time.Duration
 	allowEviction                                       bool
-	userRate, ipRate                                    float64
-	userBurst, ipBurst                                  int
+	userRate, ipRate, authFailRate                      float64
+	userBurst, ipBurst, authFailBurst                   int
 	globalRate                                          int64
 	shutdownTimeout, leaseTTL, reapEvery                time.Duration
 	waitReplicas                                        int
@@ -102,7 +102,9 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.userBurst, "user-burst", 10, "burst of the per-user limit")
 	fs.Float64Var(&f.ipRate, "ip-rate", 0, "requests per second per client address (0: no limit)")
 	fs.IntVar(&f.ipBurst, "ip-burst", 0, "burst of the per-address limit (default: the rate)")
-	fs.Int64Var(&f.globalRate, "global-rate", 0, "API requests per second over every serve process sharing the Redis (0: no limit)")
+	fs.Int64Var(&f.globalRate, "global-rate", 0, "API requests per second over every serve process sharing the Redis, spent only by requests that authenticated (0: no limit)")
+	fs.Float64Var(&f.authFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (IPv6: per /64); past it and its burst the address is answered 429 (negative: no limit)")
+	fs.IntVar(&f.authFailBurst, "auth-fail-burst", 50, "burst of the failed-authentication limit")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight requests")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
@@ -260,9 +262,21 @@ func (s *serveCmd) defaultSecret(name, what, generated string) (string, error) {
 // openRedis connects to --redis, or starts our own durable redis-server;
 // never the emulator.
 func (s *serveCmd) openRedis(ctx context.Context) error {
-	conn, err := s.f.redis.connect(ctx, s.env, redisOptions{Server: redisserver.Options{
-		Dir: filepath.Join(s.f.dataDir, "redis"),
-	}})
+	so := redisserver.Options{Dir: filepath.Join(s.f.dataDir, "redis")}
+	if s.f.redis.url == "" {
+		// The embedded Redis is locked with a password kept beside
+		// admin.key (0600), so an operator can reach it with redis-cli.
+		p, err := s.defaultSecret(defaultRedisPassFile, "redis password", "generated the embedded Redis's password")
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("redis password: %w", err)
+		}
+		so.Password = strings.TrimSpace(string(b))
+	}
+	conn, err := s.f.redis.connect(ctx, s.env, redisOptions{Server: so})
 	if err != nil {
 		return err
 	}
@@ -351,6 +365,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 		},
 		SettleStats: s.worker.Stats,
 		UserRate:    f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
+		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
 		Logger: s.log, Registry: s.registry(),
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
 	})

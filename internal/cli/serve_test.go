@@ -283,6 +283,7 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 	}
 	api := newAPIClient(t, url, filepath.Join(data, "admin.key"), filepath.Join(data, "token.secret"))
 	id := api.create(t, url, `{"total":"3000.00","count":3000}`)
+	checkEmbeddedRedisLocked(t, stderr.String(), data, id)
 
 	// The burst: 16 clients grab for fresh users until the server is gone.
 	var next, granted atomic.Int64
@@ -373,6 +374,31 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Differences)
 	require.EqualValues(t, len(claims), rep.GrantedLedger)
+}
+
+// checkEmbeddedRedisLocked: the redis-server serve started refuses a
+// client without the password kept in the data directory (0600), as
+// redis-cli run by another local process would be; with it, the campaign
+// is there.
+func checkEmbeddedRedisLocked(t *testing.T, log, data, id string) {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Log("redis-cli is not installed: the lock is checked by the redisserver tests only")
+		return
+	}
+	m := regexp.MustCompile(`redis_addr=127.0.0.1:([0-9]+)`).FindStringSubmatch(log)
+	require.NotNil(t, m, log)
+	st, err := os.Stat(filepath.Join(data, "redis.pass"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	pass, err := os.ReadFile(filepath.Join(data, "redis.pass"))
+	require.NoError(t, err)
+	key := redisstore.CampaignKeys(id).Meta
+	out, _ := exec.Command(cli, "-p", m[1], "EXISTS", key).CombinedOutput()
+	require.Contains(t, string(out), "NOAUTH", "redis-cli without the password")
+	out, _ = exec.Command(cli, "-p", m[1], "--no-auth-warning", "-a", strings.TrimSpace(string(pass)), "EXISTS", key).CombinedOutput()
+	require.Equal(t, "1", strings.TrimSpace(string(out)), "with the password")
 }
 
 // TestServeTwoProcesses runs two serves against one Redis and one ledger
