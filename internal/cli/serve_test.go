@@ -636,3 +636,26 @@ func TestEnsureSecretFileConcurrent(t *testing.T) {
 		require.Len(t, entries, 1, "no temporary file left behind")
 	}
 }
+
+// TestUsageErrorsHideSecrets: a usage error names the flag or variable at
+// fault, never a password of a Redis URL or the value of an environment
+// variable (which may be a secret).
+func TestUsageErrorsHideSecrets(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"HONGBAO_USER_RATE": "hunter2-secret"}, []string{"serve"}, "HONGBAO_USER_RATE"},
+		{nil, []string{"reconcile", "--campaign", "c1", "--ledger", "sqlite:" + filepath.Join(t.TempDir(), "l.db"),
+			"--redis", "redis://u:hunter2-secret@127.0.0.1:notaport"}, "--redis"},
+		{nil, []string{"reconcile", "--campaign", "c1", "--ledger", "sqlite:" + filepath.Join(t.TempDir(), "l.db"),
+			"--redis", "redis://u:hunter2-secret@127.0.0.1:1/x%zz"}, "--redis"},
+	} {
+		code, out, errs := run(t, tc.env, tc.args...)
+		require.NotEqual(t, 0, code, "%v: %s %s", tc.args, out, errs)
+		require.NotContains(t, out+errs, "hunter2", "%v", tc.args)
+		require.Contains(t, errs, tc.want, "%v", tc.args)
+	}
+}
