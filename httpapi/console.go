@@ -27,6 +27,12 @@ type Demo struct {
 	Campaign func() string
 	// TokenTTL is the lifetime of the tokens handed out. Default 1h.
 	TokenTTL time.Duration
+	// TokenRate and TokenBurst limit the tokens handed out per client
+	// address (an IPv6 address's /64), per second: each token is a new
+	// user, and a script minting thousands would take the whole rain.
+	// Default one every 10s, burst 5.
+	TokenRate  float64
+	TokenBurst int
 }
 
 // maxListed bounds the campaigns GET /v1/campaigns reads and answers.
@@ -247,6 +253,11 @@ func (s *Server) demoToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if ok, wait := s.demoLim.allow(addrKey(r), s.cfg.Now()); !ok {
+		s.metrics.limited.WithLabelValues("demo_token").Inc()
+		writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many demo players from this address", wait)
+		return
+	}
 	const letters = "abcdefghijkmnpqrstuvwxyz23456789"
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -277,9 +288,17 @@ func setLiveDefaults(cfg *Config) {
 		cfg.MaxLiveCampaigns = 256
 	}
 	cfg.MaxLiveCampaigns = max(cfg.MaxLiveCampaigns, cfg.MaxLiveViews)
-	if cfg.Demo != nil && cfg.Demo.TokenTTL == 0 {
+	if cfg.Demo != nil {
 		d := *cfg.Demo
-		d.TokenTTL = time.Hour
+		if d.TokenTTL == 0 {
+			d.TokenTTL = time.Hour
+		}
+		if d.TokenRate == 0 {
+			d.TokenRate = 0.1
+		}
+		if d.TokenBurst == 0 {
+			d.TokenBurst = 5
+		}
 		cfg.Demo = &d
 	}
 }

@@ -199,6 +199,7 @@ type Server struct {
 	ipLim    *bucketLimiter
 	failLim  *bucketLimiter // failed authentications per address
 	failLog  logSampler
+	demoLim  *bucketLimiter // demo tokens per address
 	global   *globalLimiter
 	routes   []string
 	stopping atomic.Bool
@@ -271,6 +272,9 @@ func New(cfg Config) (*Server, error) {
 		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
 		failLim: newBucketLimiter(cfg.AuthFailRate, cfg.AuthFailBurst),
 		global:  newGlobalLimiter(cfg.Engine.CountRequests, cfg.GlobalRate),
+	}
+	if cfg.Demo != nil {
+		s.demoLim = newBucketLimiter(cfg.Demo.TokenRate, cfg.Demo.TokenBurst)
 	}
 	salt := fingerprintSalt(cfg.UserSecrets)
 	s.admins = newKeyAuth(salt, "admin", cfg.AdminKeys)
