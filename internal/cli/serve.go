@@ -394,8 +394,12 @@ func (s *serveCmd) listen(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	s.ln = ln
+	var h http.Handler = s.api
+	if host, _, _ := net.SplitHostPort(s.f.listen); isLoopbackHost(host) {
+		h = loopbackOnly(h)
+	}
 	s.srv = &http.Server{
-		Handler:           s.api,
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -411,6 +415,38 @@ func (s *serveCmd) listen(ctx context.Context) error {
 	go func() { s.served <- srv.Serve(ln) }()
 	s.deferClose(func() { _ = srv.Close() })
 	return nil
+}
+
+// loopbackOnly guards a serve bound to loopback against DNS rebinding: a
+// web page whose own name resolves to 127.0.0.1 could otherwise make the
+// browser of someone on this machine talk to the API (or the console) as
+// if from that page. Such a request carries the page's name in Host; only
+// loopback names pass.
+func loopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		if !isLoopbackHost(host) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			fmt.Fprintln(w, `{"error":{"code":"misdirected","message":"this server answers loopback names only (localhost, 127.0.0.1, [::1])"}}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopbackHost says whether host (no port) is a loopback name or
+// address.
+func isLoopbackHost(host string) bool {
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // listenPprof serves net/http/pprof on its own address, when asked.

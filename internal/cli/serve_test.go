@@ -659,3 +659,29 @@ func TestUsageErrorsHideSecrets(t *testing.T) {
 		require.Contains(t, errs, tc.want, "%v", tc.args)
 	}
 }
+
+// TestServeLoopbackRefusesOtherHosts: a serve bound to loopback answers
+// only requests that name a loopback host, so a page on another site
+// that rebinds its name to 127.0.0.1 cannot reach it through a browser.
+func TestServeLoopbackRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args()...)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.URL, "http://"))
+	for host, want := range map[string]int{
+		"evil.example:" + port: http.StatusMisdirectedRequest,
+		"evil.example":         http.StatusMisdirectedRequest,
+		"127.0.0.1.nip.io":     http.StatusMisdirectedRequest,
+		"localhost:" + port:    http.StatusOK,
+		"127.0.0.1:" + port:    http.StatusOK,
+		"[::1]:" + port:        http.StatusOK,
+	} {
+		req, err := http.NewRequest("GET", p.URL+"/healthz", nil)
+		require.NoError(t, err)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, want, res.StatusCode, host)
+	}
+}
