@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,7 +67,7 @@ type serveFlags struct {
 	listen, ledger, dataDir, pprof, consumer, logFormat string
 	adminKeys, paymentKeys, tokenSecrets, playEmbedders fileList
 	metricsKeys                                         fileList
-	metricsListen                                       string
+	metricsListen, tlsCert, tlsKey                      string
 	metricsPprof                                        bool
 	tokenIssuer, tokenAudience                          string
 	tokenMaxAge                                         time.Duration
@@ -88,6 +89,8 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
 	fs.Var(&f.paymentKeys, "payment-key-file", "file holding a payment system key (at least 32 bytes): it reserves, confirms and cancels discounts for the user named in the body (an admin key does too); repeat for several keys; default: none")
+	fs.StringVar(&f.tlsCert, "tls-cert-file", "", "serve the API over HTTPS with this certificate (PEM, the chain after the leaf); with --tls-key-file; default: plain HTTP (TLS at the gateway)")
+	fs.StringVar(&f.tlsKey, "tls-key-file", "", "the private key of --tls-cert-file (PEM)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, without credentials, on this separate address (keep it private); default: off")
 	fs.BoolVar(&f.metricsPprof, "metrics-pprof", false, "serve net/http/pprof on the --metrics-listen address too")
 	fs.Var(&f.metricsKeys, "metrics-key-file", "file holding a key (at least 32 bytes) that may read /metrics on the API address (an admin key may too); repeat for several; default: none")
@@ -130,6 +133,14 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageErrorf("--tls-cert-file and --tls-key-file go together")
+	}
+	if f.tlsCert != "" {
+		if _, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey); err != nil {
+			return usageErrorf("--tls-cert-file, --tls-key-file: %v", err)
+		}
 	}
 	if f.metricsPprof && f.metricsListen == "" {
 		return usageErrorf("--metrics-pprof needs --metrics-listen")
@@ -412,7 +423,12 @@ func (s *serveCmd) listen(ctx context.Context) error {
 	}
 	s.served = make(chan error, 1)
 	srv := s.srv
-	go func() { s.served <- srv.Serve(ln) }()
+	if s.f.tlsCert != "" {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		go func() { s.served <- srv.ServeTLS(ln, s.f.tlsCert, s.f.tlsKey) }()
+	} else {
+		go func() { s.served <- srv.Serve(ln) }()
+	}
 	s.deferClose(func() { _ = srv.Close() })
 	return nil
 }
@@ -505,7 +521,11 @@ func (s *serveCmd) run(ctx context.Context) error {
 	if s.announce != nil {
 		s.announce(s.ln.Addr())
 	} else {
-		fmt.Fprintf(s.env.Stdout, "hongbao serve: listening on http://%s\n", s.ln.Addr())
+		scheme := "http"
+		if s.f.tlsCert != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(s.env.Stdout, "hongbao serve: listening on %s://%s\n", scheme, s.ln.Addr())
 	}
 	var runErr error
 	select {

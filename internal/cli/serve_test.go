@@ -54,7 +54,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var listenRe = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
+var listenRe = regexp.MustCompile(`listening on (https?://[0-9.:]+)`)
 
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
