@@ -217,6 +217,59 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	setDefaults(&cfg)
+	setLiveDefaults(&cfg)
+	if cfg.Demo != nil && cfg.Demo.TokenTTL > cfg.Token.MaxAge {
+		return nil, fmt.Errorf("httpapi: Config.Demo.TokenTTL %v is longer than Token.MaxAge %v", cfg.Demo.TokenTTL, cfg.Token.MaxAge)
+	}
+	s := &Server{
+		cfg:     cfg,
+		mux:     http.NewServeMux(),
+		users:   newUserAuth(cfg.UserSecrets, cfg.Token, cfg.Leeway, cfg.Now),
+		log:     cfg.Logger.With("component", "http"),
+		userLim: newBucketLimiter(cfg.UserRate, cfg.UserBurst),
+		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
+		failLim: newBucketLimiter(cfg.AuthFailRate, cfg.AuthFailBurst),
+		global:  newGlobalLimiter(cfg.Engine.CountRequests, cfg.GlobalRate),
+	}
+	if cfg.Demo != nil {
+		s.demoLim = newBucketLimiter(cfg.Demo.TokenRate, cfg.Demo.TokenBurst)
+	}
+	s.setKeys()
+	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
+	s.metrics = newMetrics(cfg.Registry, sc)
+	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
+	s.live = newLiveHub(cfg.MaxLiveCampaigns, cfg.MaxLiveViews, cfg.LiveInterval, cfg.Timeout, s.readLive, s.log, cfg.Now)
+
+	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
+	s.handle("GET /v1/campaigns/{id}", s.v1(s.admin(s.getCampaign)))
+	s.handle("POST /v1/campaigns/{id}/close", s.v1(s.admin(s.closeCampaign)))
+	s.handle("POST /v1/campaigns/{id}/grab", s.v1(s.user(s.grab)))
+	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
+	s.discountRoutes()
+	s.handle("GET /healthz", s.healthz)
+	s.handle("GET /readyz", s.readyz)
+	// A scrape reads Redis (cached for a second, shared by concurrent
+	// scrapes): a few at a time, each bounded.
+	s.promh = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
+		MaxRequestsInFlight: 4, Timeout: 2 * cfg.Timeout,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	})
+	s.handle("GET /metrics", s.privateMetrics)
+	s.handle("GET /openapi.json", serveOpenAPI)
+	if err := s.mountWeb(); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	// Everything else answers 404 in the error shape.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.count("unmatched", http.StatusNotFound, time.Now())
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such route", 0)
+	})
+	return s, nil
+}
+
+// setDefaults fills the documented defaults into cfg.
+func setDefaults(cfg *Config) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 16 << 10
 	}
@@ -259,59 +312,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	setLiveDefaults(&cfg)
-	if cfg.Demo != nil && cfg.Demo.TokenTTL > cfg.Token.MaxAge {
-		return nil, fmt.Errorf("httpapi: Config.Demo.TokenTTL %v is longer than Token.MaxAge %v", cfg.Demo.TokenTTL, cfg.Token.MaxAge)
-	}
-	s := &Server{
-		cfg:     cfg,
-		mux:     http.NewServeMux(),
-		users:   newUserAuth(cfg.UserSecrets, cfg.Token, cfg.Leeway, cfg.Now),
-		log:     cfg.Logger.With("component", "http"),
-		userLim: newBucketLimiter(cfg.UserRate, cfg.UserBurst),
-		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
-		failLim: newBucketLimiter(cfg.AuthFailRate, cfg.AuthFailBurst),
-		global:  newGlobalLimiter(cfg.Engine.CountRequests, cfg.GlobalRate),
-	}
-	if cfg.Demo != nil {
-		s.demoLim = newBucketLimiter(cfg.Demo.TokenRate, cfg.Demo.TokenBurst)
-	}
-	salt := fingerprintSalt(cfg.UserSecrets)
-	s.admins = newKeyAuth(salt, "admin", cfg.AdminKeys)
-	s.payments = newKeyAuth(salt, "payment", cfg.PaymentKeys)
-	s.payments.add(salt, "admin", cfg.AdminKeys)
-	s.scrapers = newKeyAuth(salt, "metrics", cfg.MetricsKeys)
-	s.scrapers.add(salt, "admin", cfg.AdminKeys)
-	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
-	s.metrics = newMetrics(cfg.Registry, sc)
-	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
-	s.live = newLiveHub(cfg.MaxLiveCampaigns, cfg.MaxLiveViews, cfg.LiveInterval, cfg.Timeout, s.readLive, s.log, cfg.Now)
+}
 
-	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
-	s.handle("GET /v1/campaigns/{id}", s.v1(s.admin(s.getCampaign)))
-	s.handle("POST /v1/campaigns/{id}/close", s.v1(s.admin(s.closeCampaign)))
-	s.handle("POST /v1/campaigns/{id}/grab", s.v1(s.user(s.grab)))
-	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
-	s.discountRoutes()
-	s.handle("GET /healthz", s.healthz)
-	s.handle("GET /readyz", s.readyz)
-	// A scrape reads Redis (cached for a second, shared by concurrent
-	// scrapes): a few at a time, each bounded.
-	s.promh = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
-		MaxRequestsInFlight: 4, Timeout: 2 * cfg.Timeout,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	})
-	s.handle("GET /metrics", s.privateMetrics)
-	s.handle("GET /openapi.json", serveOpenAPI)
-	if err := s.mountWeb(); err != nil {
-		return nil, fmt.Errorf("httpapi: %w", err)
-	}
-	// Everything else answers 404 in the error shape.
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.count("unmatched", http.StatusNotFound, time.Now())
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such route", 0)
-	})
-	return s, nil
+// setKeys sets up the key classes. The admin keys open every class.
+func (s *Server) setKeys() {
+	salt := fingerprintSalt(s.cfg.UserSecrets)
+	s.admins = newKeyAuth(salt, "admin", s.cfg.AdminKeys)
+	s.payments = newKeyAuth(salt, "payment", s.cfg.PaymentKeys)
+	s.payments.add(salt, "admin", s.cfg.AdminKeys)
+	s.scrapers = newKeyAuth(salt, "metrics", s.cfg.MetricsKeys)
+	s.scrapers.add(salt, "admin", s.cfg.AdminKeys)
 }
 
 // ServeHTTP implements http.Handler.
