@@ -685,3 +685,33 @@ func TestServeLoopbackRefusesOtherHosts(t *testing.T) {
 		require.Equal(t, want, res.StatusCode, host)
 	}
 }
+
+// TestServeTokenScope: serve with --token-issuer, --token-audience and
+// --token-max-age takes the tokens `hongbao token` mints with the same
+// scope, and refuses one without the audience or living too long.
+func TestServeTokenScope(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--token-issuer", "https://id.example", "--token-audience", "hongbao", "--token-max-age", "1h")...)
+	api := fx.api(t, p.URL)
+	id := api.create(t, p.URL, `{"total":"1.00","count":1}`)
+	mint := func(args ...string) string {
+		code, out, errs := run(t, nil, append([]string{"token", "--user", "alice", "--token-secret-file", fx.secretFile}, args...)...)
+		require.Equal(t, 0, code, errs)
+		return strings.TrimSpace(out)
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--ttl", "30m", "--issuer", "https://id.example", "--audience", "hongbao"}, http.StatusNotFound}, // through: no grant yet
+		{[]string{"--ttl", "30m", "--issuer", "https://id.example"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--issuer", "https://id.example", "--audience", "other"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--audience", "hongbao"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "2h", "--issuer", "https://id.example", "--audience", "hongbao"}, http.StatusUnauthorized},
+	} {
+		code, m, err := api.call("GET", p.URL+"/v1/campaigns/"+id+"/grants/me", mint(c.args...), "")
+		require.NoError(t, err)
+		require.Equal(t, c.want, code, "%v: %v", c.args, m)
+	}
+}
