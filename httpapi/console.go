@@ -121,13 +121,11 @@ func (s *Server) listCampaigns(w http.ResponseWriter, r *http.Request, _ string)
 
 func (s *Server) readCampaigns(ctx context.Context) (campaignListOut, error) {
 	out := campaignListOut{Campaigns: []statusOut{}}
-	ids, err := s.cfg.Engine.Campaigns(ctx)
+	ids, total, err := s.cfg.Engine.CampaignsPage(ctx, 0, maxListed)
 	if err != nil {
 		return out, err
 	}
-	if len(ids) > maxListed {
-		ids, out.More = ids[:maxListed], true
-	}
+	out.More = total > len(ids)
 	for _, id := range ids {
 		st, b, err := s.readLive(ctx, id)
 		if errors.Is(err, hongbao.ErrCampaignNotFound) || errors.Is(err, settle.ErrNoCampaign) {

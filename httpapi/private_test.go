@@ -8,14 +8,19 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/testenv"
 )
 
 // TestMetricsArePrivate: /metrics on the API's listener answers 401 to
@@ -169,4 +174,43 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestMetricsCoverEveryCampaign: with more live campaigns than one page
+// of the index (200), the listing and the pool gauges show the first page,
+// and the settlement gauges still count the backlog of every campaign: an
+// unsettled grant of the 201st (the one closing last) shows in the lag.
+func TestMetricsCoverEveryCampaign(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"}) // its own index
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := time.Now()
+	var last string
+	for i := range 201 {
+		c, err := eng.Create(ctx, hongbao.Spec{Total: 100, Count: 1, ClosesAt: now.Add(time.Hour + time.Duration(i)*time.Minute)})
+		require.NoError(t, err)
+		last = c.ID
+	}
+	g, err := eng.Grab(ctx, last, "u1")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+	s, err := httpapi.New(httpapi.Config{Engine: eng, Redis: r.Client, UserSecrets: []httpapi.Secret{userSecret},
+		AdminKeys: [][]byte{adminKey}, Logger: quiet()})
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	ts := &testServer{URL: hs.URL, Client: hs.Client()}
+
+	body := string(ts.do(t, "GET", "/metrics", string(adminKey), "").Body)
+	lag := regexp.MustCompile(`\nhongbao_settlement_lag_entries (\S+)\n`).FindStringSubmatch(body)
+	require.NotNil(t, lag)
+	require.Equal(t, "1", lag[1], "the 201st campaign's grant is counted")
+	require.Equal(t, 200, strings.Count(body, "\nhongbao_campaign_pool_remaining_packets{"), "one page of per-campaign series")
+	require.False(t, strings.Contains(body, `campaign="`+last+`"`), "the 201st has no series")
+
+	list := ts.do(t, "GET", "/v1/campaigns", string(adminKey), "").json(t)
+	require.Len(t, list["campaigns"], 200)
+	require.Equal(t, true, list["more"])
 }
