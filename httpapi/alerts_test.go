@@ -42,7 +42,7 @@ func TestAlertRules(t *testing.T) {
 
 	ts := newTestServer(t, func(c *httpapi.Config) { c.SettleStats = func() settle.Stats { return settle.Stats{} } })
 	ts.do(t, "GET", "/healthz", "", "")
-	r := ts.do(t, "GET", "/metrics", "", "")
+	r := ts.do(t, "GET", "/metrics", string(adminKey), "")
 	require.Equal(t, http.StatusOK, r.Status)
 	// The exact names of the exported series: a name in a rule must be
 	// one of them, not merely the prefix of one (hongbao_grabs is not

@@ -248,7 +248,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	require.Equal(t, http.StatusOK, ts.do(t, "GET", "/healthz", "", "").Status)
 	r := ts.do(t, "GET", "/readyz", "", "")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	r = ts.do(t, "GET", "/metrics", "", "")
+	r = ts.do(t, "GET", "/metrics", string(adminKey), "")
 	require.Equal(t, http.StatusOK, r.Status)
 	for _, m := range []string{
 		`hongbao_grabs_total{outcome="granted"}`, "hongbao_grab_duration_seconds_bucket", "hongbao_grab_batch_size_bucket",

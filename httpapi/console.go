@@ -27,6 +27,12 @@ type Demo struct {
 	Campaign func() string
 	// TokenTTL is the lifetime of the tokens handed out. Default 1h.
 	TokenTTL time.Duration
+	// TokenRate and TokenBurst limit the tokens handed out per client
+	// address (an IPv6 address's /64), per second: each token is a new
+	// user, and a script minting thousands would take the whole rain.
+	// Default one every 10s, burst 5.
+	TokenRate  float64
+	TokenBurst int
 }
 
 // maxListed bounds the campaigns GET /v1/campaigns reads and answers.
@@ -46,8 +52,8 @@ func (s *Server) mountWeb() error {
 	s.handle("GET /v1/campaigns/{id}/events", s.v1(s.admin(s.campaignEvents)))
 	s.handle("POST /v1/campaigns/{id}/redrive", s.v1(s.admin(s.redrive)))
 	if s.cfg.Demo != nil {
-		s.handle("GET /v1/demo", s.v1(s.demoInfo))
-		s.handle("POST /v1/demo/token", s.v1(s.demoToken))
+		s.handle("GET /v1/demo", s.v1(s.anyone(s.demoInfo)))
+		s.handle("POST /v1/demo/token", s.v1(s.anyone(s.demoToken)))
 	}
 	// The pages are not API routes: they are not in openapi.json.
 	s.serve("GET /console", func(w http.ResponseWriter, r *http.Request) {
@@ -115,13 +121,11 @@ func (s *Server) listCampaigns(w http.ResponseWriter, r *http.Request, _ string)
 
 func (s *Server) readCampaigns(ctx context.Context) (campaignListOut, error) {
 	out := campaignListOut{Campaigns: []statusOut{}}
-	ids, err := s.cfg.Engine.Campaigns(ctx)
+	ids, total, err := s.cfg.Engine.CampaignsPage(ctx, 0, maxListed)
 	if err != nil {
 		return out, err
 	}
-	if len(ids) > maxListed {
-		ids, out.More = ids[:maxListed], true
-	}
+	out.More = total > len(ids)
 	for _, id := range ids {
 		st, b, err := s.readLive(ctx, id)
 		if errors.Is(err, hongbao.ErrCampaignNotFound) || errors.Is(err, settle.ErrNoCampaign) {
@@ -247,6 +251,11 @@ func (s *Server) demoToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if ok, wait := s.demoLim.allow(addrKey(r), s.cfg.Now()); !ok {
+		s.metrics.limited.WithLabelValues("demo_token").Inc()
+		writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many demo players from this address", wait)
+		return
+	}
 	const letters = "abcdefghijkmnpqrstuvwxyz23456789"
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -254,7 +263,7 @@ func (s *Server) demoToken(w http.ResponseWriter, r *http.Request) {
 		b[i] = letters[int(b[i])%len(letters)]
 	}
 	user, now := "demo-"+string(b), s.cfg.Now()
-	tok, err := MintToken(s.cfg.UserSecrets[0], user, s.cfg.Demo.TokenTTL, now)
+	tok, err := MintScopedToken(s.cfg.UserSecrets[0], s.cfg.Token, user, s.cfg.Demo.TokenTTL, now)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -277,9 +286,17 @@ func setLiveDefaults(cfg *Config) {
 		cfg.MaxLiveCampaigns = 256
 	}
 	cfg.MaxLiveCampaigns = max(cfg.MaxLiveCampaigns, cfg.MaxLiveViews)
-	if cfg.Demo != nil && cfg.Demo.TokenTTL == 0 {
+	if cfg.Demo != nil {
 		d := *cfg.Demo
-		d.TokenTTL = time.Hour
+		if d.TokenTTL == 0 {
+			d.TokenTTL = time.Hour
+		}
+		if d.TokenRate == 0 {
+			d.TokenRate = 0.1
+		}
+		if d.TokenBurst == 0 {
+			d.TokenBurst = 5
+		}
 		cfg.Demo = &d
 	}
 }

@@ -421,6 +421,15 @@ func TestDemoRoutes(t *testing.T) {
 	}
 	require.Len(t, users, 2, "each token is a new user")
 	require.Equal(t, http.StatusBadRequest, ts.do(t, "POST", "/v1/demo/token", "", `{"user":"alice"}`).Status)
+
+	// Tokens are handed out at a limited rate per address (burst 5, one
+	// every 10s): a script cannot mint a crowd of players.
+	for range 3 {
+		require.Equal(t, http.StatusOK, ts.do(t, "POST", "/v1/demo/token", "", "").Status)
+	}
+	r := ts.do(t, "POST", "/v1/demo/token", "", "")
+	require.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r.Body)
+	require.Equal(t, "rate_limited", r.errorCode(t))
 }
 
 // TestAdminKeyNeverLogged: whatever the console does, right or wrong, the

@@ -10,21 +10,23 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 )
 
-// The discount routes: random instant discounts at payment time. A
-// payment system creates a campaign (admin key), then, for each payment,
-// reserves a discount for the user's order (user token), and confirms it
-// when the payment went through or cancels it when it failed; a
-// reservation neither confirmed nor cancelled expires after the
-// campaign's hold. Every call is idempotent by (user, order id).
+// The discount routes: random instant discounts at payment time. An
+// operator creates a campaign (admin key); then, for each payment, the
+// payment system (payment key) reserves a discount for the order of the
+// user it names, and confirms it when the payment went through or cancels
+// it when it failed; a reservation neither confirmed nor cancelled
+// expires after the campaign's hold. Every call is idempotent by (user,
+// order id). A user's own token is refused there (403): the user is not
+// the one who knows whether an order was paid, or for how much.
 
 // discountRoutes registers the discount routes.
 func (s *Server) discountRoutes() {
 	s.handle("POST /v1/discounts", s.v1(s.admin(s.createDiscount)))
 	s.handle("GET /v1/discounts/{id}", s.v1(s.admin(s.getDiscount)))
 	s.handle("POST /v1/discounts/{id}/close", s.v1(s.admin(s.closeDiscount)))
-	s.handle("POST /v1/discounts/{id}/reserve", s.v1(s.user(s.reserveDiscount)))
-	s.handle("POST /v1/discounts/{id}/orders/{order_id}/confirm", s.v1(s.user(s.confirmDiscount)))
-	s.handle("POST /v1/discounts/{id}/orders/{order_id}/cancel", s.v1(s.user(s.cancelDiscount)))
+	s.handle("POST /v1/discounts/{id}/reserve", s.v1(s.payment(s.reserveDiscount)))
+	s.handle("POST /v1/discounts/{id}/orders/{order_id}/confirm", s.v1(s.payment(s.confirmDiscount)))
+	s.handle("POST /v1/discounts/{id}/orders/{order_id}/cancel", s.v1(s.payment(s.cancelDiscount)))
 }
 
 // failDiscount answers the errors of the discount calls, and leaves the
@@ -32,7 +34,7 @@ func (s *Server) discountRoutes() {
 func (s *Server) failDiscount(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, hongbao.ErrNoReservation):
-		writeError(w, http.StatusNotFound, CodeNoReservation, "you hold no reservation of this order", 0)
+		writeError(w, http.StatusNotFound, CodeNoReservation, "this user holds no reservation of this order", 0)
 	case errors.Is(err, hongbao.ErrReservationExpired):
 		writeError(w, http.StatusConflict, CodeExpired, "the reservation of this order expired; its discount went back (reserve again with a new order id)", 0)
 	case errors.Is(err, hongbao.ErrReservationCancelled):
@@ -201,7 +203,7 @@ func (s *Server) closeDiscount(w http.ResponseWriter, r *http.Request, admin str
 	writeJSON(w, http.StatusOK, discountStatusJSON(st))
 }
 
-func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, user string) {
+func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ string) {
 	id, err := campaignID(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -212,7 +214,7 @@ func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, user st
 		s.fail(w, r, err)
 		return
 	}
-	order, cents, err := decodeReserve(body)
+	rv, err := decodeReserve(body)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -220,7 +222,7 @@ func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, user st
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := s.cfg.Engine.ReserveDiscount(ctx, id, user, order, cents)
+	res, err := s.cfg.Engine.ReserveDiscount(ctx, id, rv.user, rv.order, rv.cents)
 	s.dmetrics.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.dmetrics.count("reserve", errorLabel(err))
@@ -232,22 +234,28 @@ func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, user st
 }
 
 // orderTarget reads the campaign and order ids of confirm and cancel and
-// checks that no body came; on failure it has answered.
-func (s *Server) orderTarget(w http.ResponseWriter, r *http.Request) (id, order string, ok bool) {
-	id, ok = s.actionTarget(w, r)
-	if !ok {
-		return "", "", false
+// the user of the body; on failure it has answered.
+func (s *Server) orderTarget(w http.ResponseWriter, r *http.Request) (id, order, user string, ok bool) {
+	id, err := campaignID(r)
+	if err == nil {
+		order = r.PathValue("order_id")
+		err = checkOrderID(order)
 	}
-	order = r.PathValue("order_id")
-	if err := checkOrderID(order); err != nil {
+	if err == nil {
+		var body []byte
+		if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
+			user, err = decodeOrderUser(body)
+		}
+	}
+	if err != nil {
 		s.fail(w, r, err)
-		return "", "", false
+		return "", "", "", false
 	}
-	return id, order, true
+	return id, order, user, true
 }
 
-func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, user string) {
-	id, order, ok := s.orderTarget(w, r)
+func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, _ string) {
+	id, order, user, ok := s.orderTarget(w, r)
 	if !ok {
 		return
 	}
@@ -263,8 +271,8 @@ func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, user st
 	writeJSON(w, http.StatusOK, confirmJSON(res))
 }
 
-func (s *Server) cancelDiscount(w http.ResponseWriter, r *http.Request, user string) {
-	id, order, ok := s.orderTarget(w, r)
+func (s *Server) cancelDiscount(w http.ResponseWriter, r *http.Request, _ string) {
+	id, order, user, ok := s.orderTarget(w, r)
 	if !ok {
 		return
 	}

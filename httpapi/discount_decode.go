@@ -22,6 +22,7 @@ type discountRequest struct {
 	PerUserCount       *int    `json:"per_user_count"`
 	PerUserAmount      *string `json:"per_user_amount"`
 	PerUserAmountCents *int64  `json:"per_user_amount_cents"`
+	PerUserUnlimited   *bool   `json:"per_user_unlimited"`
 	Shards             *int    `json:"shards"`
 	Hold               *string `json:"hold"`
 	OpensAt            *string `json:"opens_at"`
@@ -88,8 +89,8 @@ func (req *discountRequest) amounts() (hongbao.DiscountSpec, error) {
 		return spec, badRequest(CodeInvalidRequest, "min: must be at least 0.01")
 	case given(req.Max, req.MaxCents) && spec.Max < 1:
 		return spec, badRequest(CodeInvalidRequest, "max: must be at least 0.01")
-	case given(req.PerUserAmount, req.PerUserAmountCents) && spec.PerUserAmount < 1:
-		return spec, badRequest(CodeInvalidRequest, "per_user_amount: must be at least 0.01")
+	case given(req.PerUserAmount, req.PerUserAmountCents) && (spec.PerUserAmount < 1 || spec.PerUserAmount > split.MaxTotal):
+		return spec, badRequest(CodeInvalidRequest, "per_user_amount: must be within 0.01 and %s", hongbao.FormatCents(split.MaxTotal))
 	}
 	return spec, nil
 }
@@ -108,6 +109,9 @@ func (req *discountRequest) counts(spec *hongbao.DiscountSpec, maxQuota int) err
 			return badRequest(CodeInvalidRequest, "per_user_count: must be at least 1, got %d", *req.PerUserCount)
 		}
 		spec.PerUserCount = *req.PerUserCount
+	}
+	if err := req.perUserDefault(spec); err != nil {
+		return err
 	}
 	if req.Shards != nil {
 		if *req.Shards < 1 || *req.Shards > hongbao.MaxShards {
@@ -152,6 +156,23 @@ func checkDiscountAmounts(spec hongbao.DiscountSpec) error {
 	return nil
 }
 
+// perUserDefault gives a campaign created without per-user limits one
+// discount per user, unless the body says "per_user_unlimited": true.
+// Without a limit a single user (or a payment system calling in a loop)
+// could hold the whole quota in open reservations, each an order that may
+// never be paid; a campaign open to that must say so.
+func (req *discountRequest) perUserDefault(spec *hongbao.DiscountSpec) error {
+	unlimited := req.PerUserUnlimited != nil && *req.PerUserUnlimited
+	limited := req.PerUserCount != nil || req.PerUserAmount != nil || req.PerUserAmountCents != nil
+	switch {
+	case unlimited && limited:
+		return badRequest(CodeInvalidRequest, "per_user_unlimited: true contradicts per_user_count and per_user_amount; give one or the other")
+	case !unlimited && !limited:
+		spec.PerUserCount = 1
+	}
+	return nil
+}
+
 // window reads the open window and the funding account.
 func (req *discountRequest) window(spec *hongbao.DiscountSpec) error {
 	var err error
@@ -175,6 +196,7 @@ func (req *discountRequest) window(spec *hongbao.DiscountSpec) error {
 
 // reserveRequest is the body of POST /v1/discounts/{id}/reserve.
 type reserveRequest struct {
+	UserID           *string `json:"user_id"`
 	OrderID          *string `json:"order_id"`
 	OrderAmount      *string `json:"order_amount"`
 	OrderAmountCents *int64  `json:"order_amount_cents"`
@@ -182,28 +204,70 @@ type reserveRequest struct {
 
 var reserveFields = jsonFields(reflect.TypeFor[reserveRequest]())
 
-// decodeReserve reads a reserve body: the order id and amount.
-func decodeReserve(body []byte) (order string, cents int64, err error) {
+// reservation is a decoded reserve body.
+type reservation struct {
+	user, order string
+	cents       int64
+}
+
+// decodeReserve reads a reserve body: the user, the order id and amount.
+func decodeReserve(body []byte) (reservation, error) {
 	var req reserveRequest
 	if err := decodeStrict(body, &req, reserveFields); err != nil {
-		return "", 0, err
+		return reservation{}, err
 	}
 	if err := exactKeys(body, reserveFields); err != nil {
-		return "", 0, err
+		return reservation{}, err
+	}
+	user, err := checkUserField(req.UserID)
+	if err != nil {
+		return reservation{}, err
 	}
 	if req.OrderID == nil {
-		return "", 0, badRequest(CodeInvalidRequest, "order_id is required")
+		return reservation{}, badRequest(CodeInvalidRequest, "order_id is required")
 	}
 	if err := checkOrderID(*req.OrderID); err != nil {
-		return "", 0, err
+		return reservation{}, err
 	}
-	if cents, err = amount("order_amount", req.OrderAmount, req.OrderAmountCents, true); err != nil {
-		return "", 0, err
+	cents, err := amount("order_amount", req.OrderAmount, req.OrderAmountCents, true)
+	if err != nil {
+		return reservation{}, err
 	}
 	if cents < 1 || cents > split.MaxTotal {
-		return "", 0, badRequest(CodeInvalidRequest, "order_amount: must be at least 0.01 (and at most %s)", hongbao.FormatCents(split.MaxTotal))
+		return reservation{}, badRequest(CodeInvalidRequest, "order_amount: must be at least 0.01 (and at most %s)", hongbao.FormatCents(split.MaxTotal))
 	}
-	return *req.OrderID, cents, nil
+	return reservation{user: user, order: *req.OrderID, cents: cents}, nil
+}
+
+// orderUserRequest is the body of confirm and cancel: the user whose
+// order it is.
+type orderUserRequest struct {
+	UserID *string `json:"user_id"`
+}
+
+var orderUserFields = jsonFields(reflect.TypeFor[orderUserRequest]())
+
+// decodeOrderUser reads the body of confirm and cancel.
+func decodeOrderUser(body []byte) (string, error) {
+	var req orderUserRequest
+	if err := decodeStrict(body, &req, orderUserFields); err != nil {
+		return "", err
+	}
+	if err := exactKeys(body, orderUserFields); err != nil {
+		return "", err
+	}
+	return checkUserField(req.UserID)
+}
+
+// checkUserField reads the user_id the payment system names.
+func checkUserField(user *string) (string, error) {
+	if user == nil {
+		return "", badRequest(CodeInvalidRequest, "user_id is required")
+	}
+	if err := hongbao.ValidateUserID(*user); err != nil {
+		return "", badRequest(CodeInvalidID, "user_id: user ids are 1 to 64 of A-Z a-z 0-9 _ - . : @")
+	}
+	return *user, nil
 }
 
 // checkOrderID refuses an order id the engine would refuse.

@@ -41,20 +41,22 @@ func FuzzDecodeDiscount(f *testing.F) {
 // FuzzDecodeReserve: the reserve decoder never panics, and what it
 // accepts is a valid order id and a positive amount.
 func FuzzDecodeReserve(f *testing.F) {
-	for _, s := range []string{`{"order_id":"o-1","order_amount":"35.20"}`, `{"order_id":"o","order_amount_cents":1}`,
+	for _, s := range []string{`{"user_id":"u-1","order_id":"o-1","order_amount":"35.20"}`, `{"user_id":"u","order_id":"o","order_amount_cents":1}`,
+		`{"order_id":"o-1","order_amount":"35.20"}`, `{"user_id":"a b","order_id":"o","order_amount":"1"}`,
 		`{"order_id":"a/b","order_amount":"1"}`, `{"order_id":"o","order_amount":"0"}`, `{}`, ``, `{"order_id":1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		order, cents, err := decodeReserve(body)
+		rv, err := decodeReserve(body)
 		if err != nil {
 			var re *requestError
 			require.True(t, errorsAs(err, &re), "%v", err)
 			require.Equal(t, 400, re.status)
 			return
 		}
-		require.NoError(t, hongbao.ValidateOrderID(order))
-		require.Positive(t, cents)
+		require.NoError(t, hongbao.ValidateUserID(rv.user))
+		require.NoError(t, hongbao.ValidateOrderID(rv.order))
+		require.Positive(t, rv.cents)
 	})
 }
 

@@ -24,9 +24,12 @@ type discountOut struct {
 	PerUserCount       int    `json:"per_user_count,omitempty"`
 	PerUserAmount      string `json:"per_user_amount,omitempty"`
 	PerUserAmountCents int64  `json:"per_user_amount_cents,omitempty"`
-	Shards             int    `json:"shards"`
-	Hold               string `json:"hold"`
-	FundingAccount     string `json:"funding_account"`
+	// PerUserUnlimited is true when a user may take any number of
+	// discounts, of any total.
+	PerUserUnlimited bool   `json:"per_user_unlimited,omitempty"`
+	Shards           int    `json:"shards"`
+	Hold             string `json:"hold"`
+	FundingAccount   string `json:"funding_account"`
 	// Seed is a decimal string (a uint64 does not survive a JavaScript
 	// number); only admins see campaigns.
 	Seed      string `json:"seed"`
@@ -44,6 +47,7 @@ func discountJSON(d *hongbao.Discount) discountOut {
 	if d.PerUserAmount > 0 {
 		out.PerUserAmount, out.PerUserAmountCents = f(d.PerUserAmount), d.PerUserAmount
 	}
+	out.PerUserUnlimited = d.PerUserCount == 0 && d.PerUserAmount == 0
 	return out
 }
 

@@ -113,13 +113,10 @@ func (c *discountCollector) read() []prometheus.Metric {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	ids, err := c.engine.DiscountCampaigns(ctx)
+	ids, _, err := c.engine.DiscountCampaignsPage(ctx, 0, maxScrapedCampaigns)
 	if err != nil {
 		c.log.Warn("metrics: listing discount campaigns failed", "err", err)
 		return c.cached
-	}
-	if len(ids) > maxScrapedCampaigns {
-		ids = ids[:maxScrapedCampaigns]
 	}
 	out := []prometheus.Metric{}
 	for _, id := range ids {

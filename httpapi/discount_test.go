@@ -41,9 +41,9 @@ func TestDiscountContract(t *testing.T) {
 		"max_cents": 500.0, "per_user_count": 3.0, "per_user_amount": "8.00", "per_user_amount_cents": 800.0,
 		"shards": 4.0, "hold": "30s", "funding_account": "platform", "seed": c["seed"], "tail_count": 33.0}, c)
 
-	alice, bob := token(t, "alice"), token(t, "bob")
+	pay := string(paymentKey)
 	base := "/v1/discounts/" + id
-	r = ts.do(t, "POST", base+"/reserve", alice, `{"order_id":"o-1","order_amount":"35.20"}`)
+	r = ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"alice","order_id":"o-1","order_amount":"35.20"}`)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	res := r.json(t)
 	require.Equal(t, "reserved", res["outcome"])
@@ -53,42 +53,42 @@ func TestDiscountContract(t *testing.T) {
 	exp, err := time.Parse(time.RFC3339Nano, res["expires_at"].(string))
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now().Add(30*time.Second), exp, 5*time.Second)
-	r = ts.do(t, "POST", base+"/reserve", alice, `{"order_id":"o-1","order_amount":"35.20"}`)
+	r = ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"alice","order_id":"o-1","order_amount":"35.20"}`)
 	require.Equal(t, http.StatusOK, r.Status)
 	again := r.json(t)
 	require.Equal(t, "already", again["outcome"])
 	require.Equal(t, res["amount"], again["amount"])
 	require.Equal(t, cents, again["amount_cents"])
 
-	confirm := func(tok, order string) reply {
-		return ts.do(t, "POST", base+"/orders/"+order+"/confirm", tok, "")
+	confirm := func(user, order string) reply {
+		return ts.do(t, "POST", base+"/orders/"+order+"/confirm", pay, `{"user_id":"`+user+`"}`)
 	}
-	cancel := func(tok, order string) reply {
-		return ts.do(t, "POST", base+"/orders/"+order+"/cancel", tok, "")
+	cancel := func(user, order string) reply {
+		return ts.do(t, "POST", base+"/orders/"+order+"/cancel", pay, `{"user_id":"`+user+`"}`)
 	}
 	for range 2 {
-		r = confirm(alice, "o-1")
+		r = confirm("alice", "o-1")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		require.Equal(t, map[string]any{"outcome": "confirmed", "order_id": "o-1", "amount": res["amount"], "amount_cents": cents}, r.json(t))
 	}
-	r = cancel(alice, "o-1")
+	r = cancel("alice", "o-1")
 	require.Equal(t, http.StatusConflict, r.Status)
 	require.Equal(t, "confirmed", r.errorCode(t))
-	r = confirm(bob, "o-1")
+	r = confirm("bob", "o-1")
 	require.Equal(t, http.StatusNotFound, r.Status, "bob holds no order o-1")
 	require.Equal(t, "no_reservation", r.errorCode(t))
 
-	r = ts.do(t, "POST", base+"/reserve", alice, `{"order_id":"o-2","order_amount_cents":700}`)
+	r = ts.do(t, "POST", base+"/reserve", admin, `{"user_id":"alice","order_id":"o-2","order_amount_cents":700}`) // an admin key works too
 	require.Equal(t, "reserved", r.json(t)["outcome"])
 	for range 2 {
-		r = cancel(alice, "o-2")
+		r = cancel("alice", "o-2")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		require.Equal(t, map[string]any{"outcome": "cancelled", "order_id": "o-2"}, r.json(t))
 	}
-	r = confirm(alice, "o-2")
+	r = confirm("alice", "o-2")
 	require.Equal(t, http.StatusConflict, r.Status)
 	require.Equal(t, "cancelled", r.errorCode(t))
-	r = ts.do(t, "POST", base+"/reserve", alice, `{"order_id":"o-2","order_amount":"7.00"}`)
+	r = ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"alice","order_id":"o-2","order_amount":"7.00"}`)
 	require.Equal(t, http.StatusConflict, r.Status)
 	require.Equal(t, "cancelled", r.errorCode(t))
 
@@ -106,7 +106,7 @@ func TestDiscountContract(t *testing.T) {
 	r = ts.do(t, "GET", "/v1/discounts/nope", admin, "")
 	require.Equal(t, http.StatusNotFound, r.Status)
 	require.Equal(t, "not_found", r.errorCode(t))
-	r = ts.do(t, "POST", "/v1/discounts/nope/reserve", alice, `{"order_id":"o","order_amount":"1.00"}`)
+	r = ts.do(t, "POST", "/v1/discounts/nope/reserve", pay, `{"user_id":"alice","order_id":"o","order_amount":"1.00"}`)
 	require.Equal(t, http.StatusNotFound, r.Status)
 }
 
@@ -119,7 +119,7 @@ func TestDiscountOutcomes(t *testing.T) {
 	id := ts.createDiscount(t, `{"budget":"2.00","quota":2,"min":"1.00","max":"1.00","per_user_count":1}`)
 	base := "/v1/discounts/" + id
 	outcome := func(user, order string) string {
-		r := ts.do(t, "POST", base+"/reserve", token(t, user), `{"order_id":"`+order+`","order_amount":"9.99"}`)
+		r := ts.do(t, "POST", base+"/reserve", string(paymentKey), `{"user_id":"`+user+`","order_id":"`+order+`","order_amount":"9.99"}`)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		m := r.json(t)
 		if m["outcome"] != "reserved" && m["outcome"] != "already" {
@@ -135,12 +135,12 @@ func TestDiscountOutcomes(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Equal(t, "operator", r.json(t)["close_reason"])
 	require.Equal(t, "closed", outcome("d", "1"))
-	r = ts.do(t, "POST", base+"/orders/1/confirm", token(t, "a"), "")
+	r = ts.do(t, "POST", base+"/orders/1/confirm", string(paymentKey), `{"user_id":"a"}`)
 	require.Equal(t, http.StatusOK, r.Status, "a hold made before the close is confirmed after it")
 
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	id2 := ts.createDiscount(t, `{"budget":"2.00","quota":2,"opens_at":"`+later+`"}`)
-	r = ts.do(t, "POST", "/v1/discounts/"+id2+"/reserve", token(t, "a"), `{"order_id":"1","order_amount":"1.00"}`)
+	r = ts.do(t, "POST", "/v1/discounts/"+id2+"/reserve", string(paymentKey), `{"user_id":"a","order_id":"1","order_amount":"1.00"}`)
 	require.Equal(t, "not_open", r.json(t)["outcome"])
 }
 
@@ -176,29 +176,33 @@ func TestDiscountBadInput(t *testing.T) {
 		require.Contains(t, e.Error.Message, tc.msg, tc.body)
 	}
 	id := ts.createDiscount(t, `{"budget":"10.00","quota":10}`)
-	alice := token(t, "alice")
+	alice, pay := token(t, "alice"), string(paymentKey)
 	for _, tc := range []struct{ path, body, code, msg string }{
-		{"/reserve", `{"order_id":"o-1","order_amount":"0.00"}`, "invalid_request", "order_amount: must be at least 0.01"},
-		{"/reserve", `{"order_id":"o-1","order_amount":"0"}`, "invalid_request", "order_amount"},
-		{"/reserve", `{"order_id":"o-1"}`, "invalid_request", "order_amount or order_amount_cents is required"},
-		{"/reserve", `{"order_id":"` + strings.Repeat("o", 65) + `","order_amount":"1.00"}`, "invalid_id", "order_id: order ids are 1 to 64"},
-		{"/reserve", `{"order_id":"o/1","order_amount":"1.00"}`, "invalid_id", "order_id"},
-		{"/reserve", `{"order_id":"o 1","order_amount":"1.00"}`, "invalid_id", "order_id"},
-		{"/reserve", `{"order_amount":"1.00"}`, "invalid_request", "order_id is required"},
-		{"/orders/" + strings.Repeat("o", 65) + "/confirm", ``, "invalid_id", "order_id"},
-		{"/orders/o%2A1/cancel", ``, "invalid_id", "order_id"},
-		{"/orders/o-1/confirm", `{"x":1}`, "invalid_json", `unknown field`},
+		{"/reserve", `{"user_id":"alice","order_id":"o-1","order_amount":"0.00"}`, "invalid_request", "order_amount: must be at least 0.01"},
+		{"/reserve", `{"user_id":"alice","order_id":"o-1","order_amount":"0"}`, "invalid_request", "order_amount"},
+		{"/reserve", `{"user_id":"alice","order_id":"o-1"}`, "invalid_request", "order_amount or order_amount_cents is required"},
+		{"/reserve", `{"user_id":"alice","order_id":"` + strings.Repeat("o", 65) + `","order_amount":"1.00"}`, "invalid_id", "order_id: order ids are 1 to 64"},
+		{"/reserve", `{"user_id":"alice","order_id":"o/1","order_amount":"1.00"}`, "invalid_id", "order_id"},
+		{"/reserve", `{"user_id":"alice","order_id":"o 1","order_amount":"1.00"}`, "invalid_id", "order_id"},
+		{"/reserve", `{"user_id":"alice","order_amount":"1.00"}`, "invalid_request", "order_id is required"},
+		{"/reserve", `{"order_id":"o-1","order_amount":"1.00"}`, "invalid_request", "user_id is required"},
+		{"/reserve", `{"user_id":"a b","order_id":"o-1","order_amount":"1.00"}`, "invalid_id", "user_id: user ids are 1 to 64"},
+		{"/orders/" + strings.Repeat("o", 65) + "/confirm", `{"user_id":"alice"}`, "invalid_id", "order_id"},
+		{"/orders/o%2A1/cancel", `{"user_id":"alice"}`, "invalid_id", "order_id"},
+		{"/orders/o-1/confirm", `{"user_id":"alice","x":1}`, "invalid_json", `unknown field`},
+		{"/orders/o-1/confirm", ``, "invalid_json", `the body is empty`},
+		{"/orders/o-1/cancel", `{}`, "invalid_request", `user_id is required`},
 	} {
-		r := ts.do(t, "POST", "/v1/discounts/"+id+tc.path, alice, tc.body)
+		r := ts.do(t, "POST", "/v1/discounts/"+id+tc.path, pay, tc.body)
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s %s: %s", tc.path, tc.body, r.Body)
 		require.Equal(t, tc.code, r.errorCode(t), "%s %s", tc.path, tc.body)
 		require.Contains(t, string(r.Body), tc.msg, "%s %s", tc.path, tc.body)
 	}
-	// The keys are checked: a user token does not create, an admin key
-	// does not reserve.
+	// The keys are checked: neither a user token nor a payment key
+	// creates.
 	r := ts.do(t, "POST", "/v1/discounts", alice, `{"budget":"10.00","quota":10}`)
 	require.Equal(t, http.StatusUnauthorized, r.Status)
-	r = ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", admin, `{"order_id":"o","order_amount":"1.00"}`)
+	r = ts.do(t, "POST", "/v1/discounts", pay, `{"budget":"10.00","quota":10}`)
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 }
 
@@ -208,9 +212,9 @@ func TestDiscountExpiresOverHTTP(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, nil)
 	id := ts.createDiscount(t, `{"budget":"1.00","quota":1,"hold":"1s"}`)
-	alice := token(t, "alice")
+	pay := string(paymentKey)
 	base := "/v1/discounts/" + id
-	r := ts.do(t, "POST", base+"/reserve", alice, `{"order_id":"o","order_amount":"5.00"}`)
+	r := ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"alice","order_id":"o","order_amount":"5.00"}`)
 	require.Equal(t, "reserved", r.json(t)["outcome"])
 	exp, err := time.Parse(time.RFC3339Nano, r.json(t)["expires_at"].(string))
 	require.NoError(t, err)
@@ -225,14 +229,14 @@ func TestDiscountExpiresOverHTTP(t *testing.T) {
 		require.True(t, time.Now().Before(deadline))
 		time.Sleep(10 * time.Millisecond) // the hold ends by the Redis clock
 	}
-	r = ts.do(t, "POST", base+"/orders/o/confirm", alice, "")
+	r = ts.do(t, "POST", base+"/orders/o/confirm", pay, `{"user_id":"alice"}`)
 	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
 	require.Equal(t, "expired", r.errorCode(t))
 	_, err = ts.Engine.ReapDiscount(ctx, id)
 	require.NoError(t, err)
-	r = ts.do(t, "POST", base+"/reserve", token(t, "bob"), `{"order_id":"o","order_amount":"5.00"}`)
+	r = ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"bob","order_id":"o","order_amount":"5.00"}`)
 	require.Equal(t, "reserved", r.json(t)["outcome"], "the expired amount went back")
-	r = ts.do(t, "POST", base+"/orders/o/cancel", alice, "")
+	r = ts.do(t, "POST", base+"/orders/o/cancel", pay, `{"user_id":"alice"}`)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Equal(t, "expired", r.json(t)["outcome"])
 }
@@ -254,11 +258,11 @@ func TestDiscountIdempotentCreateAndMetrics(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, r3.Status)
 
 	id := r1.json(t)["id"].(string)
-	alice := token(t, "alice")
-	ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", alice, `{"order_id":"1","order_amount":"1.00"}`)
-	ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", alice, `{"order_id":"2","order_amount":"1.00"}`)
-	ts.do(t, "POST", "/v1/discounts/"+id+"/orders/1/confirm", alice, "")
-	m := ts.do(t, "GET", "/metrics", "", "")
+	pay := string(paymentKey)
+	ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", pay, `{"user_id":"alice","order_id":"1","order_amount":"1.00"}`)
+	ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", pay, `{"user_id":"alice","order_id":"2","order_amount":"1.00"}`)
+	ts.do(t, "POST", "/v1/discounts/"+id+"/orders/1/confirm", pay, `{"user_id":"alice"}`)
+	m := ts.do(t, "GET", "/metrics", string(adminKey), "")
 	body2 := string(m.Body)
 	for _, want := range []string{
 		`hongbao_discount_reserves_total{outcome="reserved"} 1`,
@@ -301,4 +305,87 @@ func TestDiscountIdempotencyKeyOfRetiredCampaign(t *testing.T) {
 	r = ts.do(t, "POST", "/v1/discounts", string(adminKey), body, "Idempotency-Key", key)
 	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
 	require.Equal(t, "idempotency_mismatch", r.errorCode(t))
+}
+
+// TestDiscountPaymentSystemOnly: reserve, confirm and cancel are the
+// payment system's. A user's own token is refused there with 403, so no
+// user can reserve a discount for an order never paid and confirm it; a
+// payment key (any of them, or an admin key) does it for the user named
+// in the body; anything else is 401.
+func TestDiscountPaymentSystemOnly(t *testing.T) {
+	t.Parallel()
+	otherPayment := []byte("payment-key-two-0123456789abcdefghij")
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		c.UserRate = -1
+		c.PaymentKeys = append(c.PaymentKeys, otherPayment)
+	})
+	id := ts.createDiscount(t, `{"budget":"10.00","quota":10}`)
+	base := "/v1/discounts/" + id
+	mallory := token(t, "mallory")
+	reserve := `{"user_id":"mallory","order_id":"o-1","order_amount":"35.20"}`
+	who := `{"user_id":"mallory"}`
+	for _, c := range []struct{ path, body string }{
+		{"/reserve", reserve}, {"/orders/o-1/confirm", who}, {"/orders/o-1/cancel", who},
+		{"/reserve", `{"order_id":"o-1","order_amount":"35.20"}`}, {"/orders/o-1/confirm", ""},
+	} {
+		r := ts.do(t, "POST", base+c.path, mallory, c.body)
+		require.Equal(t, http.StatusForbidden, r.Status, "%s %s: %s", c.path, c.body, r.Body)
+		require.Equal(t, "forbidden", r.errorCode(t))
+		for _, bad := range []string{"", "not-a-key", string(paymentKey) + "x"} {
+			r := ts.do(t, "POST", base+c.path, bad, c.body)
+			require.Equal(t, http.StatusUnauthorized, r.Status, "%q %s: %s", bad, c.path, r.Body)
+			require.Equal(t, "unauthorized", r.errorCode(t))
+		}
+	}
+	r := ts.do(t, "GET", base, string(adminKey), "")
+	require.EqualValues(t, 0, r.json(t)["reserved_count"], "nothing was reserved by the refused calls")
+
+	r = ts.do(t, "POST", base+"/reserve", string(paymentKey), reserve)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, "reserved", r.json(t)["outcome"])
+	r = ts.do(t, "POST", base+"/orders/o-1/confirm", string(otherPayment), who)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, "confirmed", r.json(t)["outcome"])
+}
+
+// TestDiscountNoHoarding: a campaign created without per-user limits
+// gives one discount per user, so one user cannot hold a second open
+// reservation (nor the quota); a campaign open to hoarding says so with
+// per_user_unlimited, and its answer says it too.
+func TestDiscountNoHoarding(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, func(c *httpapi.Config) { c.UserRate = -1 })
+	pay := string(paymentKey)
+	reserve := func(id, order string) string {
+		r := ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", pay, `{"user_id":"hoarder","order_id":"`+order+`","order_amount":"9.99"}`)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		return r.json(t)["outcome"].(string)
+	}
+	r := ts.do(t, "POST", "/v1/discounts", string(adminKey), `{"budget":"10.00","quota":10}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	c := r.json(t)
+	require.EqualValues(t, 1, c["per_user_count"])
+	require.NotContains(t, c, "per_user_unlimited")
+	id := c["id"].(string)
+	require.Equal(t, "reserved", reserve(id, "o-1"))
+	require.Equal(t, "limit", reserve(id, "o-2"), "a second open reservation of one user")
+
+	r = ts.do(t, "POST", "/v1/discounts", string(adminKey), `{"budget":"10.00","quota":10,"per_user_unlimited":true}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	c = r.json(t)
+	require.Equal(t, true, c["per_user_unlimited"])
+	require.NotContains(t, c, "per_user_count")
+	open := c["id"].(string)
+	require.Equal(t, "reserved", reserve(open, "o-1"))
+	require.Equal(t, "reserved", reserve(open, "o-2"))
+
+	for _, body := range []string{
+		`{"budget":"10.00","quota":10,"per_user_unlimited":true,"per_user_count":2}`,
+		`{"budget":"10.00","quota":10,"per_user_amount":"100000000000000000.00"}`,
+		`{"budget":"10.00","quota":10,"per_user_amount_cents":9223372036854775807}`,
+	} {
+		r = ts.do(t, "POST", "/v1/discounts", string(adminKey), body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", body, r.Body)
+		require.Equal(t, "invalid_request", r.errorCode(t), body)
+	}
 }

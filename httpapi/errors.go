@@ -11,6 +11,7 @@ import (
 // them.
 const (
 	CodeUnauthorized        = "unauthorized"         // 401: missing or bad credentials
+	CodeForbidden           = "forbidden"            // 403: valid credentials of a class this route does not take
 	CodeNotFound            = "not_found"            // 404: no such campaign or route
 	CodeNoGrant             = "no_grant"             // 404: the user holds no packet of the campaign
 	CodeInvalidJSON         = "invalid_json"         // 400: malformed JSON, unknown fields, trailing data

@@ -29,6 +29,7 @@ var (
 	userSecret  = httpapi.Secret{KID: "k1", Key: []byte("user-secret-one-0123456789abcdefghij")}
 	userSecret2 = httpapi.Secret{KID: "k2", Key: []byte("user-secret-two-0123456789abcdefghij")}
 	adminKey    = []byte("admin-key-0123456789abcdefghijklmnop")
+	paymentKey  = []byte("payment-key-0123456789abcdefghijklmn")
 )
 
 type testServer struct {
@@ -55,6 +56,7 @@ func newTestServer(t *testing.T, mod func(*httpapi.Config)) *testServer {
 		Engine: eng, Redis: r.Client,
 		UserSecrets: []httpapi.Secret{userSecret, userSecret2},
 		AdminKeys:   [][]byte{adminKey},
+		PaymentKeys: [][]byte{paymentKey},
 		Ready:       map[string]func(context.Context) error{"ledger": l.Ping},
 		Logger:      quiet(),
 	}

@@ -92,6 +92,26 @@ func (l *bucketLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
+// blocked says whether key has no token now (and how long until one is
+// there), without taking one. A nil limiter blocks nothing.
+func (l *bucketLimiter) blocked(key string, now time.Time) (bool, time.Duration) {
+	if l == nil {
+		return false, 0
+	}
+	sh := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b := sh.m[key]
+	if b == nil {
+		return false, 0
+	}
+	tokens := min(l.burst, b.tokens+max(now.Sub(b.at).Seconds(), 0)*l.rate)
+	if tokens >= 1 {
+		return false, 0
+	}
+	return true, time.Duration((1 - tokens) / l.rate * float64(time.Second))
+}
+
 // sweep forgets the buckets that are full again: forgetting them changes
 // nothing.
 func (l *bucketLimiter) sweep(sh *bucketShard, now time.Time) {

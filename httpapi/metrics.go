@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,8 +15,8 @@ import (
 	"github.com/hongbao/hongbao/settle"
 )
 
-// maxScrapedCampaigns bounds the per-campaign series and the Redis work of
-// one scrape.
+// maxScrapedCampaigns bounds the per-campaign series of one scrape, and
+// the page of the index it reads at a time.
 const maxScrapedCampaigns = 200
 
 // metrics are the service's own counters; the campaign and settlement
@@ -26,6 +27,8 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	reqLatency  *prometheus.HistogramVec
 	limited     *prometheus.CounterVec
+	// authFailures counts requests refused for their credentials.
+	authFailures *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
@@ -50,13 +53,17 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 		}, []string{"route"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_rate_limited_total",
-			Help: "Requests refused by a rate limit, by limit (user, ip, global).",
+			Help: "Requests refused by a rate limit, by limit (user, ip, global, auth_failures).",
 		}, []string{"limit"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hongbao_auth_failures_total",
+			Help: "Requests refused for their credentials, by the class the route takes (user, admin, payment, metrics).",
+		}, []string{"class"}),
 	}
 	for _, o := range []string{"granted", "already_granted", "sold_out", "not_open", "closed"} {
 		m.grabs.WithLabelValues(o)
 	}
-	reg.MustRegister(m.grabs, m.grabLatency, m.requests, m.reqLatency, m.limited, sc,
+	reg.MustRegister(m.grabs, m.grabLatency, m.requests, m.reqLatency, m.limited, m.authFailures, sc,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -180,30 +187,42 @@ func (s *stateCollector) fsyncAlways(ctx context.Context) (float64, bool) {
 	return 0, true
 }
 
+// campaigns sends the pool gauges of the first maxScrapedCampaigns
+// campaigns (those that close first) and the settlement gauges summed over
+// every live campaign: an alert on the backlog must not miss the 201st.
+// The index is read a page at a time.
 func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Metric) error {
-	ids, err := s.engine.Campaigns(ctx)
-	if err != nil {
-		return err
-	}
-	if len(ids) > maxScrapedCampaigns {
-		ids = ids[:maxScrapedCampaigns]
-	}
 	var lag, dead int64
 	var oldest float64
-	for _, id := range ids {
-		st, err := s.engine.Status(ctx, id)
-		if err != nil {
-			continue // still loading, or gone between the listing and the read
-		}
-		ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(st.RemainingCount), id)
-		ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(st.RemainingCents), id)
-		b, err := settle.ReadBacklog(ctx, s.redis, id)
+	for offset := 0; ; {
+		ids, total, err := s.engine.CampaignsPage(ctx, offset, maxScrapedCampaigns)
 		if err != nil {
 			return err
 		}
-		lag += b.Unsettled()
-		dead += b.Dead
-		oldest = max(oldest, b.Oldest.Seconds())
+		for _, id := range ids {
+			if offset == 0 {
+				st, err := s.engine.Status(ctx, id)
+				if err != nil {
+					continue // still loading, or gone between the listing and the read
+				}
+				ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(st.RemainingCount), id)
+				ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(st.RemainingCents), id)
+			}
+			b, err := settle.ReadBacklog(ctx, s.redis, id)
+			if errors.Is(err, settle.ErrNoCampaign) {
+				continue // settled and gone since the listing
+			}
+			if err != nil {
+				return err
+			}
+			lag += b.Unsettled()
+			dead += b.Dead
+			oldest = max(oldest, b.Oldest.Seconds())
+		}
+		offset += len(ids)
+		if len(ids) == 0 || offset >= total {
+			break
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(s.lag, prometheus.GaugeValue, float64(lag))
 	ch <- prometheus.MustNewConstMetric(s.dead, prometheus.GaugeValue, float64(dead))

@@ -211,3 +211,58 @@ func TestVerifiedTokenStillExpires(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
 	require.Equal(t, "unauthorized", r.errorCode(t))
 }
+
+// TestTokenScope: with an issuer and an audience set, a token must carry
+// both (aud is then required); iat must not lie in the future; and a token
+// living longer than the maximum age (24h by default) is refused, whether
+// its iat says so or, without iat, its exp does.
+func TestTokenScope(t *testing.T) {
+	t.Parallel()
+	scope := httpapi.TokenScope{Issuer: "https://id.example", Audience: "hongbao"}
+	scoped := newTestServer(t, func(c *httpapi.Config) { c.Token = scope; c.UserRate = -1 })
+	plain := newTestServer(t, func(c *httpapi.Config) { c.UserRate = -1 })
+	now := time.Now()
+	tenYears := now.Add(10 * 365 * 24 * time.Hour).Unix()
+	hour := now.Add(time.Hour).Unix()
+	kid := map[string]any{"kid": "k1"}
+	claims := func(extra jwt.MapClaims) jwt.MapClaims {
+		c := jwt.MapClaims{"sub": "alice", "exp": hour, "iat": now.Unix(), "iss": scope.Issuer, "aud": scope.Audience}
+		for k, v := range extra {
+			if v == nil {
+				delete(c, k)
+			} else {
+				c[k] = v
+			}
+		}
+		return c
+	}
+	grab := func(ts *testServer, tok string) reply {
+		id := ts.create(t, `{"total":"1.00","count":1}`)
+		return ts.do(t, "GET", "/v1/campaigns/"+id+"/grants/me", tok, "")
+	}
+	for name, c := range map[string]jwt.MapClaims{
+		"wrong audience":   claims(jwt.MapClaims{"aud": "someone-else"}),
+		"no audience":      claims(jwt.MapClaims{"aud": nil}),
+		"wrong issuer":     claims(jwt.MapClaims{"iss": "https://evil.example"}),
+		"no issuer":        claims(jwt.MapClaims{"iss": nil}),
+		"10-year lifetime": claims(jwt.MapClaims{"exp": tenYears}),
+		"10 years, no iat": claims(jwt.MapClaims{"exp": tenYears, "iat": nil}),
+		"iat in future":    claims(jwt.MapClaims{"iat": now.Add(time.Hour).Unix(), "exp": now.Add(2 * time.Hour).Unix()}),
+	} {
+		r := grab(scoped, signed(t, jwt.SigningMethodHS256, userSecret.Key, c, kid))
+		require.Equal(t, http.StatusUnauthorized, r.Status, "%s: %s", name, r.Body)
+	}
+	good, err := httpapi.MintScopedToken(userSecret, scope, "alice", time.Hour, now)
+	require.NoError(t, err)
+	r := grab(scoped, good)
+	require.Equal(t, http.StatusNotFound, r.Status, "a good token reaches the route (no grant yet): %s", r.Body)
+	require.Equal(t, "no_grant", r.errorCode(t))
+	r = grab(scoped, token(t, "alice"))
+	require.Equal(t, http.StatusUnauthorized, r.Status, "a token without the scope")
+
+	// Without a scope set, iss and aud are not checked, but the lifetime is.
+	r = grab(plain, signed(t, jwt.SigningMethodHS256, userSecret.Key, claims(jwt.MapClaims{"exp": tenYears}), kid))
+	require.Equal(t, http.StatusUnauthorized, r.Status, "a 10-year token: %s", r.Body)
+	r = grab(plain, signed(t, jwt.SigningMethodHS256, userSecret.Key, claims(nil), kid))
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+}

@@ -39,6 +39,21 @@ type Config struct {
 	// AdminKeys are the operators' bearer keys, each at least MinSecretLen
 	// bytes. At least one.
 	AdminKeys [][]byte
+	// PaymentKeys are the payment system's bearer keys, each at least
+	// MinSecretLen bytes: they reserve, confirm and cancel discounts for
+	// the user named in the body. An admin key does that too. Default
+	// none: only the admin keys.
+	PaymentKeys [][]byte
+	// MetricsKeys are bearer keys that may read /metrics on the API's
+	// listener (a Prometheus scraper's), each at least MinSecretLen bytes;
+	// an admin key may too. Nobody else: the metrics name every campaign
+	// and its money. A private listener serving Server.Metrics needs no
+	// key. Default none: only the admin keys.
+	MetricsKeys [][]byte
+	// Token is what a user token must say besides its signature: issuer,
+	// audience, maximum lifetime. Default: iss and aud not checked, at
+	// most 24h.
+	Token TokenScope
 	// Ready are the readiness checks of /readyz besides Redis (the ledger,
 	// for one), by name. Default: none.
 	Ready map[string]func(context.Context) error
@@ -61,7 +76,8 @@ type Config struct {
 	// MaxCount caps the packets of one campaign created over HTTP.
 	// Default 1,000,000.
 	MaxCount int
-	// Leeway is the clock skew allowed on a token's exp, nbf and iat.
+	// Leeway is the clock skew allowed on a token's exp and nbf, on an
+	// iat in the future (refused beyond it) and on Token.MaxAge.
 	// Default 30s.
 	Leeway time.Duration
 	// UserRate and UserBurst limit requests per user, per second, in this
@@ -74,8 +90,15 @@ type Config struct {
 	IPRate  float64
 	IPBurst int
 	// GlobalRate limits /v1 requests per second over every process sharing
-	// the Redis. Default off (0).
+	// the Redis; only requests that authenticated spend it. Default off
+	// (0).
 	GlobalRate int64
+	// AuthFailRate and AuthFailBurst limit failed authentications per
+	// client address (an IPv6 address's /64), per second, in this process:
+	// an address past them is answered 429 before its credentials are
+	// read. Default 5 per second, burst 50; negative turns it off.
+	AuthFailRate  float64
+	AuthFailBurst int
 	// Timeout bounds each call to Redis or the ledger made for a request.
 	// Default 5s.
 	Timeout time.Duration
@@ -121,7 +144,7 @@ func (c *Config) Validate() error {
 		return errors.New("httpapi: at least one user token secret is required")
 	case len(c.AdminKeys) == 0:
 		return errors.New("httpapi: at least one admin key is required")
-	case c.MaxBodyBytes < 0, c.MaxCount < 0, c.Leeway < 0, c.Timeout < 0, c.RetryAfter < 0, c.GlobalRate < 0,
+	case c.MaxBodyBytes < 0, c.MaxCount < 0, c.Leeway < 0, c.Token.MaxAge < 0, c.Timeout < 0, c.RetryAfter < 0, c.GlobalRate < 0,
 		c.LiveInterval < 0, c.MaxLiveViews < 0, c.MaxLiveCampaigns < 0:
 		return errors.New("httpapi: limits and durations must not be negative")
 	case c.Demo != nil && (c.Demo.Campaign == nil || c.Demo.TokenTTL < 0):
@@ -147,6 +170,16 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("httpapi: admin key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
 		}
 	}
+	for i, k := range c.PaymentKeys {
+		if len(k) < MinSecretLen {
+			return fmt.Errorf("httpapi: payment key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
+		}
+	}
+	for i, k := range c.MetricsKeys {
+		if len(k) < MinSecretLen {
+			return fmt.Errorf("httpapi: metrics key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
+		}
+	}
 	return nil
 }
 
@@ -155,17 +188,24 @@ type Server struct {
 	cfg      Config
 	mux      *http.ServeMux
 	users    *userAuth
-	admins   *adminAuth
+	admins   *keyAuth
+	payments *keyAuth // the payment keys and the admin keys
+	scrapers *keyAuth // the metrics keys and the admin keys
+	promh    http.Handler
 	log      *slog.Logger
 	metrics  *metrics
 	dmetrics *discountMetrics
 	userLim  *bucketLimiter
 	ipLim    *bucketLimiter
+	failLim  *bucketLimiter // failed authentications per address
+	failLog  logSampler
+	demoLim  *bucketLimiter // demo tokens per address
 	global   *globalLimiter
 	routes   []string
 	stopping atomic.Bool
 	live     *liveHub
 	lists    singleflight.Group // GET /v1/campaigns requests share a reading
+	ready    readyCache
 
 	counters  sync.Map // routeCode -> prometheus.Counter
 	latencies sync.Map // route -> prometheus.Observer
@@ -177,6 +217,59 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	setDefaults(&cfg)
+	setLiveDefaults(&cfg)
+	if cfg.Demo != nil && cfg.Demo.TokenTTL > cfg.Token.MaxAge {
+		return nil, fmt.Errorf("httpapi: Config.Demo.TokenTTL %v is longer than Token.MaxAge %v", cfg.Demo.TokenTTL, cfg.Token.MaxAge)
+	}
+	s := &Server{
+		cfg:     cfg,
+		mux:     http.NewServeMux(),
+		users:   newUserAuth(cfg.UserSecrets, cfg.Token, cfg.Leeway, cfg.Now),
+		log:     cfg.Logger.With("component", "http"),
+		userLim: newBucketLimiter(cfg.UserRate, cfg.UserBurst),
+		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
+		failLim: newBucketLimiter(cfg.AuthFailRate, cfg.AuthFailBurst),
+		global:  newGlobalLimiter(cfg.Engine.CountRequests, cfg.GlobalRate),
+	}
+	if cfg.Demo != nil {
+		s.demoLim = newBucketLimiter(cfg.Demo.TokenRate, cfg.Demo.TokenBurst)
+	}
+	s.setKeys()
+	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
+	s.metrics = newMetrics(cfg.Registry, sc)
+	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
+	s.live = newLiveHub(cfg.MaxLiveCampaigns, cfg.MaxLiveViews, cfg.LiveInterval, cfg.Timeout, s.readLive, s.log, cfg.Now)
+
+	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
+	s.handle("GET /v1/campaigns/{id}", s.v1(s.admin(s.getCampaign)))
+	s.handle("POST /v1/campaigns/{id}/close", s.v1(s.admin(s.closeCampaign)))
+	s.handle("POST /v1/campaigns/{id}/grab", s.v1(s.user(s.grab)))
+	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
+	s.discountRoutes()
+	s.handle("GET /healthz", s.healthz)
+	s.handle("GET /readyz", s.readyz)
+	// A scrape reads Redis (cached for a second, shared by concurrent
+	// scrapes): a few at a time, each bounded.
+	s.promh = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
+		MaxRequestsInFlight: 4, Timeout: 2 * cfg.Timeout,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	})
+	s.handle("GET /metrics", s.privateMetrics)
+	s.handle("GET /openapi.json", serveOpenAPI)
+	if err := s.mountWeb(); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	// Everything else answers 404 in the error shape.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.count("unmatched", http.StatusNotFound, time.Now())
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such route", 0)
+	})
+	return s, nil
+}
+
+// setDefaults fills the documented defaults into cfg.
+func setDefaults(cfg *Config) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 16 << 10
 	}
@@ -186,11 +279,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Leeway == 0 {
 		cfg.Leeway = 30 * time.Second
 	}
+	if cfg.Token.MaxAge == 0 {
+		cfg.Token.MaxAge = 24 * time.Hour
+	}
 	if cfg.UserRate == 0 {
 		cfg.UserRate = 5
 	}
 	if cfg.UserBurst == 0 {
 		cfg.UserBurst = 10
+	}
+	if cfg.AuthFailRate == 0 {
+		cfg.AuthFailRate = 5
+	}
+	if cfg.AuthFailBurst == 0 {
+		cfg.AuthFailBurst = 50
 	}
 	if cfg.IPBurst == 0 {
 		cfg.IPBurst = max(int(cfg.IPRate), 1)
@@ -210,41 +312,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	setLiveDefaults(&cfg)
-	s := &Server{
-		cfg:     cfg,
-		mux:     http.NewServeMux(),
-		users:   newUserAuth(cfg.UserSecrets, cfg.Leeway, cfg.Now),
-		admins:  newAdminAuth(cfg.AdminKeys),
-		log:     cfg.Logger.With("component", "http"),
-		userLim: newBucketLimiter(cfg.UserRate, cfg.UserBurst),
-		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
-		global:  newGlobalLimiter(cfg.Engine.CountRequests, cfg.GlobalRate),
-	}
-	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
-	s.metrics = newMetrics(cfg.Registry, sc)
-	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
-	s.live = newLiveHub(cfg.MaxLiveCampaigns, cfg.MaxLiveViews, cfg.LiveInterval, cfg.Timeout, s.readLive, s.log, cfg.Now)
+}
 
-	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
-	s.handle("GET /v1/campaigns/{id}", s.v1(s.admin(s.getCampaign)))
-	s.handle("POST /v1/campaigns/{id}/close", s.v1(s.admin(s.closeCampaign)))
-	s.handle("POST /v1/campaigns/{id}/grab", s.v1(s.user(s.grab)))
-	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
-	s.discountRoutes()
-	s.handle("GET /healthz", s.healthz)
-	s.handle("GET /readyz", s.readyz)
-	s.handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}).ServeHTTP)
-	s.handle("GET /openapi.json", serveOpenAPI)
-	if err := s.mountWeb(); err != nil {
-		return nil, fmt.Errorf("httpapi: %w", err)
-	}
-	// Everything else answers 404 in the error shape.
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.count("unmatched", http.StatusNotFound, time.Now())
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such route", 0)
-	})
-	return s, nil
+// setKeys sets up the key classes. The admin keys open every class.
+func (s *Server) setKeys() {
+	salt := fingerprintSalt(s.cfg.UserSecrets)
+	s.admins = newKeyAuth(salt, "admin", s.cfg.AdminKeys)
+	s.payments = newKeyAuth(salt, "payment", s.cfg.PaymentKeys)
+	s.payments.add(salt, "admin", s.cfg.AdminKeys)
+	s.scrapers = newKeyAuth(salt, "metrics", s.cfg.MetricsKeys)
+	s.scrapers.add(salt, "admin", s.cfg.AdminKeys)
 }
 
 // ServeHTTP implements http.Handler.
@@ -352,24 +429,18 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// v1 applies the per-address and global limits to an API route.
+// v1 applies the per-address limits to an API route: requests, and
+// failed authentications. The global budget is spent after
+// authentication (user, admin, payment, anyone).
 func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		now := s.cfg.Now()
-		if ok, wait := s.ipLim.allow(clientIP(r), now); !ok {
+		if ok, wait := s.ipLim.allow(clientIP(r), s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("ip").Inc()
 			s.countRefusal(r)
 			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many requests from this address", wait)
 			return
 		}
-		ok, wait, err := s.global.allow(r.Context(), now)
-		if err != nil {
-			s.log.Warn("global rate limit unavailable; allowing", "err", err)
-		}
-		if !ok {
-			s.metrics.limited.WithLabelValues("global").Inc()
-			s.countRefusal(r)
-			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "the service is at its request limit", wait)
+		if !s.failGate(w, r) {
 			return
 		}
 		next(w, r)
@@ -383,7 +454,7 @@ func (s *Server) user(next userHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		u, err := s.users.user(r)
 		if err != nil {
-			s.log.Debug("user token refused", "err", err, "remote", r.RemoteAddr)
+			s.authFailed(r, "user", err)
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid user token is required", 0)
 			return
 		}
@@ -393,7 +464,9 @@ func (s *Server) user(next userHandler) http.HandlerFunc {
 			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many requests from this user", wait)
 			return
 		}
-		next(w, r, u)
+		if s.spend(w, r) {
+			next(w, r, u)
+		}
 	}
 }
 
@@ -402,13 +475,39 @@ type adminHandler func(w http.ResponseWriter, r *http.Request, admin string)
 // admin authenticates an operator.
 func (s *Server) admin(next adminHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		who, err := s.admins.admin(r)
+		who, err := s.admins.match(r)
 		if err != nil {
-			s.log.Warn("admin credentials refused", "route", r.Pattern, "remote", r.RemoteAddr)
+			s.authFailed(r, "admin", err)
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid admin key is required", 0)
 			return
 		}
-		next(w, r, who)
+		if s.spend(w, r) {
+			next(w, r, who)
+		}
+	}
+}
+
+type paymentHandler func(w http.ResponseWriter, r *http.Request, who string)
+
+// payment authenticates the payment system (a payment key or an admin
+// key). A user's own token answers 403: a user who could reserve and
+// confirm discounts would credit themselves for orders never paid.
+func (s *Server) payment(next paymentHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, err := s.payments.match(r)
+		if err != nil {
+			if _, uerr := s.users.user(r); uerr == nil {
+				s.authFailed(r, "payment", errors.New("a user token"))
+				writeError(w, http.StatusForbidden, CodeForbidden, "this route takes the payment system's key, not a user token", 0)
+				return
+			}
+			s.authFailed(r, "payment", err)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid payment key is required", 0)
+			return
+		}
+		if s.spend(w, r) {
+			next(w, r, who)
+		}
 	}
 }
 
@@ -722,12 +821,80 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+// Metrics serves /metrics without credentials, for a listener of its own
+// that only the monitoring network reaches (serve --metrics-listen).
+func (s *Server) Metrics() http.Handler { return s.promh }
+
+// privateMetrics serves /metrics on the API's listener to a metrics key
+// or an admin key only: the metrics name every campaign and its money.
+func (s *Server) privateMetrics(w http.ResponseWriter, r *http.Request) {
+	if !s.failGate(w, r) {
+		return
+	}
+	if _, err := s.scrapers.match(r); err != nil {
+		s.authFailed(r, "metrics", err)
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a metrics key or an admin key is required", 0)
+		return
+	}
+	s.promh.ServeHTTP(w, r)
+}
+
+// readyFor is how long a readiness reading answers /readyz.
+const readyFor = time.Second
+
+// readyCache keeps the last readiness reading: /readyz answers from it
+// for readyFor, and concurrent callers past that share one new reading, so
+// a flood of /readyz is not a flood of Redis and ledger round trips.
+type readyCache struct {
+	mu     sync.Mutex
+	at     time.Time
+	result *readiness
+	flight singleflight.Group
+}
+
+// readiness is one reading of the readiness checks.
+type readiness struct {
+	status map[string]string
+	failed []string // sorted
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.stopping.Load() {
 		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "shutting down", 0)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	res := s.readiness()
+	if len(res.failed) > 0 {
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "unreachable: "+strings.Join(res.failed, ", "), 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": res.status})
+}
+
+// readiness returns a reading at most readyFor old.
+func (s *Server) readiness() *readiness {
+	c := &s.ready
+	c.mu.Lock()
+	if c.result != nil && time.Since(c.at) < readyFor {
+		res := c.result
+		c.mu.Unlock()
+		return res
+	}
+	c.mu.Unlock()
+	v, _, _ := c.flight.Do("", func() (any, error) {
+		res := s.checkReady()
+		c.mu.Lock()
+		c.result, c.at = res, time.Now()
+		c.mu.Unlock()
+		return res, nil
+	})
+	return v.(*readiness)
+}
+
+// checkReady runs every readiness check, on a context of its own: the
+// reading is shared, so no one caller's cancel may end it.
+func (s *Server) checkReady() *readiness {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
 	checks := map[string]func(context.Context) error{
 		"redis": s.cfg.Engine.Ping,
@@ -735,27 +902,16 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	for name, f := range s.cfg.Ready {
 		checks[name] = f
 	}
-	status := map[string]string{}
-	ready := true
+	res := &readiness{status: map[string]string{}}
 	for name, f := range checks {
 		if err := f(ctx); err != nil {
 			s.log.Warn("readiness check failed", "check", name, "err", err)
-			status[name] = "unreachable"
-			ready = false
+			res.status[name] = "unreachable"
+			res.failed = append(res.failed, name)
 			continue
 		}
-		status[name] = "ok"
+		res.status[name] = "ok"
 	}
-	if !ready {
-		names := make([]string, 0, len(status))
-		for n, v := range status {
-			if v != "ok" {
-				names = append(names, n)
-			}
-		}
-		sort.Strings(names)
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "unreachable: "+strings.Join(names, ", "), 0)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": status})
+	sort.Strings(res.failed)
+	return res
 }

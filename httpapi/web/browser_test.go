@@ -537,3 +537,46 @@ func TestPhoneLayout(t *testing.T) {
 		.filter(e => e.offsetParent !== null && e.getBoundingClientRect().height < 44).map(e => e.id || e.tagName)`)
 	require.Empty(t, small, "targets smaller than 44 px")
 }
+
+// TestPlayAsksBeforeSwitchingUser: a tab playing as one user that opens a
+// link with another user's #token= asks who plays, and keeps its player
+// unless told to switch.
+func TestPlayAsksBeforeSwitchingUser(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, false)
+	id := s.create(t, 50000, 100, split.LineCut)
+	tab := browsertest.NewTab(t, 3*time.Minute)
+	minted := 0
+	mint := func(user string) string {
+		minted++ // each token its own iat, so its own text
+		tok, err := httpapi.MintToken(userSecret, user, time.Hour, time.Now().Add(-time.Duration(minted)*time.Second))
+		require.NoError(t, err)
+		return tok
+	}
+	do(t, tab, desktop(), chromedp.Navigate(s.URL+"/play/"+id+"#token="+mint("alice")), chromedp.Reload())
+	waitFor(t, tab, `document.getElementById('user').textContent === 'alice'`, "alice to play")
+
+	// Another user's link: the page asks; keeping stays alice.
+	do(t, tab, chromedp.Navigate(s.URL+"/play/"+id+"#token="+mint("mallory")), chromedp.Reload())
+	waitFor(t, tab, `!document.getElementById('switch').hidden`, "the page to ask who plays")
+	require.Equal(t, "alice", js[string](t, tab, `document.getElementById('switch-kept').textContent`))
+	require.Equal(t, "mallory", js[string](t, tab, `document.getElementById('switch-link').textContent`))
+	require.True(t, js[bool](t, tab, `document.getElementById('user-line').hidden`), "nobody plays while the page asks")
+	tab.Screenshot(t, "play-switch-user")
+	do(t, tab, chromedp.Click(chromedp.ID("switch-keep")))
+	waitFor(t, tab, `document.getElementById('user').textContent === 'alice' && document.getElementById('switch').hidden`, "alice to play on")
+	require.Equal(t, "alice", js[string](t, tab, `JSON.parse(atob(sessionStorage.getItem('hongbao.play.token').split('.')[1].replace(/-/g,'+').replace(/_/g,'/'))).sub`))
+
+	// Asked again, switching plays as the link's user.
+	do(t, tab, chromedp.Navigate(s.URL+"/play/"+id+"#token="+mint("bob")), chromedp.Reload())
+	waitFor(t, tab, `!document.getElementById('switch').hidden`, "the page to ask who plays")
+	do(t, tab, chromedp.Click(chromedp.ID("switch-take")))
+	waitFor(t, tab, `document.getElementById('user').textContent === 'bob'`, "bob to play")
+
+	// The same user's fresh token replaces the old one without a question.
+	fresh := mint("bob")
+	do(t, tab, chromedp.Navigate(s.URL+"/play/"+id+"#token="+fresh), chromedp.Reload())
+	waitFor(t, tab, `sessionStorage.getItem('hongbao.play.token') === '`+fresh+`'`, "bob's fresh token")
+	require.True(t, js[bool](t, tab, `document.getElementById('switch').hidden`))
+	require.Equal(t, "bob", js[string](t, tab, `document.getElementById('user').textContent`))
+}

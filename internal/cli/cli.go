@@ -184,7 +184,9 @@ func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 		name := "HONGBAO_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v := env.Getenv(name); v != "" {
 			if e := f.Value.Set(v); e != nil {
-				err = usageErrorf("%s=%q: %v", name, v, e)
+				// Neither the value nor Set's error (which quotes it): the
+				// variable may hold a secret.
+				err = usageErrorf("%s: not a valid value for --%s", name, f.Name)
 			}
 		}
 	})

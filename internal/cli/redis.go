@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	neturl "net/url"
 	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/hongbao/hongbao/internal/random"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
@@ -88,11 +91,18 @@ func connectRedis(ctx context.Context, env *IO, url string, opt redisOptions) (*
 		return dialRedis(ctx, url)
 	}
 	if redisserver.Available(opt.Server.Bin) {
-		srv, err := redisserver.Start(ctx, opt.Server)
+		so := opt.Server
+		if so.Password == "" {
+			// Every redis-server we start is locked: no other local
+			// process reads a campaign's seed or pool, or writes its
+			// streams. serve keeps its password in a file, for operators.
+			so.Password = random.Hex(24)
+		}
+		srv, err := redisserver.Start(ctx, so)
 		if err != nil {
 			return nil, err
 		}
-		c, err := newClient(ctx, rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+		c, err := newClient(ctx, rueidis.ClientOption{InitAddress: []string{srv.Addr}, Password: srv.Password, DisableCache: true})
 		if err != nil {
 			_ = srv.Stop()
 			return nil, err
@@ -126,7 +136,7 @@ func dialRedis(ctx context.Context, url string) (*redisConn, error) {
 	}
 	opt, err := rueidis.ParseURL(url)
 	if err != nil {
-		return nil, usageErrorf("--redis %q: %v", url, err)
+		return nil, usageErrorf("--redis %q: %v", redactURL(url), urlReason(err))
 	}
 	opt.DisableCache = true
 	c, err := newClient(ctx, opt)
@@ -138,6 +148,26 @@ func dialRedis(ctx context.Context, url string) (*redisConn, error) {
 		addr = "sentinel " + opt.Sentinel.MasterSet + "@" + addr
 	}
 	return &redisConn{Client: c, Addr: addr, Kind: "given", close: c.Close}, nil
+}
+
+// redactURL is a Redis URL fit for a message: its password replaced by
+// xxxxx, and nothing of it when it does not parse (it may still hold one).
+func redactURL(s string) string {
+	u, err := neturl.Parse(s)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return u.Redacted()
+}
+
+// urlReason is why a URL was refused, without the URL: net/url's errors
+// quote it whole, password and all.
+func urlReason(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, error) {

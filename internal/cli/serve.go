@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,21 +36,24 @@ type serveCmd struct {
 	f   serveFlags
 	log *slog.Logger
 
-	adminKeys [][]byte
-	secrets   []httpapi.Secret
-	conn      *redisConn
-	dsn       string
-	led       ledger.Ledger
-	consumer  string
-	eng       *hongbao.Engine
-	worker    *settle.Worker
-	api       *httpapi.Server
-	srv       *http.Server
-	ln        net.Listener
-	served    chan error // what srv.Serve returned
-	pprof     *http.Server
-	elector   *leader.Elector
-	leaseHeld prometheus.Gauge // 1 while this process holds the lease
+	adminKeys   [][]byte
+	paymentKeys [][]byte
+	metricsKeys [][]byte
+	secrets     []httpapi.Secret
+	conn        *redisConn
+	dsn         string
+	led         ledger.Ledger
+	consumer    string
+	eng         *hongbao.Engine
+	worker      *settle.Worker
+	api         *httpapi.Server
+	srv         *http.Server
+	ln          net.Listener
+	served      chan error // what srv.Serve returned
+	pprof       *http.Server
+	metricsSrv  *http.Server
+	elector     *leader.Elector
+	leaseHeld   prometheus.Gauge // 1 while this process holds the lease
 
 	// demo, when not nil, turns on the API's demo mode (demo --web).
 	demo *httpapi.Demo
@@ -61,10 +65,15 @@ type serveCmd struct {
 type serveFlags struct {
 	redis                                               redisFlags
 	listen, ledger, dataDir, pprof, consumer, logFormat string
-	adminKeys, tokenSecrets, playEmbedders              fileList
+	adminKeys, paymentKeys, tokenSecrets, playEmbedders fileList
+	metricsKeys                                         fileList
+	metricsListen, tlsCert, tlsKey                      string
+	metricsPprof                                        bool
+	tokenIssuer, tokenAudience                          string
+	tokenMaxAge                                         time.Duration
 	allowEviction                                       bool
-	userRate, ipRate                                    float64
-	userBurst, ipBurst                                  int
+	userRate, ipRate, authFailRate                      float64
+	userBurst, ipBurst, authFailBurst                   int
 	globalRate                                          int64
 	shutdownTimeout, leaseTTL, reapEvery                time.Duration
 	waitReplicas                                        int
@@ -79,6 +88,15 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
+	fs.Var(&f.paymentKeys, "payment-key-file", "file holding a payment system key (at least 32 bytes): it reserves, confirms and cancels discounts for the user named in the body (an admin key does too); repeat for several keys; default: none")
+	fs.StringVar(&f.tlsCert, "tls-cert-file", "", "serve the API over HTTPS with this certificate (PEM, the chain after the leaf); with --tls-key-file; default: plain HTTP (TLS at the gateway)")
+	fs.StringVar(&f.tlsKey, "tls-key-file", "", "the private key of --tls-cert-file (PEM)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, without credentials, on this separate address (keep it private); default: off")
+	fs.BoolVar(&f.metricsPprof, "metrics-pprof", false, "serve net/http/pprof on the --metrics-listen address too")
+	fs.Var(&f.metricsKeys, "metrics-key-file", "file holding a key (at least 32 bytes) that may read /metrics on the API address (an admin key may too); repeat for several; default: none")
+	fs.StringVar(&f.tokenIssuer, "token-issuer", "", "user tokens must carry this iss; default: not checked")
+	fs.StringVar(&f.tokenAudience, "token-audience", "", "user tokens must carry this aud (then required); default: not checked")
+	fs.DurationVar(&f.tokenMaxAge, "token-max-age", 24*time.Hour, "longest lifetime of a user token (exp - iat); a token signed for longer is refused")
 	fs.Var(&f.tokenSecrets, "token-secret-file", "file holding an HS256 user token secret (at least 32 bytes), as [kid=]PATH; repeat for rotation, the first also verifies tokens without kid; default: <data-dir>/token.secret, generated if missing")
 	fs.BoolVar(&f.allowEviction, "allow-eviction", false, "start even when Redis's maxmemory-policy can evict keys (an evicted claim is a double grant) or cannot be read")
 	fs.StringVar(&f.pprof, "pprof-listen", "", "serve net/http/pprof on this separate address (keep it private); default: off")
@@ -87,7 +105,9 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.userBurst, "user-burst", 10, "burst of the per-user limit")
 	fs.Float64Var(&f.ipRate, "ip-rate", 0, "requests per second per client address (0: no limit)")
 	fs.IntVar(&f.ipBurst, "ip-burst", 0, "burst of the per-address limit (default: the rate)")
-	fs.Int64Var(&f.globalRate, "global-rate", 0, "API requests per second over every serve process sharing the Redis (0: no limit)")
+	fs.Int64Var(&f.globalRate, "global-rate", 0, "API requests per second over every serve process sharing the Redis, spent only by requests that authenticated (0: no limit)")
+	fs.Float64Var(&f.authFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (IPv6: per /64); past it and its burst the address is answered 429 (negative: no limit)")
+	fs.IntVar(&f.authFailBurst, "auth-fail-burst", 50, "burst of the failed-authentication limit")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight requests")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
@@ -113,6 +133,20 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageErrorf("--tls-cert-file and --tls-key-file go together")
+	}
+	if f.tlsCert != "" {
+		if _, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey); err != nil {
+			return usageErrorf("--tls-cert-file, --tls-key-file: %v", err)
+		}
+	}
+	if f.metricsPprof && f.metricsListen == "" {
+		return usageErrorf("--metrics-pprof needs --metrics-listen")
+	}
+	if f.tokenMaxAge <= 0 {
+		return usageErrorf("--token-max-age must be positive")
 	}
 	if f.reapEvery < 10*time.Millisecond {
 		return usageErrorf("--reap-every must be at least 10ms")
@@ -167,7 +201,7 @@ func (s *serveCmd) open(ctx context.Context) error {
 	if err := s.loadSecrets(); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context) error{s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.startScheduler} {
+	for _, step := range []func(context.Context) error{s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.listenMetrics, s.startScheduler} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -200,6 +234,20 @@ func (s *serveCmd) loadSecrets() error {
 		}
 		s.adminKeys = append(s.adminKeys, k)
 	}
+	for _, p := range f.paymentKeys {
+		k, err := readSecretFile("payment-key-file", p)
+		if err != nil {
+			return err
+		}
+		s.paymentKeys = append(s.paymentKeys, k)
+	}
+	for _, p := range f.metricsKeys {
+		k, err := readSecretFile("metrics-key-file", p)
+		if err != nil {
+			return err
+		}
+		s.metricsKeys = append(s.metricsKeys, k)
+	}
 	var err error
 	s.secrets, err = tokenSecrets(f.tokenSecrets)
 	return err
@@ -225,9 +273,21 @@ func (s *serveCmd) defaultSecret(name, what, generated string) (string, error) {
 // openRedis connects to --redis, or starts our own durable redis-server;
 // never the emulator.
 func (s *serveCmd) openRedis(ctx context.Context) error {
-	conn, err := s.f.redis.connect(ctx, s.env, redisOptions{Server: redisserver.Options{
-		Dir: filepath.Join(s.f.dataDir, "redis"),
-	}})
+	so := redisserver.Options{Dir: filepath.Join(s.f.dataDir, "redis")}
+	if s.f.redis.url == "" {
+		// The embedded Redis is locked with a password kept beside
+		// admin.key (0600), so an operator can reach it with redis-cli.
+		p, err := s.defaultSecret(defaultRedisPassFile, "redis password", "generated the embedded Redis's password")
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("redis password: %w", err)
+		}
+		so.Password = strings.TrimSpace(string(b))
+	}
+	conn, err := s.f.redis.connect(ctx, s.env, redisOptions{Server: so})
 	if err != nil {
 		return err
 	}
@@ -304,7 +364,8 @@ func (s *serveCmd) newAPI(context.Context) error {
 	}
 	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
-		Engine: eng, Redis: s.conn.Client, UserSecrets: s.secrets, AdminKeys: s.adminKeys,
+		Engine: eng, Redis: s.conn.Client, UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys, MetricsKeys: s.metricsKeys,
+		Token: httpapi.TokenScope{Issuer: f.tokenIssuer, Audience: f.tokenAudience, MaxAge: f.tokenMaxAge},
 		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
 		Retired: func(ctx context.Context, id string) (bool, error) {
 			t, err := led.Totals(ctx, id)
@@ -315,6 +376,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 		},
 		SettleStats: s.worker.Stats,
 		UserRate:    f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
+		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
 		Logger: s.log, Registry: s.registry(),
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
 	})
@@ -343,8 +405,12 @@ func (s *serveCmd) listen(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	s.ln = ln
+	var h http.Handler = s.api
+	if host, _, _ := net.SplitHostPort(s.f.listen); isLoopbackHost(host) {
+		h = loopbackOnly(h)
+	}
 	s.srv = &http.Server{
-		Handler:           s.api,
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -357,9 +423,46 @@ func (s *serveCmd) listen(ctx context.Context) error {
 	}
 	s.served = make(chan error, 1)
 	srv := s.srv
-	go func() { s.served <- srv.Serve(ln) }()
+	if s.f.tlsCert != "" {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		go func() { s.served <- srv.ServeTLS(ln, s.f.tlsCert, s.f.tlsKey) }()
+	} else {
+		go func() { s.served <- srv.Serve(ln) }()
+	}
 	s.deferClose(func() { _ = srv.Close() })
 	return nil
+}
+
+// loopbackOnly guards a serve bound to loopback against DNS rebinding: a
+// web page whose own name resolves to 127.0.0.1 could otherwise make the
+// browser of someone on this machine talk to the API (or the console) as
+// if from that page. Such a request carries the page's name in Host; only
+// loopback names pass.
+func loopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		if !isLoopbackHost(host) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			fmt.Fprintln(w, `{"error":{"code":"misdirected","message":"this server answers loopback names only (localhost, 127.0.0.1, [::1])"}}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopbackHost says whether host (no port) is a loopback name or
+// address.
+func isLoopbackHost(host string) bool {
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // listenPprof serves net/http/pprof on its own address, when asked.
@@ -372,16 +475,43 @@ func (s *serveCmd) listenPprof(context.Context) error {
 		return fmt.Errorf("--pprof-listen: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mountPprof(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.pprof = srv
 	go func() { _ = srv.Serve(ln) }()
 	s.deferClose(func() { _ = srv.Close() })
 	s.log.Info("pprof listening", "addr", ln.Addr().String())
+	return nil
+}
+
+func mountPprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// listenMetrics serves /metrics without credentials (and pprof, when
+// asked) on its own address, for the monitoring network only.
+func (s *serveCmd) listenMetrics(context.Context) error {
+	if s.f.metricsListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.f.metricsListen)
+	if err != nil {
+		return fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.api.Metrics())
+	if s.f.metricsPprof {
+		mountPprof(mux)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 60 * time.Second}
+	s.metricsSrv = srv
+	go func() { _ = srv.Serve(ln) }()
+	s.deferClose(func() { _ = srv.Close() })
+	s.log.Info("metrics listening", "addr", ln.Addr().String(), "pprof", s.f.metricsPprof)
 	return nil
 }
 
@@ -391,7 +521,11 @@ func (s *serveCmd) run(ctx context.Context) error {
 	if s.announce != nil {
 		s.announce(s.ln.Addr())
 	} else {
-		fmt.Fprintf(s.env.Stdout, "hongbao serve: listening on http://%s\n", s.ln.Addr())
+		scheme := "http"
+		if s.f.tlsCert != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(s.env.Stdout, "hongbao serve: listening on %s://%s\n", scheme, s.ln.Addr())
 	}
 	var runErr error
 	select {
@@ -423,6 +557,9 @@ func (s *serveCmd) shutdown(ctx context.Context) error {
 	}
 	if s.pprof != nil {
 		_ = s.pprof.Close()
+	}
+	if s.metricsSrv != nil {
+		_ = s.metricsSrv.Close()
 	}
 	s.elector.Stop()
 	return err

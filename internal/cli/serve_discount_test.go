@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +20,11 @@ import (
 func TestServeReapsAndSettlesDiscounts(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
-	p := startServe(t, fx.args("--user-rate", "-1", "--reap-every", "50ms")...)
+	payFile := writeSecret(t, fx.dir, "payment.key")
+	p := startServe(t, fx.args("--user-rate", "-1", "--reap-every", "50ms", "--payment-key-file", payFile)...)
 	api := fx.api(t, p.URL)
+	pay, err := os.ReadFile(payFile)
+	require.NoError(t, err)
 	closes := time.Now().Add(6 * time.Second)
 	code, m, err := api.call("POST", p.URL+"/v1/discounts", api.admin,
 		fmt.Sprintf(`{"budget":"10.00","quota":10,"hold":"1s","closes_at":%q}`, closes.Format(time.RFC3339Nano)))
@@ -27,15 +32,19 @@ func TestServeReapsAndSettlesDiscounts(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, "%v", m)
 	id := m["id"].(string)
 	base := p.URL + "/v1/discounts/" + id
-	post := func(user, path, body string) map[string]any {
-		code, m, err := api.call("POST", base+path, api.userToken(t, user), body)
+	post := func(path, body string) map[string]any {
+		code, m, err := api.call("POST", base+path, strings.TrimSpace(string(pay)), body)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, code, "%v", m)
 		return m
 	}
-	kept := post("kim", "/reserve", `{"order_id":"o-1","order_amount":"100.00"}`)
-	post("kim", "/orders/o-1/confirm", "")
-	post("lee", "/reserve", `{"order_id":"o-1","order_amount":"100.00"}`) // abandoned
+	// The user's own token cannot confirm: 403.
+	code, m, err = api.call("POST", base+"/reserve", api.userToken(t, "kim"), `{"user_id":"kim","order_id":"o-1","order_amount":"100.00"}`)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusForbidden, code, "%v", m)
+	kept := post("/reserve", `{"user_id":"kim","order_id":"o-1","order_amount":"100.00"}`)
+	post("/orders/o-1/confirm", `{"user_id":"kim"}`)
+	post("/reserve", `{"user_id":"lee","order_id":"o-1","order_amount":"100.00"}`) // abandoned
 	status := func() map[string]any {
 		code, m, err := api.call("GET", base, api.admin, "")
 		require.NoError(t, err)

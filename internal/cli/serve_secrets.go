@@ -64,6 +64,8 @@ func tokenSecrets(specs []string) ([]httpapi.Secret, error) {
 const (
 	defaultAdminKeyFile    = "admin.key"
 	defaultTokenSecretFile = "token.secret"
+	// defaultRedisPassFile is the password of the embedded redis-server.
+	defaultRedisPassFile = "redis.pass"
 )
 
 // ensureSecretFile returns path, writing a fresh random secret there

@@ -54,7 +54,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var listenRe = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
+var listenRe = regexp.MustCompile(`listening on (https?://[0-9.:]+)`)
 
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
@@ -180,6 +180,22 @@ func newAPIClient(t *testing.T, url, adminFile, secretFile string) *apiClient {
 		c: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
+// raw answers a call's status and body as text.
+func (a *apiClient) raw(method, url, auth string) (int, string, error) {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+auth)
+	res, err := a.c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
+
 func (a *apiClient) call(method, url, auth, body string) (int, map[string]any, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -267,6 +283,7 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 	}
 	api := newAPIClient(t, url, filepath.Join(data, "admin.key"), filepath.Join(data, "token.secret"))
 	id := api.create(t, url, `{"total":"3000.00","count":3000}`)
+	checkEmbeddedRedisLocked(t, stderr.String(), data, id)
 
 	// The burst: 16 clients grab for fresh users until the server is gone.
 	var next, granted atomic.Int64
@@ -359,13 +376,39 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 	require.EqualValues(t, len(claims), rep.GrantedLedger)
 }
 
+// checkEmbeddedRedisLocked: the redis-server serve started refuses a
+// client without the password kept in the data directory (0600), as
+// redis-cli run by another local process would be; with it, the campaign
+// is there.
+func checkEmbeddedRedisLocked(t *testing.T, log, data, id string) {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Log("redis-cli is not installed: the lock is checked by the redisserver tests only")
+		return
+	}
+	m := regexp.MustCompile(`redis_addr=127.0.0.1:([0-9]+)`).FindStringSubmatch(log)
+	require.NotNil(t, m, log)
+	st, err := os.Stat(filepath.Join(data, "redis.pass"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	pass, err := os.ReadFile(filepath.Join(data, "redis.pass"))
+	require.NoError(t, err)
+	key := redisstore.CampaignKeys(id).Meta
+	out, _ := exec.Command(cli, "-p", m[1], "EXISTS", key).CombinedOutput()
+	require.Contains(t, string(out), "NOAUTH", "redis-cli without the password")
+	out, _ = exec.Command(cli, "-p", m[1], "--no-auth-warning", "-a", strings.TrimSpace(string(pass)), "EXISTS", key).CombinedOutput()
+	require.Equal(t, "1", strings.TrimSpace(string(out)), "with the password")
+}
+
 // TestServeTwoProcesses runs two serves against one Redis and one ledger
 // through a rain and a close: one scheduler at a time, the lease moves
 // when its holder stops, and the ledger reconciles.
 func TestServeTwoProcesses(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, redisserver.Options{AOF: "everysec"})
-	a := startServe(t, fx.args("--lease-ttl", "3s", "--user-rate", "-1", "--consumer", "a", "--pprof-listen", "127.0.0.1:0")...)
+	a := startServe(t, fx.args("--lease-ttl", "3s", "--user-rate", "-1", "--consumer", "a", "--pprof-listen", "127.0.0.1:0",
+		"--metrics-listen", "127.0.0.1:0", "--metrics-pprof")...)
 	b := startServe(t, fx.args("--lease-ttl", "3s", "--user-rate", "-1", "--consumer", "b")...)
 	require.Contains(t, a.stderr.String(), "not fsync-always")
 	api := fx.api(t, a.URL)
@@ -428,15 +471,33 @@ func TestServeTwoProcesses(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
 
+	// /metrics names every campaign and its money: on the API address it
+	// takes the admin key (or a metrics key); on --metrics-listen, a
+	// private address, it takes nothing, and pprof is there when asked.
+	res, err = http.Get(a.URL + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	require.NotContains(t, string(body), id)
+	mm := regexp.MustCompile(`msg="metrics listening" addr=([0-9.:]+)`).FindStringSubmatch(a.stderr.String())
+	require.NotNil(t, mm, a.stderr.String())
+	for path, want := range map[string]string{"/metrics": "hongbao_grabs_total{", "/debug/pprof/": "goroutine"} {
+		res, err = http.Get("http://" + mm[1] + path)
+		require.NoError(t, err)
+		body, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, path)
+		require.Contains(t, string(body), want, path)
+	}
+
 	// One lease holder at a time; when it stops, the other takes over.
 	held := func(p *serveProc) bool {
-		res, err := http.Get(p.URL + "/metrics")
-		if err != nil {
+		code, body, err := api.raw("GET", p.URL+"/metrics", api.admin)
+		if err != nil || code != http.StatusOK {
 			return false
 		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return strings.Contains(string(body), "\nhongbao_scheduler_lease_held 1\n")
+		return strings.Contains(body, "\nhongbao_scheduler_lease_held 1\n")
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for held(a) == held(b) {
@@ -573,5 +634,84 @@ func TestEnsureSecretFileConcurrent(t *testing.T) {
 		entries, err := os.ReadDir(filepath.Dir(p))
 		require.NoError(t, err)
 		require.Len(t, entries, 1, "no temporary file left behind")
+	}
+}
+
+// TestUsageErrorsHideSecrets: a usage error names the flag or variable at
+// fault, never a password of a Redis URL or the value of an environment
+// variable (which may be a secret).
+func TestUsageErrorsHideSecrets(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"HONGBAO_USER_RATE": "hunter2-secret"}, []string{"serve"}, "HONGBAO_USER_RATE"},
+		{nil, []string{"reconcile", "--campaign", "c1", "--ledger", "sqlite:" + filepath.Join(t.TempDir(), "l.db"),
+			"--redis", "redis://u:hunter2-secret@127.0.0.1:notaport"}, "--redis"},
+		{nil, []string{"reconcile", "--campaign", "c1", "--ledger", "sqlite:" + filepath.Join(t.TempDir(), "l.db"),
+			"--redis", "redis://u:hunter2-secret@127.0.0.1:1/x%zz"}, "--redis"},
+	} {
+		code, out, errs := run(t, tc.env, tc.args...)
+		require.NotEqual(t, 0, code, "%v: %s %s", tc.args, out, errs)
+		require.NotContains(t, out+errs, "hunter2", "%v", tc.args)
+		require.Contains(t, errs, tc.want, "%v", tc.args)
+	}
+}
+
+// TestServeLoopbackRefusesOtherHosts: a serve bound to loopback answers
+// only requests that name a loopback host, so a page on another site
+// that rebinds its name to 127.0.0.1 cannot reach it through a browser.
+func TestServeLoopbackRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args()...)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.URL, "http://"))
+	for host, want := range map[string]int{
+		"evil.example:" + port: http.StatusMisdirectedRequest,
+		"evil.example":         http.StatusMisdirectedRequest,
+		"127.0.0.1.nip.io":     http.StatusMisdirectedRequest,
+		"localhost:" + port:    http.StatusOK,
+		"127.0.0.1:" + port:    http.StatusOK,
+		"[::1]:" + port:        http.StatusOK,
+	} {
+		req, err := http.NewRequest("GET", p.URL+"/healthz", nil)
+		require.NoError(t, err)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, want, res.StatusCode, host)
+	}
+}
+
+// TestServeTokenScope: serve with --token-issuer, --token-audience and
+// --token-max-age takes the tokens `hongbao token` mints with the same
+// scope, and refuses one without the audience or living too long.
+func TestServeTokenScope(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--token-issuer", "https://id.example", "--token-audience", "hongbao", "--token-max-age", "1h")...)
+	api := fx.api(t, p.URL)
+	id := api.create(t, p.URL, `{"total":"1.00","count":1}`)
+	mint := func(args ...string) string {
+		code, out, errs := run(t, nil, append([]string{"token", "--user", "alice", "--token-secret-file", fx.secretFile}, args...)...)
+		require.Equal(t, 0, code, errs)
+		return strings.TrimSpace(out)
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--ttl", "30m", "--issuer", "https://id.example", "--audience", "hongbao"}, http.StatusNotFound}, // through: no grant yet
+		{[]string{"--ttl", "30m", "--issuer", "https://id.example"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--issuer", "https://id.example", "--audience", "other"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--audience", "hongbao"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "2h", "--issuer", "https://id.example", "--audience", "hongbao"}, http.StatusUnauthorized},
+	} {
+		code, m, err := api.call("GET", p.URL+"/v1/campaigns/"+id+"/grants/me", mint(c.args...), "")
+		require.NoError(t, err)
+		require.Equal(t, c.want, code, "%v: %v", c.args, m)
 	}
 }

@@ -17,6 +17,7 @@ type tokenCmd struct {
 	ttl     time.Duration
 	secrets fileList
 	dataDir string
+	scope   httpapi.TokenScope
 }
 
 func newTokenCmd(env *IO) command { return &tokenCmd{base: base{env: env}} }
@@ -26,6 +27,8 @@ func (c *tokenCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.user, "user", "", "user id, the token's sub (required)")
 	fs.DurationVar(&c.ttl, "ttl", time.Hour, "lifetime of the token")
 	fs.Var(&c.secrets, "token-secret-file", "file holding the secret, as [kid=]PATH (the first is used); default: <data-dir>/token.secret")
+	fs.StringVar(&c.scope.Issuer, "issuer", "", "the token's iss, as serve's --token-issuer checks it; default: none")
+	fs.StringVar(&c.scope.Audience, "audience", "", "the token's aud, as serve's --token-audience checks it; default: none")
 	fs.StringVar(&c.dataDir, "data-dir", "hongbao-data", "serve's data directory, for the default secret")
 	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
@@ -47,7 +50,7 @@ func (c *tokenCmd) run(context.Context) error {
 	if err != nil {
 		return err
 	}
-	tok, err := httpapi.MintToken(secrets[0], c.user, c.ttl, time.Now())
+	tok, err := httpapi.MintScopedToken(secrets[0], c.scope, c.user, c.ttl, time.Now())
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,14 @@ func (opt Options) validate() error {
 	default:
 		return fmt.Errorf("redisserver: AOF must be always, everysec, no or off, not %q", opt.AOF)
 	}
+	if opt.Password != "" && (opt.Config != "" || opt.Sentinel) {
+		return errors.New("redisserver: a Password goes with neither Config nor Sentinel")
+	}
+	for _, c := range opt.Password {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return errors.New("redisserver: a Password is of A-Z a-z 0-9 - _ only")
+		}
+	}
 	if opt.Cluster && opt.Sentinel {
 		return errors.New("redisserver: a server is a cluster node or a sentinel, not both")
 	}
@@ -51,6 +59,14 @@ func (s *Server) argv(port int, opt Options) ([]string, error) {
 			if err := os.WriteFile(conf, []byte(opt.Config), 0o600); err != nil {
 				return nil, fmt.Errorf("redisserver: %w", err)
 			}
+		}
+		args = append(args, conf)
+	}
+	if opt.Password != "" {
+		// In a file of the owner's, not on the command line.
+		conf := filepath.Join(s.Dir, "auth.conf")
+		if err := writePrivate(conf, "requirepass "+opt.Password+"\n"); err != nil {
+			return nil, fmt.Errorf("redisserver: %w", err)
 		}
 		args = append(args, conf)
 	}
@@ -83,6 +99,15 @@ func (s *Server) argv(port int, opt Options) ([]string, error) {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 	}
 	return append(args, opt.Args...), nil
+}
+
+// writePrivate writes text to path with mode 0600, whatever mode an
+// earlier file there had.
+func writePrivate(path, text string) error {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
 }
 
 // FreePort returns a loopback port that is free now. Another process may

@@ -71,6 +71,13 @@ type Options struct {
 	// a data server; its monitor directives go in Config. The persistence
 	// options do not apply to it.
 	Sentinel bool
+	// Password, when set, locks the server: requirepass, written to
+	// auth.conf (mode 0600) in the data directory, which is made 0700, so
+	// no other local user can read the password, the AOF or the log, and
+	// no local process connects without it. It is never on the command
+	// line (other users can read that in /proc). Not with Config.
+	// Default: no password (the tests' servers).
+	Password string
 }
 
 // Server is a running redis-server child.
@@ -79,6 +86,8 @@ type Server struct {
 	Addr string
 	// Dir is the data directory.
 	Dir string
+	// Password is Options.Password: what a client sends with AUTH.
+	Password string
 
 	cmd    *exec.Cmd
 	tmp    bool
@@ -110,7 +119,7 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{}
+	s := &Server{Password: opt.Password}
 	if opt.Dir == "" {
 		reapTempOrphans()
 		dir, err := os.MkdirTemp("", tempPrefix)
@@ -130,6 +139,14 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 			return nil, err
 		}
 		s.Dir = dir
+	}
+	if opt.Password != "" {
+		// The directory holds the AOF (every campaign's seed and pool) and
+		// auth.conf: its owner only.
+		if err := os.Chmod(s.Dir, 0o700); err != nil {
+			s.cleanup()
+			return nil, fmt.Errorf("redisserver: %w", err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(s.Dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		s.cleanup()
@@ -189,7 +206,7 @@ func (s *Server) launch(ctx context.Context, path string, port int, opt Options)
 
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if ok, pid, _ := probe(s.Addr, 200*time.Millisecond); ok {
+		if ok, pid, _ := probe(s.Addr, s.Password, 200*time.Millisecond); ok {
 			// A server that another process started on the port since we
 			// found it free answers too; ours then fails to bind and exits.
 			if pid != 0 && pid != cmd.Process.Pid {
@@ -239,7 +256,7 @@ func (s *Server) Stop() error {
 	select {
 	case <-s.exited:
 	default:
-		_ = sendShutdown(s.Addr)
+		_ = sendShutdown(s.Addr, s.Password)
 		select {
 		case <-s.exited:
 		case <-time.After(10 * time.Second):
@@ -298,20 +315,43 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// probe sends PING and INFO server; it reports whether +PONG came back
-// (LOADING does not count) and the process id of the server that answered
-// (0 if INFO gave none).
-func probe(addr string, timeout time.Duration) (bool, int, error) {
+// resp encodes one command in RESP.
+func resp(args ...string) []byte {
+	b := []byte("*" + strconv.Itoa(len(args)) + "\r\n")
+	for _, a := range args {
+		b = append(b, "$"+strconv.Itoa(len(a))+"\r\n"+a+"\r\n"...)
+	}
+	return b
+}
+
+// auth is the AUTH command for password, or nothing without one.
+func auth(password string) []byte {
+	if password == "" {
+		return nil
+	}
+	return resp("AUTH", password)
+}
+
+// probe sends PING and INFO server (after AUTH, with a password); it
+// reports whether +PONG came back (LOADING does not count) and the process
+// id of the server that answered (0 if INFO gave none).
+func probe(addr, password string, timeout time.Duration) (bool, int, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return false, 0, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+	msg := append(auth(password), resp("PING")...)
+	if _, err := c.Write(append(msg, resp("INFO", "server")...)); err != nil {
 		return false, 0, err
 	}
 	r := bufio.NewReader(c)
+	if password != "" {
+		if _, err := r.ReadString('\n'); err != nil { // AUTH's answer: PING tells
+			return false, 0, err
+		}
+	}
 	line, err := r.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "+PONG") {
 		return false, 0, err
@@ -337,14 +377,17 @@ func probe(addr string, timeout time.Duration) (bool, int, error) {
 	return true, 0, nil
 }
 
-func sendShutdown(addr string) error {
+func sendShutdown(addr, password string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	_, err = c.Write([]byte("*1\r\n$8\r\nSHUTDOWN\r\n"))
+	_, err = c.Write(append(auth(password), resp("SHUTDOWN")...))
+	if err == nil && password != "" {
+		_, _ = bufio.NewReader(c).ReadString('\n') // AUTH's answer
+	}
 	if err == nil {
 		// The server closes the connection when it exits.
 		_, _ = bufio.NewReader(c).ReadString('\n')

@@ -137,3 +137,46 @@ func TestBadOptions(t *testing.T) {
 	_, err = Start(context.Background(), Options{AOF: "sometimes"})
 	require.ErrorContains(t, err, "AOF must be")
 }
+
+// TestPasswordLocksServer: a server started with a Password refuses every
+// command of a client that has not sent it (redis-cli as an operator
+// would run it), keeps the password in a 0600 file of a 0700 directory and
+// off its command line, and still stops with SHUTDOWN.
+func TestPasswordLocksServer(t *testing.T) {
+	t.Parallel()
+	need(t)
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli is not installed")
+	}
+	const pw = "s3cret-0123456789abcdef"
+	dir := filepath.Join(t.TempDir(), "redis")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	s, err := Start(context.Background(), Options{Dir: dir, AOF: "off", Password: pw})
+	require.NoError(t, err)
+	host, port, _ := net.SplitHostPort(s.Addr)
+	redisCLI := func(args ...string) string {
+		out, _ := exec.Command(cli, append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+		return string(out)
+	}
+	require.Contains(t, redisCLI("GET", "anything"), "NOAUTH")
+	require.Contains(t, redisCLI("--no-auth-warning", "-a", "wrong", "PING"), "WRONGPASS")
+	require.Contains(t, redisCLI("--no-auth-warning", "-a", pw, "PING"), "PONG")
+
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+	st, err = os.Stat(filepath.Join(dir, "auth.conf"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.Pid()))
+	require.NoError(t, err)
+	require.NotContains(t, string(cmdline), pw)
+
+	start := time.Now()
+	require.NoError(t, s.Stop())
+	require.Less(t, time.Since(start), 5*time.Second, "stopped by SHUTDOWN, not by the fallback signals")
+
+	_, err = Start(context.Background(), Options{Password: "a b"})
+	require.Error(t, err)
+}

@@ -4,7 +4,8 @@
 //
 // The token comes, in this order, from the URL fragment (#token=...,
 // which never reaches the server; the page then takes it out of the
-// address bar), from this tab's sessionStorage (a reload), from the
+// address bar; when the tab already plays as another user the page asks
+// which one plays), from this tab's sessionStorage (a reload), from the
 // embedding app by postMessage (only from an origin the server lists in
 // the hongbao-embedders meta tag, and only from the parent window), or,
 // in `hongbao demo --web`, from POST /v1/demo/token.
@@ -78,7 +79,13 @@ async function demoToken() {
 }
 
 async function acquireToken() {
-  const t = fragmentToken() || sessionStorage.getItem(TOKEN_KEY) || '';
+  const fromLink = fragmentToken();
+  const kept = sessionStorage.getItem(TOKEN_KEY) || '';
+  // A link must not silently swap the player of this tab for another
+  // user (someone else's link, or one crafted to make this tab play, and
+  // win, as them): ask first.
+  if (fromLink && kept && subOf(fromLink) !== subOf(kept)) return chooseUser(kept, fromLink);
+  const t = fromLink || kept;
   if (t) return t;
   if (demo) {
     try {
@@ -88,6 +95,24 @@ async function acquireToken() {
     }
   }
   return '';
+}
+
+// chooseUser asks whether to keep this tab's player or take the link's.
+function chooseUser(kept, fromLink) {
+  setText($('switch-kept'), subOf(kept) || 'someone');
+  setText($('switch-link'), subOf(fromLink) || 'someone else');
+  setText($('switch-keep-name'), subOf(kept) || 'the same');
+  setText($('switch-take-name'), subOf(fromLink) || 'the new');
+  $('switch').hidden = false;
+  status('Who plays?');
+  return new Promise((resolve) => {
+    const pick = (t) => {
+      $('switch').hidden = true;
+      resolve(t);
+    };
+    $('switch-keep').addEventListener('click', () => pick(kept), { once: true });
+    $('switch-take').addEventListener('click', () => pick(fromLink), { once: true });
+  });
 }
 
 // ---- what the page shows
