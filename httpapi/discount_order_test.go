@@ -24,20 +24,20 @@ func TestDiscountOrderMismatchOverHTTP(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, nil)
 	id := ts.createDiscount(t, `{"budget":"8.00","quota":10,"min":"0.80","max":"0.80"}`)
-	alice := token(t, "alice")
+	pay := string(paymentKey)
 	base := "/v1/discounts/" + id
-	r := ts.do(t, "POST", base+"/reserve", alice, `{"order_id":"o","order_amount":"10.00"}`)
+	r := ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"alice","order_id":"o","order_amount":"10.00"}`)
 	require.Equal(t, "reserved", r.json(t)["outcome"], "%s", r.Body)
 	require.EqualValues(t, 80, r.json(t)["amount_cents"])
 	for _, confirmed := range []bool{false, true} {
-		r = ts.do(t, "POST", base+"/reserve", alice, `{"order_id":"o","order_amount":"0.50"}`)
+		r = ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"alice","order_id":"o","order_amount":"0.50"}`)
 		require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
 		require.Equal(t, "order_mismatch", r.errorCode(t))
-		r = ts.do(t, "POST", base+"/reserve", alice, `{"order_id":"o","order_amount_cents":1000}`)
+		r = ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"alice","order_id":"o","order_amount_cents":1000}`)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		require.Equal(t, "already", r.json(t)["outcome"])
 		if !confirmed {
-			r = ts.do(t, "POST", base+"/orders/o/confirm", alice, "")
+			r = ts.do(t, "POST", base+"/orders/o/confirm", pay, `{"user_id":"alice"}`)
 			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		}
 	}
