@@ -79,9 +79,9 @@ func TestCheckGoodHistory(t *testing.T) {
 // the kind of anomaly it holds.
 func TestCheckFindsAnomalies(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(ops []Op, f *Final) []Op
-		kinds []string
+		kinds  []string
 	}{
 		{"a user told two different packets", func(ops []Op, f *Final) []Op {
 			return append(ops, op(Held, "c1", "u1", 30, 31, "held", "c1/3", 50))
@@ -163,6 +163,13 @@ func TestCheckFindsAnomalies(t *testing.T) {
 		}, []string{Limit}},
 		{"a confirm answered for a cancelled order", func(ops []Op, f *Final) []Op {
 			return append(ops, order(Confirm, "u2", "o2", 20, 21, "confirmed", 200))
+		}, []string{NotLinearizable}},
+		{"a reservation told, then gone, behind many unknown confirms", func(ops []Op, f *Final) []Op {
+			ops = append(ops, order(Reserve, "u4", "o4", 30, 31, "reserved", 100))
+			for i := range 60 {
+				ops = append(ops, order(Confirm, "u4", "o4", 32+i, -1, "", 0))
+			}
+			return append(ops, order(Confirm, "u4", "o4", 100, 101, NoReservation, 0))
 		}, []string{NotLinearizable}},
 		{"a balance off by a cent", func(ops []Op, f *Final) []Op {
 			f.Balances["u2"] = 199

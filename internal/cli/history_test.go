@@ -1,0 +1,681 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao/internal/history"
+	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/ledgertest"
+	"github.com/hongbao/hongbao/ledger/open"
+)
+
+// histConfig sizes TestHistoryUnderFaults.
+type histConfig struct {
+	users, packets, shards, workers int
+	budget, quota                   int64 // the discount campaign, cents and units
+	faults                          []string
+}
+
+// historyConfig is the short or the long version; HONGBAO_HISTORY_FAULTS
+// (a comma-separated list of serve, master, lag, freeze, postgres)
+// replaces its faults.
+func historyConfig() histConfig {
+	cfg := historySizes()
+	if v := os.Getenv("HONGBAO_HISTORY_FAULTS"); v != "" {
+		cfg.faults = strings.Split(v, ",")
+	}
+	return cfg
+}
+
+func historySizes() histConfig {
+	if longFaults() {
+		var faults []string
+		for range 4 {
+			faults = append(faults, "serve", "freeze", "postgres", "master")
+		}
+		return histConfig{users: 6000, packets: 4000, shards: 2, workers: 32, budget: 1_200_000, quota: 5000, faults: faults}
+	}
+	return histConfig{users: 300, packets: 200, shards: 2, workers: 12, budget: 60_000, quota: 250,
+		faults: []string{"serve", "master", "postgres"}}
+}
+
+// TestHistoryUnderFaults: clients grab red packets, read their packet
+// back, and reserve, confirm and cancel discounts, over HTTP on two serve
+// processes (the binary) on a Redis master, its replica and three
+// sentinels (--wait-replicas 1) and a PostgreSQL ledger, and record every
+// call and its answer: ok, refused, or unknown (503, a timeout, a cut
+// connection). Meanwhile a nemesis SIGKILLs a serve and starts it again,
+// SIGKILLs the Redis master (the sentinels promote the replica, the old
+// master comes back as a replica), freezes the master with SIGSTOP until
+// the sentinels fail over (long version) and restarts PostgreSQL as a
+// crash would. Afterwards every unknown call is repeated until it has an
+// answer, the campaigns are closed and settled, and package history
+// checks the history against Redis and the ledger: per-user and per-order
+// registers linearizable (porcupine), every packet told of held and paid
+// to that user and to nobody else, sums to the cent, discounts within
+// budget, quota and limits and each confirmed one paid once.
+// HONGBAO_LONG_FAULTS=1 (make faults) runs the long version.
+func TestHistoryUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	cfg := historyConfig()
+	s := testenv.NewSentinel(t, testenv.SentinelOptions{})
+	pg := ledgertest.StartPostgres(t)
+	dir := t.TempDir()
+	fx := &serveFixture{dir: dir, adminFile: writeSecret(t, dir, "admin.key"), secretFile: writeSecret(t, dir, "token.secret"), dsn: pg.DSN}
+	bin := buildBinary(t)
+	var serves []*serveBin
+	for i := range 2 {
+		serves = append(serves, startServeBin(t, bin, "--redis", s.URL, "--ledger", pg.DSN, "--admin-key-file", fx.adminFile,
+			"--token-secret-file", fx.secretFile, "--user-rate", "-1", "--wait-replicas", "1", "--wait-timeout", "300ms",
+			"--lease-ttl", "2s", "--consumer", "h"+strconv.Itoa(i), "--data-dir", filepath.Join(dir, "d"+strconv.Itoa(i))))
+	}
+	api := fx.api(t, serves[0].URL)
+	api.c.Timeout = 5 * time.Second // a call a frozen master holds ends as unknown
+	id := api.create(t, serves[0].URL, fmt.Sprintf(`{"total":"%d.00","count":%d,"shards":%d}`, cfg.packets, cfg.packets, cfg.shards))
+	code, m, err := api.call("POST", serves[0].URL+"/v1/discounts", api.admin, fmt.Sprintf(
+		`{"budget_cents":%d,"quota":%d,"max":"5.00","per_user_count":2,"per_user_amount":"6.00","shards":2,"hold":"10m"}`, cfg.budget, cfg.quota))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code, "%v", m)
+	did := m["id"].(string)
+
+	h := &histRun{t: t, api: api, serves: serves, rec: history.NewRecorder(), id: id, did: did}
+	n := &nemesis{t: t, s: s, pg: pg, serves: serves, answered: h.answered.Load, now: h.rec.Now}
+	nemesisDone := make(chan struct{})
+	go func() { defer close(nemesisDone); n.run(cfg.faults) }()
+	h.workload(cfg, nemesisDone)
+	<-nemesisDone
+	require.Equal(t, len(cfg.faults), n.done, "every fault ran: %v", n.log)
+
+	h.resolve(cfg)
+	claims := readClaims(t, s, id, cfg.shards)
+	base := serves[0].URL
+	closeAfterFaults(t, api, base, id)
+	closeDiscountAfterFaults(t, api, base, did)
+	var st, dst map[string]any
+	settled := eventually(120*time.Second, func() bool {
+		_, st, err = api.call("GET", base+"/v1/campaigns/"+id, api.admin, "")
+		return err == nil && st["state"] == "settled"
+	})
+	dsettled := eventually(120*time.Second, func() bool {
+		_, dst, err = api.call("GET", base+"/v1/discounts/"+did, api.admin, "")
+		return err == nil && dst["state"] == "settled"
+	})
+
+	ops := h.rec.Ops()
+	dumpHistory(t, ops)
+	final := readFinal(t, pg.DSN, ops, claims, cfg, id, did, dst)
+	final.Packets[0].Settled, final.Discounts[0].Settled = settled, dsettled
+	rep := history.Check(ops, final, 30*time.Second)
+	counts := history.Counts(ops)
+	t.Logf("history: %d operations (%d ok, %d refused, %d unknown, %d resolved); faults %d: %s; %d packets granted of %d, %d discounts confirmed of %d; anomalies: %d",
+		rep.Ops, counts[history.OK], counts[history.Fail], rep.Unknown, rep.Resolved, n.done, strings.Join(n.log, ", "),
+		len(claims), cfg.packets, len(final.Discounts[0].Confirmed), cfg.quota, len(rep.Anomalies))
+	require.True(t, rep.OK(), "%s", rep)
+	require.True(t, settled, "the red packet campaign settles: %v", st)
+	require.True(t, dsettled, "the discount campaign settles: %v", dst)
+	require.Positive(t, rep.Unknown, "the faults were seen: some calls ended unknown")
+	require.EqualValues(t, min(cfg.packets, cfg.users), len(claims), "every packet was granted")
+}
+
+// eventually polls cond until it holds (true) or d passes (false).
+func eventually(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+// histRun is the clients' side of TestHistoryUnderFaults.
+type histRun struct {
+	t       *testing.T
+	api     *apiClient
+	serves  []*serveBin
+	rec     *history.Recorder
+	id, did string
+
+	answered atomic.Int64 // calls answered OK so far
+	mu       sync.Mutex
+	pending  []histOrder // orders a client gave up on before an answer
+}
+
+// histOrder is one discount order a client drives to its end.
+type histOrder struct {
+	user, order string
+	cents       int64
+	confirm     bool
+}
+
+// call sends one call to a serve chosen at random, records it and returns
+// it. A call that reached no serve (connection refused) is refused, one
+// whose answer was lost or says nothing (503, 500, a timeout) unknown.
+func (h *histRun) call(client int, op history.Op, method, path, body string) history.Op {
+	url := h.serves[rand.IntN(len(h.serves))].URL
+	tok := h.api.userToken(h.t, op.User)
+	op.Client = client
+	op.Start = h.rec.Now()
+	code, m, err := h.api.call(method, url+path, tok, body)
+	op.End = h.rec.Now()
+	classify(&op, code, m, err)
+	if op.Result == history.Fail && op.Note != "" && !strings.HasPrefix(op.Note, "429") && !strings.HasPrefix(op.Note, "dial") {
+		h.t.Errorf("%s for %s answered %s", op.Kind, op.User, op.Note)
+	}
+	h.rec.Add(op)
+	if op.Result == history.OK {
+		h.answered.Add(1)
+	}
+	return op
+}
+
+// classify fills an Op's result from an HTTP answer.
+func classify(op *history.Op, code int, m map[string]any, err error) {
+	var oe *net.OpError
+	errCode := ""
+	if e, ok := m["error"].(map[string]any); ok {
+		errCode, _ = e["code"].(string)
+	}
+	switch {
+	case err != nil && errors.As(err, &oe) && oe.Op == "dial":
+		op.Result, op.Note = history.Fail, "dial: "+err.Error()
+	case err != nil:
+		op.Result, op.Note = history.Unknown, err.Error()
+	case code == http.StatusOK:
+		op.Result = history.OK
+		op.Outcome, _ = m["outcome"].(string)
+		if op.Kind == history.Held {
+			op.Outcome = "held"
+		}
+		op.Packet, _ = m["packet_id"].(string)
+		if c, ok := m["amount_cents"].(float64); ok {
+			op.Cents = int64(c)
+		}
+	case code == http.StatusNotFound && (errCode == history.NoGrant || errCode == history.NoReservation),
+		code == http.StatusConflict && (errCode == "cancelled" || errCode == "expired" || errCode == "confirmed"):
+		op.Result, op.Outcome = history.OK, errCode
+	case code == http.StatusTooManyRequests:
+		op.Result, op.Note = history.Fail, "429"
+	case code >= 500:
+		op.Result, op.Note = history.Unknown, fmt.Sprintf("%d %s", code, errCode)
+	default:
+		op.Result, op.Note = history.Fail, fmt.Sprintf("%d %v", code, m)
+	}
+}
+
+// until repeats a call until it has an answer (OK) or patience runs out,
+// and returns the last.
+func (h *histRun) until(client int, op history.Op, method, path, body string, patience time.Duration) history.Op {
+	deadline := time.Now().Add(patience)
+	for attempt := 0; ; attempt++ {
+		got := h.call(client, op, method, path, body)
+		if got.Result == history.OK || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(time.Duration(min(5*(attempt+1), 100)) * time.Millisecond)
+	}
+}
+
+// grab grabs until answered; after every other unknown answer it looks
+// whether the grab landed (GET grants/me) before it grabs again, as a
+// client may.
+func (h *histRun) grab(client int, user string, patience time.Duration) history.Op {
+	deadline := time.Now().Add(patience)
+	for attempt := 0; ; attempt++ {
+		got := h.call(client, history.Op{Kind: history.Grab, Campaign: h.id, User: user}, "POST", "/v1/campaigns/"+h.id+"/grab", "")
+		if got.Result == history.OK || time.Now().After(deadline) {
+			return got
+		}
+		if got.Result == history.Unknown && attempt%2 == 0 {
+			h.call(client, history.Op{Kind: history.Held, Campaign: h.id, User: user}, "GET", "/v1/campaigns/"+h.id+"/grants/me", "")
+		}
+		time.Sleep(time.Duration(min(5*(attempt+1), 100)) * time.Millisecond)
+	}
+}
+
+func (h *histRun) held(client int, user string, patience time.Duration) history.Op {
+	return h.until(client, history.Op{Kind: history.Held, Campaign: h.id, User: user}, "GET", "/v1/campaigns/"+h.id+"/grants/me", "", patience)
+}
+
+// order reserves a discount for o, then confirms or cancels it, each step
+// repeated until answered; it reports whether o reached its end.
+func (h *histRun) order(client int, o histOrder, patience time.Duration) bool {
+	base := "/v1/discounts/" + h.did
+	r := h.until(client, history.Op{Kind: history.Reserve, Campaign: h.did, User: o.user, Order: o.order, OrderCents: o.cents},
+		"POST", base+"/reserve", fmt.Sprintf(`{"order_id":%q,"order_amount_cents":%d}`, o.order, o.cents), patience)
+	if r.Result != history.OK {
+		return false
+	}
+	if r.Outcome != "reserved" && r.Outcome != "already" {
+		return true // refused, or released already
+	}
+	kind, verb := history.Cancel, "cancel"
+	if o.confirm {
+		kind, verb = history.Confirm, "confirm"
+	}
+	f := h.until(client, history.Op{Kind: kind, Campaign: h.did, User: o.user, Order: o.order},
+		"POST", base+"/orders/"+o.order+"/"+verb, "", patience)
+	return f.Result == history.OK
+}
+
+// workload runs the clients, half of them on red packets, half on
+// discounts, so that each goes on while faults stall the other. Each user
+// grabs (some with a double click) and some read their packet back; each
+// places one or two orders. When its users run out before the nemesis is
+// done, a client keeps grabbing again and reading packets back, or placing
+// orders (over the per-user limit), until it is.
+func (h *histRun) workload(cfg histConfig, nemesisDone <-chan struct{}) {
+	var wg sync.WaitGroup
+	var extra atomic.Int64
+	packets, discounts := make(chan int), make(chan int)
+	for w := range cfg.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if w%2 == 0 {
+				for u := range packets {
+					h.packetUser(w, u)
+				}
+			} else {
+				for u := range discounts {
+					h.discountUser(w, u)
+				}
+			}
+			for {
+				select {
+				case <-nemesisDone:
+					return
+				default:
+				}
+				user := "h" + strconv.Itoa(rand.IntN(cfg.users))
+				if w%2 == 0 {
+					h.grab(w, user, 10*time.Second)
+					h.held(w, user, 10*time.Second)
+				} else {
+					h.place(w, histOrder{user: user, order: "x" + strconv.FormatInt(extra.Add(1), 10), cents: 500, confirm: true})
+				}
+			}
+		}()
+	}
+	go func() {
+		for u := range cfg.users {
+			discounts <- u
+		}
+		close(discounts)
+	}()
+	for u := range cfg.users {
+		packets <- u
+	}
+	close(packets)
+	wg.Wait()
+}
+
+// packetUser is one user's grabs and reads.
+func (h *histRun) packetUser(w, u int) {
+	user := "h" + strconv.Itoa(u)
+	if u%4 == 0 {
+		var cw sync.WaitGroup
+		cw.Add(1)
+		go func() { defer cw.Done(); h.grab(w, user, 10*time.Second) }()
+		h.grab(w, user, 10*time.Second)
+		cw.Wait()
+	} else {
+		h.grab(w, user, 10*time.Second)
+	}
+	if u%3 == 0 {
+		h.held(w, user, 10*time.Second)
+	}
+}
+
+// discountUser is one user's orders.
+func (h *histRun) discountUser(w, u int) {
+	user := "h" + strconv.Itoa(u)
+	h.place(w, histOrder{user: user, order: "a", cents: int64(100 + u%700), confirm: u%5 != 0})
+	if u%2 == 0 {
+		h.place(w, histOrder{user: user, order: "b", cents: int64(300 + u%400), confirm: u%3 != 0})
+	}
+}
+
+// place drives an order and keeps it for resolve when it did not end.
+func (h *histRun) place(w int, o histOrder) {
+	if !h.order(w, o, 10*time.Second) {
+		h.mu.Lock()
+		h.pending = append(h.pending, o)
+		h.mu.Unlock()
+	}
+}
+
+// resolve ends what the faults left open, once they are over: every user
+// reads their packet back, and every order a client gave up on is driven
+// to its end again (each step is idempotent).
+func (h *histRun) resolve(cfg histConfig) {
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for w := range cfg.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := next.Add(1) - 1; u < int64(cfg.users); u = next.Add(1) - 1 {
+				h.held(w, "h"+strconv.FormatInt(u, 10), 60*time.Second)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, o := range h.pending {
+		h.order(0, o, 60*time.Second)
+	}
+}
+
+// nemesis injects the faults of TestHistoryUnderFaults one after another,
+// each once the clients made progress since the last.
+type nemesis struct {
+	t      *testing.T
+	s      *testenv.Sentinel
+	pg     *ledgertest.PostgresServer
+	serves []*serveBin
+	// answered counts the clients' answered calls.
+	answered func() int64
+	now      func() time.Duration
+	done     int
+	log      []string
+}
+
+func (n *nemesis) run(faults []string) {
+	ctx := context.Background()
+	for i, f := range faults {
+		n.progress(40)
+		start := time.Now()
+		var err error
+		switch f {
+		case "serve":
+			err = n.serves[i%len(n.serves)].restart()
+		case "master":
+			old := n.s.KillMaster()
+			if _, err = n.s.WaitFailover(ctx); err == nil {
+				err = n.s.RestartAsReplica(ctx, old)
+			}
+			if err == nil {
+				err = n.s.WaitReplicated(ctx)
+			}
+		case "freeze":
+			err = n.freeze(ctx)
+		case "lag":
+			err = n.lag(ctx)
+		case "postgres":
+			err = n.pg.Restart(ctx)
+		}
+		if err != nil {
+			n.t.Errorf("fault %s: %v", f, err)
+			return
+		}
+		n.done++
+		n.log = append(n.log, fmt.Sprintf("%s (%.1fs from %v)", f, time.Since(start).Seconds(), (n.now()-time.Since(start)).Round(time.Millisecond)))
+	}
+	n.progress(40)
+}
+
+// progress waits until the clients got k more answers, or 20 s.
+func (n *nemesis) progress(k int64) {
+	target := n.answered() + k
+	deadline := time.Now().Add(20 * time.Second)
+	for n.answered() < target && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freeze stops the master (SIGSTOP) until the sentinels promote its
+// replica, then lets it run again: it comes back believing it is the
+// master until the sentinels make it a replica of the new one.
+func (n *nemesis) freeze(ctx context.Context) error {
+	node := n.s.MasterNode()
+	pid := node.Server().Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	_, err := n.s.WaitFailover(ctx)
+	if cerr := syscall.Kill(pid, syscall.SIGCONT); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = n.s.WaitSentinels(ctx)
+	}
+	if err == nil {
+		err = n.s.WaitReplicated(ctx)
+	}
+	return err
+}
+
+// lag freezes the replica (SIGSTOP) and cuts its link, while the clients
+// go on, so that the master takes writes no replica holds (a partition
+// between them), then SIGKILLs the master and lets the replica run again:
+// the sentinels promote it without those writes.
+// Only what waited for a replica (WAIT) may have been acknowledged.
+func (n *nemesis) lag(ctx context.Context) error {
+	var replica *testenv.Node
+	for _, d := range n.s.Data {
+		if d.Addr != n.s.Master() && d.Running() {
+			replica = d
+		}
+	}
+	if replica == nil {
+		return errors.New("no replica to freeze")
+	}
+	pid := replica.Server().Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	// Its link cut while it cannot reconnect: what the master writes from
+	// now on reaches no replica (what the socket held before does).
+	m := n.s.MasterNode().Client
+	if err := m.Do(ctx, m.B().Arbitrary("CLIENT", "KILL", "TYPE", "replica").Build()).Error(); err != nil {
+		return err
+	}
+	n.progress(40)
+	old := n.s.KillMaster()
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return err
+	}
+	if _, err := n.s.WaitFailover(ctx); err != nil {
+		return err
+	}
+	if err := n.s.RestartAsReplica(ctx, old); err != nil {
+		return err
+	}
+	return n.s.WaitReplicated(ctx)
+}
+
+// serveBin is serve running as a process of its own on a fixed address,
+// which a test may SIGKILL and start again.
+type serveBin struct {
+	t    *testing.T
+	bin  string
+	args []string
+	URL  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan error
+	stderr *syncBuffer
+}
+
+func startServeBin(t *testing.T, bin string, args ...string) *serveBin {
+	t.Helper()
+	port, err := redisserver.FreePort()
+	require.NoError(t, err)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p := &serveBin{t: t, bin: bin, args: append(args, "--listen", addr), URL: "http://" + addr}
+	require.NoError(t, p.start())
+	t.Cleanup(p.stop)
+	return p
+}
+
+// start starts the process and waits until it listens.
+func (p *serveBin) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(p.bin, append([]string{"serve"}, p.args...)...)
+	p.stderr = &syncBuffer{}
+	cmd.Stderr = p.stderr
+	out := &syncBuffer{}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p.cmd, p.exited = cmd, make(chan error, 1)
+	go func() { p.exited <- cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "listening on "+p.URL) {
+		select {
+		case err := <-p.exited:
+			return fmt.Errorf("serve exited: %v %s", err, p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("serve did not listen: %s", p.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// restart SIGKILLs the process, as a crash would, and starts it again.
+func (p *serveBin) restart() error {
+	p.mu.Lock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	p.mu.Unlock()
+	return p.start()
+}
+
+// stop ends the process with SIGINT at the end of the test; it must exit
+// cleanly.
+func (p *serveBin) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			p.t.Errorf("serve's exit: %v %s", err, p.stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		p.t.Errorf("serve did not stop: %s", p.stderr.String())
+	}
+}
+
+// closeDiscountAfterFaults closes a discount campaign, sending the close
+// again while it answers 503, as closeAfterFaults does for red packets.
+func closeDiscountAfterFaults(t *testing.T, api *apiClient, url, id string) {
+	t.Helper()
+	waitFor(t, "the discount close to be answered 200", 30*time.Second, func() bool {
+		code, _, err := api.call("POST", url+"/v1/discounts/"+id+"/close", api.admin, "")
+		require.NoError(t, err)
+		require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, code)
+		return code == http.StatusOK
+	})
+}
+
+// readClaims reads every claim of the campaign from the current master.
+func readClaims(t *testing.T, s *testenv.Sentinel, id string, shards int) map[string]history.Packet {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]history.Packet{}
+	for k := range shards {
+		key := redisstore.ShardKeys(id, shards, k).Claims
+		m, err := s.Client.Do(ctx, s.Client.B().Hgetall().Key(key).Build()).AsStrMap()
+		require.NoError(t, err)
+		for user, v := range m {
+			seq, cents, ok := strings.Cut(v, ":")
+			require.True(t, ok, "claim %q of %s", v, user)
+			p := history.Packet{}
+			p.Seq, err = strconv.ParseInt(seq, 10, 64)
+			require.NoError(t, err)
+			p.Cents, err = strconv.ParseInt(cents, 10, 64)
+			require.NoError(t, err)
+			out[user] = p
+		}
+	}
+	return out
+}
+
+// readFinal reads the ledger's side of both campaigns, and the balance of
+// every user of the history.
+func readFinal(t *testing.T, dsn string, ops []history.Op, claims map[string]history.Packet, cfg histConfig, id, did string, dst map[string]any) history.Final {
+	t.Helper()
+	ctx := context.Background()
+	l, err := open.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer l.Close()
+	c := history.Campaign{ID: id, Total: int64(cfg.packets) * 100, Claims: claims}
+	require.NoError(t, l.Grants(ctx, id, func(g ledger.Grant) error {
+		c.Grants = append(c.Grants, history.Grant{User: g.User, Seq: g.Seq, Cents: g.Cents})
+		return nil
+	}))
+	tot, err := l.Totals(ctx, id)
+	require.NoError(t, err)
+	c.Funded, c.Refunded = tot.Funded, tot.Refunded
+	d := history.DiscountCampaign{ID: did, Budget: cfg.budget, Quota: cfg.quota, Max: 500, PerUserCount: 2, PerUserAmount: 600, RedisConfirmed: -1}
+	if n, ok := dst["confirmed_count"].(float64); ok {
+		d.RedisConfirmed, d.RedisSumConf = int64(n), int64(dst["confirmed_cents"].(float64))
+	}
+	require.NoError(t, l.Discounts(ctx, ledger.DiscountCampaign(did), func(x ledger.Discount) error {
+		d.Confirmed = append(d.Confirmed, history.Discount{User: x.User, Order: x.Order, Seq: x.Seq, Cents: x.Cents})
+		return nil
+	}))
+	dtot, err := l.Totals(ctx, ledger.DiscountCampaign(did))
+	require.NoError(t, err)
+	d.Funded, d.Refunded = dtot.Funded, dtot.Refunded
+	balances := map[string]int64{}
+	for _, op := range ops {
+		if _, ok := balances[op.User]; ok {
+			continue
+		}
+		if balances[op.User], err = l.Balance(ctx, ledger.UserAccount(op.User)); err != nil {
+			require.NoError(t, err)
+		}
+	}
+	return history.Final{Packets: []history.Campaign{c}, Discounts: []history.DiscountCampaign{d}, Balances: balances}
+}
+
+// dumpHistory writes the history as JSON lines to HONGBAO_HISTORY_DUMP,
+// when set, for a look at what the checker found.
+func dumpHistory(t *testing.T, ops []history.Op) {
+	t.Helper()
+	path := os.Getenv("HONGBAO_HISTORY_DUMP")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, op := range ops {
+		require.NoError(t, enc.Encode(op))
+	}
+}
