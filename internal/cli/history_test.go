@@ -52,12 +52,12 @@ func historySizes() histConfig {
 	if longFaults() {
 		var faults []string
 		for range 4 {
-			faults = append(faults, "serve", "freeze", "postgres", "master")
+			faults = append(faults, "serve", "lag", "postgres", "freeze", "master")
 		}
 		return histConfig{users: 6000, packets: 4000, shards: 2, workers: 32, budget: 1_200_000, quota: 5000, faults: faults}
 	}
 	return histConfig{users: 300, packets: 200, shards: 2, workers: 12, budget: 60_000, quota: 250,
-		faults: []string{"serve", "master", "postgres"}}
+		faults: []string{"serve", "lag", "postgres"}}
 }
 
 // TestHistoryUnderFaults: clients grab red packets, read their packet
@@ -134,6 +134,9 @@ func TestHistoryUnderFaults(t *testing.T) {
 	t.Logf("history: %d operations (%d ok, %d refused, %d unknown, %d resolved); faults %d: %s; %d packets granted of %d, %d discounts confirmed of %d; anomalies: %d",
 		rep.Ops, counts[history.OK], counts[history.Fail], rep.Unknown, rep.Resolved, n.done, strings.Join(n.log, ", "),
 		len(claims), cfg.packets, len(final.Discounts[0].Confirmed), cfg.quota, len(rep.Anomalies))
+	if !settled || !dsettled {
+		t.Logf("not settled: red packets %v; discounts %v", st, dst)
+	}
 	require.True(t, rep.OK(), "%s", rep)
 	require.True(t, settled, "the red packet campaign settles: %v", st)
 	require.True(t, dsettled, "the discount campaign settles: %v", dst)
@@ -164,6 +167,7 @@ type histRun struct {
 	answered atomic.Int64 // calls answered OK so far
 	mu       sync.Mutex
 	pending  []histOrder // orders a client gave up on before an answer
+	given    []histOrder // orders given a discount
 }
 
 // histOrder is one discount order a client drives to its end.
@@ -263,24 +267,32 @@ func (h *histRun) held(client int, user string, patience time.Duration) history.
 }
 
 // order reserves a discount for o, then confirms or cancels it, each step
-// repeated until answered; it reports whether o reached its end.
-func (h *histRun) order(client int, o histOrder, patience time.Duration) bool {
-	base := "/v1/discounts/" + h.did
-	r := h.until(client, history.Op{Kind: history.Reserve, Campaign: h.did, User: o.user, Order: o.order, OrderCents: o.cents},
-		"POST", base+"/reserve", fmt.Sprintf(`{"order_id":%q,"order_amount_cents":%d}`, o.order, o.cents), patience)
+// repeated until answered; it reports whether o reached its end, and
+// whether it was given a discount.
+func (h *histRun) order(client int, o histOrder, patience time.Duration) (done, given bool) {
+	r := h.reserve(client, o, patience)
 	if r.Result != history.OK {
-		return false
+		return false, false
 	}
 	if r.Outcome != "reserved" && r.Outcome != "already" {
-		return true // refused, or released already
+		return true, false // refused, or released already
 	}
+	return h.finish(client, o, o.confirm, patience).Result == history.OK, true
+}
+
+func (h *histRun) reserve(client int, o histOrder, patience time.Duration) history.Op {
+	return h.until(client, history.Op{Kind: history.Reserve, Campaign: h.did, User: o.user, Order: o.order, OrderCents: o.cents},
+		"POST", "/v1/discounts/"+h.did+"/reserve", fmt.Sprintf(`{"order_id":%q,"order_amount_cents":%d}`, o.order, o.cents), patience)
+}
+
+// finish confirms or cancels o until answered.
+func (h *histRun) finish(client int, o histOrder, confirm bool, patience time.Duration) history.Op {
 	kind, verb := history.Cancel, "cancel"
-	if o.confirm {
+	if confirm {
 		kind, verb = history.Confirm, "confirm"
 	}
-	f := h.until(client, history.Op{Kind: kind, Campaign: h.did, User: o.user, Order: o.order},
-		"POST", base+"/orders/"+o.order+"/"+verb, "", patience)
-	return f.Result == history.OK
+	return h.until(client, history.Op{Kind: kind, Campaign: h.did, User: o.user, Order: o.order},
+		"POST", "/v1/discounts/"+h.did+"/orders/"+o.order+"/"+verb, "", patience)
 }
 
 // workload runs the clients, half of them on red packets, half on
@@ -361,34 +373,68 @@ func (h *histRun) discountUser(w, u int) {
 	}
 }
 
-// place drives an order and keeps it for resolve when it did not end.
+// place drives an order, and keeps it for resolve when it did not end
+// or was given a discount.
 func (h *histRun) place(w int, o histOrder) {
-	if !h.order(w, o, 10*time.Second) {
-		h.mu.Lock()
+	done, given := h.order(w, o, 10*time.Second)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !done {
 		h.pending = append(h.pending, o)
-		h.mu.Unlock()
+	}
+	if given {
+		h.given = append(h.given, o)
 	}
 }
 
 // resolve ends what the faults left open, once they are over: every user
-// reads their packet back, and every order a client gave up on is driven
-// to its end again (each step is idempotent).
+// reads their packet back, every order a client gave up on is driven to
+// its end again (each step is idempotent), and every order that was given
+// a discount is read back by reserving it again (held or confirmed
+// answers already, cancelled 409), and released if it is held again.
 func (h *histRun) resolve(cfg histConfig) {
+	parallel(cfg.workers, cfg.users, func(w, u int) { h.held(w, "h"+strconv.Itoa(u), 60*time.Second) })
+	parallel(cfg.workers, len(h.pending), func(w, i int) {
+		o := h.pending[i]
+		if _, given := h.order(w, o, 60*time.Second); given {
+			h.mu.Lock()
+			h.given = append(h.given, o)
+			h.mu.Unlock()
+		}
+	})
+	seen := map[histOrder]bool{}
+	var given []histOrder
+	for _, o := range h.given {
+		if !seen[o] {
+			seen[o] = true
+			given = append(given, o)
+		}
+	}
+	parallel(cfg.workers, len(given), func(w, i int) {
+		o := given[i]
+		switch r := h.reserve(w, o, 60*time.Second); r.Outcome {
+		case "reserved": // gone, and reserved anew: release it
+			h.finish(w, o, false, 60*time.Second)
+		case "already":
+			h.finish(w, o, o.confirm, 60*time.Second)
+		}
+	})
+}
+
+// parallel calls fn(worker, i) for i in [0, n) on workers goroutines.
+func parallel(workers, n int, fn func(w, i int)) {
 	var wg sync.WaitGroup
-	next := atomic.Int64{}
-	for w := range cfg.workers {
+	var next atomic.Int64
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for u := next.Add(1) - 1; u < int64(cfg.users); u = next.Add(1) - 1 {
-				h.held(w, "h"+strconv.FormatInt(u, 10), 60*time.Second)
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(w, i)
 			}
 		}()
 	}
 	wg.Wait()
-	for _, o := range h.pending {
-		h.order(0, o, 60*time.Second)
-	}
 }
 
 // nemesis injects the faults of TestHistoryUnderFaults one after another,
@@ -495,7 +541,9 @@ func (n *nemesis) lag(ctx context.Context) error {
 	if err := m.Do(ctx, m.B().Arbitrary("CLIENT", "KILL", "TYPE", "replica").Build()).Error(); err != nil {
 		return err
 	}
+	held := time.Now()
 	n.progress(40)
+	time.Sleep(time.Second - time.Since(held)) // the partition lasts a second at least: a fault's length, not a wait
 	old := n.s.KillMaster()
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		return err

@@ -180,6 +180,13 @@ func told(ops []Op, campaign string) (map[string]Packet, []Anomaly) {
 	byUser := map[string]Packet{}
 	byPacket := map[int64]string{}
 	var out []Anomaly
+	reported := map[string]bool{}
+	report := func(a Anomaly) {
+		if !reported[a.Kind+a.Key] {
+			reported[a.Kind+a.Key] = true
+			out = append(out, a)
+		}
+	}
 	for _, op := range ops {
 		if op.Campaign != campaign || op.Result != OK || op.Packet == "" || (op.Kind != Grab && op.Kind != Held) {
 			continue
@@ -191,13 +198,13 @@ func told(ops []Op, campaign string) (map[string]Packet, []Anomaly) {
 		}
 		p := Packet{Seq: seq, Cents: op.Cents}
 		if before, ok := byUser[op.User]; ok && before != p {
-			out = append(out, Anomaly{Kind: ToldTwo, Key: campaign + " " + op.User,
+			report(Anomaly{Kind: ToldTwo, Key: campaign + " " + op.User,
 				Detail: fmt.Sprintf("told of %d (%d cents), then of %d (%d cents)", before.Seq, before.Cents, p.Seq, p.Cents)})
 			continue
 		}
 		byUser[op.User] = p
 		if other, ok := byPacket[seq]; ok && other != op.User {
-			out = append(out, Anomaly{Kind: PacketTwice, Key: fmt.Sprintf("%s/%d", campaign, seq),
+			report(Anomaly{Kind: PacketTwice, Key: fmt.Sprintf("%s/%d", campaign, seq),
 				Detail: fmt.Sprintf("told to %s and to %s", other, op.User)})
 			continue
 		}
