@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/internal/history"
@@ -66,16 +67,21 @@ func historySizes() histConfig {
 // sentinels (--wait-replicas 1) and a PostgreSQL ledger, and record every
 // call and its answer: ok, refused, or unknown (503, a timeout, a cut
 // connection). Meanwhile a nemesis SIGKILLs a serve and starts it again,
-// SIGKILLs the Redis master (the sentinels promote the replica, the old
-// master comes back as a replica), freezes the master with SIGSTOP until
-// the sentinels fail over (long version) and restarts PostgreSQL as a
-// crash would. Afterwards every unknown call is repeated until it has an
-// answer, the campaigns are closed and settled, and package history
-// checks the history against Redis and the ledger: per-user and per-order
-// registers linearizable (porcupine), every packet told of held and paid
-// to that user and to nobody else, sums to the cent, discounts within
-// budget, quota and limits and each confirmed one paid once.
-// HONGBAO_LONG_FAULTS=1 (make faults) runs the long version.
+// partitions the replica from the master (SIGSTOP, its link cut) and then
+// SIGKILLs the master, so that the sentinels promote a replica without the
+// master's last writes, and restarts PostgreSQL as a crash would; the long
+// version also freezes the master (SIGSTOP) until the sentinels fail over
+// and lets it come back believing it is the master, and SIGKILLs the
+// master outright. Afterwards every user reads their packet back, every
+// unknown call is repeated until it has an answer, every order given a
+// discount is read back (a repeated reserve), the campaigns are closed and
+// settled, and package history checks the history against Redis and the
+// ledger: per-user and per-order registers linearizable (porcupine), every
+// packet told of held and paid to that user and to nobody else, sums to
+// the cent, discounts within budget, quota and limits and each confirmed
+// one paid once. HONGBAO_LONG_FAULTS=1 (make faults) runs the long
+// version; HONGBAO_HISTORY_FAULTS replaces the faults, and
+// HONGBAO_HISTORY_DUMP=<file> writes the history as JSON lines.
 func TestHistoryUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -83,13 +89,57 @@ func TestHistoryUnderFaults(t *testing.T) {
 	t.Parallel()
 	cfg := historyConfig()
 	s := testenv.NewSentinel(t, testenv.SentinelOptions{})
+	n := &nemesis{t: t, s: s}
+	n.faults = map[string]func(context.Context) error{"master": n.killMaster, "freeze": n.freeze, "lag": n.lag}
+	runHistory(t, cfg, s.URL, s.Client, n)
+}
+
+// TestHistoryOnCluster is TestHistoryUnderFaults on a Redis Cluster of
+// three masters, each with a replica, the campaigns over four shards
+// spread over them, so that packets move between shards near the end of
+// the rain. The nemesis moves a shard's slot to another master
+// (MIGRATE, keys and all, while clients run) and SIGKILLs the master of a
+// shard, whose replica takes over (the old master comes back as its
+// replica), besides SIGKILLing a serve and restarting PostgreSQL. Only in
+// the long version (make faults).
+func TestHistoryOnCluster(t *testing.T) {
+	if !longFaults() && os.Getenv("HONGBAO_HISTORY_CLUSTER") != "1" {
+		t.Skip("HONGBAO_LONG_FAULTS=1 (make faults), or HONGBAO_HISTORY_CLUSTER=1 for the short size")
+	}
+	t.Parallel()
+	cfg := historyConfig()
+	cfg.shards = 4
+	if os.Getenv("HONGBAO_HISTORY_FAULTS") == "" {
+		cfg.faults = []string{"migrate", "failover"}
+		for range 3 * btoi(longFaults()) {
+			cfg.faults = append(cfg.faults, "migrate", "serve", "failover", "postgres")
+		}
+	}
+	c := testenv.NewCluster(t, testenv.ClusterOptions{ReplicasPerMaster: 1})
+	client := c.NewClient(t, rueidis.ClientOption{})
+	n := &nemesis{t: t, c: c}
+	n.faults = map[string]func(context.Context) error{"migrate": n.migrate, "failover": n.failover}
+	runHistory(t, cfg, "redis://"+c.Nodes[0].Addr, client, n)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// runHistory runs the clients, the nemesis and the checker of the history
+// tests on Redis at redisURL (read directly with client), two serve
+// binaries and a private PostgreSQL.
+func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Client, n *nemesis) {
 	pg := ledgertest.StartPostgres(t)
 	dir := t.TempDir()
 	fx := &serveFixture{dir: dir, adminFile: writeSecret(t, dir, "admin.key"), secretFile: writeSecret(t, dir, "token.secret"), dsn: pg.DSN}
 	bin := buildBinary(t)
 	var serves []*serveBin
 	for i := range 2 {
-		serves = append(serves, startServeBin(t, bin, "--redis", s.URL, "--ledger", pg.DSN, "--admin-key-file", fx.adminFile,
+		serves = append(serves, startServeBin(t, bin, "--redis", redisURL, "--ledger", pg.DSN, "--admin-key-file", fx.adminFile,
 			"--token-secret-file", fx.secretFile, "--user-rate", "-1", "--wait-replicas", "1", "--wait-timeout", "300ms",
 			"--lease-ttl", "2s", "--consumer", "h"+strconv.Itoa(i), "--data-dir", filepath.Join(dir, "d"+strconv.Itoa(i))))
 	}
@@ -97,13 +147,14 @@ func TestHistoryUnderFaults(t *testing.T) {
 	api.c.Timeout = 5 * time.Second // a call a frozen master holds ends as unknown
 	id := api.create(t, serves[0].URL, fmt.Sprintf(`{"total":"%d.00","count":%d,"shards":%d}`, cfg.packets, cfg.packets, cfg.shards))
 	code, m, err := api.call("POST", serves[0].URL+"/v1/discounts", api.admin, fmt.Sprintf(
-		`{"budget_cents":%d,"quota":%d,"max":"5.00","per_user_count":2,"per_user_amount":"6.00","shards":2,"hold":"10m"}`, cfg.budget, cfg.quota))
+		`{"budget_cents":%d,"quota":%d,"max":"5.00","per_user_count":2,"per_user_amount":"6.00","shards":%d,"hold":"10m"}`,
+		cfg.budget, cfg.quota, cfg.shards))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, code, "%v", m)
 	did := m["id"].(string)
 
 	h := &histRun{t: t, api: api, serves: serves, rec: history.NewRecorder(), id: id, did: did}
-	n := &nemesis{t: t, s: s, pg: pg, serves: serves, answered: h.answered.Load, now: h.rec.Now}
+	n.pg, n.serves, n.answered, n.now, n.id, n.shards = pg, serves, h.answered.Load, h.rec.Now, id, cfg.shards
 	nemesisDone := make(chan struct{})
 	go func() { defer close(nemesisDone); n.run(cfg.faults) }()
 	h.workload(cfg, nemesisDone)
@@ -111,7 +162,7 @@ func TestHistoryUnderFaults(t *testing.T) {
 	require.Equal(t, len(cfg.faults), n.done, "every fault ran: %v", n.log)
 
 	h.resolve(cfg)
-	claims := readClaims(t, s, id, cfg.shards)
+	claims := readClaims(t, client, id, cfg.shards)
 	base := serves[0].URL
 	closeAfterFaults(t, api, base, id)
 	closeDiscountAfterFaults(t, api, base, did)
@@ -437,13 +488,18 @@ func parallel(workers, n int, fn func(w, i int)) {
 	wg.Wait()
 }
 
-// nemesis injects the faults of TestHistoryUnderFaults one after another,
-// each once the clients made progress since the last.
+// nemesis injects the faults of the history tests one after another,
+// each once the clients made progress since the last: "serve" and
+// "postgres" everywhere, the others from faults.
 type nemesis struct {
 	t      *testing.T
-	s      *testenv.Sentinel
+	s      *testenv.Sentinel // the Sentinel setup, or nil
+	c      *testenv.Cluster  // the cluster, or nil
+	faults map[string]func(context.Context) error
 	pg     *ledgertest.PostgresServer
 	serves []*serveBin
+	id     string // the red packet campaign
+	shards int
 	// answered counts the clients' answered calls.
 	answered func() int64
 	now      func() time.Duration
@@ -457,23 +513,15 @@ func (n *nemesis) run(faults []string) {
 		n.progress(40)
 		start := time.Now()
 		var err error
-		switch f {
-		case "serve":
+		switch fn := n.faults[f]; {
+		case f == "serve":
 			err = n.serves[i%len(n.serves)].restart()
-		case "master":
-			old := n.s.KillMaster()
-			if _, err = n.s.WaitFailover(ctx); err == nil {
-				err = n.s.RestartAsReplica(ctx, old)
-			}
-			if err == nil {
-				err = n.s.WaitReplicated(ctx)
-			}
-		case "freeze":
-			err = n.freeze(ctx)
-		case "lag":
-			err = n.lag(ctx)
-		case "postgres":
+		case f == "postgres":
 			err = n.pg.Restart(ctx)
+		case fn != nil:
+			err = fn(ctx)
+		default:
+			err = fmt.Errorf("no such fault here")
 		}
 		if err != nil {
 			n.t.Errorf("fault %s: %v", f, err)
@@ -483,6 +531,84 @@ func (n *nemesis) run(faults []string) {
 		n.log = append(n.log, fmt.Sprintf("%s (%.1fs from %v)", f, time.Since(start).Seconds(), (n.now()-time.Since(start)).Round(time.Millisecond)))
 	}
 	n.progress(40)
+}
+
+// killMaster SIGKILLs the Sentinel master; the sentinels promote the
+// replica, and the old master comes back as its replica.
+func (n *nemesis) killMaster(ctx context.Context) error {
+	old := n.s.KillMaster()
+	if _, err := n.s.WaitFailover(ctx); err != nil {
+		return err
+	}
+	if err := n.s.RestartAsReplica(ctx, old); err != nil {
+		return err
+	}
+	return n.s.WaitReplicated(ctx)
+}
+
+// shardMaster returns a random shard's slot and the address of its master.
+func (n *nemesis) shardMaster(ctx context.Context) (int, string, error) {
+	k := redisstore.ShardKeys(n.id, n.shards, rand.IntN(n.shards)).Meta
+	slot := testenv.KeySlot(k)
+	addr, err := n.c.MasterOfSlot(ctx, slot)
+	return slot, addr, err
+}
+
+// migrate moves a shard's slot, keys and all, to another master while the
+// clients run.
+func (n *nemesis) migrate(ctx context.Context) error {
+	slot, from, err := n.shardMaster(ctx)
+	if err != nil {
+		return err
+	}
+	var masters []string
+	for _, a := range n.c.Addrs() {
+		if ss, err := n.c.SlotsOf(ctx, a); err == nil && len(ss) > 0 && a != from {
+			masters = append(masters, a)
+		}
+	}
+	if len(masters) == 0 {
+		return errors.New("no other master")
+	}
+	return n.c.MigrateSlot(ctx, slot, masters[rand.IntN(len(masters))])
+}
+
+// failover SIGKILLs the master of a shard; its replica takes over, and the
+// old master comes back as the replica of the new one.
+func (n *nemesis) failover(ctx context.Context) error {
+	slot, old, err := n.shardMaster(ctx)
+	if err != nil {
+		return err
+	}
+	n.c.KillNode(old)
+	err = waitUntil(ctx, 30*time.Second, func() bool {
+		now, err := n.c.MasterOfSlot(ctx, slot)
+		return err == nil && now != old
+	})
+	if err != nil {
+		return fmt.Errorf("no replica took over slot %d from %s: %w", slot, old, err)
+	}
+	if err := n.c.RestartNode(ctx, old); err != nil {
+		return err
+	}
+	if err := n.c.WaitConsistent(ctx); err != nil {
+		return err
+	}
+	return n.c.WaitReplicated(ctx)
+}
+
+// waitUntil polls cond until it holds or d passes.
+func waitUntil(ctx context.Context, d time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // progress waits until the clients got k more answers, or 20 s.
@@ -650,13 +776,13 @@ func closeDiscountAfterFaults(t *testing.T, api *apiClient, url, id string) {
 }
 
 // readClaims reads every claim of the campaign from the current master.
-func readClaims(t *testing.T, s *testenv.Sentinel, id string, shards int) map[string]history.Packet {
+func readClaims(t *testing.T, c rueidis.Client, id string, shards int) map[string]history.Packet {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]history.Packet{}
 	for k := range shards {
 		key := redisstore.ShardKeys(id, shards, k).Claims
-		m, err := s.Client.Do(ctx, s.Client.B().Hgetall().Key(key).Build()).AsStrMap()
+		m, err := c.Do(ctx, c.B().Hgetall().Key(key).Build()).AsStrMap()
 		require.NoError(t, err)
 		for user, v := range m {
 			seq, cents, ok := strings.Cut(v, ":")
