@@ -109,6 +109,17 @@ func (r Report) OK() bool { return len(r.Anomalies) == 0 }
 func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d operations, %d unknown (%d resolved), %d anomalies", r.Ops, r.Unknown, r.Resolved, len(r.Anomalies))
+	kinds := map[string]int{}
+	for _, a := range r.Anomalies {
+		kinds[a.Kind]++
+	}
+	for i, k := range sortedKeys(kinds) {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(&b, "%s%d %s", sep, kinds[k], k)
+	}
 	for i, a := range r.Anomalies {
 		if i == 50 {
 			fmt.Fprintf(&b, "\n  ... %d more", len(r.Anomalies)-i)
