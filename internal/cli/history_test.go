@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -155,6 +156,11 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 
 	h := &histRun{t: t, api: api, serves: serves, rec: history.NewRecorder(), id: id, did: did}
 	n.pg, n.serves, n.answered, n.now, n.id, n.shards = pg, serves, h.answered.Load, h.rec.Now, id, cfg.shards
+	if n.c != nil {
+		// Shards run dry, and packets move between them, near the end of
+		// the rain: the cluster's faults begin then.
+		n.before = func() { eventually(30*time.Second, func() bool { return h.granted.Load() >= int64(cfg.packets)*6/10 }) }
+	}
 	nemesisDone := make(chan struct{})
 	go func() { defer close(nemesisDone); n.run(cfg.faults) }()
 	h.workload(cfg, nemesisDone)
@@ -176,6 +182,7 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 		return err == nil && dst["state"] == "settled"
 	})
 
+	t.Logf("transfers between shards (counted since each serve's last start): %d", transfers(serves))
 	ops := h.rec.Ops()
 	dumpHistory(t, ops)
 	final := readFinal(t, pg.DSN, ops, claims, cfg, id, did, dst)
@@ -216,6 +223,7 @@ type histRun struct {
 	id, did string
 
 	answered atomic.Int64 // calls answered OK so far
+	granted  atomic.Int64 // grabs answered granted so far
 	mu       sync.Mutex
 	pending  []histOrder // orders a client gave up on before an answer
 	given    []histOrder // orders given a discount
@@ -245,6 +253,9 @@ func (h *histRun) call(client int, op history.Op, method, path, body string) his
 	h.rec.Add(op)
 	if op.Result == history.OK {
 		h.answered.Add(1)
+	}
+	if op.Outcome == "granted" {
+		h.granted.Add(1)
 	}
 	return op
 }
@@ -503,12 +514,16 @@ type nemesis struct {
 	// answered counts the clients' answered calls.
 	answered func() int64
 	now      func() time.Duration
+	before   func() // if not nil, runs before the first fault
 	done     int
 	log      []string
 }
 
 func (n *nemesis) run(faults []string) {
 	ctx := context.Background()
+	if n.before != nil {
+		n.before()
+	}
 	for i, f := range faults {
 		n.progress(40)
 		start := time.Now()
@@ -852,4 +867,24 @@ func dumpHistory(t *testing.T, ops []history.Op) {
 	for _, op := range ops {
 		require.NoError(t, enc.Encode(op))
 	}
+}
+
+// transfers sums hongbao_shard_transfers_total over the serves.
+func transfers(serves []*serveBin) int64 {
+	var sum int64
+	for _, p := range serves {
+		res, err := http.Get(p.URL + "/metrics")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "hongbao_shard_transfers_total "); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += int64(f)
+			}
+		}
+	}
+	return sum
 }
