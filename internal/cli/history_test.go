@@ -627,9 +627,12 @@ func waitUntil(ctx context.Context, d time.Duration, cond func() bool) error {
 }
 
 // progress waits until the clients got k more answers, or 20 s.
-func (n *nemesis) progress(k int64) {
+func (n *nemesis) progress(k int64) { n.progressWithin(k, 20*time.Second) }
+
+// progressWithin waits until the clients got k more answers, or d.
+func (n *nemesis) progressWithin(k int64, d time.Duration) {
 	target := n.answered() + k
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(d)
 	for n.answered() < target && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -682,9 +685,12 @@ func (n *nemesis) lag(ctx context.Context) error {
 	if err := m.Do(ctx, m.B().Arbitrary("CLIENT", "KILL", "TYPE", "replica").Build()).Error(); err != nil {
 		return err
 	}
+	// The partition lasts a second, longer if the clients got fewer than 40
+	// answers meanwhile, 3 s at most (with every answer waiting for the
+	// replica, few come): a fault's length, not a wait for a condition.
 	held := time.Now()
-	n.progress(40)
-	time.Sleep(time.Second - time.Since(held)) // the partition lasts a second at least: a fault's length, not a wait
+	n.progressWithin(40, 3*time.Second)
+	time.Sleep(time.Second - time.Since(held))
 	old := n.s.KillMaster()
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		return err
