@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -893,4 +894,37 @@ func transfers(serves []*serveBin) int64 {
 		}
 	}
 	return sum
+}
+
+// TestClassify: how an HTTP answer becomes a history result.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	errBody := func(code string) map[string]any { return map[string]any{"error": map[string]any{"code": code}} }
+	dial := &url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}
+	for _, tc := range []struct {
+		kind    history.Kind
+		code    int
+		m       map[string]any
+		err     error
+		result  history.Result
+		outcome string
+	}{
+		{history.Grab, 200, map[string]any{"outcome": "granted", "packet_id": "c/1", "amount_cents": 7.0}, nil, history.OK, "granted"},
+		{history.Held, 200, map[string]any{"packet_id": "c/1", "amount_cents": 7.0}, nil, history.OK, "held"},
+		{history.Held, 404, errBody("no_grant"), nil, history.OK, history.NoGrant},
+		{history.Confirm, 404, errBody("no_reservation"), nil, history.OK, history.NoReservation},
+		{history.Cancel, 409, errBody("confirmed"), nil, history.OK, "confirmed"},
+		{history.Grab, 503, errBody("outcome_unknown"), nil, history.Unknown, ""},
+		{history.Grab, 503, errBody("busy"), nil, history.Unknown, ""},
+		{history.Grab, 500, errBody("internal"), nil, history.Unknown, ""},
+		{history.Grab, 0, nil, errors.New("read: connection reset by peer"), history.Unknown, ""},
+		{history.Grab, 0, nil, dial, history.Fail, ""},
+		{history.Grab, 429, errBody("rate_limited"), nil, history.Fail, ""},
+		{history.Grab, 404, errBody("not_found"), nil, history.Fail, ""},
+	} {
+		op := history.Op{Kind: tc.kind}
+		classify(&op, tc.code, tc.m, tc.err)
+		require.Equal(t, tc.result, op.Result, "%d %v %v", tc.code, tc.m, tc.err)
+		require.Equal(t, tc.outcome, op.Outcome, "%d %v %v", tc.code, tc.m, tc.err)
+	}
 }
