@@ -886,6 +886,7 @@ func transfers(serves []*serveBin) int64 {
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
+		http.DefaultClient.CloseIdleConnections()
 		for _, line := range strings.Split(string(body), "\n") {
 			if v, ok := strings.CutPrefix(line, "hongbao_shard_transfers_total "); ok {
 				f, _ := strconv.ParseFloat(v, 64)
