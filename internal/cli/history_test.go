@@ -138,11 +138,14 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 	pg := ledgertest.StartPostgres(t)
 	dir := t.TempDir()
 	fx := &serveFixture{dir: dir, adminFile: writeSecret(t, dir, "admin.key"), secretFile: writeSecret(t, dir, "token.secret"), dsn: pg.DSN}
+	payFile := writeSecret(t, dir, "payment.key")
+	payKey, err := os.ReadFile(payFile)
+	require.NoError(t, err)
 	bin := buildBinary(t)
 	var serves []*serveBin
 	for i := range 2 {
 		serves = append(serves, startServeBin(t, bin, "--redis", redisURL, "--ledger", pg.DSN, "--admin-key-file", fx.adminFile,
-			"--token-secret-file", fx.secretFile, "--user-rate", "-1", "--wait-replicas", "1", "--wait-timeout", "300ms",
+			"--payment-key-file", payFile, "--token-secret-file", fx.secretFile, "--user-rate", "-1", "--wait-replicas", "1", "--wait-timeout", "300ms",
 			"--lease-ttl", "2s", "--consumer", "h"+strconv.Itoa(i), "--data-dir", filepath.Join(dir, "d"+strconv.Itoa(i))))
 	}
 	api := fx.api(t, serves[0].URL)
@@ -155,7 +158,7 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 	require.Equal(t, http.StatusCreated, code, "%v", m)
 	did := m["id"].(string)
 
-	h := &histRun{t: t, api: api, serves: serves, rec: history.NewRecorder(), id: id, did: did}
+	h := &histRun{t: t, api: api, serves: serves, rec: history.NewRecorder(), id: id, did: did, pay: strings.TrimSpace(string(payKey))}
 	n.pg, n.serves, n.answered, n.now, n.id, n.shards = pg, serves, h.answered.Load, h.rec.Now, id, cfg.shards
 	if n.c != nil {
 		// Shards run dry, and packets move between them, near the end of
@@ -223,6 +226,7 @@ type histRun struct {
 	rec     *history.Recorder
 	id, did string
 
+	pay      string       // the payment system's key: reserve, confirm, cancel
 	answered atomic.Int64 // calls answered OK so far
 	granted  atomic.Int64 // grabs answered granted so far
 	mu       sync.Mutex
@@ -243,6 +247,16 @@ type histOrder struct {
 func (h *histRun) call(client int, op history.Op, method, path, body string) history.Op {
 	url := h.serves[rand.IntN(len(h.serves))].URL
 	tok := h.api.userToken(h.t, op.User)
+	if op.Kind == history.Reserve || op.Kind == history.Confirm || op.Kind == history.Cancel {
+		// The payment system calls these, naming the user in the body.
+		tok = h.pay
+		user := fmt.Sprintf(`"user_id":%q`, op.User)
+		if body == "" {
+			body = "{" + user + "}"
+		} else {
+			body = "{" + user + "," + strings.TrimPrefix(body, "{")
+		}
+	}
 	op.Client = client
 	op.Start = h.rec.Now()
 	code, m, err := h.api.call(method, url+path, tok, body)
