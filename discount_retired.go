@@ -11,7 +11,8 @@ import (
 
 // ErrCampaignRetired: the ledger knows a campaign of this id that Redis
 // no longer holds: it was settled and its keys expired after the
-// settlement's retention. A create of that id is refused: a second
+// settlement's retention (or, for red packets, Redis lost a campaign the
+// ledger shows was live: see Create). A create of that id is refused: a second
 // campaign under it would share the first one's ledger entries (its fund,
 // its discounts, its refund). Use a new id.
 var ErrCampaignRetired = sentinel("campaign settled and retired; use a new id")

@@ -183,10 +183,12 @@ func New(cfg Config) (*Engine, error) {
 // again with the same id; it starts the load over. A campaign that exists
 // past loading is never touched: that is ErrCampaignExists. A refused spec
 // is a *SpecError (see Spec.Validate), a refused id an *IDError. When
-// Config.Packets is a ledger, an id the ledger shows settled (refunded)
-// while Redis no longer holds it is ErrCampaignRetired, and nothing is
-// written: a second campaign under it would share the first one's
-// packets, fund, grants and refund in the ledger.
+// Config.Packets is a ledger, an id the ledger shows settled (refunded),
+// or live (grants, opened blocks), while Redis no longer holds it is
+// ErrCampaignRetired, and nothing is written: a second campaign under it
+// would share the first one's packets, fund, grants and refund in the
+// ledger, and grant again packets granted before (a campaign Redis lost
+// is rebuilt, not created).
 //
 // The campaign is registered for settlement before it goes live, and
 // again by every create that finds it live (register.go): whatever step

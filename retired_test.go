@@ -113,3 +113,46 @@ func TestCampaignCreateRetriedBeforeLive(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Granted, g.Outcome)
 }
+
+// TestCampaignLostNotCreatedAgain: Redis lost a live campaign (here a
+// FLUSHALL) whose grants the ledger holds, settled (1) or whose blocks it
+// records as opened, the grants not settled yet (2). A create of the same
+// id through the library must be refused: with the recorded seed it
+// loads the same packets, every one back in the pool, and a packet a
+// user was told GRANTED (and, in 1, paid) is granted to a second user.
+// The way back is a rebuild, which places the settled grants and
+// quarantines what may have been popped.
+func TestCampaignLostNotCreatedAgain(t *testing.T) {
+	t.Parallel()
+	for _, settled := range []bool{true, false} {
+		r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+		led := sqliteLedger(t)
+		eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: led})
+		require.NoError(t, err)
+		ctx := context.Background()
+		spec := hongbao.Spec{ID: testenv.UniqueID(t), Total: 200, Count: 2}
+		_, err = eng.Create(ctx, spec)
+		require.NoError(t, err)
+		g, err := eng.Grab(ctx, spec.ID, "alice")
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Granted, g.Outcome)
+		if settled {
+			w, err := settle.New(settle.Config{Redis: r.Client, Ledger: led, Consumer: "lost", Only: []string{spec.ID}, Logger: quiet()})
+			require.NoError(t, err)
+			_, err = w.Pass(ctx)
+			require.NoError(t, err)
+			tot, err := led.Totals(ctx, spec.ID)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, tot.GrantCount, "alice's grant is settled")
+			require.False(t, tot.RefundDone, "still open")
+		}
+		require.NoError(t, r.Client.Do(ctx, r.Client.B().Flushall().Build()).Error())
+
+		_, err = eng.Create(ctx, spec)
+		require.ErrorIs(t, err, hongbao.ErrCampaignRetired, "settled=%v: the ledger knows it was live", settled)
+		b, err := eng.Grab(ctx, spec.ID, "bob")
+		require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "settled=%v: alice's packet %d is not granted again (bob: %+v)", settled, g.Seq, b)
+		_, ok := registry(t, r.Client, false, spec.ID)
+		require.False(t, ok, "nothing registered")
+	}
+}

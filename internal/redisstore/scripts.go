@@ -123,6 +123,10 @@ var (
 	// with other packets. An id is drawn at random for each transfer, so
 	// this is a fault to look into, never a repeat to skip.
 	ErrTransferConflict = errors.New("transfer id applied before with other packets")
+	// ErrTransferStale: a transfer taken before a rebuild of the campaign
+	// (another ledger fence than the destination's): the rebuild placed
+	// its packets and deleted its record, so it is never applied.
+	ErrTransferStale = errors.New("transfer taken before a rebuild")
 )
 
 var scriptErrors = luascript.Errors{Codes: map[string]error{
@@ -139,6 +143,7 @@ var scriptErrors = luascript.Errors{Codes: map[string]error{
 	"HBSTATE":      ErrState,
 	"HBSHARDS":     ErrShards,
 	"HBXCONFLICT":  ErrTransferConflict,
+	"HBXSTALE":     ErrTransferStale,
 }}
 
 // ScriptError is an error reply of one of our scripts, with its HB code and

@@ -31,6 +31,14 @@ import (
 // So a packet is always in exactly one of: a pool, a claim, or a record
 // not yet applied.
 //
+// Across a rebuild. A rebuild reads the records, places their packets and
+// deletes them with everything else of the shards it swaps in (applied
+// ids too); an apply still in hand (a Borrow between its steps, a Recover
+// behind its replica wait) would put the packets in a pool a second
+// time. So the take writes the shard's ledger fence, which every rebuild
+// raises, into the id, and the apply refuses an id of another fence than
+// its shard's (ErrTransferStale).
+//
 // Failover of either end. Ids are random, not a counter of the source's:
 // a source that fails over to a replica that missed a finished transfer
 // would otherwise hand the same id out again, and the destination would
@@ -53,7 +61,7 @@ const MaxTransfer = 3000
 
 // Transfer is a record of packets in flight between two shards.
 type Transfer struct {
-	ID      string   // "<source shard>-<random nonce>", unique within the campaign
+	ID      string   // "<source shard>-<random nonce>[@<ledger fence>]", unique within the campaign
 	Dest    int      // destination shard
 	AtMs    int64    // when it was taken, Redis clock of the source
 	Packets []string // "<seq>:<cents>"
@@ -85,8 +93,8 @@ func (s *Store) TakeTransfer(ctx context.Context, src Keys, dest, want int) (Tra
 
 // ApplyTransfer is step 2: it adds t's packets to dst's pool unless dst
 // applied t before. It returns how many packets it added (0 for a repeat).
-// A repeat of t.ID with other packets is ErrTransferConflict, nothing
-// added. Under WithWait a repeat is answered once the replicas hold what
+// A repeat of t.ID with other packets is ErrTransferConflict, one taken
+// before a rebuild of the campaign ErrTransferStale, nothing added. Under WithWait a repeat is answered once the replicas hold what
 // it found: the first apply may have been answered by a short WAIT, and
 // a repeat writes nothing its own WAIT could wait for, so it writes in
 // dst's slot and waits behind that (SyncReplicas).
@@ -296,7 +304,9 @@ func (s *Store) Borrow(ctx context.Context, shards []Keys, k, need int) (moved i
 		}
 		// Under WithWait the take's WAIT held it on the replicas before
 		// this apply, and the apply's holds it before the delete.
-		if _, err := s.ApplyTransfer(ctx, shards[k], t); err != nil {
+		if _, err := s.ApplyTransfer(ctx, shards[k], t); errors.Is(err, ErrTransferStale) {
+			return 0, nil // a rebuild placed the packets meanwhile: ask again
+		} else if err != nil {
 			return 0, err // the record stays; recovery applies it
 		}
 		// Best effort: a record left behind is applied again as a no-op

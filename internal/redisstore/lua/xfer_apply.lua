@@ -8,7 +8,9 @@
 -- Errors  HBNOCAMPAIGN no such shard, or still loading; HBSTATE the shard is settled;
 --         HBARGS no packets or too many; HBAMOUNT an entry that is not "<seq>:<cents>";
 --         HBXCONFLICT the id was applied before with other packets (count, cents or
---         the SHA-1 of the packet list differ). All before any write.
+--         the SHA-1 of the packet list differ); HBXSTALE the id was taken under another
+--         rebuild's fence than the shard's ledger_fence ("@<fence>" at its end, none: 0):
+--         a rebuild since placed its packets and deleted its record. All before any write.
 -- Writes  RPUSH of the packets to the pool tail (where grabs take from), or, under the
 --         pop frontier (meta has block), LPUSH to the head and HINCRBY of sealed: they
 --         are opened (recorded in the ledger) before any is popped; HSET of the id's
@@ -25,9 +27,15 @@ local n = #ARGV - 1
 if n < 1 or n > 3000 then
   return redis.error_reply('HBARGS want 1..3000 packets')
 end
-local state = redis.call('HGET', meta, 'state')
+local mf = redis.call('HMGET', meta, 'state', 'ledger_fence')
+local state = mf[1]
 if not state or state == 'loading' then
   return redis.error_reply('HBNOCAMPAIGN no such shard')
+end
+local took = string.match(xid, '@(%d+)$') or '0'
+if took ~= (mf[2] or '0') then
+  return redis.error_reply('HBXSTALE transfer ' .. xid .. ' was taken under fence ' .. took ..
+    ', the shard is at ' .. (mf[2] or '0'))
 end
 local sum = 0
 for i = 2, #ARGV do

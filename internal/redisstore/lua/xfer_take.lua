@@ -4,7 +4,8 @@
 -- KEYS[1] meta  KEYS[2] pool  KEYS[3] xfers (hash: transfer id -> record)
 -- ARGV[1] destination shard  ARGV[2] most packets to take (1..3000)
 -- ARGV[3] the transfer's nonce: 16..64 hex digits, drawn at random by the caller
--- Reply   {xid, packet, packet, ...}: the transfer's id "<shard>-<nonce>" and the
+-- Reply   {xid, packet, packet, ...}: the transfer's id "<shard>-<nonce>" (with
+--         "@<fence>" after it when meta holds a ledger_fence a rebuild wrote) and the
 --         packets taken from the head of the pool; {} when the pool is empty or the
 --         shard is not open or scheduled (closed and settled shards lend nothing)
 -- Errors  HBNOCAMPAIGN no such shard, or still loading; HBARGS bad count or nonce, or
@@ -18,7 +19,10 @@
 -- leave the pool, so conservation counts them (pool + claims + records in flight).
 -- The id is random, not a counter of the shard's: a replica promoted after missing a
 -- finished transfer would hand its id out again, and the destination, which applied
--- it, would refuse the new one (xfer_apply.lua).
+-- it, would refuse the new one (xfer_apply.lua). The fence in the id is the rebuild
+-- the take ran under: a rebuild reads the records, places their packets and deletes
+-- them, so xfer_apply.lua refuses an id whose fence is not its shard's (an apply in
+-- hand across a rebuild would put the packets in a pool a second time).
 local meta, pool, xfers = KEYS[1], KEYS[2], KEYS[3]
 local dest, want, nonce = ARGV[1], tonumber(ARGV[2]), ARGV[3] or ''
 
@@ -28,11 +32,14 @@ end
 if #nonce < 16 or #nonce > 64 or not string.match(nonce, '^%x+$') then
   return redis.error_reply('HBARGS want a nonce of 16..64 hex digits')
 end
-local m = redis.call('HMGET', meta, 'state', 'shard')
+local m = redis.call('HMGET', meta, 'state', 'shard', 'ledger_fence')
 if not m[1] or m[1] == 'loading' then
   return redis.error_reply('HBNOCAMPAIGN no such shard')
 end
 local xid = (m[2] or '0') .. '-' .. nonce
+if m[3] and m[3] ~= '0' then
+  xid = xid .. '@' .. m[3]
+end
 if redis.call('HEXISTS', xfers, xid) == 1 then
   return redis.error_reply('HBARGS transfer ' .. xid .. ' exists already')
 end
