@@ -74,3 +74,37 @@ func TestDiscountRetiredByTheEngine(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing made under the retired id")
 }
+
+// TestCampaignLostRefusedByTheEngine: a red packet campaign whose first
+// grab opened a block recorded in the ledger, and which Redis then lost,
+// is not created again by a retried create (its packets could go to a
+// second user): 422 idempotency_mismatch, naming the rebuild, not 500.
+func TestCampaignLostRefusedByTheEngine(t *testing.T) {
+	t.Parallel()
+	led, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = led.Close() })
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		eng, err := hongbao.New(hongbao.Config{Redis: c.Redis, Packets: led})
+		require.NoError(t, err)
+		c.Engine = eng
+	})
+	ctx := context.Background()
+	key := "lost-" + time.Now().Format(time.RFC3339Nano)
+	body := `{"total":"5.00","count":5}`
+	r := ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	id := r.json(t)["id"].(string)
+	r = ts.do(t, "POST", "/v1/campaigns/"+id+"/grab", token(t, "alice"), "")
+	require.Equal(t, "granted", r.json(t)["outcome"], "%s", r.Body)
+	k := redisstore.CampaignKeys(id)
+	c := ts.Redis.Client
+	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.Meta, k.Pool, k.Claims, k.Grants).Build()).Error())
+	r = ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key)
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+	require.Equal(t, "idempotency_mismatch", r.errorCode(t))
+	require.Contains(t, string(r.Body), "rebuild")
+	n, err := c.Do(ctx, c.B().Exists().Key(k.Meta).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing made under the lost id")
+}

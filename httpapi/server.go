@@ -602,6 +602,12 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 		}
 	}
 	c, err := s.cfg.Engine.Create(ctx, spec)
+	if errors.Is(err, hongbao.ErrCampaignRetired) {
+		// The engine's own check, after the one above: the ledger knows
+		// this id (settled, or Redis lost it and it needs a rebuild).
+		s.fail(w, r, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()})
+		return
+	}
 	var exists *hongbao.ExistsError
 	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
 		s.replayCreate(ctx, w, r, admin, spec)
