@@ -117,6 +117,7 @@ func (ts *testServer) do(t testing.TB, method, path, auth string, body string, h
 }
 
 // try is do without assertions, for goroutines other than the test's.
+// Every reply is checked against openapi.json (see checkOpenAPI).
 func (ts *testServer) try(method, path, auth string, body string, hdr ...string) (reply, error) {
 	var rd io.Reader
 	if body != "" {
@@ -139,6 +140,9 @@ func (ts *testServer) try(method, path, auth string, body string, hdr ...string)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
+		return reply{}, err
+	}
+	if err := checkOpenAPI(req, []byte(body), res.StatusCode, res.Header, b); err != nil {
 		return reply{}, err
 	}
 	return reply{Status: res.StatusCode, Header: res.Header, Body: b}, nil
