@@ -84,8 +84,11 @@ func (ts *testServer) openEvents(t *testing.T, id, key string) (*stream, reply) 
 		defer res.Body.Close()
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(res.Body)
+		require.NoError(t, checkOpenAPI(req, nil, res.StatusCode, res.Header, b.Bytes()))
 		return nil, reply{Status: res.StatusCode, Header: res.Header, Body: b.Bytes()}
 	}
+	// The stream's status and Content-Type here; its ticks in next.
+	require.NoError(t, checkOpenAPI(req, nil, res.StatusCode, res.Header, nil))
 	s := &stream{res: res, events: make(chan sseEvent, 64), cancel: cancel}
 	go func() {
 		defer close(s.events)
@@ -117,6 +120,9 @@ func (s *stream) next(t *testing.T) sseEvent {
 	select {
 	case ev, ok := <-s.events:
 		require.True(t, ok, "the stream ended")
+		if ev.Name == "tick" {
+			require.NoError(t, validateLiveView(ev.Data), "tick %s", ev.Data)
+		}
 		return ev
 	case <-time.After(30 * time.Second):
 		t.Fatal("no event within 30s")

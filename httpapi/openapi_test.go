@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
@@ -13,37 +12,33 @@ import (
 )
 
 // TestOpenAPICoversRoutes fails when a route exists that the document
-// lacks, or the document lists one that does not exist. The routes of the
-// demo mode are marked x-demo-only, and exist only in that mode.
+// lacks, or the document lists one that does not exist (kin-openapi checks
+// the document and the replies, not that it matches the server's routes).
+// The routes of the demo mode are marked x-demo-only, and exist only in
+// that mode.
 func TestOpenAPICoversRoutes(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, nil)
 	demo := newTestServer(t, func(c *httpapi.Config) {
 		c.Demo = &httpapi.Demo{Campaign: func() string { return "demo" }}
 	})
-	var doc struct {
-		OpenAPI string `json:"openapi"`
-		Paths   map[string]map[string]struct {
-			DemoOnly bool `json:"x-demo-only"`
-		} `json:"paths"`
-	}
-	require.NoError(t, json.Unmarshal(httpapi.OpenAPI(), &doc))
-	require.True(t, strings.HasPrefix(doc.OpenAPI, "3."))
+	s, err := loadSpec()
+	require.NoError(t, err)
 	routes := func(s *httpapi.Server) []string {
 		var out []string
 		for _, r := range s.Routes() {
 			method, path, ok := strings.Cut(r, " ")
 			require.True(t, ok, "route %q has no method", r)
-			out = append(out, strings.ToLower(method)+" "+path)
+			out = append(out, method+" "+path)
 		}
 		sort.Strings(out)
 		return out
 	}
 	var documented, always []string
-	for path, ops := range doc.Paths {
-		for method, op := range ops {
+	for path, item := range s.doc.Paths.Map() {
+		for method, op := range item.Operations() {
 			documented = append(documented, method+" "+path)
-			if !op.DemoOnly {
+			if demoOnly, _ := op.Extensions["x-demo-only"].(bool); !demoOnly {
 				always = append(always, method+" "+path)
 			}
 		}

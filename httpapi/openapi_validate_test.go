@@ -6,15 +6,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
 	"io"
+	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/httpapi"
 )
@@ -37,6 +44,7 @@ var loadSpec = sync.OnceValues(func() (*spec, error) {
 	if err := doc.Validate(context.Background()); err != nil {
 		return nil, fmt.Errorf("openapi.json is not a valid OpenAPI document: %w", err)
 	}
+	closeObjects(doc)
 	r, err := legacy.NewRouter(doc)
 	if err != nil {
 		return nil, fmt.Errorf("route openapi.json: %w", err)
@@ -118,4 +126,153 @@ func validateLiveView(data []byte) error {
 		return err
 	}
 	return s.doc.Components.Schemas["LiveView"].Value.VisitJSON(v, openapi3.MultiErrors(), openapi3.VisitAsResponse())
+}
+
+// closeObjects makes every object schema of the document that lists its
+// properties refuse others, in the tests only: the published document
+// leaves replies open so that fields can be added without breaking
+// clients, but the tests hold the server to the fields it documents. An
+// allOf of objects becomes one object with the union of their properties
+// (each part alone would refuse the other's fields).
+func closeObjects(doc *openapi3.T) {
+	seen := map[*openapi3.Schema]bool{}
+	for _, ref := range doc.Components.Schemas {
+		closeSchema(ref, seen)
+	}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, p := range op.Parameters {
+				closeSchema(p.Value.Schema, seen)
+			}
+			if op.RequestBody != nil {
+				for _, mt := range op.RequestBody.Value.Content {
+					closeSchema(mt.Schema, seen)
+				}
+			}
+			for _, r := range op.Responses.Map() {
+				for _, mt := range r.Value.Content {
+					closeSchema(mt.Schema, seen)
+				}
+			}
+		}
+	}
+}
+
+func closeSchema(ref *openapi3.SchemaRef, seen map[*openapi3.Schema]bool) {
+	if ref == nil || ref.Value == nil || seen[ref.Value] {
+		return
+	}
+	s := ref.Value
+	seen[s] = true
+	if len(s.AllOf) > 0 {
+		props := openapi3.Schemas{}
+		var required []string
+		for _, part := range s.AllOf {
+			closeSchema(part, seen)
+			maps.Copy(props, part.Value.Properties)
+			required = append(required, part.Value.Required...)
+		}
+		s.AllOf, s.Type, s.Properties, s.Required = nil, &openapi3.Types{openapi3.TypeObject}, props, required
+	}
+	if len(s.Properties) > 0 && s.AdditionalProperties.Has == nil && s.AdditionalProperties.Schema == nil {
+		no := false
+		s.AdditionalProperties.Has = &no
+	}
+	for _, p := range s.Properties {
+		closeSchema(p, seen)
+	}
+	closeSchema(s.Items, seen)
+	closeSchema(s.AdditionalProperties.Schema, seen)
+	for _, alt := range append(append([]*openapi3.SchemaRef(nil), s.OneOf...), s.AnyOf...) {
+		closeSchema(alt, seen)
+	}
+}
+
+// TestOpenAPIDocumentValid: kin-openapi loads openapi.json and finds it a
+// valid OpenAPI 3 document.
+func TestOpenAPIDocumentValid(t *testing.T) {
+	t.Parallel()
+	s, err := loadSpec()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(s.doc.OpenAPI, "3."), s.doc.OpenAPI)
+}
+
+// TestOpenAPICheckRefusesWrongReplies: the check the test helpers run on
+// every reply fails a reply the document does not describe, and passes
+// one it does.
+func TestOpenAPICheckRefusesWrongReplies(t *testing.T) {
+	t.Parallel()
+	jsonCT := http.Header{"Content-Type": {"application/json"}}
+	check := func(method, path string, status int, h http.Header, body string) error {
+		req, err := http.NewRequest(method, "http://127.0.0.1:1"+path, nil)
+		require.NoError(t, err)
+		return checkOpenAPI(req, nil, status, h, []byte(body))
+	}
+	grab := "/v1/campaigns/c1/grab"
+	// What the document says.
+	require.NoError(t, check("POST", grab, 200, jsonCT, `{"campaign":"c1","outcome":"sold_out"}`))
+	require.NoError(t, check("POST", grab, 401, jsonCT, `{"error":{"code":"unauthorized","message":"no token"}}`))
+	require.NoError(t, check("GET", "/no/such/route", 404, jsonCT, `{"error":{"code":"not_found","message":"no such route"}}`), "not in the document: not checked")
+	for name, c := range map[string]struct {
+		status int
+		h      http.Header
+		body   string
+	}{
+		"undocumented status":      {http.StatusTeapot, jsonCT, `{"error":{"code":"internal","message":"x"}}`},
+		"unknown error code":       {401, jsonCT, `{"error":{"code":"no_such_code","message":"x"}}`},
+		"error without message":    {401, jsonCT, `{"error":{"code":"unauthorized"}}`},
+		"unknown outcome":          {200, jsonCT, `{"campaign":"c1","outcome":"paused"}`},
+		"missing required field":   {200, jsonCT, `{"campaign":"c1"}`},
+		"undocumented field":       {200, jsonCT, `{"campaign":"c1","outcome":"sold_out","extra":1}`},
+		"amount as a number":       {200, jsonCT, `{"campaign":"c1","outcome":"granted","amount":1.5}`},
+		"wrong content type":       {200, http.Header{"Content-Type": {"text/html"}}, `<p>hi</p>`},
+		"not JSON":                 {200, jsonCT, `{"campaign":`},
+		"Retry-After not a number": {429, http.Header{"Content-Type": {"application/json"}, "Retry-After": {"soon"}}, `{"error":{"code":"rate_limited","message":"x"}}`},
+	} {
+		err := check("POST", grab, c.status, c.h, c.body)
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), "openapi.json", name)
+	}
+	// A request the server accepted must match the document too.
+	req, err := http.NewRequest("POST", "http://127.0.0.1:1/v1/campaigns", nil)
+	require.NoError(t, err)
+	err = checkOpenAPI(req, []byte(`{"count":"ten"}`), 201, jsonCT, []byte(`{}`))
+	require.ErrorContains(t, err, "request POST /v1/campaigns")
+}
+
+// TestOpenAPIErrorCodes: the error codes of errors.go are the enum of the
+// document's Error, so that a code the tests never provoke is documented
+// too.
+func TestOpenAPIErrorCodes(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(gotoken.NewFileSet(), "errors.go", nil, 0)
+	require.NoError(t, err)
+	var codes []string
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != gotoken.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				require.True(t, ok, "%s is not a literal", name.Name)
+				code, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				codes = append(codes, code)
+			}
+		}
+	}
+	require.NotEmpty(t, codes)
+	s, err := loadSpec()
+	require.NoError(t, err)
+	var enum []string
+	for _, v := range s.doc.Components.Schemas["Error"].Value.Properties["error"].Value.Properties["code"].Value.Enum {
+		enum = append(enum, v.(string))
+	}
+	require.ElementsMatch(t, codes, enum)
 }

@@ -139,6 +139,7 @@ func TestFailedAuthLimitedPerAddress(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		ts.Server.ServeHTTP(w, req)
+		require.NoError(t, checkOpenAPI(req, nil, w.Code, w.Result().Header, w.Body.Bytes()))
 		return w.Code
 	}
 	for i := range 5 {
