@@ -5,8 +5,9 @@ import (
 	"net/http"
 )
 
-// openAPI is the OpenAPI 3 document of the service. A test fails when a
-// route is missing from it.
+// openAPI is the OpenAPI 3 document of the service. Tests fail when a
+// route is missing from it, and check every reply the API tests receive
+// against it with kin-openapi.
 //
 //go:embed openapi.json
 var openAPI []byte
