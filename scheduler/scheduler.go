@@ -31,12 +31,16 @@ import (
 type Config struct {
 	// Settle configures the settlement worker. Settle.Redis and one of
 	// Settle.Ledger or Settle.Sink are required; the lease lives in the
-	// same Redis. Its Logger, when nil, is Logger.
+	// same Redis. Its Logger, when nil, is Logger. Its IdlePoll, when
+	// zero, is 1s here: the lease holder listens on WakeChannel and
+	// settles as soon as an engine publishes a grant, so its idle polls
+	// only catch what a lost message missed.
 	Settle settle.Config
 	// Engine, if not nil, is the engine of this process: the scheduler
-	// runs its discount reaper while it holds the lease, wakes settlement
-	// on each of its grants (so a grant settles at once rather than at the
-	// worker's next idle poll), and applies MaxBacklog to its grabs.
+	// runs its discount reaper while it holds the lease, publishes its
+	// grants on WakeChannel (see Publisher) so that the scheduler, here or
+	// in another process, settles them at once rather than at its next
+	// idle poll, and applies MaxBacklog to its grabs.
 	// Default nil: settlement only (hongbao settle).
 	Engine *hongbao.Engine
 	// LeaseName names the lease: processes with the same name on one
@@ -102,6 +106,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Settle.IdlePoll == 0 {
+		c.Settle.IdlePoll = time.Second
+	}
 	if c.Settle.Logger == nil {
 		c.Settle.Logger = c.Logger
 	}
@@ -116,6 +123,7 @@ type Scheduler struct {
 	worker *settle.Worker
 	el     *leader.Elector
 	log    *slog.Logger
+	pub    *Publisher // the engine's grants on WakeChannel; nil without one
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -161,7 +169,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	if e := s.cfg.Engine; e != nil {
-		e.OnGranted(s.worker.Wake)
+		s.pub = Publish(s.cfg.Settle.Redis, e)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s.cancel, s.done = cancel, make(chan struct{})
@@ -187,6 +195,7 @@ func (s *Scheduler) Stop() {
 	<-s.done
 	if e := s.cfg.Engine; e != nil {
 		e.OnGranted(nil)
+		s.pub.Stop()
 		e.SetSettleBusy(nil)
 	}
 	s.cancel, s.done = nil, nil
@@ -206,7 +215,11 @@ func (s *Scheduler) term(ctx context.Context, t leader.Term) {
 	if err := s.worker.Start(context.WithoutCancel(ctx)); err != nil {
 		s.log.Error("settlement did not start", "err", err)
 	}
-	reaped := make(chan struct{})
+	reaped, listened := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(listened)
+		s.listen(ctx)
+	}()
 	go func() {
 		defer close(reaped)
 		if e := s.cfg.Engine; e != nil {
@@ -217,6 +230,7 @@ func (s *Scheduler) term(ctx context.Context, t leader.Term) {
 	}()
 	<-ctx.Done()
 	<-reaped
+	<-listened
 	s.worker.StopAfterPass(s.cfg.StopGrace)
 	if s.cfg.OnLease != nil {
 		s.cfg.OnLease(false)

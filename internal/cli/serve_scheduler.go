@@ -36,9 +36,13 @@ func (s *serveCmd) newScheduler() error {
 	return nil
 }
 
-// startScheduler joins the election, unless --settle=false.
+// startScheduler joins the election. With --settle=false it only
+// publishes the engine's grants, so that the scheduler running elsewhere
+// (hongbao settle) settles them at once.
 func (s *serveCmd) startScheduler(ctx context.Context) error {
 	if s.sched == nil {
+		pub := scheduler.Publish(s.conn.Client, s.eng)
+		s.deferClose(pub.Stop)
 		return nil
 	}
 	if err := s.sched.Start(context.WithoutCancel(ctx)); err != nil {
