@@ -383,7 +383,11 @@ func (s *serveCmd) newAPI(context.Context) error {
 			return led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total})
 		},
 		SettleStats: settleStats,
-		UserRate:    f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
+		SettledCents: func(ctx context.Context, id string) (int64, error) {
+			t, err := led.Totals(ctx, id)
+			return t.GrantCents, err
+		},
+		UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
 		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
 		Logger: s.log, Registry: s.registry(),
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
