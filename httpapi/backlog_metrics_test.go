@@ -58,7 +58,7 @@ func TestBacklogMetrics(t *testing.T) {
 	// The Redis part of a scrape is cached for a second.
 	require.Eventually(t, func() bool {
 		body := string(ts.do(t, "GET", "/metrics", string(adminKey), "").Body)
-		return regexp.MustCompile(`\nhongbao_settlement_campaign_lag_cents\{campaign="` + id + `"\} 0\n`).MatchString(body) &&
-			regexp.MustCompile(`\nhongbao_settlement_campaign_lag_entries\{campaign="` + id + `"\} 0\n`).MatchString(body)
+		return regexp.MustCompile(`\nhongbao_settlement_campaign_lag_cents\{campaign="`+id+`"\} 0\n`).MatchString(body) &&
+			regexp.MustCompile(`\nhongbao_settlement_campaign_lag_entries\{campaign="`+id+`"\} 0\n`).MatchString(body)
 	}, 10*time.Second, 50*time.Millisecond)
 }
