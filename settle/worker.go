@@ -313,16 +313,20 @@ func (w *Worker) loop(ctx context.Context, halt <-chan struct{}) {
 		if pause == 0 {
 			continue
 		}
+		// A wake ends an idle pause, never the backoff after a failure:
+		// grants keep coming while the ledger is down.
+		wake := w.wake
+		if err != nil {
+			wake = nil
+		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 		case <-halt:
 			t.Stop()
 			return
-		case <-w.wake:
-			if err == nil {
-				idle = 0
-			}
+		case <-wake:
+			idle = 0
 		case <-t.C:
 		}
 		t.Stop()
