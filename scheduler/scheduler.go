@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/leader"
@@ -176,7 +178,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	go func() {
 		defer close(s.done)
 		if s.cfg.MaxBacklog > 0 {
-			s.bound(ctx)
+			BoundBacklog(ctx, s.cfg.Settle.Redis, s.cfg.Engine, s.cfg.MaxBacklog, s.cfg.BacklogEvery, s.log)
 		}
 	}()
 	return nil
@@ -238,18 +240,29 @@ func (s *Scheduler) term(ctx context.Context, t leader.Term) {
 	s.log.Info("scheduler lease released: settlement stopped after its current pass")
 }
 
-// bound reads every campaign's backlog each BacklogEvery and makes the
-// engine answer busy to grabs of those past MaxBacklog. A failed read
-// keeps the last verdict: the bound neither opens nor closes on a blip.
-func (s *Scheduler) bound(ctx context.Context) {
-	t := time.NewTicker(s.cfg.BacklogEvery)
+// BoundBacklog reads every campaign's settlement backlog each every
+// (default 1s) until ctx ends, and makes eng answer hongbao.ErrBusy to
+// grabs of the campaigns with more than limit unsettled stream entries
+// (Engine.SetSettleBusy); at the end it lifts the bound. A failed read
+// keeps the last verdict: the bound neither opens nor closes on a blip. A
+// Scheduler with Config.MaxBacklog runs it; a process that serves grabs
+// without a scheduler (serve --settle=false) may run it alone.
+func BoundBacklog(ctx context.Context, rc rueidis.Client, eng *hongbao.Engine, limit int64, every time.Duration, log *slog.Logger) {
+	if every <= 0 {
+		every = time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	defer eng.SetSettleBusy(nil)
+	t := time.NewTicker(every)
 	defer t.Stop()
-	store := redisstore.New(s.cfg.Settle.Redis)
+	store := redisstore.New(rc)
 	for {
-		if busy, err := s.overBound(ctx, store); err == nil {
-			s.cfg.Engine.SetSettleBusy(busy)
+		if busy, err := overBound(ctx, store, rc, limit); err == nil {
+			eng.SetSettleBusy(busy)
 		} else if ctx.Err() == nil {
-			s.log.Warn("backlog bound: reading the backlog failed; keeping the last verdict", "err", err)
+			log.Warn("backlog bound: reading the backlog failed; keeping the last verdict", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -259,22 +272,22 @@ func (s *Scheduler) bound(ctx context.Context) {
 	}
 }
 
-// overBound lists the campaigns whose unsettled entries pass MaxBacklog.
-func (s *Scheduler) overBound(ctx context.Context, store *redisstore.Store) ([]string, error) {
+// overBound lists the campaigns whose unsettled entries pass limit.
+func overBound(ctx context.Context, store *redisstore.Store, rc rueidis.Client, limit int64) ([]string, error) {
 	ids, err := store.Campaigns(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var busy []string
 	for _, id := range ids {
-		b, err := settle.ReadBacklog(ctx, s.cfg.Settle.Redis, id)
+		b, err := settle.ReadBacklog(ctx, rc, id)
 		if errors.Is(err, settle.ErrNoCampaign) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if b.Unsettled() > s.cfg.MaxBacklog {
+		if b.Unsettled() > limit {
 			busy = append(busy, id)
 		}
 	}

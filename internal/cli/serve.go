@@ -151,8 +151,8 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if f.tokenMaxAge <= 0 {
 		return usageErrorf("--token-max-age must be positive")
 	}
-	if f.maxBacklog < 0 || (f.maxBacklog > 0 && !f.settle) {
-		return usageErrorf("--max-backlog must not be negative, and needs --settle")
+	if f.maxBacklog < 0 {
+		return usageErrorf("--max-backlog must not be negative")
 	}
 	if f.reapEvery < 10*time.Millisecond {
 		return usageErrorf("--reap-every must be at least 10ms")

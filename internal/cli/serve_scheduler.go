@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"time"
 
 	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
@@ -38,11 +39,20 @@ func (s *serveCmd) newScheduler() error {
 
 // startScheduler joins the election. With --settle=false it only
 // publishes the engine's grants, so that the scheduler running elsewhere
-// (hongbao settle) settles them at once.
+// (hongbao settle) settles them at once, and applies --max-backlog.
 func (s *serveCmd) startScheduler(ctx context.Context) error {
 	if s.sched == nil {
 		pub := scheduler.Publish(s.conn.Client, s.eng)
 		s.deferClose(pub.Stop)
+		if s.f.maxBacklog > 0 {
+			bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				scheduler.BoundBacklog(bctx, s.conn.Client, s.eng, s.f.maxBacklog, time.Second, s.log)
+			}()
+			s.deferClose(func() { cancel(); <-done })
+		}
 		return nil
 	}
 	if err := s.sched.Start(context.WithoutCancel(ctx)); err != nil {

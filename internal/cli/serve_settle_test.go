@@ -132,3 +132,28 @@ func TestServeSettleFalse(t *testing.T) {
 	cancel()
 	require.Equal(t, 0, <-done, errb.String())
 }
+
+// TestServeMaxBacklog: serve --settle=false --max-backlog 1 answers a
+// campaign's grabs 503 once more than one of its grant batches waits for
+// settlement, and grants again once hongbao settle has drained them.
+func TestServeMaxBacklog(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--user-rate", "-1", "--settle=false", "--max-backlog", "1")...)
+	api := fx.api(t, p.URL)
+	id := api.create(t, p.URL, `{"total":"10.00","count":20}`)
+	user := 0
+	grab := func() int {
+		user++
+		code, m, err := api.call("POST", p.URL+"/v1/campaigns/"+id+"/grab", api.userToken(t, fmt.Sprintf("u%d", user)), "")
+		require.NoError(t, err)
+		require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, code, "%v", m)
+		return code
+	}
+	require.Equal(t, http.StatusOK, grab())
+	require.Equal(t, http.StatusOK, grab())
+	waitFor(t, "grabs to answer busy", 10*time.Second, func() bool { return grab() == http.StatusServiceUnavailable })
+	code, out, errs := run(t, nil, "settle", "--redis", fx.redisURL(), "--ledger", fx.dsn, "--drain")
+	require.Equal(t, 0, code, "%s %s", out, errs)
+	waitFor(t, "grabs to be granted again", 10*time.Second, func() bool { return grab() == http.StatusOK })
+}
