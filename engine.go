@@ -138,6 +138,7 @@ type Engine struct {
 	co    *coalescer
 	terms TermsRecorder // Config.Packets, when it keeps terms; else nil
 	disc  *discounter   // discount campaigns (discount_batch.go)
+	hooks settleHooks   // a settlement scheduler's (engine_settle.go)
 }
 
 // Stats reports the engine's batching counters.
@@ -447,12 +448,18 @@ func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
 	if err := ValidateUserID(user); err != nil {
 		return Grant{}, err
 	}
+	if e.settleBusy(id) {
+		return Grant{}, ErrBusy
+	}
 	res, err := e.co.grab(ctx, id, user)
 	if err != nil {
 		if err == ErrBusy {
 			return Grant{}, err
 		}
 		return Grant{}, opErr("grab", id, mapStoreErr(err))
+	}
+	if res.Outcome == redisstore.Granted {
+		e.granted()
 	}
 	return toGrant(id, user, res)
 }

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"regexp"
@@ -40,7 +41,10 @@ func TestAlertRules(t *testing.T) {
 	require.NoError(t, dec.Decode(&rf))
 	require.NotEmpty(t, rf.Groups)
 
-	ts := newTestServer(t, func(c *httpapi.Config) { c.SettleStats = func() settle.Stats { return settle.Stats{} } })
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		c.SettleStats = func() settle.Stats { return settle.Stats{} }
+		c.SettledCents = func(context.Context, string) (int64, error) { return 0, nil }
+	})
 	ts.do(t, "GET", "/healthz", "", "")
 	r := ts.do(t, "GET", "/metrics", string(adminKey), "")
 	require.Equal(t, http.StatusOK, r.Status)
@@ -98,7 +102,7 @@ func TestAlertRules(t *testing.T) {
 	// not fsync-always.
 	for _, n := range []string{"hongbao_settlement_lag_entries", "hongbao_settlement_oldest_pending_seconds",
 		"hongbao_settlement_dead_entries", "hongbao_settlement_conflicts_total", "hongbao_redis_fsync_always",
-		"hongbao_settlement_refused_total"} {
+		"hongbao_settlement_refused_total", "hongbao_settlement_lag_cents"} {
 		require.True(t, covered[n], "no alert on %s", n)
 	}
 }

@@ -75,6 +75,7 @@ type stateCollector struct {
 	engine  *hongbao.Engine
 	redis   rueidis.Client
 	settle  func() settle.Stats
+	settled func(ctx context.Context, id string) (int64, error) // Config.SettledCents
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -90,30 +91,35 @@ type stateCollector struct {
 
 	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
 	transfers, moved, refused                                                     *prometheus.Desc
+	lagCents, campLag, campLagCents                                               *prometheus.Desc
 }
 
 func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
 	d := prometheus.NewDesc
 	return &stateCollector{
 		engine: e, redis: c, settle: st, timeout: timeout, log: log, cacheFor: time.Second,
-		batch:       d("hongbao_grab_batch_size", "Users per grab script call (the engine's coalescing), since start.", nil, nil),
-		poolPackets: d("hongbao_campaign_pool_remaining_packets", "Packets still in a live campaign's pool.", []string{"campaign"}, nil),
-		poolCents:   d("hongbao_campaign_pool_remaining_cents", "Cents still in a live campaign's pool.", []string{"campaign"}, nil),
-		lag:         d("hongbao_settlement_lag_entries", "Grants stream entries not yet settled (undelivered + pending), over live campaigns.", nil, nil),
-		oldest:      d("hongbao_settlement_oldest_pending_seconds", "Age of the oldest grant not yet settled, over live campaigns (0 when none).", nil, nil),
-		dead:        d("hongbao_settlement_dead_entries", "Grants in dead streams, waiting for an operator, over live campaigns.", nil, nil),
-		transfers:   d("hongbao_shard_transfers_total", "Transfers between the shards of sharded campaigns this process made to refill a dry shard.", nil, nil),
-		moved:       d("hongbao_shard_packets_moved_total", "Packets those transfers moved.", nil, nil),
-		conflicts:   d("hongbao_settlement_conflicts_total", "Grants the ledger refused as conflicting (incidents), by this process's worker.", nil, nil),
-		refused:     d("hongbao_settlement_refused_total", "Entries and refunds the ledger refused as impossible (after the refund, beyond the escrow, a refund disagreeing with the grants), by this process's worker.", nil, nil),
-		fsync:       d("hongbao_redis_fsync_always", "1 when Redis has appendonly yes and appendfsync always, else 0.", nil, nil),
-		scrapeErr:   d("hongbao_state_scrape_errors", "1 when reading the campaign state from Redis failed in this scrape.", nil, nil),
+		batch:        d("hongbao_grab_batch_size", "Users per grab script call (the engine's coalescing), since start.", nil, nil),
+		poolPackets:  d("hongbao_campaign_pool_remaining_packets", "Packets still in a live campaign's pool.", []string{"campaign"}, nil),
+		poolCents:    d("hongbao_campaign_pool_remaining_cents", "Cents still in a live campaign's pool.", []string{"campaign"}, nil),
+		lag:          d("hongbao_settlement_lag_entries", "Grants stream entries not yet settled (undelivered + pending), over live campaigns.", nil, nil),
+		lagCents:     d("hongbao_settlement_lag_cents", "Cents granted in Redis and not yet in the ledger, over live campaigns (with a ledger).", nil, nil),
+		campLag:      d("hongbao_settlement_campaign_lag_entries", "Grants stream entries not yet settled, per live campaign (the first 200 to close).", []string{"campaign"}, nil),
+		campLagCents: d("hongbao_settlement_campaign_lag_cents", "Cents granted in Redis and not yet in the ledger, per live campaign (the first 200 to close).", []string{"campaign"}, nil),
+		oldest:       d("hongbao_settlement_oldest_pending_seconds", "Age of the oldest grant not yet settled, over live campaigns (0 when none).", nil, nil),
+		dead:         d("hongbao_settlement_dead_entries", "Grants in dead streams, waiting for an operator, over live campaigns.", nil, nil),
+		transfers:    d("hongbao_shard_transfers_total", "Transfers between the shards of sharded campaigns this process made to refill a dry shard.", nil, nil),
+		moved:        d("hongbao_shard_packets_moved_total", "Packets those transfers moved.", nil, nil),
+		conflicts:    d("hongbao_settlement_conflicts_total", "Grants the ledger refused as conflicting (incidents), by this process's worker.", nil, nil),
+		refused:      d("hongbao_settlement_refused_total", "Entries and refunds the ledger refused as impossible (after the refund, beyond the escrow, a refund disagreeing with the grants), by this process's worker.", nil, nil),
+		fsync:        d("hongbao_redis_fsync_always", "1 when Redis has appendonly yes and appendfsync always, else 0.", nil, nil),
+		scrapeErr:    d("hongbao_state_scrape_errors", "1 when reading the campaign state from Redis failed in this scrape.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved, s.refused} {
+	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved, s.refused,
+		s.lagCents, s.campLag, s.campLagCents} {
 		ch <- d
 	}
 }
@@ -187,45 +193,85 @@ func (s *stateCollector) fsyncAlways(ctx context.Context) (float64, bool) {
 	return 0, true
 }
 
-// campaigns sends the pool gauges of the first maxScrapedCampaigns
-// campaigns (those that close first) and the settlement gauges summed over
-// every live campaign: an alert on the backlog must not miss the 201st.
-// The index is read a page at a time.
+// campaigns sends the pool and backlog gauges of the first
+// maxScrapedCampaigns campaigns (those that close first) and the
+// settlement gauges summed over every live campaign: an alert on the
+// backlog must not miss the 201st. The index is read a page at a time.
 func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Metric) error {
-	var lag, dead int64
-	var oldest float64
+	var tot backlogSum
 	for offset := 0; ; {
 		ids, total, err := s.engine.CampaignsPage(ctx, offset, maxScrapedCampaigns)
 		if err != nil {
 			return err
 		}
 		for _, id := range ids {
-			if offset == 0 {
-				st, err := s.engine.Status(ctx, id)
-				if err != nil {
-					continue // still loading, or gone between the listing and the read
-				}
-				ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(st.RemainingCount), id)
-				ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(st.RemainingCents), id)
-			}
-			b, err := settle.ReadBacklog(ctx, s.redis, id)
-			if errors.Is(err, settle.ErrNoCampaign) {
-				continue // settled and gone since the listing
-			}
-			if err != nil {
+			if err := s.campaign(ctx, ch, id, offset == 0, &tot); err != nil {
 				return err
 			}
-			lag += b.Unsettled()
-			dead += b.Dead
-			oldest = max(oldest, b.Oldest.Seconds())
 		}
 		offset += len(ids)
 		if len(ids) == 0 || offset >= total {
 			break
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(s.lag, prometheus.GaugeValue, float64(lag))
-	ch <- prometheus.MustNewConstMetric(s.dead, prometheus.GaugeValue, float64(dead))
-	ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, oldest)
+	ch <- prometheus.MustNewConstMetric(s.lag, prometheus.GaugeValue, float64(tot.lag))
+	ch <- prometheus.MustNewConstMetric(s.dead, prometheus.GaugeValue, float64(tot.dead))
+	ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, tot.oldest)
+	if s.settled != nil {
+		ch <- prometheus.MustNewConstMetric(s.lagCents, prometheus.GaugeValue, float64(tot.cents))
+	}
+	return nil
+}
+
+// backlogSum adds up the settlement backlog over campaigns.
+type backlogSum struct {
+	lag, dead, cents int64
+	oldest           float64
+}
+
+// campaign reads one campaign's backlog into tot, and sends its own gauges
+// when first (in the first page). Its backlog in cents reads the ledger
+// before Redis: grants settled between the two reads count as unsettled,
+// so the figure may run a little high, never below the truth.
+func (s *stateCollector) campaign(ctx context.Context, ch chan<- prometheus.Metric, id string, first bool, tot *backlogSum) error {
+	var settled int64
+	if s.settled != nil {
+		c, err := s.settled(ctx, id)
+		if err != nil {
+			return err
+		}
+		settled = c
+	}
+	var st *hongbao.Status
+	if first || s.settled != nil {
+		var err error
+		if st, err = s.engine.Status(ctx, id); err != nil {
+			return nil // still loading, or gone between the listing and the read
+		}
+	}
+	if first {
+		ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(st.RemainingCount), id)
+		ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(st.RemainingCents), id)
+	}
+	b, err := settle.ReadBacklog(ctx, s.redis, id)
+	if errors.Is(err, settle.ErrNoCampaign) {
+		return nil // settled and gone since the listing
+	}
+	if err != nil {
+		return err
+	}
+	tot.lag += b.Unsettled()
+	tot.dead += b.Dead
+	tot.oldest = max(tot.oldest, b.Oldest.Seconds())
+	if first {
+		ch <- prometheus.MustNewConstMetric(s.campLag, prometheus.GaugeValue, float64(b.Unsettled()), id)
+	}
+	if s.settled != nil {
+		cents := max(st.GrantedCents-settled, 0)
+		tot.cents += cents
+		if first {
+			ch <- prometheus.MustNewConstMetric(s.campLagCents, prometheus.GaugeValue, float64(cents), id)
+		}
+	}
 	return nil
 }

@@ -71,6 +71,12 @@ type Config struct {
 	// SettleStats, if not nil, reads the settlement worker's counters for
 	// the conflicts metric. Default: nil (the metric is absent).
 	SettleStats func() settle.Stats
+	// SettledCents, if not nil, reads the cents of a campaign's grants
+	// already in the ledger, for the backlog in cents
+	// (hongbao_settlement_lag_cents and its per-campaign series): the
+	// campaign's granted cents in Redis less these. Default: nil (the
+	// cents metrics are absent).
+	SettledCents func(ctx context.Context, id string) (int64, error)
 	// MaxBodyBytes caps a request body. Default 16 KiB.
 	MaxBodyBytes int64
 	// MaxCount caps the packets of one campaign created over HTTP.
@@ -237,6 +243,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.setKeys()
 	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
+	sc.settled = cfg.SettledCents
 	s.metrics = newMetrics(cfg.Registry, sc)
 	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
 	s.live = newLiveHub(cfg.MaxLiveCampaigns, cfg.MaxLiveViews, cfg.LiveInterval, cfg.Timeout, s.readLive, s.log, cfg.Now)

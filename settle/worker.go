@@ -87,9 +87,15 @@ type Config struct {
 	// consumer before this one takes it over (that consumer is presumed
 	// dead). Default 30s.
 	ReclaimIdle time.Duration
-	// Poll is the pause between passes when there was nothing to do.
-	// Default 20ms.
+	// Poll is the pause after the first pass that found nothing to do.
+	// Each further idle pass doubles it, up to IdlePoll; a pass that
+	// finds work, or a Wake, resets it. Default 20ms.
 	Poll time.Duration
+	// IdlePoll caps the pause between idle passes: how long a new grant
+	// may wait to be seen by a worker that is not woken (Wake). An idle
+	// pass with no campaign costs two Redis calls, so an idle worker
+	// makes about 2/IdlePoll calls a second. Default 100ms.
+	IdlePoll time.Duration
 	// MaxBackoff caps the pause after a ledger failure. Default 5s.
 	MaxBackoff time.Duration
 	// PassTimeout bounds one pass, and so every ledger and Redis call in
@@ -168,6 +174,9 @@ type Worker struct {
 	// counts) nor reclaims other consumers' entries it cannot write.
 	failing atomic.Bool
 
+	wake    chan struct{}                    // Wake: end an idle pause now
+	backlog atomic.Pointer[map[string]int64] // per campaign, as the last pass left it
+
 	stop   context.CancelFunc
 	halt   chan struct{} // closed to end the passes after the current one
 	done   chan struct{}
@@ -202,6 +211,10 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 20 * time.Millisecond
 	}
+	if cfg.IdlePoll <= 0 {
+		cfg.IdlePoll = 100 * time.Millisecond
+	}
+	cfg.IdlePoll = max(cfg.IdlePoll, cfg.Poll)
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
 	}
@@ -231,7 +244,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	return &Worker{
 		cfg: cfg, store: store, sink: sink, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
-		funded: map[string]bool{}, claimAt: map[string]string{},
+		funded: map[string]bool{}, claimAt: map[string]string{}, wake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -257,37 +270,67 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.halt, w.done = halt, done
 	go func() {
 		defer close(done)
-		backoff := time.Duration(0)
-		for ctx.Err() == nil {
-			select {
-			case <-halt:
-				return
-			default:
-			}
-			p, err := w.Pass(ctx)
-			var pause time.Duration
-			switch {
-			case err != nil && ctx.Err() == nil:
-				w.failures.Add(1)
-				backoff = min(max(2*backoff, 100*time.Millisecond), w.cfg.MaxBackoff)
-				pause = backoff
-				w.log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
-			case p.Work == 0:
-				backoff, pause = 0, w.cfg.Poll
-			default:
-				backoff = 0
-			}
-			if pause > 0 {
-				select {
-				case <-ctx.Done():
-				case <-halt:
-					return
-				case <-time.After(pause):
-				}
-			}
-		}
+		w.loop(ctx, halt)
 	}()
 	return nil
+}
+
+// Wake ends the worker's idle pause, so that a grant just made is settled
+// now rather than after up to Config.IdlePoll. It never blocks, and costs
+// nothing when the worker is busy: an engine may call it on every grant.
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs passes until ctx ends or halt closes. While passes find
+// nothing to do, the pause between them doubles from Poll to IdlePoll, so
+// an idle worker makes few Redis calls; work or a Wake resets it.
+func (w *Worker) loop(ctx context.Context, halt <-chan struct{}) {
+	backoff, idle := time.Duration(0), time.Duration(0)
+	for ctx.Err() == nil {
+		select {
+		case <-halt:
+			return
+		default:
+		}
+		p, err := w.Pass(ctx)
+		var pause time.Duration
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.failures.Add(1)
+			backoff = min(max(2*backoff, 100*time.Millisecond), w.cfg.MaxBackoff)
+			pause, idle = backoff, 0
+			w.log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
+		case p.Work == 0:
+			idle = min(max(2*idle, w.cfg.Poll), w.cfg.IdlePoll)
+			backoff, pause = 0, idle
+		default:
+			backoff, idle = 0, 0
+		}
+		if pause == 0 {
+			continue
+		}
+		// A wake ends an idle pause, never the backoff after a failure:
+		// grants keep coming while the ledger is down.
+		wake := w.wake
+		if err != nil {
+			wake = nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+		case <-halt:
+			t.Stop()
+			return
+		case <-wake:
+			idle = 0
+		case <-t.C:
+		}
+		t.Stop()
+	}
 }
 
 // Stop ends the background passes and waits: the pass in flight is
@@ -329,6 +372,20 @@ type Progress struct {
 	Unsettled int64
 	// Open counts campaigns that are not settled yet.
 	Open int
+	// Backlog counts, per campaign still registered, its stream entries
+	// still undelivered or pending at the end of the pass (red packet and
+	// discount campaigns by their ids). Each entry holds one grab batch.
+	Backlog map[string]int64
+}
+
+// Backlog returns what the last pass left unsettled, per campaign: stream
+// entries undelivered or pending (each one grab batch). It reads no
+// Redis; nil before the first pass.
+func (w *Worker) Backlog() map[string]int64 {
+	if m := w.backlog.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // Pass settles what it can of every registered campaign, red packet and
@@ -352,7 +409,13 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 		}
 	}
 	var firstErr error
-	defer func() { w.failing.Store(firstErr != nil) }()
+	p.Backlog = make(map[string]int64, p.Campaigns)
+	defer func() {
+		w.failing.Store(firstErr != nil)
+		if firstErr == nil {
+			w.backlog.Store(&p.Backlog)
+		}
+	}()
 	type settler func(context.Context, string) (int, int64, bool, error)
 	for _, kind := range []struct {
 		ids  []string
@@ -373,6 +436,7 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 			p.Unsettled += unsettled
 			if open {
 				p.Open++
+				p.Backlog[id] = unsettled
 			}
 			if err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("%s %s: %w", kind.name, id, err)

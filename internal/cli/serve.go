@@ -24,8 +24,8 @@ import (
 	"github.com/hongbao/hongbao/httpapi/web"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
-	"github.com/hongbao/hongbao/leader"
 	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -45,14 +45,13 @@ type serveCmd struct {
 	led         ledger.Ledger
 	consumer    string
 	eng         *hongbao.Engine
-	worker      *settle.Worker
+	sched       *scheduler.Scheduler // nil with --settle=false
 	api         *httpapi.Server
 	srv         *http.Server
 	ln          net.Listener
 	served      chan error // what srv.Serve returned
 	pprof       *http.Server
 	metricsSrv  *http.Server
-	elector     *leader.Elector
 	leaseHeld   prometheus.Gauge // 1 while this process holds the lease
 
 	// demo, when not nil, turns on the API's demo mode (demo --web).
@@ -78,6 +77,8 @@ type serveFlags struct {
 	shutdownTimeout, leaseTTL, reapEvery                time.Duration
 	waitReplicas                                        int
 	waitTimeout                                         time.Duration
+	settle                                              bool
+	maxBacklog                                          int64
 }
 
 func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
@@ -111,6 +112,8 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight requests")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
+	fs.BoolVar(&f.settle, "settle", true, "run the scheduler (settlement, close on time, refunds, the discount reaper) under the lease; false: the API alone, for deployments that run hongbao settle as its own process")
+	fs.Int64Var(&f.maxBacklog, "max-backlog", 0, "answer grabs of a campaign busy (503) while more than this many of its grant batches wait for settlement; read once a second; 0: no bound")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
@@ -147,6 +150,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.tokenMaxAge <= 0 {
 		return usageErrorf("--token-max-age must be positive")
+	}
+	if f.maxBacklog < 0 {
+		return usageErrorf("--max-backlog must not be negative")
 	}
 	if f.reapEvery < 10*time.Millisecond {
 		return usageErrorf("--reap-every must be at least 10ms")
@@ -357,10 +363,12 @@ func (s *serveCmd) newAPI(context.Context) error {
 		return err
 	}
 	s.eng = eng
-	s.worker, err = settle.New(settle.Config{Redis: s.conn.Client, Ledger: s.led, Consumer: s.consumer, Logger: s.log,
-		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout})
-	if err != nil {
-		return err
+	var settleStats func() settle.Stats
+	if f.settle {
+		if err := s.newScheduler(); err != nil {
+			return err
+		}
+		settleStats = s.sched.Worker().Stats
 	}
 	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
@@ -374,8 +382,12 @@ func (s *serveCmd) newAPI(context.Context) error {
 		Fund: func(ctx context.Context, c *hongbao.Campaign) error {
 			return led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total})
 		},
-		SettleStats: s.worker.Stats,
-		UserRate:    f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
+		SettleStats: settleStats,
+		SettledCents: func(ctx context.Context, id string) (int64, error) {
+			t, err := led.Totals(ctx, id)
+			return t.GrantCents, err
+		},
+		UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
 		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
 		Logger: s.log, Registry: s.registry(),
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
@@ -537,8 +549,12 @@ func (s *serveCmd) run(ctx context.Context) error {
 	if err := s.shutdown(ctx); err != nil && runErr == nil {
 		runErr = err
 	}
-	st := s.worker.Stats()
-	s.log.Info("stopped", "settled_grants", st.Grants, "refunds", st.Refunds, "conflicts", st.Conflicts)
+	if s.sched != nil {
+		st := s.sched.Worker().Stats()
+		s.log.Info("stopped", "settled_grants", st.Grants, "refunds", st.Refunds, "conflicts", st.Conflicts)
+	} else {
+		s.log.Info("stopped")
+	}
 	return runErr
 }
 
@@ -561,7 +577,9 @@ func (s *serveCmd) shutdown(ctx context.Context) error {
 	if s.metricsSrv != nil {
 		_ = s.metricsSrv.Close()
 	}
-	s.elector.Stop()
+	if s.sched != nil {
+		s.sched.Stop()
+	}
 	return err
 }
 

@@ -2,55 +2,62 @@ package cli
 
 import (
 	"context"
+	"time"
 
-	"github.com/hongbao/hongbao/internal/redisstore"
-	"github.com/hongbao/hongbao/leader"
+	"github.com/hongbao/hongbao/scheduler"
+	"github.com/hongbao/hongbao/settle"
 )
 
-// startScheduler starts the election of the scheduler: the holder of the
-// lease runs the settlement worker, whose passes settle grants, close
-// campaigns whose window ended and refund drained ones. (Opening needs no
-// action: the scripts compare opens_at with the Redis clock.) Several
-// workers would be safe too, by the consumer group and the ledger's
-// idempotency; the lease keeps the work and the incidents in one place.
-func (s *serveCmd) startScheduler(ctx context.Context) error {
-	el, err := leader.New(leader.Config{
-		Redis: s.conn.Client, Name: redisstore.SchedulerLease, TTL: s.f.leaseTTL, Logger: s.log,
-		OnElected: s.schedule,
+// newScheduler makes the scheduler of serve: the holder of the lease runs
+// the settlement worker, whose passes settle grants, close campaigns whose
+// window ended and refund drained ones, and the discount reaper. (Opening
+// needs no action: the scripts compare opens_at with the Redis clock.)
+// Several workers would be safe too, by the consumer group and the
+// ledger's idempotency; the lease keeps the work and the incidents in one
+// place.
+func (s *serveCmd) newScheduler() error {
+	f := &s.f
+	sched, err := scheduler.New(scheduler.Config{
+		Settle: settle.Config{Redis: s.conn.Client, Ledger: s.led, Consumer: s.consumer,
+			WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout},
+		Engine: s.eng, LeaseTTL: f.leaseTTL, ReapEvery: f.reapEvery, StopGrace: f.shutdownTimeout,
+		MaxBacklog: f.maxBacklog, Logger: s.log.With("consumer", s.consumer),
+		OnLease: func(held bool) {
+			if held {
+				s.leaseHeld.Set(1)
+			} else {
+				s.leaseHeld.Set(0)
+			}
+		},
 	})
 	if err != nil {
-		return usageErrorf("--lease-ttl: %v", err)
+		return usageErrorf("%v", err)
 	}
-	if err := el.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	s.elector = el
-	s.deferClose(el.Stop)
+	s.sched = sched
 	return nil
 }
 
-// schedule runs settlement and the discount reaper while this process
-// holds the lease. The worker's passes outlive the term: on a loss or a
-// shutdown the pass in flight finishes (within the shutdown timeout), so
-// neither leaves a half-done batch behind. The reaper stops with the term:
-// a reap is one script per shard and idempotent, so one cut short, or run
-// by two holders across a handover, changes nothing twice.
-func (s *serveCmd) schedule(ctx context.Context, term leader.Term) {
-	s.log.Info("scheduler lease acquired: running settlement and the discount reaper", "consumer", s.consumer, "token", term.Token)
-	s.leaseHeld.Set(1)
-	if err := s.worker.Start(context.WithoutCancel(ctx)); err != nil {
-		s.log.Error("settlement did not start", "err", err)
+// startScheduler joins the election. With --settle=false it only
+// publishes the engine's grants, so that the scheduler running elsewhere
+// (hongbao settle) settles them at once, and applies --max-backlog.
+func (s *serveCmd) startScheduler(ctx context.Context) error {
+	if s.sched == nil {
+		pub := scheduler.Publish(s.conn.Client, s.eng)
+		s.deferClose(pub.Stop)
+		if s.f.maxBacklog > 0 {
+			bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				scheduler.BoundBacklog(bctx, s.conn.Client, s.eng, s.f.maxBacklog, time.Second, s.log)
+			}()
+			s.deferClose(func() { cancel(); <-done })
+		}
+		return nil
 	}
-	reaped := make(chan struct{})
-	go func() {
-		defer close(reaped)
-		s.eng.RunDiscountReaper(ctx, s.f.reapEvery, func(err error) {
-			s.log.Warn("discount reaper: a round failed; the next tries again", "err", err)
-		})
-	}()
-	<-ctx.Done()
-	<-reaped
-	s.worker.StopAfterPass(s.f.shutdownTimeout)
-	s.leaseHeld.Set(0)
-	s.log.Info("scheduler lease released: settlement stopped after its current pass", "consumer", s.consumer)
+	if err := s.sched.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	s.deferClose(s.sched.Stop)
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
+	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
 	"github.com/hongbao/hongbao/webhook"
 )
@@ -55,9 +56,11 @@ type settleCmd struct {
 	drain, asJSON           bool
 	redrive, consumer, only string
 	retention, waitTimeout  time.Duration
+	leaseTTL                time.Duration
+	lease                   string
 	waitN                   int
 	campaigns               []string
-	worker                  *settle.Worker
+	sched                   *scheduler.Scheduler
 }
 
 func newSettleCmd(env *IO) command { return &settleCmd{base: base{env: env}} }
@@ -73,6 +76,8 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.consumer, "consumer", "", "consumer name in the settle group; must be stable across restarts (default: host name)")
 	fs.StringVar(&c.only, "campaigns", "", "comma-separated campaign ids to settle (default: every registered campaign)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the final counters as JSON")
+	fs.StringVar(&c.lease, "lease", "scheduler", "name of the scheduler lease: of the settle and serve processes sharing a name, one settles at a time (--drain takes no lease)")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&c.retention, "retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
@@ -85,6 +90,10 @@ func (c *settleCmd) parseFlags(args []string) error {
 	if err := c.redis.require(); err != nil {
 		return err
 	}
+	if c.leaseTTL < 300*time.Millisecond || c.lease == "" || strings.ContainsAny(c.lease, "{}") {
+		return usageErrorf("--lease-ttl must be at least 300ms, --lease not empty and without braces")
+	}
+	c.leaseTTL = c.leaseTTL.Truncate(time.Millisecond)
 	if c.retention <= 0 {
 		return usageErrorf("--retention must be positive, not %s", c.retention)
 	}
@@ -109,9 +118,10 @@ func (c *settleCmd) parseFlags(args []string) error {
 }
 
 // open opens the sink (the webhook or the ledger), then Redis, and makes
-// the worker.
+// the scheduler.
 func (c *settleCmd) open(ctx context.Context) error {
-	cfg := settle.Config{Consumer: c.consumer, Logger: slog.New(slog.NewTextHandler(c.env.Stderr, nil)), Only: c.campaigns, Retention: c.retention,
+	log := slog.New(slog.NewTextHandler(c.env.Stderr, nil))
+	cfg := settle.Config{Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
 		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout}
 	if c.hook != "" {
 		sink, err := openWebhook(c.hook, c.hookSecret)
@@ -133,12 +143,18 @@ func (c *settleCmd) open(ctx context.Context) error {
 	}
 	c.deferClose(conn.Close)
 	cfg.Redis = conn.Client
-	c.worker, err = settle.New(cfg)
-	return err
+	c.sched, err = scheduler.New(scheduler.Config{Settle: cfg, LeaseName: c.lease, LeaseTTL: c.leaseTTL, Logger: log})
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	return nil
 }
 
+// run drains with the worker alone (no lease: a drain is a one-off an
+// operator runs), or runs the scheduler until interrupted: settlement,
+// close on time and refunds while this process holds the lease.
 func (c *settleCmd) run(ctx context.Context) error {
-	w := c.worker
+	w := c.sched.Worker()
 	if c.redrive != "" {
 		n, err := w.Redrive(ctx, c.redrive)
 		if err != nil {
@@ -150,9 +166,9 @@ func (c *settleCmd) run(ctx context.Context) error {
 	var err error
 	if c.drain {
 		_, err = w.Drain(ctx)
-	} else if err = w.Start(ctx); err == nil {
+	} else if err = c.sched.Start(context.WithoutCancel(ctx)); err == nil {
 		<-ctx.Done()
-		w.Stop()
+		c.sched.Stop()
 	}
 	c.report(w.Stats(), time.Since(start))
 	if err != nil && !errors.Is(err, context.Canceled) {

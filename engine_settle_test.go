@@ -1,0 +1,48 @@
+package hongbao_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+)
+
+// TestSettleBusyAndOnGranted: grabs of a campaign set busy answer ErrBusy
+// without touching Redis (the pool is untouched), others grant; clearing
+// the set grants again. OnGranted hears grants only, not ALREADY.
+func TestSettleBusyAndOnGranted(t *testing.T) {
+	t.Parallel()
+	eng, _ := newEngine(t)
+	ctx := context.Background()
+	a := create(t, eng, hongbao.Spec{Total: 1000, Count: 10})
+	b := create(t, eng, hongbao.Spec{Total: 1000, Count: 10})
+	var heard atomic.Int64
+	eng.OnGranted(func() { heard.Add(1) })
+
+	eng.SetSettleBusy([]string{a.ID})
+	_, err := eng.Grab(ctx, a.ID, "u1")
+	require.ErrorIs(t, err, hongbao.ErrBusy)
+	st, err := eng.Status(ctx, a.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, st.RemainingCount, "a busy grab never reached Redis")
+	g, err := eng.Grab(ctx, b.ID, "u1")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+	require.EqualValues(t, 1, heard.Load())
+
+	eng.SetSettleBusy(nil)
+	g, err = eng.Grab(ctx, a.ID, "u1")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+	g, err = eng.Grab(ctx, a.ID, "u1")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Already, g.Outcome)
+	require.EqualValues(t, 2, heard.Load(), "ALREADY is no grant")
+	eng.OnGranted(nil)
+	_, err = eng.Grab(ctx, a.ID, "u2")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, heard.Load())
+}

@@ -1,0 +1,104 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/hongbao/hongbao"
+)
+
+// WakeChannel is the Redis pub/sub channel on which engines tell the
+// scheduler, wherever it runs, that they granted: the scheduler then
+// settles at once instead of at its next idle poll.
+const WakeChannel = "hb:settle:wake"
+
+// wakeGap is the least time between two wake messages of one process: a
+// busy engine publishes at most 1/wakeGap a second, whatever its grab
+// rate, and a grant waits at most wakeGap for its message.
+const wakeGap = 20 * time.Millisecond
+
+// Publisher tells the scheduler about an engine's grants by WakeChannel:
+// one PUBLISH after a grant, then at most one per 20ms while grants go
+// on, from a goroutine of its own (a grab never waits for it). A Scheduler
+// with an Engine runs one; a process that serves grabs without a
+// scheduler (serve --settle=false) runs its own, so that the scheduler
+// elsewhere settles its grants at once. A lost message costs only time:
+// the scheduler also polls.
+type Publisher struct {
+	rc     rueidis.Client
+	kick   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Publish starts a Publisher of eng's grants on rc; Stop ends it. It
+// replaces eng's OnGranted.
+func Publish(rc rueidis.Client, eng *hongbao.Engine) *Publisher {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Publisher{rc: rc, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	eng.OnGranted(p.Kick)
+	go p.run(ctx)
+	return p
+}
+
+// Kick asks for a wake message; it never blocks.
+func (p *Publisher) Kick() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Publisher) run(ctx context.Context) {
+	defer close(p.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		}
+		// A failed publish is not retried: the scheduler's poll settles
+		// the grant a little later.
+		_ = p.rc.Do(ctx, p.rc.B().Publish().Channel(WakeChannel).Message("1").Build()).Error()
+		t := time.NewTimer(wakeGap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Stop ends the Publisher and waits for it.
+func (p *Publisher) Stop() {
+	p.once.Do(func() {
+		p.cancel()
+		<-p.done
+	})
+}
+
+// listen wakes the worker on each message of WakeChannel until ctx ends,
+// subscribing again after a lost connection.
+func (s *Scheduler) listen(ctx context.Context) {
+	rc := s.cfg.Settle.Redis
+	for ctx.Err() == nil {
+		err := rc.Receive(ctx, rc.B().Subscribe().Channel(WakeChannel).Build(), func(rueidis.PubSubMessage) {
+			s.worker.Wake()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("wake channel: subscription lost; settlement polls meanwhile", "err", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
