@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -197,16 +198,22 @@ func (s *stateCollector) fsyncAlways(ctx context.Context) (float64, bool) {
 // maxScrapedCampaigns campaigns (those that close first) and the
 // settlement gauges summed over every live campaign: an alert on the
 // backlog must not miss the 201st. The index is read a page at a time.
+// A campaign that cannot be read is an error of the scrape (the first is
+// returned), but the others are still summed and the totals still sent:
+// a series that vanished would silence its alert, while a figure short
+// of one campaign comes with hongbao_state_scrape_errors 1.
 func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Metric) error {
 	var tot backlogSum
+	var failed error
 	for offset := 0; ; {
 		ids, total, err := s.engine.CampaignsPage(ctx, offset, maxScrapedCampaigns)
 		if err != nil {
-			return err
+			failed = err
+			break
 		}
 		for _, id := range ids {
-			if err := s.campaign(ctx, ch, id, offset == 0, &tot); err != nil {
-				return err
+			if err := s.campaign(ctx, ch, id, offset == 0, &tot); err != nil && failed == nil {
+				failed = fmt.Errorf("campaign %s: %w", id, err)
 			}
 		}
 		offset += len(ids)
@@ -220,7 +227,7 @@ func (s *stateCollector) campaigns(ctx context.Context, ch chan<- prometheus.Met
 	if s.settled != nil {
 		ch <- prometheus.MustNewConstMetric(s.lagCents, prometheus.GaugeValue, float64(tot.cents))
 	}
-	return nil
+	return failed
 }
 
 // backlogSum adds up the settlement backlog over campaigns.
