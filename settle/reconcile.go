@@ -115,7 +115,7 @@ type reconciler struct {
 	v      *redisstore.View
 	r      *Report
 	claims map[string]packet // user -> packet, over all shards
-	bySeq  map[int64]string
+	bySeq  seqOwners
 	pooled int64 // packets in the pools and in flight
 }
 
@@ -140,19 +140,48 @@ func (rc *reconciler) redisClaims(ctx context.Context) error {
 			return err
 		}
 	}
-	rc.bySeq = make(map[int64]string, len(rc.claims))
+	rc.bySeq = newSeqOwners(rc.v.Root().Int("count"))
 	for u, p := range rc.claims {
 		r.GrantedRedis++
 		r.GrantedCentsRedis += p.cents
-		if other, dup := rc.bySeq[p.seq]; dup {
+		if other, dup := rc.bySeq.get(p.seq); dup {
 			r.diff("packet %d is claimed by %q and %q in Redis", p.seq, other, u)
 		}
-		rc.bySeq[p.seq] = u
+		rc.bySeq.set(p.seq, u)
 	}
 	if count != r.GrantedRedis || cents != r.GrantedCentsRedis {
 		r.summary("Redis counters say %d grants, %d cents; the claims hold %d, %d cents", count, cents, r.GrantedRedis, r.GrantedCentsRedis)
 	}
 	return nil
+}
+
+// seqOwners maps a packet's seq to the user who claims it: a slice for
+// the seqs 1..count of the campaign's packets, where every claim should
+// be, and a map for any other (and for an empty user name), so that a
+// million claims cost no map of a million entries.
+type seqOwners struct {
+	dense []string
+	other map[int64]string
+}
+
+func newSeqOwners(count int64) seqOwners {
+	return seqOwners{dense: make([]string, min(max(count, 0), 1<<26)+1), other: map[int64]string{}}
+}
+
+func (o *seqOwners) get(seq int64) (string, bool) {
+	if seq >= 1 && seq < int64(len(o.dense)) && o.dense[seq] != "" {
+		return o.dense[seq], true
+	}
+	u, ok := o.other[seq]
+	return u, ok
+}
+
+func (o *seqOwners) set(seq int64, u string) {
+	if seq >= 1 && seq < int64(len(o.dense)) && u != "" {
+		o.dense[seq] = u
+		return
+	}
+	o.other[seq] = u
 }
 
 // redisPools sums the packets in the pools and in transfers between
@@ -162,7 +191,7 @@ func (rc *reconciler) redisPools(ctx context.Context) error {
 	seen := func(seq, cents int64) {
 		rc.pooled++
 		r.PoolCents += cents
-		if u, ok := rc.bySeq[seq]; ok {
+		if u, ok := rc.bySeq.get(seq); ok {
 			r.diff("packet %d is in the pool and claimed by %q", seq, u)
 		}
 	}
@@ -172,7 +201,7 @@ func (rc *reconciler) redisPools(ctx context.Context) error {
 		}
 		err := rc.store.ScanLost(ctx, keys, func(seq, cents int64) error {
 			r.LostCents += cents
-			if u, ok := rc.bySeq[seq]; ok {
+			if u, ok := rc.bySeq.get(seq); ok {
 				r.diff("packet %d is lost and claimed by %q", seq, u)
 			}
 			return nil

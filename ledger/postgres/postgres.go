@@ -10,7 +10,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -303,16 +303,20 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 		}
 		// Balances move only for the rows inserted. User accounts are
 		// locked in id order, so two campaigns paying the same users
-		// cannot deadlock.
-		sort.Slice(done, func(i, j int) bool { return done[i].User < done[j].User })
-		accts := make([]string, len(done))
+		// cannot deadlock. The statement makes the account ids (prefix
+		// || user, as ledger.UserAccount does), so no string is made
+		// per grant here.
+		slices.SortFunc(done, func(a, b ledger.Grant) int { return strings.Compare(a.User, b.User) })
+		users := make([]string, len(done))
 		amounts := make([]int64, len(done))
 		for i, g := range done {
-			accts[i], amounts[i] = ledger.UserAccount(g.User), g.Cents
+			users[i], amounts[i] = g.User, g.Cents
 		}
 		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO ledger_accounts (id, balance) SELECT * FROM unnest($1::text[], $2::bigint[])
-			ON CONFLICT (id) DO UPDATE SET balance = ledger_accounts.balance + excluded.balance`, accts, amounts)
+		b.Queue(`INSERT INTO ledger_accounts (id, balance)
+			SELECT $3::text || u.id, u.cents FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(id, cents, ord)
+			ORDER BY u.ord
+			ON CONFLICT (id) DO UPDATE SET balance = ledger_accounts.balance + excluded.balance`, users, amounts, ledger.UserPrefix)
 		b.Queue(`UPDATE ledger_accounts SET balance = balance - $2 WHERE id = $1`, escrow, r.InsertedCents)
 		b.Queue(`UPDATE ledger_campaigns SET grant_count = grant_count + $2, grant_cents = grant_cents + $3
 			WHERE id = $1`, campaign, r.Inserted, r.InsertedCents)

@@ -7,6 +7,7 @@ package batch
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -155,18 +156,21 @@ func Missing(grants []ledger.Grant, inserted []Row) (seqs []int64, users []strin
 }
 
 // HasDuplicateKeys reports whether two grants of the batch share a seq or
-// a user.
+// a user. It sorts copies of the keys rather than filling two maps: a
+// batch holds thousands of grants, and the maps were a tenth of what
+// settlement allocated.
 func HasDuplicateKeys(grants []ledger.Grant) bool {
-	seqs := make(map[int64]struct{}, len(grants))
-	users := make(map[string]struct{}, len(grants))
-	for _, g := range grants {
-		if _, ok := seqs[g.Seq]; ok {
+	seqs := make([]int64, len(grants))
+	users := make([]string, len(grants))
+	for i, g := range grants {
+		seqs[i], users[i] = g.Seq, g.User
+	}
+	slices.Sort(seqs)
+	slices.Sort(users)
+	for i := 1; i < len(grants); i++ {
+		if seqs[i] == seqs[i-1] || users[i] == users[i-1] {
 			return true
 		}
-		if _, ok := users[g.User]; ok {
-			return true
-		}
-		seqs[g.Seq], users[g.User] = struct{}{}, struct{}{}
 	}
 	return false
 }
