@@ -79,7 +79,10 @@ func TestServeIdleIsIdle(t *testing.T) {
 		return err == nil && tot.GrantCount == 1
 	})
 	t.Logf("the grant was in the ledger %s after its answer", lag.Round(time.Millisecond))
-	require.Less(t, lag, 100*time.Millisecond)
+	// Settled by the wake, not by the next idle poll (1s): on a quiet
+	// machine this is tens of milliseconds; the bound leaves room for a
+	// loaded one and still fails if no wake arrives.
+	require.Less(t, lag, 600*time.Millisecond, "settled by the idle poll, not by a wake")
 }
 
 // waitForEvery polls cond every step until it holds or d passes.
