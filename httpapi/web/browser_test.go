@@ -214,6 +214,16 @@ func tap(t *testing.T, tab *browsertest.Tab, n int, touch bool) {
 			if ok {
 				return
 			}
+			if js[bool](t, tab, fmt.Sprintf(`Number(document.getElementById('result').dataset.answers || 0) >= %d`, n)) {
+				return // answered just after the poll gave up
+			}
+			if js[bool](t, tab, `document.getElementById('result').dataset.outcome === 'opening'`) {
+				// The tap caught a packet and its grab is still in flight
+				// (a slow machine): wait for its answer rather than tap
+				// again, or the next grab would be the one shown.
+				waitFor(t, tab, fmt.Sprintf(`Number(document.getElementById('result').dataset.answers || 0) >= %d`, n), "the answer to the tap")
+				return
+			}
 			continue // the packet fell away under the finger: another one
 		}
 		waitFor(t, tab, `[...document.querySelectorAll('.packet:not(.caught)')].some(p => {
