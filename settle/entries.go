@@ -115,7 +115,11 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 	if sh.discount {
 		return w.applyDiscounts(ctx, sh, es)
 	}
-	var grants []ledger.Grant
+	n := 0
+	for _, e := range es {
+		n += len(e.Grants)
+	}
+	grants := make([]ledger.Grant, 0, n)
 	for _, e := range es {
 		for _, g := range e.Grants {
 			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents})

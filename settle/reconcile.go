@@ -85,7 +85,13 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 	}
 	root := v.Root()
 	r := &Report{Campaign: id, State: root.Meta["state"], TotalCents: root.Int("total"), Differences: []string{}}
-	rc := &reconciler{store: store, l: l, v: v, r: r, claims: map[string]packet{}}
+	// The maps are sized from the counters up front: a campaign of a
+	// million grants otherwise grows them a dozen times over.
+	var granted int64
+	for _, snap := range v.Snaps {
+		granted += snap.Int("granted_count")
+	}
+	rc := &reconciler{store: store, l: l, v: v, r: r, claims: make(map[string]packet, min(max(granted, 0), 1<<24))}
 	steps := []func(context.Context) error{rc.redisClaims, rc.redisPools, rc.ledgerGrants, rc.ledgerTotals, rc.streams}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -96,7 +102,11 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 	return r, nil
 }
 
-type packet struct{ seq, cents int64 }
+// packet is a claim; inLedger is set once the ledger's grants hold it.
+type packet struct {
+	seq, cents int64
+	inLedger   bool
+}
 
 // reconciler holds one reconciliation's state.
 type reconciler struct {
@@ -105,7 +115,7 @@ type reconciler struct {
 	v      *redisstore.View
 	r      *Report
 	claims map[string]packet // user -> packet, over all shards
-	bySeq  map[int64]string
+	bySeq  seqOwners
 	pooled int64 // packets in the pools and in flight
 }
 
@@ -123,26 +133,55 @@ func (rc *reconciler) redisClaims(ctx context.Context) error {
 			if old, dup := rc.claims[u]; dup {
 				r.diff("user %q holds packets %d and %d in Redis", u, old.seq, seq)
 			}
-			rc.claims[u] = packet{seq, c}
+			rc.claims[u] = packet{seq: seq, cents: c}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
-	rc.bySeq = make(map[int64]string, len(rc.claims))
+	rc.bySeq = newSeqOwners(rc.v.Root().Int("count"))
 	for u, p := range rc.claims {
 		r.GrantedRedis++
 		r.GrantedCentsRedis += p.cents
-		if other, dup := rc.bySeq[p.seq]; dup {
+		if other, dup := rc.bySeq.get(p.seq); dup {
 			r.diff("packet %d is claimed by %q and %q in Redis", p.seq, other, u)
 		}
-		rc.bySeq[p.seq] = u
+		rc.bySeq.set(p.seq, u)
 	}
 	if count != r.GrantedRedis || cents != r.GrantedCentsRedis {
 		r.summary("Redis counters say %d grants, %d cents; the claims hold %d, %d cents", count, cents, r.GrantedRedis, r.GrantedCentsRedis)
 	}
 	return nil
+}
+
+// seqOwners maps a packet's seq to the user who claims it: a slice for
+// the seqs 1..count of the campaign's packets, where every claim should
+// be, and a map for any other (and for an empty user name), so that a
+// million claims cost no map of a million entries.
+type seqOwners struct {
+	dense []string
+	other map[int64]string
+}
+
+func newSeqOwners(count int64) seqOwners {
+	return seqOwners{dense: make([]string, min(max(count, 0), 1<<26)+1), other: map[int64]string{}}
+}
+
+func (o *seqOwners) get(seq int64) (string, bool) {
+	if seq >= 1 && seq < int64(len(o.dense)) && o.dense[seq] != "" {
+		return o.dense[seq], true
+	}
+	u, ok := o.other[seq]
+	return u, ok
+}
+
+func (o *seqOwners) set(seq int64, u string) {
+	if seq >= 1 && seq < int64(len(o.dense)) && u != "" {
+		o.dense[seq] = u
+		return
+	}
+	o.other[seq] = u
 }
 
 // redisPools sums the packets in the pools and in transfers between
@@ -152,7 +191,7 @@ func (rc *reconciler) redisPools(ctx context.Context) error {
 	seen := func(seq, cents int64) {
 		rc.pooled++
 		r.PoolCents += cents
-		if u, ok := rc.bySeq[seq]; ok {
+		if u, ok := rc.bySeq.get(seq); ok {
 			r.diff("packet %d is in the pool and claimed by %q", seq, u)
 		}
 	}
@@ -162,7 +201,7 @@ func (rc *reconciler) redisPools(ctx context.Context) error {
 		}
 		err := rc.store.ScanLost(ctx, keys, func(seq, cents int64) error {
 			r.LostCents += cents
-			if u, ok := rc.bySeq[seq]; ok {
+			if u, ok := rc.bySeq.get(seq); ok {
 				r.diff("packet %d is lost and claimed by %q", seq, u)
 			}
 			return nil
@@ -211,12 +250,14 @@ func inTransfer(ctx context.Context, store *redisstore.Store, shards []redisstor
 // grant.
 func (rc *reconciler) ledgerGrants(ctx context.Context) error {
 	r := rc.r
-	seen := map[string]bool{}
 	if err := rc.l.Grants(ctx, r.Campaign, func(g ledger.Grant) error {
 		r.GrantedLedger++
 		r.GrantedCentsLedger += g.Cents
-		seen[g.User] = true
 		p, ok := rc.claims[g.User]
+		if ok && !p.inLedger {
+			p.inLedger = true
+			rc.claims[g.User] = p
+		}
 		switch {
 		case !ok:
 			r.diff("extra in the ledger: %q holds packet %d (%d cents), Redis has no claim", g.User, g.Seq, g.Cents)
@@ -228,7 +269,7 @@ func (rc *reconciler) ledgerGrants(ctx context.Context) error {
 		return err
 	}
 	for u, p := range rc.claims {
-		if !seen[u] {
+		if !p.inLedger {
 			r.diff("missing from the ledger: %q packet %d (%d cents)", u, p.seq, p.cents)
 		}
 	}

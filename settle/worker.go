@@ -81,7 +81,7 @@ type Config struct {
 	// ReadCount is how many stream entries one read takes; an entry holds
 	// the grants of one grab batch (up to 512 by default). A shard of a
 	// campaign of S shards is read ReadCount x S at a time, since its
-	// batches are a shard's share of the grabs. Default 4.
+	// batches are a shard's share of the grabs. Default 16.
 	ReadCount int64
 	// ReclaimIdle is how long an entry may stay pending at another
 	// consumer before this one takes it over (that consumer is presumed
@@ -203,7 +203,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Consumer = h
 	}
 	if cfg.ReadCount <= 0 {
-		cfg.ReadCount = 4
+		cfg.ReadCount = 16
 	}
 	if cfg.ReclaimIdle <= 0 {
 		cfg.ReclaimIdle = 30 * time.Second
@@ -592,24 +592,12 @@ func (w *Worker) streamShard(ctx context.Context, sh shard) (work int, unsettled
 		}
 		work += len(es)
 	}
-	// New entries, until the stream has no more or the pass has read its
-	// share of this stream (the other shards and campaigns wait for it).
-	for reads := 0; reads < maxReadsPerStream; reads++ {
-		es, err := w.store.ReadGroup(ctx, k, w.cfg.Consumer, count, false)
-		if err != nil {
-			return work, 0, err
-		}
-		if len(es) > 0 {
-			if err := w.settleEntries(ctx, sh, es); err != nil {
-				return work, 0, err
-			}
-			work += len(es)
-		}
-		if int64(len(es)) < count {
-			break
-		}
+	n, err := w.streamNew(ctx, sh, count)
+	work += n
+	if err != nil {
+		return work, 0, err
 	}
-	n, err := w.reclaim(ctx, sh)
+	n, err = w.reclaim(ctx, sh)
 	work += n
 	if err != nil {
 		return work, 0, err
@@ -622,6 +610,57 @@ func (w *Worker) streamShard(ctx context.Context, sh shard) (work int, unsettled
 		return work, 0, err
 	}
 	return work, g.Lag + g.Pending, nil
+}
+
+// streamNew settles new entries of shard sh's stream, count a read, until
+// the stream has no more or the pass has read its share of this stream
+// (the other shards and campaigns wait for it). Reads are pipelined: the
+// next read runs while the ledger writes the entries of this one. An
+// entry read ahead is delivered to this consumer, so if the write before
+// it fails, it stays pending here and the next pass settles it first,
+// as any pending entry (and a refund waits for it, as for any).
+func (w *Worker) streamNew(ctx context.Context, sh shard, count int64) (work int, err error) {
+	type read struct {
+		es  []redisstore.Entry
+		err error
+	}
+	readAhead := func() chan read {
+		ch := make(chan read, 1)
+		go func() {
+			es, err := w.store.ReadGroup(ctx, sh.keys, w.cfg.Consumer, count, false)
+			ch <- read{es, err}
+		}()
+		return ch
+	}
+	next := readAhead()
+	// A read still in flight is waited for on the way out, so no
+	// goroutine outlives the pass.
+	defer func() {
+		if next != nil {
+			<-next
+		}
+	}()
+	for reads := 0; reads < maxReadsPerStream; reads++ {
+		r := <-next
+		next = nil
+		if r.err != nil {
+			return work, r.err
+		}
+		full := int64(len(r.es)) >= count
+		if full && reads+1 < maxReadsPerStream {
+			next = readAhead()
+		}
+		if len(r.es) > 0 {
+			if err := w.settleEntries(ctx, sh, r.es); err != nil {
+				return work, err
+			}
+			work += len(r.es)
+		}
+		if !full {
+			break
+		}
+	}
+	return work, nil
 }
 
 // reclaim takes over and settles the entries of one shard's stream stuck

@@ -26,6 +26,10 @@ type Entry struct {
 
 func toEntries(slices []rueidis.XRangeSlice) []Entry {
 	out := make([]Entry, 0, len(slices))
+	// One map for the read, cleared per entry, and each entry's slices at
+	// their final size: an entry holds hundreds of grants, and the
+	// allocations per grant were most of settlement's CPU.
+	var seen map[string]bool
 	for _, s := range slices {
 		e := Entry{ID: s.ID}
 		if s.FieldValues == nil {
@@ -33,7 +37,12 @@ func toEntries(slices []rueidis.XRangeSlice) []Entry {
 			out = append(out, e)
 			continue
 		}
-		seen := make(map[string]bool, len(s.FieldValues))
+		if seen == nil {
+			seen = make(map[string]bool, len(s.FieldValues))
+		}
+		clear(seen)
+		e.Raw = make([]string, 0, 2*len(s.FieldValues))
+		e.Grants = make([]StreamGrant, 0, len(s.FieldValues))
 		for _, fv := range s.FieldValues {
 			e.Raw = append(e.Raw, fv.Field, fv.Value)
 			if e.Err != nil {

@@ -10,7 +10,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -276,12 +276,6 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 	if err != nil || len(gs) == 0 {
 		return ledger.ApplyResult{}, err
 	}
-	seqs := make([]int64, len(gs))
-	users := make([]string, len(gs))
-	cents := make([]int64, len(gs))
-	for i, g := range gs {
-		seqs[i], users[i], cents[i] = g.Seq, g.User, g.Cents
-	}
 	escrow := ledger.EscrowAccount(campaign)
 	var res ledger.ApplyResult
 	err = l.tx(ctx, func(tx pgx.Tx) error {
@@ -289,27 +283,15 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 		if err != nil {
 			return err
 		}
-		inserted, copied, err := copyGrants(ctx, tx, num, gs)
+		copied, err := copyGrants(ctx, tx, num, gs)
 		if err != nil {
 			return err
 		}
+		r, done := batch.AllInserted(gs), gs
 		if !copied {
-			rows, _ := tx.Query(ctx, insertGrants, num, seqs, users, cents)
-			if inserted, err = pgx.CollectRows(rows, scanRow); err != nil {
+			if r, done, err = insertGrantsClassified(ctx, tx, num, gs); err != nil {
 				return err
 			}
-		}
-		var stored []batch.Row
-		if ms, mu := batch.Missing(gs, inserted); ms != nil {
-			rows, _ := tx.Query(ctx, `SELECT seq, user_id, cents FROM ledger_grants
-				WHERE campaign = $1 AND (seq = ANY($2) OR user_id = ANY($3))`, num, ms, mu)
-			if stored, err = pgx.CollectRows(rows, scanRow); err != nil {
-				return err
-			}
-		}
-		r, done, err := batch.Classify(gs, inserted, stored)
-		if err != nil {
-			return err
 		}
 		// The rows inserted are rolled back with the refusal.
 		if err := batch.Debit("grant", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
@@ -321,16 +303,20 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 		}
 		// Balances move only for the rows inserted. User accounts are
 		// locked in id order, so two campaigns paying the same users
-		// cannot deadlock.
-		sort.Slice(done, func(i, j int) bool { return done[i].User < done[j].User })
-		accts := make([]string, len(done))
+		// cannot deadlock. The statement makes the account ids (prefix
+		// || user, as ledger.UserAccount does), so no string is made
+		// per grant here.
+		slices.SortFunc(done, func(a, b ledger.Grant) int { return strings.Compare(a.User, b.User) })
+		users := make([]string, len(done))
 		amounts := make([]int64, len(done))
 		for i, g := range done {
-			accts[i], amounts[i] = ledger.UserAccount(g.User), g.Cents
+			users[i], amounts[i] = g.User, g.Cents
 		}
 		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO ledger_accounts (id, balance) SELECT * FROM unnest($1::text[], $2::bigint[])
-			ON CONFLICT (id) DO UPDATE SET balance = ledger_accounts.balance + excluded.balance`, accts, amounts)
+		b.Queue(`INSERT INTO ledger_accounts (id, balance)
+			SELECT $3::text || u.id, u.cents FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(id, cents, ord)
+			ORDER BY u.ord
+			ON CONFLICT (id) DO UPDATE SET balance = ledger_accounts.balance + excluded.balance`, users, amounts, ledger.UserPrefix)
 		b.Queue(`UPDATE ledger_accounts SET balance = balance - $2 WHERE id = $1`, escrow, r.InsertedCents)
 		b.Queue(`UPDATE ledger_campaigns SET grant_count = grant_count + $2, grant_cents = grant_cents + $3
 			WHERE id = $1`, campaign, r.Inserted, r.InsertedCents)
@@ -342,6 +328,32 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 	return res, nil
 }
 
+// insertGrantsClassified writes the grants of a batch that holds stored
+// keys (or a key twice) with INSERT ... ON CONFLICT DO NOTHING RETURNING,
+// looks up the keys not inserted, and classifies every grant.
+func insertGrantsClassified(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (ledger.ApplyResult, []ledger.Grant, error) {
+	seqs := make([]int64, len(gs))
+	users := make([]string, len(gs))
+	cents := make([]int64, len(gs))
+	for i, g := range gs {
+		seqs[i], users[i], cents[i] = g.Seq, g.User, g.Cents
+	}
+	rows, _ := tx.Query(ctx, insertGrants, num, seqs, users, cents)
+	inserted, err := pgx.CollectRows(rows, scanRow)
+	if err != nil {
+		return ledger.ApplyResult{}, nil, err
+	}
+	var stored []batch.Row
+	if ms, mu := batch.Missing(gs, inserted); ms != nil {
+		rows, _ := tx.Query(ctx, `SELECT seq, user_id, cents FROM ledger_grants
+			WHERE campaign = $1 AND (seq = ANY($2) OR user_id = ANY($3))`, num, ms, mu)
+		if stored, err = pgx.CollectRows(rows, scanRow); err != nil {
+			return ledger.ApplyResult{}, nil, err
+		}
+	}
+	return batch.Classify(gs, inserted, stored)
+}
+
 // copyGrants is the fast path for a batch of new grants, the common case:
 // COPY into ledger_grants, about twice as fast as the INSERT ... ON
 // CONFLICT, whose speculative insertion costs per row. Any key already
@@ -349,37 +361,47 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 // it, copyGrants returns copied=false, and the caller takes the INSERT ...
 // ON CONFLICT path that sorts each grant out. A batch with a key twice
 // goes that way at once.
-func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (rows []batch.Row, copied bool, err error) {
+func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (copied bool, err error) {
 	if batch.HasDuplicateKeys(gs) {
-		return nil, false, nil
+		return false, nil
 	}
 	sp, err := tx.Begin(ctx) // SAVEPOINT
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	_, err = sp.CopyFrom(ctx, pgx.Identifier{"ledger_grants"}, []string{"campaign", "seq", "user_id", "cents"},
-		pgx.CopyFromSlice(len(gs), func(i int) ([]any, error) {
-			return []any{num, gs[i].Seq, gs[i].User, gs[i].Cents}, nil
-		}))
+		&grantSource{num: num, gs: gs, i: -1})
 	if err == nil {
 		err = sp.Commit(ctx) // RELEASE SAVEPOINT
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
 		if rerr := sp.Rollback(ctx); rerr != nil {
-			return nil, false, rerr
+			return false, rerr
 		}
-		return nil, false, nil
+		return false, nil
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	rows = make([]batch.Row, len(gs))
-	for i, g := range gs {
-		rows[i] = batch.RowOf(g)
-	}
-	return rows, true, nil
+	return err == nil, err
 }
+
+// grantSource feeds COPY the grants of a batch, reusing one row, so the
+// copy allocates nothing per grant.
+type grantSource struct {
+	num int64
+	gs  []ledger.Grant
+	i   int
+	row [4]any
+}
+
+func (s *grantSource) Next() bool { s.i++; return s.i < len(s.gs) }
+
+func (s *grantSource) Values() ([]any, error) {
+	g := &s.gs[s.i]
+	s.row[0], s.row[1], s.row[2], s.row[3] = s.num, g.Seq, g.User, g.Cents
+	return s.row[:], nil
+}
+
+func (s *grantSource) Err() error { return nil }
 
 func scanRow(row pgx.CollectableRow) (batch.Row, error) {
 	var r batch.Row

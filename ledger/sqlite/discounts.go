@@ -62,10 +62,8 @@ func (l *Ledger) creditDiscounts(ctx context.Context, tx *sql.Tx, campaign strin
 		credits[i] = ledger.Grant{User: d.User, Cents: d.Cents}
 	}
 	sort.Slice(credits, func(i, j int) bool { return credits[i].User < credits[j].User })
-	for start := 0; start < len(credits); start += rowsPerInsert {
-		if err := creditUsers(ctx, tx, credits[start:min(start+rowsPerInsert, len(credits))]); err != nil {
-			return err
-		}
+	if err := l.creditUsers(ctx, tx, credits); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE ledger_accounts SET balance = balance - ? WHERE id = ?`,
 		r.InsertedCents, ledger.EscrowAccount(campaign)); err != nil {

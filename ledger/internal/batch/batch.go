@@ -7,6 +7,7 @@ package batch
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -60,6 +61,9 @@ func RowOf(g ledger.Grant) Row { return Row{Seq: g.Seq, User: g.User, Cents: g.C
 // not a silent skip: it would mean the insert skipped it for a reason the
 // ledger does not know, and the caller must roll back.
 func Classify(grants []ledger.Grant, inserted []Row, stored []Row) (ledger.ApplyResult, []ledger.Grant, error) {
+	if inOrder(grants, inserted) {
+		return AllInserted(grants), grants, nil
+	}
 	var res ledger.ApplyResult
 	fresh := make(map[Row]int, len(inserted))
 	for _, r := range inserted {
@@ -103,6 +107,31 @@ func Classify(grants []ledger.Grant, inserted []Row, stored []Row) (ledger.Apply
 	return res, done, nil
 }
 
+// inOrder reports whether inserted holds the rows of every grant, in
+// batch order: the common case, which needs no lookup.
+func inOrder(grants []ledger.Grant, inserted []Row) bool {
+	if len(inserted) != len(grants) {
+		return false
+	}
+	for i, g := range grants {
+		if inserted[i] != RowOf(g) {
+			return false
+		}
+	}
+	return true
+}
+
+// AllInserted is Classify's answer when the insert wrote every grant of
+// the batch, as a COPY that succeeded did: all inserted, in batch order,
+// without the lookups Classify needs to tell replays from conflicts.
+func AllInserted(grants []ledger.Grant) ledger.ApplyResult {
+	res := ledger.ApplyResult{Inserted: len(grants)}
+	for _, g := range grants {
+		res.InsertedCents += g.Cents
+	}
+	return res
+}
+
 // Missing returns the seqs and users of the grants the insert did not
 // return, the keys to look up for Classify. It returns nils when every
 // grant was inserted, so the lookup can be skipped.
@@ -127,18 +156,21 @@ func Missing(grants []ledger.Grant, inserted []Row) (seqs []int64, users []strin
 }
 
 // HasDuplicateKeys reports whether two grants of the batch share a seq or
-// a user.
+// a user. It sorts copies of the keys rather than filling two maps: a
+// batch holds thousands of grants, and the maps were a tenth of what
+// settlement allocated.
 func HasDuplicateKeys(grants []ledger.Grant) bool {
-	seqs := make(map[int64]struct{}, len(grants))
-	users := make(map[string]struct{}, len(grants))
-	for _, g := range grants {
-		if _, ok := seqs[g.Seq]; ok {
+	seqs := make([]int64, len(grants))
+	users := make([]string, len(grants))
+	for i, g := range grants {
+		seqs[i], users[i] = g.Seq, g.User
+	}
+	slices.Sort(seqs)
+	slices.Sort(users)
+	for i := 1; i < len(grants); i++ {
+		if seqs[i] == seqs[i-1] || users[i] == users[i-1] {
 			return true
 		}
-		if _, ok := users[g.User]; ok {
-			return true
-		}
-		seqs[g.Seq], users[g.User] = struct{}{}, struct{}{}
 	}
 	return false
 }

@@ -121,3 +121,29 @@ func TestHasDuplicateKeys(t *testing.T) {
 		require.Equal(t, tc.want, HasDuplicateKeys(tc.batch), "%v", tc.batch)
 	}
 }
+
+// TestClassifyInOrder checks the shortcut for a batch inserted whole, in
+// order (a COPY, or RETURNING in batch order), against the lookup path:
+// the same answer, and a row out of order or missing still takes the
+// lookups.
+func TestClassifyInOrder(t *testing.T) {
+	t.Parallel()
+	gs := []ledger.Grant{g(3, "c", 30), g(1, "a", 10), g(2, "b", 20)}
+	rows := []Row{RowOf(gs[0]), RowOf(gs[1]), RowOf(gs[2])}
+	res, done, err := Classify(gs, rows, nil)
+	require.NoError(t, err)
+	require.Equal(t, ledger.ApplyResult{Inserted: 3, InsertedCents: 60}, res)
+	require.Equal(t, gs, done)
+	require.Equal(t, res, AllInserted(gs))
+
+	shuffled := []Row{rows[2], rows[0], rows[1]}
+	res2, done2, err := Classify(gs, shuffled, nil)
+	require.NoError(t, err)
+	require.Equal(t, res, res2, "the same rows in another order")
+	require.ElementsMatch(t, gs, done2)
+
+	_, _, err = Classify(gs, rows[:2], nil)
+	require.Error(t, err, "a grant neither inserted nor stored")
+	_, _, err = Classify(gs, []Row{rows[0], rows[1], {Seq: 2, User: "b", Cents: 21}}, nil)
+	require.Error(t, err, "a row not in the batch")
+}
