@@ -35,10 +35,11 @@ func q(expr, legend string) query { return query{expr: expr, legend: legend} }
 type panel struct {
 	title, help, unit string
 	queries           []query
-	// stat makes a single-figure panel, red from alarm on (when alarm is
-	// not nil), instead of a graph.
-	stat  bool
-	alarm *float64
+	// stat makes a single-figure panel instead of a graph: green, and red
+	// from alarm on when alarm is set; red, and green from healthy on when
+	// healthy is set.
+	stat           bool
+	alarm, healthy *float64
 	// stack stacks the series (outcomes that add up to a total).
 	stack bool
 	width int // in grid columns of 24; 0 is 8
@@ -95,10 +96,10 @@ func (p panel) builder(id uint32) cog.Builder[dashboard.Panel] {
 	}
 	if p.stat {
 		s := stat.NewPanelBuilder().Id(id).Title(p.title).Description(p.help).Unit(p.unit).
-			Datasource(source).Height(6).Span(uint32(w)).
+			Datasource(source).Height(8).Span(uint32(w)).
 			GraphMode(common.BigValueGraphModeArea).ColorMode(common.BigValueColorModeBackground).
 			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
-			Thresholds(thresholds(p.alarm))
+			Thresholds(thresholds(p.alarm, p.healthy))
 		for i, t := range p.queries {
 			s.WithTarget(target(i, t))
 		}
@@ -117,11 +118,15 @@ func (p panel) builder(id uint32) cog.Builder[dashboard.Panel] {
 	return g
 }
 
-// thresholds colours a stat: green, and red from alarm on.
-func thresholds(alarm *float64) cog.Builder[dashboard.ThresholdsConfig] {
+// thresholds colours a stat: green, red from alarm on; or red, green
+// from healthy on.
+func thresholds(alarm, healthy *float64) cog.Builder[dashboard.ThresholdsConfig] {
 	steps := []dashboard.Threshold{{Color: "green"}}
-	if alarm != nil {
+	switch {
+	case alarm != nil:
 		steps = append(steps, dashboard.Threshold{Value: alarm, Color: "red"})
+	case healthy != nil:
+		steps = []dashboard.Threshold{{Color: "red"}, {Value: healthy, Color: "green"}}
 	}
 	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(steps)
 }
