@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao/client"
 )
@@ -211,4 +212,24 @@ func TestRetryNotSent(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, client.ErrOutcomeUnknown)
 	require.Equal(t, 3, dials)
+}
+
+// TestTraceparent: a call made in a span sends its trace context, so the
+// service's spans join the caller's trace; one without sends none.
+func TestTraceparent(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	var got []string
+	svc.fault.set(func(w http.ResponseWriter, r *http.Request, n int) bool {
+		got = append(got, r.Header.Get("traceparent"))
+		return false
+	})
+	c := newClient(t, svc, adminKey, nil)
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(context.Background(),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	require.NoError(t, c.Healthy(ctx))
+	require.NoError(t, c.Healthy(context.Background()))
+	require.Equal(t, []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ""}, got)
 }
