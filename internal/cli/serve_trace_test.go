@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/hongbao/hongbao/client"
 	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/testenv"
 )
 
 // collector is an OTLP/HTTP trace receiver: it keeps the spans' names by
@@ -85,4 +88,39 @@ func TestServeTracesBadEndpoint(t *testing.T) {
 	code, _, errs := run(t, nil, append([]string{"serve"}, fx.args("--otlp-endpoint", "ftp://collector")...)...)
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--otlp-endpoint")
+}
+
+// TestSettleTraces: settle --otlp-endpoint exports a span per settlement
+// batch, each with its ledger transaction inside it.
+func TestSettleTraces(t *testing.T) {
+	t.Parallel()
+	col := &collector{traces: map[string][]string{}}
+	hs := httptest.NewServer(col)
+	defer hs.Close()
+	r := testenv.SharedRedis(t)
+	code, out, errs := run(t, nil, "demo", "--redis", r.Addr, "--settle=false", "--packets", "100", "--users", "60", "--json")
+	require.Equal(t, 0, code, errs)
+	var rep demoReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
+	code, _, errs = run(t, nil, "settle", "--redis", r.Addr, "--ledger", dsn, "--campaigns", rep.Campaign,
+		"--consumer", "trace-test", "--drain", "--otlp-endpoint", hs.URL)
+	require.Equal(t, 0, code, errs)
+
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	require.Zero(t, col.bad)
+	batches, txs := 0, 0
+	for _, names := range col.traces {
+		for _, n := range names {
+			switch n {
+			case "hongbao.settle.batch":
+				batches++
+			case "ledger.apply_grants":
+				txs++
+			}
+		}
+	}
+	require.Positive(t, batches)
+	require.Equal(t, batches, txs, "one ledger transaction per batch")
 }
