@@ -165,3 +165,33 @@ func TestTraceWait(t *testing.T) {
 	require.Equal(t, codes.Error, srv[0].Status().Code)
 	require.EqualValues(t, 503, attr(srv[0], "http.response.status_code").AsInt64())
 }
+
+// TestTraceReserve: a discount's reserve and confirm are traced as a
+// grab is: each waits in the coalescer under its request, under the
+// caller's trace, and its batch carries its size.
+func TestTraceReserve(t *testing.T) {
+	t.Parallel()
+	ts, rec, _ := tracedServer(t, hongbao.Config{})
+	r := ts.do(t, "POST", "/v1/discounts", string(adminKey), `{"budget_cents":1000,"quota":10}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	id := r.json(t)["id"].(string)
+	parent := "00-" + callerTrace + "-" + callerSpan + "-01"
+	r = ts.do(t, "POST", "/v1/discounts/"+id+"/reserve", string(paymentKey),
+		`{"user_id":"xia","order_id":"o-1","order_amount_cents":5000}`, "traceparent", parent)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	r = ts.do(t, "POST", "/v1/discounts/"+id+"/orders/o-1/confirm", string(paymentKey), `{"user_id":"xia"}`, "traceparent", parent)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	ops := map[string]bool{}
+	for _, w := range spansNamed(rec, "hongbao.coalesce.wait") {
+		require.Equal(t, callerTrace, w.SpanContext().TraceID().String())
+		ops[attr(w, "hongbao.op").AsString()] = true
+	}
+	require.Equal(t, map[string]bool{"reserve": true, "confirm": true}, ops)
+	batches := spansNamed(rec, "hongbao.batch")
+	require.Len(t, batches, 2)
+	for _, b := range batches {
+		require.Equal(t, callerTrace, b.SpanContext().TraceID().String())
+		require.EqualValues(t, 1, attr(b, "hongbao.batch.size").AsInt64())
+	}
+}
