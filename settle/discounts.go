@@ -174,7 +174,9 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 			ds = append(ds, ledger.Discount{Campaign: lid, User: user, Order: order, Seq: g.Seq, Cents: g.Cents})
 		}
 	}
-	res, err := sink.ApplyDiscounts(fenced(ctx, sh.root), lid, ds)
+	lctx, span := w.ledgerSpan(ctx, "ledger.apply_discounts", len(ds))
+	res, err := sink.ApplyDiscounts(fenced(lctx, sh.root), lid, ds)
+	endSpan(span, err)
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}

@@ -101,7 +101,10 @@ func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.En
 			good = append(good, e)
 		}
 	}
-	return w.apply(ctx, sh, good)
+	ctx, span := w.batchSpan(ctx, sh, good)
+	err := w.apply(ctx, sh, good)
+	endSpan(span, err)
+	return err
 }
 
 // apply writes the items of entries es to the sink in one transaction
@@ -125,7 +128,9 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents})
 		}
 	}
-	res, err := w.sink.ApplyGrants(fenced(ctx, sh.root), id, grants)
+	lctx, span := w.ledgerSpan(ctx, "ledger.apply_grants", len(grants))
+	res, err := w.sink.ApplyGrants(fenced(lctx, sh.root), id, grants)
+	endSpan(span, err)
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
@@ -133,6 +134,10 @@ type Config struct {
 	WaitTimeout time.Duration
 	// Logger receives incidents and progress. Default: slog.Default().
 	Logger *slog.Logger
+	// Tracer, if not nil, records a span of each settlement batch
+	// (hongbao.settle.batch) and of its ledger transaction (OpenTelemetry).
+	// Default nil: no spans.
+	Tracer trace.Tracer
 }
 
 // Stats counts what a worker did.

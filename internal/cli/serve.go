@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
@@ -53,6 +54,7 @@ type serveCmd struct {
 	pprof       *http.Server
 	metricsSrv  *http.Server
 	leaseHeld   prometheus.Gauge // 1 while this process holds the lease
+	tracer      trace.Tracer     // nil: tracing off
 
 	// demo, when not nil, turns on the API's demo mode (demo --web).
 	demo *httpapi.Demo
@@ -79,6 +81,7 @@ type serveFlags struct {
 	waitTimeout                                         time.Duration
 	settle                                              bool
 	maxBacklog                                          int64
+	otlpEndpoint                                        string
 }
 
 func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
@@ -117,6 +120,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "send traces (OpenTelemetry, OTLP over HTTP) to this collector URL, as http://127.0.0.1:4318; the OTEL_* environment variables set the rest, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on too; default: off")
 	fs.Var(&f.playEmbedders, "play-embedder", "an origin (https://app.example.com) allowed to show the play page in a frame and pass it the user's token by postMessage; repeat for several; default: none")
 }
 
@@ -207,10 +211,26 @@ func (s *serveCmd) open(ctx context.Context) error {
 	if err := s.loadSecrets(); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context) error{s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.listenMetrics, s.startScheduler} {
+	for _, step := range []func(context.Context) error{s.openTracing, s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.listenMetrics, s.startScheduler} {
 		if err := step(ctx); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// openTracing starts the trace exporter when --otlp-endpoint or the
+// OTEL_* environment asks for one; it is flushed at the very end.
+func (s *serveCmd) openTracing(ctx context.Context) error {
+	tr, stop, err := openTracer(ctx, s.env.Getenv, s.f.otlpEndpoint, "serve",
+		func(err error) { s.log.Warn("tracing", "err", err) })
+	if err != nil {
+		return err
+	}
+	s.tracer = tr
+	s.deferClose(stop)
+	if tr != nil {
+		s.log.Info("tracing on", "otlp_endpoint", s.f.otlpEndpoint)
 	}
 	return nil
 }
@@ -358,7 +378,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	// The ledger records every packet (and the campaign's terms) before
 	// a campaign goes live: what hongbao rebuild restores from.
 	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client, Packets: s.led,
-		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout})
+		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer})
 	if err != nil {
 		return err
 	}
@@ -389,7 +409,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 		},
 		UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
 		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
-		Logger: s.log, Registry: s.registry(),
+		Logger: s.log, Registry: s.registry(), Tracer: s.tracer,
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
 	})
 	if err != nil {

@@ -57,7 +57,7 @@ type settleCmd struct {
 	redrive, consumer, only string
 	retention, waitTimeout  time.Duration
 	leaseTTL                time.Duration
-	lease                   string
+	lease, otlpEndpoint     string
 	waitN                   int
 	campaigns               []string
 	sched                   *scheduler.Scheduler
@@ -81,6 +81,7 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.DurationVar(&c.retention, "retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
+	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
 	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
 	}
@@ -121,8 +122,13 @@ func (c *settleCmd) parseFlags(args []string) error {
 // the scheduler.
 func (c *settleCmd) open(ctx context.Context) error {
 	log := slog.New(slog.NewTextHandler(c.env.Stderr, nil))
+	tr, stop, err := openTracer(ctx, c.env.Getenv, c.otlpEndpoint, "settle", func(err error) { log.Warn("tracing", "err", err) })
+	if err != nil {
+		return err
+	}
+	c.deferClose(stop)
 	cfg := settle.Config{Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
-		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout}
+		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout, Tracer: tr}
 	if c.hook != "" {
 		sink, err := openWebhook(c.hook, c.hookSecret)
 		if err != nil {
