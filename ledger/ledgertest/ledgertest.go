@@ -124,6 +124,53 @@ func Bench(b *testing.B, l ledger.Ledger) {
 	b.ReportMetric(float64(b.N*rain)/b.Elapsed().Seconds(), "grants/s")
 }
 
+// BenchWriters measures settling a rain of 100,000 grants of one
+// campaign split into writers disjoint parts, each written by its own
+// goroutine in batches of 500 (one transaction per batch), as settle
+// processes that own different shards of the campaign write them. It
+// reports grants/s of the whole rain.
+func BenchWriters(b *testing.B, l ledger.Ledger, writers int) {
+	const rain, size = 100_000, 500
+	prefix := fmt.Sprintf("benchw-%x", rand.Uint64())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		c := fmt.Sprintf("%s-%d", prefix, i)
+		grants := make([]ledger.Grant, rain)
+		var total int64
+		for s := range grants {
+			grants[s] = ledger.Grant{Campaign: c, Seq: int64(s), User: fmt.Sprintf("%s-u%d", c, s), Cents: 1 + int64(s%997)}
+			total += grants[s].Cents
+		}
+		require.NoError(b, l.Fund(ctx, ledger.Campaign{ID: c, Funding: "bench", Total: total}))
+		b.StartTimer()
+		var wg sync.WaitGroup
+		errs := make([]error, writers)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Writer w owns the batches w, w+writers, ...: its part.
+				for start := w * size; start < rain; start += writers * size {
+					res, err := l.ApplyGrants(ctx, c, grants[start:min(start+size, rain)])
+					if err == nil && res.Inserted != min(size, rain-start) {
+						err = fmt.Errorf("apply: %+v", res)
+					}
+					if err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*rain)/b.Elapsed().Seconds(), "grants/s")
+}
+
 // BenchReplay measures the redelivery path: a rain of 100,000 grants,
 // already settled, written again in batches of 500, as after a worker
 // crashed between commit and acknowledgement. Every grant must come back
