@@ -61,6 +61,10 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"RefuseRefundOutstanding", testRefuseRefund},
 		{"RefuseConcurrentOverdraw", testRefuseConcurrent},
 		{"Fence", testFence},
+		{"TwoWritersDisjoint", testTwoWritersDisjoint},
+		{"RefundRacingBatches", testRefundRacingBatches},
+		{"FenceRacingBatches", testFenceRacingBatches},
+		{"RollUp", testRollUp},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -207,4 +208,64 @@ func TestEscrowGuard(t *testing.T) {
 	b, err := l.Balance(ctx, "escrow:c")
 	require.NoError(t, err)
 	require.EqualValues(t, 10, b)
+}
+
+// TestBatchesOverlap: while one batch of a campaign holds its transaction
+// open (its grants inserted, its debit not yet made), another ledger's
+// batch of the same campaign commits; a Fence waits for the open batch
+// and then fences off what comes after it.
+func TestBatchesOverlap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	slow, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer slow.Close()
+	fast, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer fast.Close()
+	require.NoError(t, fast.Fund(ctx, ledger.Campaign{ID: "c", Funding: "ops", Total: 1000}))
+
+	held, release := make(chan struct{}), make(chan struct{})
+	slow.beforeDebit = func() { close(held); <-release }
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := slow.ApplyGrants(ctx, "c", []ledger.Grant{{Seq: 1, User: "a", Cents: 100}, {Seq: 2, User: "b", Cents: 200}})
+		slowDone <- err
+	}()
+	<-held
+	start := time.Now()
+	res, err := fast.ApplyGrants(ctx, "c", []ledger.Grant{{Seq: 3, User: "c", Cents: 30}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
+	t.Logf("a batch committed in %v while another of the campaign held its transaction open", time.Since(start))
+	tot, err := fast.Totals(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, ledger.Totals{Funded: 1000, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 970}, tot)
+
+	fenceDone := make(chan error, 1)
+	go func() {
+		_, err := fast.Fence(ctx, "c")
+		fenceDone <- err
+	}()
+	// The fence waits on the open batch's share of the campaign row.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := fast.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%SET fence = fence + 1%')`).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, 5*time.Millisecond)
+	select {
+	case err := <-fenceDone:
+		t.Fatalf("fence returned while a batch was in flight: %v", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-slowDone)
+	require.NoError(t, <-fenceDone)
+	_, err = fast.ApplyGrants(ledger.WithFence(ctx, 0), "c", []ledger.Grant{{Seq: 4, User: "d", Cents: 1}})
+	require.ErrorIs(t, err, ledger.ErrFenced)
+	tot, err = fast.Totals(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, ledger.Totals{Funded: 1000, Funding: "ops", GrantCount: 3, GrantCents: 330, Escrow: 670}, tot)
 }

@@ -39,6 +39,9 @@ const maxAttempts = 5
 // Ledger is a ledger.Ledger on PostgreSQL.
 type Ledger struct {
 	pool *pgxpool.Pool
+	// beforeDebit, when set (tests), is called by a grant batch after its
+	// inserts and before its debit, with its transaction open.
+	beforeDebit func()
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
@@ -367,6 +370,9 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 			}
 		}
 		res = r
+		if l.beforeDebit != nil {
+			l.beforeDebit()
+		}
 		return debit(ctx, tx, "grant", campaign, num, refunded, r.Inserted, r.InsertedCents)
 	})
 	if err != nil {
