@@ -12,6 +12,7 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/migrate"
 	"github.com/hongbao/hongbao/ledger/internal/pgtest"
+	"github.com/hongbao/hongbao/ledger/ledgertest"
 )
 
 // TestBalancesDerivable checks that the balances table is what the
@@ -268,4 +269,26 @@ func TestBatchesOverlap(t *testing.T) {
 	tot, err = fast.Totals(ctx, "c")
 	require.NoError(t, err)
 	require.Equal(t, ledger.Totals{Funded: 1000, Funding: "ops", GrantCount: 3, GrantCents: 330, Escrow: 670}, tot)
+}
+
+// TestUpgradeTo8: the counters and balances of a version 7 ledger carry
+// over exactly, and the refund of a campaign live at the upgrade rolls
+// up each of its entries once, those written before it included.
+func TestUpgradeTo8(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	ms, err := migrate.Load(migrations, "migrations")
+	require.NoError(t, err)
+	require.NoError(t, (&Ledger{pool: pool}).applyMigrations(ctx, "", ms[:7]))
+	_, err = pool.Exec(ctx, ledgertest.V7Ledger)
+	require.NoError(t, err)
+	pool.Close()
+
+	l, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer l.Close()
+	ledgertest.RequireUpgradedTo8(t, l)
 }

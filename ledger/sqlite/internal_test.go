@@ -13,6 +13,7 @@ import (
 
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/migrate"
+	"github.com/hongbao/hongbao/ledger/ledgertest"
 )
 
 func openTemp(t *testing.T) (*Ledger, string) {
@@ -235,4 +236,26 @@ func TestEscrowGuard(t *testing.T) {
 	b, err := l.Balance(ctx, "escrow:c")
 	require.NoError(t, err)
 	require.EqualValues(t, 10, b)
+}
+
+// TestUpgradeTo8: the counters and balances of a version 7 ledger carry
+// over exactly, and the refund of a campaign live at the upgrade rolls
+// up each of its entries once, those written before it included.
+func TestUpgradeTo8(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+params)
+	require.NoError(t, err)
+	ms, err := migrate.Load(migrations, "migrations")
+	require.NoError(t, err)
+	require.NoError(t, (&Ledger{db: db}).applyMigrations(ctx, ms[:7]))
+	_, err = db.ExecContext(ctx, ledgertest.V7Ledger)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	ledgertest.RequireUpgradedTo8(t, l)
 }
