@@ -526,23 +526,29 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 		b.Queue(`UPDATE ledger_accounts SET balance = balance - $2 WHERE id = $1`, escrow, cents)
 		b.Queue(`UPDATE ledger_accounts SET balance = balance + $2 WHERE id = $1`, fund, cents)
 		if !rolledUp {
-			b.Queue(rollUp, num, ledger.UserPrefix)
+			b.Queue(rollUpGrants, num, ledger.UserPrefix)
+			b.Queue(rollUpDiscounts, num, ledger.UserPrefix)
 		}
 		b.Queue(`UPDATE ledger_campaigns SET refunded = $2, rolled_up = true WHERE id = $1`, campaign, cents)
 		return tx.SendBatch(ctx, b).Close()
 	}))
 }
 
-// rollUp adds every user's entries of campaign $1 to their balance: one
-// row per user (a user may have several discounts), in account order, so
-// two refunds paying the same users lock their rows in one order.
-const rollUp = `INSERT INTO ledger_accounts AS a (id, balance)
-SELECT $2::text || e.user_id, sum(e.cents) FROM (
-	SELECT user_id, cents FROM ledger_grants WHERE campaign = $1
-	UNION ALL
-	SELECT user_id, cents FROM ledger_discounts WHERE campaign = $1) e
-GROUP BY e.user_id ORDER BY e.user_id
+// rollUpGrants and rollUpDiscounts add every user's entries of campaign
+// $1 to their balance, one row per user, in account order, so two
+// refunds paying the same users lock their rows in one order. A user
+// holds one grant of a campaign, so the grants need no aggregate and come
+// in order from their (campaign, user_id) key; a user may hold several
+// discounts, summed first. A campaign has one kind: the other statement
+// finds nothing.
+const (
+	rollUpGrants = `INSERT INTO ledger_accounts AS a (id, balance)
+SELECT $2::text || user_id, cents FROM ledger_grants WHERE campaign = $1 ORDER BY user_id
 ON CONFLICT (id) DO UPDATE SET balance = a.balance + excluded.balance`
+	rollUpDiscounts = `INSERT INTO ledger_accounts AS a (id, balance)
+SELECT $2::text || user_id, sum(cents) FROM ledger_discounts WHERE campaign = $1 GROUP BY user_id ORDER BY user_id
+ON CONFLICT (id) DO UPDATE SET balance = a.balance + excluded.balance`
+)
 
 // Totals implements ledger.Ledger. One statement reads everything, so the
 // values come from one snapshot; it answers one row whether the campaign
