@@ -100,6 +100,19 @@ func PerTest(fresh func(t testing.TB) string, dial func(ctx context.Context, dsn
 	}
 }
 
+// benchRain funds campaign c and returns its n grants, each to a new
+// user.
+func benchRain(b *testing.B, l ledger.Ledger, c string, n int) []ledger.Grant {
+	grants := make([]ledger.Grant, n)
+	var total int64
+	for s := range grants {
+		grants[s] = ledger.Grant{Campaign: c, Seq: int64(s), User: fmt.Sprintf("%s-u%d", c, s), Cents: 1 + int64(s%997)}
+		total += grants[s].Cents
+	}
+	require.NoError(b, l.Fund(context.Background(), ledger.Campaign{ID: c, Funding: "bench", Total: total}))
+	return grants
+}
+
 // Bench measures settling a rain of 100,000 grants in batches of 500, one
 // transaction per batch as a settlement worker writes them, and reports
 // grants/s. Each iteration is a new campaign with new users.
@@ -111,13 +124,7 @@ func Bench(b *testing.B, l ledger.Ledger) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		c := fmt.Sprintf("%s-%d", prefix, i)
-		grants := make([]ledger.Grant, rain)
-		var total int64
-		for s := range grants {
-			grants[s] = ledger.Grant{Campaign: c, Seq: int64(s), User: fmt.Sprintf("%s-u%d", c, s), Cents: 1 + int64(s%997)}
-			total += grants[s].Cents
-		}
-		require.NoError(b, l.Fund(ctx, ledger.Campaign{ID: c, Funding: "bench", Total: total}))
+		grants := benchRain(b, l, c, rain)
 		b.StartTimer()
 		for start := 0; start < rain; start += size {
 			res, err := l.ApplyGrants(ctx, c, grants[start:start+size])
@@ -142,13 +149,7 @@ func BenchWriters(b *testing.B, l ledger.Ledger, writers int) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		c := fmt.Sprintf("%s-%d", prefix, i)
-		grants := make([]ledger.Grant, rain)
-		var total int64
-		for s := range grants {
-			grants[s] = ledger.Grant{Campaign: c, Seq: int64(s), User: fmt.Sprintf("%s-u%d", c, s), Cents: 1 + int64(s%997)}
-			total += grants[s].Cents
-		}
-		require.NoError(b, l.Fund(ctx, ledger.Campaign{ID: c, Funding: "bench", Total: total}))
+		grants := benchRain(b, l, c, rain)
 		b.StartTimer()
 		var wg sync.WaitGroup
 		errs := make([]error, writers)

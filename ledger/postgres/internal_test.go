@@ -118,6 +118,20 @@ func TestFirstSchema(t *testing.T) {
 	}
 }
 
+// atVersion makes a schema that the first n migrations built and returns
+// its DSN, a pool on it (the caller closes it) and all the migrations.
+func atVersion(t *testing.T, n int) (string, *pgxpool.Pool, []migrate.Migration) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	ms, err := migrate.Load(migrations, "migrations")
+	require.NoError(t, err)
+	require.NoError(t, (&Ledger{pool: pool}).applyMigrations(ctx, "", ms[:n]))
+	return dsn, pool, ms
+}
+
 // TestUpgradeFromV1: a database that only the first migration built, with
 // a campaign settled in it, is upgraded in place by Open: the packet
 // tables appear, the old rows stay, and the old campaign reads as one
@@ -125,15 +139,9 @@ func TestFirstSchema(t *testing.T) {
 func TestUpgradeFromV1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	ms, err := migrate.Load(migrations, "migrations")
-	require.NoError(t, err)
-	old := &Ledger{pool: pool}
-	require.NoError(t, old.applyMigrations(ctx, "", ms[:1]))
+	dsn, pool, ms := atVersion(t, 1)
 	// The rows Fund and ApplyGrants wrote at version 1.
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 		INSERT INTO ledger_campaigns (id, funding, total, grant_count, grant_cents) VALUES ('old', 'ops', 100, 1, 30);
 		INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents) VALUES ('old', 'fund', 'funding:ops', 'escrow:old', 100);
 		INSERT INTO ledger_grants (campaign, seq, user_id, cents) SELECT num, 1, 'a', 30 FROM ledger_campaigns WHERE id = 'old';
@@ -277,13 +285,8 @@ func TestBatchesOverlap(t *testing.T) {
 func TestUpgradeTo8(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	ms, err := migrate.Load(migrations, "migrations")
-	require.NoError(t, err)
-	require.NoError(t, (&Ledger{pool: pool}).applyMigrations(ctx, "", ms[:7]))
-	_, err = pool.Exec(ctx, ledgertest.V7Ledger)
+	dsn, pool, _ := atVersion(t, 7)
+	_, err := pool.Exec(ctx, ledgertest.V7Ledger)
 	require.NoError(t, err)
 	pool.Close()
 

@@ -138,6 +138,19 @@ func TestNoFloats(t *testing.T) {
 	require.Error(t, err)
 }
 
+// atVersion makes a file that the first n migrations built and returns
+// its path, the database (the caller closes it) and all the migrations.
+func atVersion(t *testing.T, n int) (string, *sql.DB, []migrate.Migration) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+params)
+	require.NoError(t, err)
+	ms, err := migrate.Load(migrations, "migrations")
+	require.NoError(t, err)
+	require.NoError(t, (&Ledger{db: db}).applyMigrations(context.Background(), ms[:n]))
+	return path, db, ms
+}
+
 // TestUpgradeFromV1: a file that only the first migration built, with a
 // campaign settled in it, is upgraded in place by Open: the packet tables
 // appear, the old rows stay, and the old campaign reads as one whose
@@ -145,15 +158,9 @@ func TestNoFloats(t *testing.T) {
 func TestUpgradeFromV1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+params)
-	require.NoError(t, err)
-	ms, err := migrate.Load(migrations, "migrations")
-	require.NoError(t, err)
-	old := &Ledger{db: db}
-	require.NoError(t, old.applyMigrations(ctx, ms[:1]))
+	path, db, ms := atVersion(t, 1)
 	// The rows Fund and ApplyGrants wrote at version 1.
-	_, err = db.ExecContext(ctx, `
+	_, err := db.ExecContext(ctx, `
 		INSERT INTO ledger_campaigns (id, funding, total, grant_count, grant_cents) VALUES ('old', 'ops', 100, 1, 30);
 		INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents) VALUES ('old', 'fund', 'funding:ops', 'escrow:old', 100);
 		INSERT INTO ledger_grants (campaign, seq, user_id, cents) SELECT num, 1, 'a', 30 FROM ledger_campaigns WHERE id = 'old';
@@ -244,13 +251,8 @@ func TestEscrowGuard(t *testing.T) {
 func TestUpgradeTo8(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+params)
-	require.NoError(t, err)
-	ms, err := migrate.Load(migrations, "migrations")
-	require.NoError(t, err)
-	require.NoError(t, (&Ledger{db: db}).applyMigrations(ctx, ms[:7]))
-	_, err = db.ExecContext(ctx, ledgertest.V7Ledger)
+	path, db, _ := atVersion(t, 7)
+	_, err := db.ExecContext(ctx, ledgertest.V7Ledger)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
