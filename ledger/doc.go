@@ -212,7 +212,9 @@
 // test; without a server they start a private cluster from
 // /usr/lib/postgresql/*/bin, and without that they skip (fail under
 // CI=true). The benchmarks settle 100,000 grants in batches of 500 and
-// report grants/s, and record the packets of a campaign of 1,000,000 and
+// report grants/s (ApplyGrantsWriters: by one writer, and by two writing
+// disjoint halves of the campaign at once, with the refund's roll-up
+// timed apart), and record the packets of a campaign of 1,000,000 and
 // report packets/s:
 //
 //	go test -run XXX -bench ApplyGrants -benchtime 3x ./ledger/...
