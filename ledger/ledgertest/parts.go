@@ -29,10 +29,9 @@ func partGrants(n int) ([]ledger.Grant, int64) {
 	return gs, total
 }
 
-// writeParts has one goroutine per ledger write its part of grants (the
-// batches i with i % len(ls) == w, of size grants each) through its own
-// ledger, with ctx of each call made by wctx, and returns for each batch
-// its result and error.
+// writeParts has one goroutine per ledger write its part of grants: the
+// batches i (of size grants each) with i % len(ls) == w, each by a call
+// of call(w, i, batch). It returns each batch's error.
 func writeParts(ls []ledger.Ledger, grants []ledger.Grant, size int, call func(w, i int, b []ledger.Grant) error) []error {
 	batches := (len(grants) + size - 1) / size
 	errs := make([]error, batches)
