@@ -79,6 +79,7 @@ type serveFlags struct {
 	waitTimeout                                         time.Duration
 	settle                                              bool
 	maxBacklog                                          int64
+	config                                              string
 }
 
 func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
@@ -123,8 +124,9 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 func (s *serveCmd) parseFlags(args []string) error {
 	fs := newFlagSet("serve", s.env)
 	s.f.declare(fs)
-	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there.\n\nFlags:")
-	if err := parseFlags(fs, s.env, args); err != nil {
+	declareConfig(fs, &s.f.config)
+	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there. Both override --config.\n\nFlags:")
+	if err := s.parseFlagsConfig(fs, args, &s.f.config); err != nil {
 		return err
 	}
 	f := &s.f

@@ -57,7 +57,7 @@ type settleCmd struct {
 	redrive, consumer, only string
 	retention, waitTimeout  time.Duration
 	leaseTTL                time.Duration
-	lease                   string
+	lease, config           string
 	waitN                   int
 	campaigns               []string
 	sched                   *scheduler.Scheduler
@@ -81,7 +81,8 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.DurationVar(&c.retention, "retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
-	if err := parseFlags(fs, c.env, args); err != nil {
+	declareConfig(fs, &c.config)
+	if err := c.parseFlagsConfig(fs, args, &c.config); err != nil {
 		return err
 	}
 	if c.waitN < 0 || c.waitTimeout <= 0 {
