@@ -4,7 +4,7 @@ PKGS := ./...
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test race short lint bench demo demo-web build fuzz serve faults screenshots
+.PHONY: help deps test race short lint bench demo demo-web build image fuzz serve faults screenshots
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -49,6 +49,11 @@ bench: ## Go benchmarks
 
 build: ## build the binary into ./bin
 	$(GO) build -o bin/hongbao ./cmd/hongbao
+
+image: ## the container image hongbao:dev: a static binary on scratch (deploy/docker/Dockerfile)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o bin/image/hongbao ./cmd/hongbao
+	mkdir -p bin/image/data
+	docker build -f deploy/docker/Dockerfile -t hongbao:dev bin/image
 
 demo: ## a full red packet rain on the embedded default
 	$(GO) run ./cmd/hongbao demo
