@@ -8,6 +8,7 @@ import (
 	"io"
 	neturl "net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -58,10 +59,17 @@ func envName(name string) string {
 	return "HONGBAO_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// applyConfig sets the flags of fs named in the YAML document b, except
-// those in skip. A key that is not a flag, a value of the wrong shape and a
-// secret written into the file are errors naming the key and its line; a
-// value is never quoted, in case it is a secret after all.
+// configSections are the commands that read --config. One file serves
+// them all: a key at the top sets the flag of that name of every command
+// reading the file (so it must be a flag of each), a key under a section
+// (serve:, settle:) only that command's.
+var configSections = []string{"serve", "settle"}
+
+// applyConfig sets the flags of fs named in the YAML document b, at its
+// top and in the section of fs's command, except those in skip. A key that
+// is not a flag, a value of the wrong shape and a secret written into the
+// file are errors naming the key and its line; a value is never quoted, in
+// case it is a secret after all.
 func applyConfig(fs *flag.FlagSet, b []byte, skip map[string]bool) error {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -74,23 +82,48 @@ func applyConfig(fs *flag.FlagSet, b []byte, skip map[string]bool) error {
 	if len(doc.Content) == 0 {
 		return nil
 	}
-	m := doc.Content[0]
-	if m.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: the file must be a mapping of flag names to values", m.Line)
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: the file must be a mapping of flag names to values", top.Line)
 	}
+	cmd := strings.TrimPrefix(fs.Name(), "hongbao ")
 	seen := map[string]bool{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
-		name := k.Value
-		if err := checkConfigKey(fs, name, k.Line, seen); err != nil {
+	var own *yaml.Node // this command's section
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k, v := top.Content[i], top.Content[i+1]
+		if slices.Contains(configSections, k.Value) && v.Kind == yaml.MappingNode {
+			if k.Value == cmd {
+				own = v
+			}
+			continue
+		}
+		if err := applyConfigKey(fs, k, v, skip, seen); err != nil {
 			return err
 		}
-		seen[name] = true
-		// A key the command line or the environment overrides is checked
-		// all the same: the file is wrong whatever wins.
-		if err := setFromNode(fs.Lookup(name), v, !skip[name]); err != nil {
-			return fmt.Errorf("line %d: %s: %w", v.Line, name, err)
+	}
+	if own == nil {
+		return nil
+	}
+	for i := 0; i+1 < len(own.Content); i += 2 {
+		if err := applyConfigKey(fs, own.Content[i], own.Content[i+1], skip, seen); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// applyConfigKey checks the key k and its value v and, unless the command
+// line or the environment set the flag, sets it.
+func applyConfigKey(fs *flag.FlagSet, k, v *yaml.Node, skip, seen map[string]bool) error {
+	name := k.Value
+	if err := checkConfigKey(fs, name, k.Line, seen); err != nil {
+		return err
+	}
+	seen[name] = true
+	// A key the command line or the environment overrides is checked all
+	// the same: the file is wrong whatever wins.
+	if err := setFromNode(fs.Lookup(name), v, !skip[name]); err != nil {
+		return fmt.Errorf("line %d: %s: %w", v.Line, name, err)
 	}
 	return nil
 }
@@ -101,7 +134,7 @@ func applyConfig(fs *flag.FlagSet, b []byte, skip map[string]bool) error {
 func checkConfigKey(fs *flag.FlagSet, name string, line int, seen map[string]bool) error {
 	switch {
 	case seen[name]:
-		return fmt.Errorf("line %d: %q is given twice", line, name)
+		return fmt.Errorf("line %d: %q is given twice (at the top and in a section, or twice in one)", line, name)
 	case name == "config":
 		return fmt.Errorf("line %d: %q cannot be set in a config file", line, name)
 	case fs.Lookup(name) != nil:
@@ -109,7 +142,7 @@ func checkConfigKey(fs *flag.FlagSet, name string, line int, seen map[string]boo
 	case fs.Lookup(name+"-file") != nil:
 		return fmt.Errorf("line %d: %q would hold a secret: a config file names the secret's file, as %s-file", line, name, name)
 	}
-	return fmt.Errorf("line %d: unknown key %q (not a flag of %s)", line, name, fs.Name())
+	return fmt.Errorf("line %d: unknown key %q (not a flag of %s; a key at the top is read by serve and settle alike, one of a single command goes under serve: or settle:)", line, name, fs.Name())
 }
 
 // setFromNode checks v and, when set, sets f from it: from a scalar, or a

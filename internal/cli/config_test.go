@@ -66,6 +66,49 @@ token-secret-file: /run/secrets/token
 	require.Equal(t, 24*time.Hour, c.retention)
 }
 
+// TestConfigSections: one file for serve and settle: the keys at the top
+// go to both, a section to its command alone, and serve's --settle is
+// still a key (a value, not a section).
+func TestConfigSections(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, `redis: redis://127.0.0.1:6379
+ledger: postgres://hongbao@127.0.0.1:5432/hongbao?passfile=/run/secrets/pgpass
+lease-ttl: 5s
+serve:
+  listen: 127.0.0.1:9300
+  settle: false
+  admin-key-file: /run/secrets/admin
+settle:
+  consumer: scheduler-1
+  retention: 72h
+`)
+	s := &serveCmd{base: base{env: testIO(nil)}}
+	require.NoError(t, s.parseFlags([]string{"--config", cfg}))
+	require.Equal(t, "redis://127.0.0.1:6379", s.f.redis.url)
+	require.Equal(t, 5*time.Second, s.f.leaseTTL)
+	require.Equal(t, "127.0.0.1:9300", s.f.listen)
+	require.False(t, s.f.settle)
+	require.Equal(t, fileList{"/run/secrets/admin"}, s.f.adminKeys)
+
+	c := &settleCmd{base: base{env: testIO(map[string]string{"HONGBAO_CONSUMER": "from-env"})}}
+	require.NoError(t, c.parseFlags([]string{"--config", cfg}))
+	require.Equal(t, "redis://127.0.0.1:6379", c.redis.url)
+	require.Contains(t, c.dsn, "passfile=")
+	require.Equal(t, 5*time.Second, c.leaseTTL)
+	require.Equal(t, "from-env", c.consumer, "the environment beats the section")
+	require.Equal(t, 72*time.Hour, c.retention)
+
+	// serve's settle flag at the top is a flag, not a section; settle has
+	// no such flag, so the same file is refused there.
+	cfg = writeConfig(t, "settle: false\n")
+	s = &serveCmd{base: base{env: testIO(nil)}}
+	require.NoError(t, s.parseFlags([]string{"--config", cfg}))
+	require.False(t, s.f.settle)
+	c = &settleCmd{base: base{env: testIO(nil)}}
+	err := c.parseFlags([]string{"--config", cfg, "--redis", "127.0.0.1:1"})
+	require.ErrorContains(t, err, `unknown key "settle"`)
+}
+
 // TestConfigEveryFlag: every flag of serve and settle can be set in the
 // file under its own name, and takes the value written there.
 func TestConfigEveryFlag(t *testing.T) {
@@ -139,7 +182,11 @@ func TestConfigErrors(t *testing.T) {
 		{"settle", "redis: redis://:" + secret + "@127.0.0.1:6379\n", "line 1: redis: the URL holds a password"},
 		{"serve", "ledger: postgres://hongbao:" + secret + "@db/hongbao\n", "ledger: the URL holds a password"},
 		{"settle", "ledger: host=db user=hongbao password=" + secret + "\n", "ledger: the DSN holds a password"},
-		{"settle", "listen: 127.0.0.1:8080\n", `unknown key "listen" (not a flag of hongbao settle)`},
+		{"settle", "listen: 127.0.0.1:8080\n", `unknown key "listen" (not a flag of hongbao settle;`},
+		{"settle", "settle:\n  drain: true\n  listen: 127.0.0.1:8080\n", `line 3: unknown key "listen"`},
+		{"serve", "serve:\n  lisen: 127.0.0.1:8080\n", `line 2: unknown key "lisen"`},
+		{"serve", "user-rate: 2\nserve:\n  user-rate: 3\n", `line 3: "user-rate" is given twice`},
+		{"serve", "serve:\n  admin-key: " + secret + "\n", `"admin-key" would hold a secret`},
 		{"serve", "config: other.yaml\n", `"config" cannot be set`},
 		{"serve", "listen: [a, b]\n", "listen: takes one value, not a list"},
 		{"serve", "listen:\n", "listen: needs a value"},
