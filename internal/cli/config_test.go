@@ -217,3 +217,25 @@ func TestConfigErrors(t *testing.T) {
 	require.Equal(t, 2, code, errs)
 	require.Contains(t, errs, "the URL holds a password")
 }
+
+// TestSampleConfig: the sample config file the compose deployment mounts
+// is accepted by serve and settle, and says what the deployment needs.
+func TestSampleConfig(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("..", "..", "deploy", "hongbao.yaml")
+	s := &serveCmd{base: base{env: testIO(nil)}}
+	require.NoError(t, s.parseFlags([]string{"--config", path}))
+	require.False(t, s.f.settle, "the API processes leave settlement to settle")
+	require.Contains(t, s.f.redis.url, "master_set=", "through the sentinels")
+	require.Contains(t, s.f.ledger, "passfile=")
+	require.Equal(t, 1, s.f.waitReplicas)
+	require.NotEmpty(t, s.f.metricsListen)
+	require.NotEmpty(t, s.f.adminKeys)
+	require.NotEmpty(t, s.f.tokenSecrets)
+	c := &settleCmd{base: base{env: testIO(nil)}}
+	require.NoError(t, c.parseFlags([]string{"--config", path}))
+	require.Equal(t, s.f.redis.url, c.redis.url)
+	require.Equal(t, s.f.ledger, c.dsn)
+	require.Equal(t, 1, c.waitN)
+	require.Equal(t, "scheduler", c.consumer)
+}
