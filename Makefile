@@ -4,7 +4,7 @@ PKGS := ./...
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test race short lint bench demo demo-web build image fuzz serve faults screenshots
+.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -20,18 +20,28 @@ deps: ## install what the tests need (redis-server, redis-cli, PostgreSQL binari
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-test: deps ## vet, then every test under the race detector, on real redis-server processes (single servers and clusters)
+test: deps ## vet, then every test under the race detector, on real redis-server processes (single servers and clusters); then the deployment's tests (deploy/)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(MAKE) test-deploy
+
+# deploy/ is a module of its own (compose, Helm and Kubernetes libraries stay
+# out of the library's go.mod), so ./... at the root skips it. Its tests
+# run no goroutines of their own beyond t.Parallel: no -race, which would
+# mostly cost compiling Helm and Kubernetes twice. The image test needs a
+# container engine (docker) and skips, saying so, without one (fails under CI=true).
+test-deploy: ## the deployment's tests: the compose file, the Helm chart against the Kubernetes schemas, the image
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 race: test ## same as test
 
 short: deps ## the tests without the race detector (quicker)
 	$(GO) test -count=1 $(PKGS)
 
-lint: ## go vet and staticcheck
+lint: ## go vet and staticcheck, of the library and of deploy/
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+	cd deploy && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime 30s ./split
