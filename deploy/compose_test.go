@@ -74,6 +74,16 @@ func TestComposeLoads(t *testing.T) {
 	}
 	require.Contains(t, strings.Join(p.Services["redis-replica"].Command, " "), "--replicaof redis-primary 6379")
 	require.Contains(t, strings.Join(p.Services["redis-primary"].Command, " "), "--appendfsync always")
+	// Redis requires the password of the secret, read from the file at
+	// start (compose's $$ is a shell's $), never written into the file.
+	for _, name := range append([]string{"redis-primary", "redis-replica"}, sentinels...) {
+		s := p.Services[name]
+		require.Contains(t, secretNames(s), "redis_password", name)
+		require.Contains(t, strings.Join(s.Command, " "), "$(cat /run/secrets/redis_password)", name)
+	}
+	require.Contains(t, strings.Join(p.Services["redis-primary"].Command, " "), "requirepass")
+	require.Contains(t, secretNames(p.Services["scheduler"]), "redis_password")
+	require.Contains(t, secretNames(p.Services["api-1"]), "redis_password")
 	require.Contains(t, secretNames(p.Services["api-1"]), "admin_key")
 	require.Contains(t, secretNames(p.Services["api-1"]), "token_secret")
 

@@ -269,6 +269,7 @@ func TestChartDefaults(t *testing.T) {
 	require.Contains(t, cfg["ledger"], "passfile=/run/secrets/hongbao/pgpass")
 	require.EqualValues(t, 1, cfg["wait-replicas"])
 	require.Equal(t, "168h", dig(t, cfg, "settle", "retention"))
+	require.NotContains(t, cfg, "redis-password-file")
 
 	pdb := find(t, objs, "PodDisruptionBudget", "hb-hongbao-api")
 	require.EqualValues(t, 2, dig(t, pdb, "spec", "minAvailable"))
@@ -282,7 +283,7 @@ func TestChartValues(t *testing.T) {
 	objs := render(t, map[string]any{
 		"image":   map[string]any{"repository": "registry.example/hongbao", "tag": "1.2.3"},
 		"redis":   map[string]any{"url": "redis://redis-0.redis:6379"},
-		"secret":  map[string]any{"name": "hongbao-prod", "paymentKey": ""},
+		"secret":  map[string]any{"name": "hongbao-prod", "paymentKey": "", "redisPassword": "redis_password"},
 		"service": map[string]any{"type": "NodePort", "port": 8000, "metricsPort": 9000},
 		"serve": map[string]any{
 			"replicas":            6,
@@ -323,6 +324,7 @@ func TestChartValues(t *testing.T) {
 	require.EqualValues(t, 50000, dig(t, cfg, "serve", "global-rate"))
 	require.Equal(t, "0.0.0.0:8000", dig(t, cfg, "serve", "listen"))
 	require.NotContains(t, cfg["serve"], "payment-key-file")
+	require.Equal(t, "/run/secrets/hongbao/redis_password", cfg["redis-password-file"])
 }
 
 // TestChartRefusesPasswords: a password in the Redis URL or the ledger

@@ -20,6 +20,8 @@ hongbao=65532  # the image's user
 put admin_key "$hongbao" "$(rand)"
 put payment_key "$hongbao" "$(rand)"
 put token_secret "$hongbao" "$(rand)"
+# Read by hongbao, and by the Redis containers' start as root.
+put redis_password "$hongbao" "$(rand)"
 pg="$(rand)"
 [ -e "$dir/postgres_password" ] && pg="$(cat "$dir/postgres_password")"
 put postgres_password 999 "$pg"           # the postgres image's user

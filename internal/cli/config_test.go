@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
 // writeConfig writes a config file and returns its path.
@@ -238,4 +241,62 @@ func TestSampleConfig(t *testing.T) {
 	require.Equal(t, s.f.ledger, c.dsn)
 	require.Equal(t, 1, c.waitN)
 	require.Equal(t, "scheduler", c.consumer)
+}
+
+// TestRedisPasswordFile: serve's and settle's --redis-password-file (and
+// its config key) unlock a Redis that requires a password, which stays out
+// of the URL; without it the Redis refuses them; a password in both places,
+// an empty file, or the file without --redis is a usage error.
+func TestRedisPasswordFile(t *testing.T) {
+	t.Parallel()
+	const pass = "Redis-Password-For-The-Test-1234"
+	srv, err := redisserver.Start(context.Background(), redisserver.Options{AOF: "off", Password: pass})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	dir := t.TempDir()
+	passFile := filepath.Join(dir, "redis.pass")
+	require.NoError(t, os.WriteFile(passFile, []byte(pass+"\n"), 0o600))
+	ledger := "sqlite:" + filepath.Join(dir, "ledger.db")
+
+	code, _, errs := run(t, nil, "settle", "--redis", srv.Addr, "--redis-password-file", passFile, "--ledger", ledger, "--drain")
+	require.Equal(t, 0, code, errs)
+	cfg := writeConfig(t, "redis: "+srv.Addr+"\nredis-password-file: "+passFile+"\nledger: "+ledger+"\n")
+	code, _, errs = run(t, nil, "settle", "--config", cfg, "--drain")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, errs, pass)
+
+	code, _, errs = run(t, nil, "settle", "--redis", srv.Addr, "--ledger", ledger, "--drain")
+	require.Equal(t, 1, code, "a locked Redis without the password: %s", errs)
+	require.Contains(t, errs, "NOAUTH")
+
+	// serve reaches it too: /readyz says so.
+	s := &serveCmd{base: base{env: testIO(nil)}}
+	require.NoError(t, s.parseFlags([]string{"--redis", srv.Addr, "--redis-password-file", passFile,
+		"--ledger", ledger, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}))
+	conn, err := s.f.redis.connect(context.Background(), s.env, redisOptions{})
+	require.NoError(t, err)
+	conn.Close()
+
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"settle", "--redis", "redis://:" + pass + "@" + srv.Addr, "--redis-password-file", passFile, "--ledger", ledger, "--drain"}, "give one of them"},
+		{[]string{"settle", "--redis", srv.Addr, "--redis-password-file", empty, "--ledger", ledger, "--drain"}, "is empty"},
+		{[]string{"settle", "--redis", srv.Addr, "--redis-password-file", filepath.Join(dir, "missing"), "--ledger", ledger, "--drain"}, "--redis-password-file"},
+		{[]string{"serve", "--redis-password-file", passFile, "--data-dir", filepath.Join(dir, "data2"), "--listen", "127.0.0.1:0"}, "needs --redis"},
+	} {
+		code, _, errs := run(t, nil, tc.args...)
+		require.Equal(t, 2, code, "%v: %s", tc.args, errs)
+		require.Contains(t, errs, tc.want)
+		require.NotContains(t, errs, pass)
+	}
+	// The config file names the file, never the password.
+	cfg = writeConfig(t, "redis-password: "+pass+"\n")
+	code, _, errs = run(t, nil, "settle", "--config", cfg, "--redis", srv.Addr)
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, `"redis-password" would hold a secret`)
+	require.NotContains(t, errs, pass)
 }

@@ -68,6 +68,7 @@ func newSettleCmd(env *IO) command { return &settleCmd{base: base{env: env}} }
 func (c *settleCmd) parseFlags(args []string) error {
 	fs := newFlagSet("settle", c.env)
 	c.redis.declare(fs, "required", false)
+	c.redis.declarePassword(fs)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
 	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
 	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
@@ -138,7 +139,7 @@ func (c *settleCmd) open(ctx context.Context) error {
 		c.deferClose(func() { _ = l.Close() })
 		cfg.Ledger = l
 	}
-	conn, err := dialRedis(ctx, c.redis.url)
+	conn, err := c.redis.dial(ctx)
 	if err != nil {
 		return err
 	}

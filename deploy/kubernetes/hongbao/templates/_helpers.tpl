@@ -33,6 +33,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- $cfg := omit (deepCopy .Values.config) "serve" "settle" -}}
 {{- $_ := set $cfg "redis" .Values.redis.url -}}
 {{- $_ := set $cfg "ledger" .Values.ledger.dsn -}}
+{{- with .Values.secret.redisPassword }}{{ $_ := set $cfg "redis-password-file" (printf "%s/%s" $dir .) }}{{ end -}}
 {{- $serve := deepCopy (.Values.config.serve | default dict) -}}
 {{- $_ := set $serve "listen" (printf "0.0.0.0:%v" .Values.service.port) -}}
 {{- $_ := set $serve "metrics-listen" (printf "0.0.0.0:%v" .Values.service.metricsPort) -}}
