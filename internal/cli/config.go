@@ -190,7 +190,7 @@ func refuseSecret(name, v string) error {
 	}
 	if u, err := neturl.Parse(v); err == nil && u.User != nil {
 		if _, ok := u.User.Password(); ok {
-			return errors.New("the URL holds a password: keep it out of the config file (PostgreSQL: passfile=FILE in the URL)")
+			return errors.New("the URL holds a password: keep it out of the config file (Redis: redis-password-file; PostgreSQL: passfile=FILE in the URL)")
 		}
 	}
 	if name == "ledger" && (strings.Contains(strings.ToLower(v), "password=")) {
