@@ -182,11 +182,15 @@ func isList(f *flag.Flag) bool {
 	return ok
 }
 
-// refuseSecret refuses a Redis URL or a ledger DSN with a password in it:
-// a config file is read by more people and tools than a secret file.
+// refuseSecret refuses a Redis URL, a ledger DSN or a webhook URL with a
+// password in it: a config file is read by more people and tools than a
+// secret file.
 func refuseSecret(name, v string) error {
-	if name != "redis" && name != "ledger" {
+	if name != "redis" && name != "ledger" && name != "webhook" {
 		return nil
+	}
+	if name == "redis" && !strings.Contains(v, "://") {
+		v = "redis://" + v // as dialRedis reads it
 	}
 	if u, err := neturl.Parse(v); err == nil && u.User != nil {
 		if _, ok := u.User.Password(); ok {

@@ -183,6 +183,8 @@ func TestConfigErrors(t *testing.T) {
 		{"serve", "token-secret: " + secret + "\n", `"token-secret" would hold a secret`},
 		{"settle", "webhook-secret: " + secret + "\n", `"webhook-secret" would hold a secret`},
 		{"settle", "redis: redis://:" + secret + "@127.0.0.1:6379\n", "line 1: redis: the URL holds a password"},
+		{"settle", "redis: \":" + secret + "@127.0.0.1:6379\"\n", "line 1: redis: the URL holds a password"},
+		{"settle", "webhook: https://hongbao:" + secret + "@wallet.example/hook\n", "webhook: the URL holds a password"},
 		{"serve", "ledger: postgres://hongbao:" + secret + "@db/hongbao\n", "ledger: the URL holds a password"},
 		{"settle", "ledger: host=db user=hongbao password=" + secret + "\n", "ledger: the DSN holds a password"},
 		{"settle", "listen: 127.0.0.1:8080\n", `unknown key "listen" (not a flag of hongbao settle;`},
