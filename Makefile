@@ -1,10 +1,12 @@
 # hongbao: run `make help` for the targets.
 GO ?= go
 PKGS := ./...
+# The dashboard generator is a module of its own (the root's ./... skips it).
+DASHBOARD_GEN := deploy/grafana/gen
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots
+.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots dashboard
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -23,6 +25,7 @@ deps: ## install what the tests need (redis-server, redis-cli, PostgreSQL binari
 test: deps ## vet, then every test under the race detector, on real redis-server processes (single servers and clusters); then the deployment's tests (deploy/)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd $(DASHBOARD_GEN) && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) test-deploy
 
 # deploy/ is a module of its own (compose, Helm and Kubernetes libraries stay
@@ -37,11 +40,16 @@ race: test ## same as test
 
 short: deps ## the tests without the race detector (quicker)
 	$(GO) test -count=1 $(PKGS)
+	cd $(DASHBOARD_GEN) && $(GO) test -count=1 ./...
 
-lint: ## go vet and staticcheck, of the library and of deploy/
+lint: ## go vet and staticcheck, of the library, deploy/ and the dashboard generator
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 	cd deploy && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd $(DASHBOARD_GEN) && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+dashboard: ## regenerate deploy/grafana/hongbao.json with the Grafana foundation SDK (its own module)
+	cd $(DASHBOARD_GEN) && $(GO) run . -o ../hongbao.json
 
 fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime 30s ./split

@@ -789,6 +789,10 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 			label = "not_found"
 		case errors.Is(err, hongbao.ErrBusy):
 			label, live = "busy", liveBusy
+		case errors.Is(err, hongbao.ErrOutcomeUnknown):
+			// A WAIT short of its replicas, or a lost reply: counted
+			// apart, as the discount routes count theirs.
+			label = "outcome_unknown"
 		}
 		s.grabCounter(label).Inc()
 		if label != "not_found" {

@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"TotalsAndEscrow", testTotals},
 		{"Balance", testBalance},
 		{"GrantsOrder", testGrantsOrder},
+		{"UserIDsKeptExactly", testUserIDs},
 		{"ConcurrentOverlappingBatches", testConcurrent},
 		{"TwoLedgersOneDatabase", testTwoLedgers},
 		{"PacketsIdempotent", testPacketsIdempotent},

@@ -369,8 +369,7 @@ func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (c
 	if err != nil {
 		return false, err
 	}
-	_, err = sp.CopyFrom(ctx, pgx.Identifier{"ledger_grants"}, []string{"campaign", "seq", "user_id", "cents"},
-		&grantSource{num: num, gs: gs, i: -1})
+	_, err = copyText(ctx, sp.Conn().PgConn(), num, gs)
 	if err == nil {
 		err = sp.Commit(ctx) // RELEASE SAVEPOINT
 	}
@@ -383,25 +382,6 @@ func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (c
 	}
 	return err == nil, err
 }
-
-// grantSource feeds COPY the grants of a batch, reusing one row, so the
-// copy allocates nothing per grant.
-type grantSource struct {
-	num int64
-	gs  []ledger.Grant
-	i   int
-	row [4]any
-}
-
-func (s *grantSource) Next() bool { s.i++; return s.i < len(s.gs) }
-
-func (s *grantSource) Values() ([]any, error) {
-	g := &s.gs[s.i]
-	s.row[0], s.row[1], s.row[2], s.row[3] = s.num, g.Seq, g.User, g.Cents
-	return s.row[:], nil
-}
-
-func (s *grantSource) Err() error { return nil }
 
 func scanRow(row pgx.CollectableRow) (batch.Row, error) {
 	var r batch.Row
@@ -483,12 +463,15 @@ func (l *Ledger) Grants(ctx context.Context, campaign string, fn func(ledger.Gra
 		return wrap("grants", err)
 	}
 	defer rows.Close()
+	// Scanned into locals, not into a Grant's fields: their addresses
+	// would move every row's Grant to the heap.
+	var seq, cents int64
+	var user string
 	for rows.Next() {
-		g := ledger.Grant{Campaign: campaign}
-		if err := rows.Scan(&g.Seq, &g.User, &g.Cents); err != nil {
+		if err := rows.Scan(&seq, &user, &cents); err != nil {
 			return wrap("grants", err)
 		}
-		if err := fn(g); err != nil {
+		if err := fn(ledger.Grant{Campaign: campaign, Seq: seq, User: user, Cents: cents}); err != nil {
 			return err
 		}
 	}
