@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,12 +28,10 @@ const chartDir = "kubernetes/hongbao"
 
 // render renders the chart as helm install would, with vals over the
 // chart's values, and returns the objects by template, each as JSON.
-// extra files are added to the chart first.
-func render(t *testing.T, vals map[string]any, extra ...*chart.File) map[string][]map[string]any {
+func render(t *testing.T, vals map[string]any) map[string][]map[string]any {
 	t.Helper()
 	ch, err := loader.Load(chartDir)
 	require.NoError(t, err)
-	ch.Files = append(ch.Files, extra...)
 	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
 		Name: "hb", Namespace: "payments", IsInstall: true, Revision: 1,
 	}, chartutil.DefaultCapabilities)
@@ -345,30 +344,28 @@ func TestChartRefusesPasswords(t *testing.T) {
 }
 
 // TestChartDashboard: with grafanaDashboard.enabled the chart carries the
-// dashboard file in a ConfigMap for Grafana's sidecar, and without the
-// file in the chart it refuses to render rather than ship an empty one.
+// dashboard, deploy/grafana/hongbao.json through its link, in a ConfigMap
+// for Grafana's sidecar; without the file it refuses to render rather than
+// ship an empty one.
 func TestChartDashboard(t *testing.T) {
 	t.Parallel()
 	on := map[string]any{"grafanaDashboard": map[string]any{"enabled": true}}
-	ch, err := loader.Load(chartDir)
-	require.NoError(t, err)
-	rv, err := chartutil.ToRenderValues(ch, on, chartutil.ReleaseOptions{Name: "hb", Namespace: "x", IsInstall: true}, chartutil.DefaultCapabilities)
-	require.NoError(t, err)
-	_, err = engine.Render(ch, rv)
-	require.ErrorContains(t, err, "copy deploy/grafana/hongbao.json")
-
 	dash, err := os.ReadFile("grafana/hongbao.json")
-	if err != nil {
-		// The dashboard is its own file; without it, the template is
-		// tried on a stand-in.
-		t.Logf("no grafana/hongbao.json (%v): a stand-in dashboard is used", err)
-		dash = []byte(`{"title": "hongbao", "panels": []}`)
-	}
-	objs := render(t, on, &chart.File{Name: "dashboards/hongbao.json", Data: dash})
+	require.NoError(t, err)
+	objs := render(t, on)
 	cm := find(t, objs, "ConfigMap", "hb-hongbao-dashboard")
 	require.True(t, validate(t, cm))
 	require.Equal(t, "1", dig(t, cm, "metadata", "labels", "grafana_dashboard"))
 	require.JSONEq(t, string(dash), dig(t, cm, "data", "hongbao.json").(string))
+	require.NotContains(t, kinds(render(t, nil)), "ConfigMap/hb-hongbao-dashboard", "off by default")
+
+	ch, err := loader.Load(chartDir)
+	require.NoError(t, err)
+	ch.Files = slices.DeleteFunc(ch.Files, func(f *chart.File) bool { return f.Name == "dashboards/hongbao.json" })
+	rv, err := chartutil.ToRenderValues(ch, on, chartutil.ReleaseOptions{Name: "hb", Namespace: "x", IsInstall: true}, chartutil.DefaultCapabilities)
+	require.NoError(t, err)
+	_, err = engine.Render(ch, rv)
+	require.ErrorContains(t, err, "the chart has no dashboards/hongbao.json")
 }
 
 // TestChartLint: helm lint finds nothing to say.
