@@ -29,12 +29,11 @@ test: deps ## vet, then every test under the race detector, on real redis-server
 	$(MAKE) test-deploy
 
 # deploy/ is a module of its own (compose, Helm and Kubernetes libraries stay
-# out of the library's go.mod), so ./... at the root skips it. Its tests
-# run no goroutines of their own beyond t.Parallel: no -race, which would
-# mostly cost compiling Helm and Kubernetes twice. The image test needs a
-# container engine (docker) and skips, saying so, without one (fails under CI=true).
+# out of the library's go.mod), so ./... at the root skips it. The image
+# test needs a container engine (docker) and skips, saying so, without one
+# (fails under CI=true).
 test-deploy: ## the deployment's tests: the compose file, the Helm chart against the Kubernetes schemas, the image
-	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+	cd deploy && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 race: test ## same as test
 

@@ -57,12 +57,31 @@ func render(t *testing.T, vals map[string]any) map[string][]map[string]any {
 	return objs
 }
 
-// k8sSchemas are the Kubernetes API's schemas, compiled on first use.
+// k8sSchemas are the Kubernetes API's schemas, loaded on first use.
 var k8sSchemas struct {
 	once  sync.Once
 	err   error
-	c     *jsonschema.Compiler
 	byGVK map[string]string // "group/version/Kind" -> definition
+
+	mu       sync.Mutex // the compiler is not safe for concurrent use
+	c        *jsonschema.Compiler
+	compiled map[string]*jsonschema.Schema
+}
+
+// schemaOf returns the compiled schema of the definition def.
+func schemaOf(t *testing.T, def string) *jsonschema.Schema {
+	t.Helper()
+	k8sSchemas.once.Do(func() { k8sSchemas.err = loadSchemas() })
+	require.NoError(t, k8sSchemas.err)
+	k8sSchemas.mu.Lock()
+	defer k8sSchemas.mu.Unlock()
+	if s, ok := k8sSchemas.compiled[def]; ok {
+		return s
+	}
+	s, err := k8sSchemas.c.Compile("k8s.json#/definitions/" + def)
+	require.NoError(t, err)
+	k8sSchemas.compiled[def] = s
+	return s
 }
 
 // swaggerPath finds the Kubernetes OpenAPI (v2) document that the
@@ -118,6 +137,7 @@ func loadSchemas() error {
 		return err
 	}
 	k8sSchemas.c, k8sSchemas.byGVK = c, byGVK
+	k8sSchemas.compiled = map[string]*jsonschema.Schema{}
 	return nil
 }
 
@@ -166,8 +186,7 @@ func validate(t *testing.T, o map[string]any) (checked bool) {
 		require.NotEmpty(t, o["metadata"].(map[string]any)["name"])
 		return false
 	}
-	sch, err := k8sSchemas.c.Compile("k8s.json#/definitions/" + def)
-	require.NoError(t, err)
+	sch := schemaOf(t, def)
 	// Round-trip through JSON: the validator takes JSON's types.
 	b, err := json.Marshal(o)
 	require.NoError(t, err)
@@ -385,10 +404,7 @@ func TestSchemasCatchMistakes(t *testing.T) {
 		objs := render(t, nil)
 		return find(t, objs, "Deployment", "hb-hongbao-api")
 	}
-	k8sSchemas.once.Do(func() { k8sSchemas.err = loadSchemas() })
-	require.NoError(t, k8sSchemas.err)
-	sch, err := k8sSchemas.c.Compile("k8s.json#/definitions/io.k8s.api.apps.v1.Deployment")
-	require.NoError(t, err)
+	sch := schemaOf(t, "io.k8s.api.apps.v1.Deployment")
 	check := func(o map[string]any) error {
 		b, err := json.Marshal(o)
 		require.NoError(t, err)
