@@ -82,6 +82,7 @@ type serveFlags struct {
 	settle                                              bool
 	maxBacklog                                          int64
 	otlpEndpoint                                        string
+	config                                              string
 }
 
 func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
@@ -89,6 +90,7 @@ func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
 func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.redis.declare(fs, "default: start a durable redis-server (appendfsync always) in --data-dir", true)
+	f.redis.declarePassword(fs)
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
@@ -127,8 +129,9 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 func (s *serveCmd) parseFlags(args []string) error {
 	fs := newFlagSet("serve", s.env)
 	s.f.declare(fs)
-	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there.\n\nFlags:")
-	if err := parseFlags(fs, s.env, args); err != nil {
+	declareConfig(fs, &s.f.config)
+	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there. Both override --config.\n\nFlags:")
+	if err := s.parseFlagsConfig(fs, args, &s.f.config); err != nil {
 		return err
 	}
 	f := &s.f

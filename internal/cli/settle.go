@@ -58,6 +58,7 @@ type settleCmd struct {
 	retention, waitTimeout  time.Duration
 	leaseTTL                time.Duration
 	lease, otlpEndpoint     string
+	config                  string
 	waitN                   int
 	campaigns               []string
 	sched                   *scheduler.Scheduler
@@ -68,6 +69,7 @@ func newSettleCmd(env *IO) command { return &settleCmd{base: base{env: env}} }
 func (c *settleCmd) parseFlags(args []string) error {
 	fs := newFlagSet("settle", c.env)
 	c.redis.declare(fs, "required", false)
+	c.redis.declarePassword(fs)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
 	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
 	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
@@ -82,7 +84,8 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
-	if err := parseFlags(fs, c.env, args); err != nil {
+	declareConfig(fs, &c.config)
+	if err := c.parseFlagsConfig(fs, args, &c.config); err != nil {
 		return err
 	}
 	if c.waitN < 0 || c.waitTimeout <= 0 {
@@ -143,7 +146,7 @@ func (c *settleCmd) open(ctx context.Context) error {
 		c.deferClose(func() { _ = l.Close() })
 		cfg.Ledger = l
 	}
-	conn, err := dialRedis(ctx, c.redis.url)
+	conn, err := c.redis.dial(ctx)
 	if err != nil {
 		return err
 	}
