@@ -63,7 +63,7 @@
 //	ledger_campaigns  one row per funded campaign: id, a short integer key
 //	                  (num), funding, total, refunded (NULL until refunded),
 //	                  fence, rolled_up. Batches hold its row FOR SHARE,
-//	                  Refund and Fence lock it exclusively.
+//	                  Refund, RollUp and Fence lock it exclusively.
 //	ledger_campaign_counts
 //	                  the campaign's grant count and cents, in a few rows
 //	                  (key campaign num, slot) that concurrent writers
@@ -144,18 +144,24 @@
 //
 // Every grant and discount is a row of the journal (ledger_grants,
 // ledger_discounts); user balances are rolled up per campaign, not per
-// batch. The refund, in its own transaction, adds each user's entries of
-// the campaign to the user's row of ledger_accounts (one INSERT ...
-// SELECT ... GROUP BY user ... ON CONFLICT DO UPDATE) and sets the
-// campaign's rolled_up. Balance of a user answers, in one statement and
-// so from one snapshot, the stored balance plus the user's entries of the
-// campaigns not rolled up yet, probing each such campaign's (campaign,
-// user_id) key; the live campaigns are few and have a partial index. So a
-// balance includes a grant from its batch's commit on, the roll-up moves
-// it from the journal to the stored row in one commit, and a replay after
-// the roll-up inserts nothing and moves nothing. The cost moves to the
-// refund: one row per user of the campaign, once. Escrow and funding
-// accounts move with every entry, as before.
+// batch, and not by the refund either. Once a campaign is refunded (no
+// entry can come any more), RollUp, in a transaction of its own, adds
+// each user's entries of the campaign to the user's row of
+// ledger_accounts (one INSERT ... SELECT ... GROUP BY user ... ON
+// CONFLICT DO UPDATE) and sets the campaign's rolled_up. Balance of a
+// user answers, in one statement and so from one snapshot, the stored
+// balance plus the user's entries of the campaigns not rolled up yet,
+// probing each such campaign's (campaign, user_id) key; the campaigns not
+// rolled up (live, or refunded and waiting for their roll-up) are few and
+// have a partial index. So a balance includes a grant from its batch's
+// commit on, the roll-up moves it from the journal to the stored row in
+// one commit, and a replay after the roll-up inserts nothing and moves
+// nothing. The cost, one row per user of the campaign, once, is off the
+// refund's path: the settlement worker rolls campaigns up in the
+// background, and PendingRollUps finds the ones a crash between the
+// refund and its roll-up left behind. Until then their entries are read
+// from the journal, as a live campaign's are; nothing is lost or late.
+// Escrow and funding accounts move with every entry, as before.
 //
 // # Packets
 //

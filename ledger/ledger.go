@@ -250,15 +250,29 @@ type Ledger interface {
 	// Refund writes the refund entry (escrow -> funding) once per campaign.
 	// A replay with the same amount is a no-op, a different amount is
 	// ErrConflict. cents may be 0, which records that the refund is done.
-	// It waits for the campaign's batches in flight, and rolls the
-	// campaign's user balances up in its transaction (see the package
-	// doc, Balances).
+	// It waits for the campaign's batches in flight. It does not roll the
+	// campaign's user balances up: RollUp does, later, in a transaction
+	// of its own (see the package doc, Balances).
 	// The first refund must empty the escrow exactly: one that would leave
 	// cents in it (grants outstanding) or take it below zero is a
 	// *RefusedError (ErrRefused) and writes nothing. Once it
 	// is recorded, the ledger takes no new grant or discount of the
 	// campaign.
 	Refund(ctx context.Context, campaign string, cents int64) error
+	// RollUp adds each user's entries of a refunded campaign to the
+	// user's stored balance and marks the campaign rolled up, in one
+	// transaction: Balance answers the same before, during and after it.
+	// done says whether this call moved the balances. A campaign not
+	// refunded yet is left alone (done false, no error: new entries could
+	// still come), and so is one rolled up already, so a retry or a second
+	// caller racing the first moves nothing twice. ErrNotFunded for a
+	// campaign the ledger does not know. Cost: one row per user of the
+	// campaign, once.
+	RollUp(ctx context.Context, campaign string) (done bool, err error)
+	// PendingRollUps lists up to limit campaigns refunded and not rolled
+	// up yet, oldest first: what RollUp still has to do, whoever stopped
+	// between a refund and its roll-up. A limit below 1 is ErrInvalid.
+	PendingRollUps(ctx context.Context, limit int) ([]string, error)
 	// Totals reads the campaign's totals, its packet count and cents
 	// included; a campaign with neither a fund entry nor packets has zero
 	// Totals and no error.

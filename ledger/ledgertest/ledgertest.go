@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"RefundRacingBatches", testRefundRacingBatches},
 		{"FenceRacingBatches", testFenceRacingBatches},
 		{"RollUp", testRollUp},
+		{"RollUpRacing", testRollUpRacing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,9 @@ func TestBalancesDerivable(t *testing.T) {
 	_, err = l.ApplyGrants(ctx, "d", []ledger.Grant{{Seq: 1, User: "a", Cents: 7}})
 	require.NoError(t, err)
 	require.NoError(t, l.Refund(ctx, "c", 700))
+	done, err := l.RollUp(ctx, "c")
+	require.NoError(t, err)
+	require.True(t, done)
 	applyDiscountsTwice(t, l)
 
 	sums := func(q string) map[string]int64 {
@@ -62,7 +65,8 @@ func TestBalancesDerivable(t *testing.T) {
 		require.Equal(t, want, b, id)
 	}
 	// The stored balances are the journal without what campaigns not
-	// rolled up yet (d, discount:e) paid to users: c was refunded.
+	// rolled up yet (d, discount:e) paid to users: c was refunded and
+	// rolled up.
 	stored := sums(`SELECT id, balance FROM ledger_accounts`)
 	kept := sums(`WITH moves AS (
 			SELECT j.to_account AS id, j.cents FROM ledger_journal j JOIN ledger_campaigns c ON c.id = j.campaign

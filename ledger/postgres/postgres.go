@@ -453,14 +453,12 @@ func scanRow(row pgx.CollectableRow) (batch.Row, error) {
 // Refund implements ledger.Ledger. It locks the campaign's row FOR
 // UPDATE, so it waits for every batch in flight (each holds the row FOR
 // SHARE until its commit) and later batches wait for it and then find the
-// refund recorded. In the same transaction it rolls the campaign's users
-// up: each user's entries of the campaign are added to their balance,
-// once, and the campaign is marked rolled_up, so Balance stops adding
-// them from the journal in the same commit.
+// refund recorded. It leaves the users' balances to RollUp: the campaign
+// stays rolled_up false, and Balance keeps adding its entries from the
+// journal.
 //
-// Stopping anywhere before the commit leaves nothing: no refund, no
-// roll-up; a retry does both. A retry after the commit (a lost reply) is
-// a replay: a no-op.
+// Stopping anywhere before the commit leaves nothing; a retry writes the
+// refund. A retry after the commit (a lost reply) is a replay: a no-op.
 func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error {
 	if campaign == "" || cents < 0 {
 		return fmt.Errorf("%w: refund %d cents of campaign %q", ledger.ErrInvalid, cents, campaign)
@@ -469,9 +467,8 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 		var funding string
 		var refunded *int64
 		var num, total, fence int64
-		var rolledUp bool
-		err := tx.QueryRow(ctx, `SELECT num, funding, refunded, total, fence, rolled_up FROM ledger_campaigns
-			WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &funding, &refunded, &total, &fence, &rolledUp)
+		err := tx.QueryRow(ctx, `SELECT num, funding, refunded, total, fence FROM ledger_campaigns
+			WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &funding, &refunded, &total, &fence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 		}
@@ -505,18 +502,64 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 			VALUES ($1, 'refund', $2, $3, $4)`, campaign, escrow, fund, cents)
 		b.Queue(`UPDATE ledger_accounts SET balance = balance - $2 WHERE id = $1`, escrow, cents)
 		b.Queue(`UPDATE ledger_accounts SET balance = balance + $2 WHERE id = $1`, fund, cents)
-		if !rolledUp {
-			b.Queue(rollUpGrants, num, ledger.UserPrefix)
-			b.Queue(rollUpDiscounts, num, ledger.UserPrefix)
-		}
-		b.Queue(`UPDATE ledger_campaigns SET refunded = $2, rolled_up = true WHERE id = $1`, campaign, cents)
+		b.Queue(`UPDATE ledger_campaigns SET refunded = $2 WHERE id = $1`, campaign, cents)
 		return tx.SendBatch(ctx, b).Close()
 	}))
 }
 
+// RollUp implements ledger.Ledger. It locks the campaign's row FOR
+// UPDATE, so two roll-ups of one campaign run one after the other and the
+// second, reading the row as the first committed it, finds it rolled up.
+// The users' rows and the campaign's flag change in one commit, so a
+// Balance statement sees the entries either in the journal or in the
+// stored balance, never both or neither. Stopping before the commit
+// leaves nothing: the campaign stays pending and a retry rolls it up.
+func (l *Ledger) RollUp(ctx context.Context, campaign string) (bool, error) {
+	if campaign == "" {
+		return false, fmt.Errorf("%w: roll up campaign %q", ledger.ErrInvalid, campaign)
+	}
+	done := false
+	err := l.tx(ctx, func(tx pgx.Tx) error {
+		done = false
+		var num int64
+		var refunded, rolledUp bool
+		err := tx.QueryRow(ctx, `SELECT num, refunded IS NOT NULL, rolled_up FROM ledger_campaigns
+			WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &refunded, &rolledUp)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+		}
+		if err != nil || !refunded || rolledUp {
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(rollUpGrants, num, ledger.UserPrefix)
+		b.Queue(rollUpDiscounts, num, ledger.UserPrefix)
+		b.Queue(`UPDATE ledger_campaigns SET rolled_up = true WHERE num = $1`, num)
+		done = true
+		return tx.SendBatch(ctx, b).Close()
+	})
+	return done && err == nil, wrap("roll up", err)
+}
+
+// PendingRollUps implements ledger.Ledger. The campaigns not rolled up
+// are few and have a partial index; the refunded ones among them come in
+// the order they were created.
+func (l *Ledger) PendingRollUps(ctx context.Context, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: pending roll-ups limit %d", ledger.ErrInvalid, limit)
+	}
+	rows, err := l.pool.Query(ctx, `SELECT id FROM ledger_campaigns
+		WHERE NOT rolled_up AND refunded IS NOT NULL ORDER BY num LIMIT $1`, limit)
+	if err != nil {
+		return nil, wrap("pending roll-ups", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, wrap("pending roll-ups", err)
+}
+
 // rollUpGrants and rollUpDiscounts add every user's entries of campaign
 // $1 to their balance, one row per user, in account order, so two
-// refunds paying the same users lock their rows in one order. A user
+// roll-ups paying the same users lock their rows in one order. A user
 // holds one grant of a campaign, so the grants need no aggregate and come
 // in order from their (campaign, user_id) key; a user may hold several
 // discounts, summed first. A campaign has one kind: the other statement
@@ -581,11 +624,11 @@ func (l *Ledger) Grants(ctx context.Context, campaign string, fn func(ledger.Gra
 }
 
 // Balance implements ledger.Ledger. A user's balance is the stored one
-// (campaigns rolled up at their refund) plus the user's entries of the
-// campaigns not rolled up yet, read from the journal in the same
-// statement, so from one snapshot: a refund's roll-up commits the stored
-// balance and the campaign's flag together, and no entry is counted twice
-// or missed. The few live campaigns are found by their partial index,
+// (campaigns rolled up after their refund) plus the user's entries of
+// the campaigns not rolled up yet, read from the journal in the same
+// statement, so from one snapshot: RollUp commits the stored balance and
+// the campaign's flag together, and no entry is counted twice or missed.
+// The few live campaigns are found by their partial index,
 // and each is probed by its (campaign, user_id) key.
 func (l *Ledger) Balance(ctx context.Context, account string) (int64, error) {
 	var b int64

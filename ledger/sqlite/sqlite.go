@@ -428,11 +428,10 @@ func scanRows(rows *sql.Rows, into []batch.Row) ([]batch.Row, error) {
 	return into, rows.Err()
 }
 
-// Refund implements ledger.Ledger. In the same transaction it rolls the
-// campaign's users up: each user's entries of the campaign are added to
-// their balance, once, and the campaign is marked rolled_up, so Balance
-// stops adding them from the journal in the same commit. Stopping before
-// the commit leaves nothing; a retry after it is a replay, a no-op.
+// Refund implements ledger.Ledger. It leaves the users' balances to
+// RollUp: the campaign stays rolled_up 0, and Balance keeps adding its
+// entries from the journal. Stopping before the commit leaves nothing; a
+// retry after it is a replay, a no-op.
 func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error {
 	if campaign == "" || cents < 0 {
 		return fmt.Errorf("%w: refund %d cents of campaign %q", ledger.ErrInvalid, cents, campaign)
@@ -440,12 +439,11 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	return wrap("refund", l.tx(ctx, func(tx *sql.Tx) error {
 		var funding string
 		var refunded sql.NullInt64
-		var num, escrowCents, fence int64
-		var rolledUp bool
-		err := tx.QueryRowContext(ctx, `SELECT num, funding, refunded, total - coalesce((SELECT sum(k.cents)
-				FROM ledger_campaign_counts k WHERE k.campaign = c.num), 0), fence, rolled_up
+		var escrowCents, fence int64
+		err := tx.QueryRowContext(ctx, `SELECT funding, refunded, total - coalesce((SELECT sum(k.cents)
+				FROM ledger_campaign_counts k WHERE k.campaign = c.num), 0), fence
 			FROM ledger_campaigns c WHERE id = ?`, campaign).
-			Scan(&num, &funding, &refunded, &escrowCents, &fence, &rolledUp)
+			Scan(&funding, &refunded, &escrowCents, &fence)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 		}
@@ -474,18 +472,72 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 				[]any{campaign, escrow, fund, cents}},
 			{`UPDATE ledger_accounts SET balance = balance - ? WHERE id = ?`, []any{cents, escrow}},
 			{`UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?`, []any{cents, fund}},
-			{rollUp, []any{num, ledger.UserPrefix}},
-			{`UPDATE ledger_campaigns SET refunded = ?, rolled_up = 1 WHERE id = ?`, []any{cents, campaign}},
+			{`UPDATE ledger_campaigns SET refunded = ? WHERE id = ?`, []any{cents, campaign}},
 		} {
-			if s.q == rollUp && rolledUp {
-				continue
-			}
 			if _, err := tx.ExecContext(ctx, s.q, s.args...); err != nil {
 				return err
 			}
 		}
 		return nil
 	}))
+}
+
+// RollUp implements ledger.Ledger. SQLite has one writer at a time, so two
+// roll-ups of one campaign run one after the other and the second finds
+// it rolled up. The users' rows and the campaign's flag change in one
+// commit, so a Balance statement sees the entries either in the journal
+// or in the stored balance. Stopping before the commit leaves nothing: the
+// campaign stays pending and a retry rolls it up.
+func (l *Ledger) RollUp(ctx context.Context, campaign string) (bool, error) {
+	if campaign == "" {
+		return false, fmt.Errorf("%w: roll up campaign %q", ledger.ErrInvalid, campaign)
+	}
+	done := false
+	err := l.tx(ctx, func(tx *sql.Tx) error {
+		var num int64
+		var refunded, rolledUp bool
+		err := tx.QueryRowContext(ctx, `SELECT num, refunded IS NOT NULL, rolled_up FROM ledger_campaigns WHERE id = ?`,
+			campaign).Scan(&num, &refunded, &rolledUp)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+		}
+		if err != nil || !refunded || rolledUp {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, rollUp, num, ledger.UserPrefix); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE ledger_campaigns SET rolled_up = 1 WHERE num = ?`, num); err != nil {
+			return err
+		}
+		done = true
+		return nil
+	})
+	return done && err == nil, wrap("roll up", err)
+}
+
+// PendingRollUps implements ledger.Ledger. The campaigns not rolled up
+// are few and have a partial index; the refunded ones among them come in
+// the order they were created.
+func (l *Ledger) PendingRollUps(ctx context.Context, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: pending roll-ups limit %d", ledger.ErrInvalid, limit)
+	}
+	rows, err := l.db.QueryContext(ctx, `SELECT id FROM ledger_campaigns
+		WHERE rolled_up = 0 AND refunded IS NOT NULL ORDER BY num LIMIT ?`, limit)
+	if err != nil {
+		return nil, wrap("pending roll-ups", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, wrap("pending roll-ups", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, wrap("pending roll-ups", rows.Err())
 }
 
 // rollUp adds every user's entries of campaign ?1 to their balance, one
@@ -545,8 +597,8 @@ func (l *Ledger) Grants(ctx context.Context, campaign string, fn func(ledger.Gra
 }
 
 // Balance implements ledger.Ledger. A user's balance is the stored one
-// (campaigns rolled up at their refund) plus the user's entries of the
-// campaigns not rolled up yet, read from the journal in the same
+// (campaigns rolled up after their refund) plus the user's entries of
+// the campaigns not rolled up yet, read from the journal in the same
 // statement, so from one snapshot. CROSS JOIN keeps SQLite looping over
 // the few live campaigns (their partial index) and probing each by its
 // (campaign, user_id) key.
