@@ -236,6 +236,7 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 	if err := w.sink.Refund(fenced(ctx, root), lid, refund); err != nil {
 		return false, 0, w.refundFailed(ctx, rootKeys, "discount", id, err)
 	}
+	w.wakeRollUp()
 	changed, err := w.settleDiscountShards(ctx, v, refund)
 	if err != nil {
 		return false, 0, err

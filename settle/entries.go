@@ -312,6 +312,7 @@ func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, 
 	if err := w.sink.Refund(fenced(ctx, root), id, refund); err != nil {
 		return false, 0, w.refundFailed(ctx, v.Shards[0], "campaign", id, err)
 	}
+	w.wakeRollUp()
 	changed, err := w.settleShards(ctx, v, refund)
 	if err != nil {
 		return false, 0, err

@@ -14,6 +14,8 @@
 // shard's stream, read after the close, is delivered and acknowledged,
 // gets its refund (total - granted) recorded once in the ledger, then in
 // Redis, and leaves the registry; its keys expire after a retention period.
+// With a ledger, the campaign's user balances are rolled up afterwards,
+// off the passes' path (RollUps).
 //
 // Discount campaigns settle through the same passes (discounts.go): their
 // confirms streams into the ledger's discounts, their leftover refunded
@@ -156,6 +158,9 @@ type Stats struct {
 	// discount after the campaign's refund or beyond its escrow, a refund
 	// that disagrees with the ledger's grants.
 	Refused int64
+	// RolledUp counts campaigns whose users' balances the worker rolled
+	// up in the ledger (RollUps), after their refund.
+	RolledUp int64
 }
 
 // Worker settles campaigns. Use New, then Start and Stop, or Pass / Drain.
@@ -170,7 +175,7 @@ type Worker struct {
 	claimAt map[string]string
 
 	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
-	discounts, refused                                                          atomic.Int64
+	discounts, refused, rolledUp                                                atomic.Int64
 	noDiscounts                                                                 sync.Once // warned that the sink takes no discounts
 
 	// failing is set while passes fail: the next pass then pings the
@@ -179,8 +184,9 @@ type Worker struct {
 	// counts) nor reclaims other consumers' entries it cannot write.
 	failing atomic.Bool
 
-	wake    chan struct{}                    // Wake: end an idle pause now
-	backlog atomic.Pointer[map[string]int64] // per campaign, as the last pass left it
+	wake     chan struct{}                    // Wake: end an idle pause now
+	rollWake chan struct{}                    // a campaign was refunded: roll it up
+	backlog  atomic.Pointer[map[string]int64] // per campaign, as the last pass left it
 
 	stop   context.CancelFunc
 	halt   chan struct{} // closed to end the passes after the current one
@@ -250,6 +256,7 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, store: store, sink: sink, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
 		funded: map[string]bool{}, claimAt: map[string]string{}, wake: make(chan struct{}, 1),
+		rollWake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -259,11 +266,12 @@ func (w *Worker) Stats() Stats {
 		Grants: w.grants.Load(), Replayed: w.replayed.Load(), Entries: w.entries.Load(),
 		Conflicts: w.conflicts.Load(), Malformed: w.malformed.Load(), Deleted: w.deleted.Load(),
 		Refunds: w.refunds.Load(), Failures: w.failures.Load(), Discounts: w.discounts.Load(),
-		Refused: w.refused.Load(),
+		Refused: w.refused.Load(), RolledUp: w.rolledUp.Load(),
 	}
 }
 
-// Start runs passes in the background until Stop or ctx ends.
+// Start runs passes in the background until Stop or ctx ends, and with
+// a ledger rolls refunded campaigns up beside them (RollUps).
 func (w *Worker) Start(ctx context.Context) error {
 	w.startM.Lock()
 	defer w.startM.Unlock()
@@ -273,9 +281,14 @@ func (w *Worker) Start(ctx context.Context) error {
 	ctx, w.stop = context.WithCancel(ctx)
 	halt, done := make(chan struct{}), make(chan struct{})
 	w.halt, w.done = halt, done
+	var wg sync.WaitGroup
+	wg.Go(func() { w.loop(ctx, halt) })
+	if _, ok := w.sink.(rollUpper); ok {
+		wg.Go(func() { w.rollUpLoop(ctx, halt) })
+	}
 	go func() {
-		defer close(done)
-		w.loop(ctx, halt)
+		wg.Wait()
+		close(done)
 	}()
 	return nil
 }
@@ -467,7 +480,8 @@ func (w *Worker) only(ids []string) []string {
 
 // Drain runs passes until nothing is pending or undelivered in any
 // campaign (closed campaigns are settled on the way). It returns early on
-// ctx's end; ledger failures are retried with backoff.
+// ctx's end; ledger failures are retried with backoff. It leaves the
+// refunded campaigns' roll-ups to RollUps.
 func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 	backoff := time.Duration(0)
 	for {
