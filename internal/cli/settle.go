@@ -161,7 +161,10 @@ func (c *settleCmd) open(ctx context.Context) error {
 
 // run drains with the worker alone (no lease: a drain is a one-off an
 // operator runs), or runs the scheduler until interrupted: settlement,
-// close on time and refunds while this process holds the lease.
+// close on time, refunds and roll-ups while this process holds the lease.
+// A drain rolls the refunded campaigns up after it has drained
+// everything, and reports that time apart ("rollup_seconds"): the drain's
+// own figure is what settling took.
 func (c *settleCmd) run(ctx context.Context) error {
 	w := c.sched.Worker()
 	if c.redrive != "" {
@@ -172,31 +175,45 @@ func (c *settleCmd) run(ctx context.Context) error {
 		fmt.Fprintf(c.env.Stderr, "redrive: %d dead entries of %s are back in its grants stream\n", n, c.redrive)
 	}
 	start := time.Now()
+	var took, rollTook time.Duration
 	var err error
 	if c.drain {
 		_, err = w.Drain(ctx)
+		took = time.Since(start)
+		if err == nil {
+			_, err = w.RollUps(ctx)
+			rollTook = time.Since(start) - took
+		}
 	} else if err = c.sched.Start(context.WithoutCancel(ctx)); err == nil {
 		<-ctx.Done()
 		c.sched.Stop()
 	}
-	c.report(w.Stats(), time.Since(start))
+	if took == 0 {
+		took = time.Since(start)
+	}
+	c.report(w.Stats(), took, rollTook)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
 }
 
-func (c *settleCmd) report(st settle.Stats, took time.Duration) {
+// report prints the counters; took is the settling, rollTook the
+// roll-ups a drain did after it.
+func (c *settleCmd) report(st settle.Stats, took, rollTook time.Duration) {
 	if c.asJSON {
 		_ = json.NewEncoder(c.env.Stdout).Encode(map[string]any{
 			"grants": st.Grants, "replayed": st.Replayed, "entries": st.Entries, "conflicts": st.Conflicts,
 			"malformed": st.Malformed, "deleted": st.Deleted, "refunds": st.Refunds, "failures": st.Failures,
-			"seconds": took.Seconds(),
+			"seconds": took.Seconds(), "rolled_up": st.RolledUp, "rollup_seconds": rollTook.Seconds(),
 		})
 		return
 	}
 	fmt.Fprintf(c.env.Stdout, "settled %d grants (%d replayed), %d entries, %d campaigns refunded; incidents: %d conflicts, %d malformed, %d deleted\n",
 		st.Grants, st.Replayed, st.Entries, st.Refunds, st.Conflicts, st.Malformed, st.Deleted)
+	if st.RolledUp > 0 {
+		fmt.Fprintf(c.env.Stdout, "rolled up %d campaigns' balances in %.3fs\n", st.RolledUp, rollTook.Seconds())
+	}
 }
 
 func openWebhook(url, secretFile string) (*webhook.Sink, error) {

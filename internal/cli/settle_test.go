@@ -68,6 +68,8 @@ func TestSettleCommand(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
 	require.EqualValues(t, 250, st["grants"], out)
 	require.EqualValues(t, 1, st["refunds"], out)
+	require.EqualValues(t, 1, st["rolled_up"], out)
+	require.Contains(t, st, "rollup_seconds", out)
 
 	ttl, err := r.Client.Do(context.Background(), r.Client.B().Pttl().Key(redisstore.CampaignKeys(id).Meta).Build()).AsInt64()
 	require.NoError(t, err)
@@ -83,6 +85,13 @@ func TestSettleCommand(t *testing.T) {
 	require.EqualValues(t, 250, after.GrantedLedger)
 	require.Zero(t, after.EscrowCents)
 	require.Equal(t, rep.TotalCents-rep.GrantedCents, after.RefundCents)
+
+	l, err := openLedger(context.Background(), dsn)
+	require.NoError(t, err)
+	pending, err := l.PendingRollUps(context.Background(), 10)
+	require.NoError(t, l.Close())
+	require.NoError(t, err)
+	require.Empty(t, pending, "the drain rolled the campaign up")
 
 	code, _, errs = run(t, nil, "settle", "--redis", r.Addr, "--ledger", dsn, "--retention", "0s")
 	require.Equal(t, 2, code)
