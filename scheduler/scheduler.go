@@ -158,14 +158,18 @@ type Scheduler struct {
 }
 
 // single is the settle.Owner of a scheduler of one part: it holds part 0,
-// the only one, while it holds the lease.
-type single struct{ token atomic.Int64 }
+// the only one, while it holds the lease, and during a Drain, which takes
+// no lease.
+type single struct {
+	token atomic.Int64
+	drain atomic.Bool
+}
 
 func (o *single) Parts() int { return 1 }
 
 func (o *single) Held(int) (int64, bool) {
 	t := o.token.Load()
-	return t, t != 0
+	return t, t != 0 || o.drain.Load()
 }
 
 // New returns a Scheduler, not yet started.
@@ -339,6 +343,8 @@ func (s *Scheduler) Stop() {
 // must not be started.
 func (s *Scheduler) Drain(ctx context.Context) (settle.Progress, error) {
 	if s.parts == nil {
+		s.single.drain.Store(true)
+		defer s.single.drain.Store(false)
 		return s.worker.Drain(ctx)
 	}
 	s.mu.Lock()
