@@ -229,3 +229,22 @@ func TestPartsRefuseOtherCount(t *testing.T) {
 	s.Stop()
 	require.Empty(t, s.HeldParts())
 }
+
+// TestPartsJoinAndLeave: a process alone holds every part; one that joins
+// gets its share from it; when the first stops, it releases its parts at
+// once and the other takes them within a round or two, not a TTL.
+func TestPartsJoinAndLeave(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	first := f.startParts(t, f.redis.Client, "first", 8)
+	balanced(t, 8, first)
+	second := f.startParts(t, f.redis.Client, "second", 8)
+	balanced(t, 8, first, second)
+	first.Stop()
+	require.Empty(t, first.HeldParts())
+	stopped := time.Now()
+	balanced(t, 8, second)
+	took := time.Since(stopped)
+	t.Logf("the parts of a process that stopped moved in %s (a round is %s)", took.Round(time.Millisecond), partsTTL/3)
+	require.Less(t, took, partsTTL, "a stopped process's parts move at the next round, before its leases could run out")
+}
