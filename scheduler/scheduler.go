@@ -154,7 +154,7 @@ type Scheduler struct {
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
-	done   chan struct{} // the backlog loop's, and with parts the balancer's, the worker's and the listener's
+	done   chan struct{} // the backlog loop's, and with parts the balancer's and the listener's
 }
 
 // single is the settle.Owner of a scheduler of one part: it holds part 0,
