@@ -91,16 +91,19 @@ func TestPartsCrashOnCluster(t *testing.T) {
 		}
 	})
 
-	// Clients grab while the nemesis kills.
+	// Clients grab while the nemesis kills: the users come in chunks, one
+	// per kill of the first half, so grants keep arriving throughout it;
+	// then the campaign closes and the other half strike during the drain
+	// and the refund.
 	var granted, grantedCents, failed atomic.Int64
-	var next atomic.Int64
+	feed := make(chan int, users)
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for u := next.Add(1); u <= int64(users); u = next.Add(1) {
-				g, err := eng.Grab(ctx, camp.ID, "u"+strconv.FormatInt(u, 10))
+			for u := range feed {
+				g, err := eng.Grab(ctx, camp.ID, "u"+strconv.Itoa(u))
 				if err != nil || g.Outcome != hongbao.Granted {
 					failed.Add(1)
 					continue
@@ -110,20 +113,29 @@ func TestPartsCrashOnCluster(t *testing.T) {
 			}
 		}()
 	}
-	grabbed := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(grabbed)
-	}()
-
+	fed, chunk := 0, users/(kills/2)
 	midRun, duringGrabs := 0, 0
 	for k := range kills {
-		time.Sleep(time.Duration(400+rand.IntN(1200)) * time.Millisecond)
+		time.Sleep(time.Duration(400+rand.IntN(1000)) * time.Millisecond)
+		switch {
+		case k < kills/2:
+			for ; fed < min((k+1)*chunk, users); fed++ {
+				feed <- fed
+			}
+			// The kill strikes while this chunk's grants are settling.
+			time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
+		case k == kills/2:
+			for ; fed < users; fed++ {
+				feed <- fed
+			}
+			close(feed)
+			wg.Wait()
+			_, err := eng.Close(ctx, camp.ID)
+			require.NoError(t, err)
+		}
 		victim := procs[k%len(procs)]
 		victim.kill()
-		select {
-		case <-grabbed:
-		default:
+		if k < kills/2 {
 			duringGrabs++
 		}
 		if tot, err := led.Totals(ctx, camp.ID); err == nil && tot.GrantCount > 0 && tot.GrantCount < granted.Load() {
@@ -131,14 +143,9 @@ func TestPartsCrashOnCluster(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		victim.start(t)
-		if k == kills/2 {
-			<-grabbed
-			_, err := eng.Close(ctx, camp.ID) // the rest of the kills strike during the drain and the refund
-			require.NoError(t, err)
-		}
 	}
 	require.Zero(t, failed.Load(), "grabs that were not granted")
-	require.Positive(t, duringGrabs, "a kill struck while grants were coming in")
+	require.Positive(t, midRun, "a kill struck with grants in Redis not yet in the ledger")
 
 	waitFor(t, "the campaign settled", 3*time.Minute, func() bool {
 		st, err := eng.Status(ctx, camp.ID)
