@@ -402,15 +402,30 @@ func (s *serveCmd) newAPI(context.Context) error {
 	return nil
 }
 
-// registry returns the registry of serve's metrics: the API's, and the
-// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go).
+// registry returns the registry of serve's metrics: the API's, the
+// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go),
+// and the settlement parts, configured and held here.
 func (s *serveCmd) registry() *prometheus.Registry {
 	s.leaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "hongbao_scheduler_lease_held",
-		Help: "1 while this process holds the scheduler lease (runs settlement, closes on time and refunds).",
+		Help: "1 while this process holds the scheduler lease, or with --settle-parts above 1 at least one part (runs settlement, closes on time and refunds).",
+	})
+	parts := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hongbao_scheduler_parts",
+		Help: "The deployment's number of settlement parts (--settle-parts).",
+	})
+	parts.Set(float64(s.f.settleParts))
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hongbao_scheduler_parts_held",
+		Help: "Settlement parts this process holds now (with one part: 1 while it holds the lease).",
+	}, func() float64 {
+		if s.sched == nil {
+			return 0
+		}
+		return float64(len(s.sched.HeldParts()))
 	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.leaseHeld)
+	reg.MustRegister(s.leaseHeld, parts, held)
 	return reg
 }
 
