@@ -15,6 +15,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
 )
@@ -247,4 +248,47 @@ func TestPartsJoinAndLeave(t *testing.T) {
 	took := time.Since(stopped)
 	t.Logf("the parts of a process that stopped moved in %s (a round is %s)", took.Round(time.Millisecond), partsTTL/3)
 	require.Less(t, took, partsTTL, "a stopped process's parts move at the next round, before its leases could run out")
+}
+
+// TestPartsShareDiscountCampaign: the parts cover discount campaigns too:
+// two processes settle the confirms of a 4-shard discount campaign, each
+// its shards, every confirmed discount once, and the leftover is refunded
+// once.
+func TestPartsShareDiscountCampaign(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	a := f.startParts(t, f.redis.Client, "a", 16)
+	b := f.startParts(t, f.redis.Client, "b", 16)
+	balanced(t, 16, a, b)
+	const budget, users = 100_000, 200
+	d, err := f.eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: budget, Quota: 400,
+		Max: 300, Shards: 4, Hold: hongbao.MinHold})
+	require.NoError(t, err)
+	for u := range users {
+		user, order := "u"+strconv.Itoa(u), "o"+strconv.Itoa(u)
+		r, err := f.eng.ReserveDiscount(ctx, d.ID, user, order, 10_000)
+		require.NoError(t, err)
+		require.True(t, r.Outcome.HasAmount())
+		_, err = f.eng.ConfirmDiscount(ctx, d.ID, user, order)
+		require.NoError(t, err)
+	}
+	st, err := f.eng.CloseDiscount(ctx, d.ID)
+	require.NoError(t, err)
+	confirmed := st.ConfirmedCents
+	waitFor(t, "the discount campaign settled", 30*time.Second, func() bool {
+		st, err := f.eng.DiscountStatus(ctx, d.ID)
+		return err == nil && st.State == hongbao.StateSettled && a.Worker().Stats().Refunds+b.Worker().Stats().Refunds > 0
+	})
+	tot, err := f.led.Totals(ctx, ledger.DiscountCampaign(d.ID))
+	require.NoError(t, err)
+	require.EqualValues(t, users, tot.GrantCount)
+	require.Equal(t, confirmed, tot.GrantCents)
+	require.Equal(t, budget-confirmed, tot.Refunded)
+	sa, sb := a.Worker().Stats(), b.Worker().Stats()
+	require.Positive(t, sa.Discounts)
+	require.Positive(t, sb.Discounts)
+	require.EqualValues(t, users, sa.Discounts+sb.Discounts, "every confirmed discount written once")
+	require.EqualValues(t, 1, sa.Refunds+sb.Refunds)
+	require.Zero(t, sa.Conflicts+sb.Conflicts)
 }
