@@ -77,7 +77,7 @@ type serveFlags struct {
 	userBurst, ipBurst, authFailBurst                   int
 	globalRate                                          int64
 	shutdownTimeout, leaseTTL, reapEvery                time.Duration
-	waitReplicas                                        int
+	waitReplicas, settleParts                           int
 	waitTimeout                                         time.Duration
 	settle                                              bool
 	maxBacklog                                          int64
@@ -118,6 +118,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
 	fs.BoolVar(&f.settle, "settle", true, "run the scheduler (settlement, close on time, refunds, the discount reaper) under the lease; false: the API alone, for deployments that run hongbao settle as its own process")
+	fs.IntVar(&f.settleParts, "settle-parts", 1, "number of parts of the deployment's settlement, the same in every serve and settle process of it: above 1, each part (a share of every campaign's shards) is a lease of its own and up to this many processes settle at once (docs/settlement.md); 1: one process settles everything")
 	fs.Int64Var(&f.maxBacklog, "max-backlog", 0, "answer grabs of a campaign busy (503) while more than this many of its grant batches wait for settlement; read once a second; 0: no bound")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
@@ -160,6 +161,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.maxBacklog < 0 {
 		return usageErrorf("--max-backlog must not be negative")
+	}
+	if f.settleParts < 1 || f.settleParts > scheduler.MaxParts {
+		return usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, f.settleParts)
 	}
 	if f.reapEvery < 10*time.Millisecond {
 		return usageErrorf("--reap-every must be at least 10ms")
@@ -421,15 +425,30 @@ func (s *serveCmd) newAPI(context.Context) error {
 	return nil
 }
 
-// registry returns the registry of serve's metrics: the API's, and the
-// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go).
+// registry returns the registry of serve's metrics: the API's, the
+// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go),
+// and the settlement parts, configured and held here.
 func (s *serveCmd) registry() *prometheus.Registry {
 	s.leaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "hongbao_scheduler_lease_held",
-		Help: "1 while this process holds the scheduler lease (runs settlement, closes on time and refunds).",
+		Help: "1 while this process holds the scheduler lease, or with --settle-parts above 1 at least one part (runs settlement, closes on time and refunds).",
+	})
+	parts := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hongbao_scheduler_parts",
+		Help: "The deployment's number of settlement parts (--settle-parts).",
+	})
+	parts.Set(float64(s.f.settleParts))
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hongbao_scheduler_parts_held",
+		Help: "Settlement parts this process holds now (with one part: 1 while it holds the lease).",
+	}, func() float64 {
+		if s.sched == nil {
+			return 0
+		}
+		return float64(len(s.sched.HeldParts()))
 	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.leaseHeld)
+	reg.MustRegister(s.leaseHeld, parts, held)
 	return reg
 }
 

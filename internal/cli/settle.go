@@ -59,7 +59,7 @@ type settleCmd struct {
 	leaseTTL                time.Duration
 	lease, otlpEndpoint     string
 	config                  string
-	waitN                   int
+	waitN, parts            int
 	campaigns               []string
 	sched                   *scheduler.Scheduler
 }
@@ -78,7 +78,8 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.consumer, "consumer", "", "consumer name in the settle group; must be stable across restarts (default: host name)")
 	fs.StringVar(&c.only, "campaigns", "", "comma-separated campaign ids to settle (default: every registered campaign)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the final counters as JSON")
-	fs.StringVar(&c.lease, "lease", "scheduler", "name of the scheduler lease: of the settle and serve processes sharing a name, one settles at a time (--drain takes no lease)")
+	fs.StringVar(&c.lease, "lease", "scheduler", "name of the scheduler lease: of the settle and serve processes sharing a name, one settles at a time, or with --settle-parts above 1 each its parts (--drain takes no lease unless --settle-parts is above 1)")
+	fs.IntVar(&c.parts, "settle-parts", 1, "number of parts of the deployment's settlement, the same in every serve and settle process of it: above 1, each part (a share of every campaign's shards) is a lease of its own and up to this many processes settle at once, --drain too (docs/settlement.md); 1: one process settles everything")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&c.retention, "retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
@@ -98,6 +99,9 @@ func (c *settleCmd) parseFlags(args []string) error {
 		return usageErrorf("--lease-ttl must be at least 300ms, --lease not empty and without braces")
 	}
 	c.leaseTTL = c.leaseTTL.Truncate(time.Millisecond)
+	if c.parts < 1 || c.parts > scheduler.MaxParts {
+		return usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, c.parts)
+	}
 	if c.retention <= 0 {
 		return usageErrorf("--retention must be positive, not %s", c.retention)
 	}
@@ -152,19 +156,20 @@ func (c *settleCmd) open(ctx context.Context) error {
 	}
 	c.deferClose(conn.Close)
 	cfg.Redis = conn.Client
-	c.sched, err = scheduler.New(scheduler.Config{Settle: cfg, LeaseName: c.lease, LeaseTTL: c.leaseTTL, Logger: log})
+	c.sched, err = scheduler.New(scheduler.Config{Settle: cfg, LeaseName: c.lease, LeaseTTL: c.leaseTTL, Parts: c.parts, Logger: log})
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
 	return nil
 }
 
-// run drains with the worker alone (no lease: a drain is a one-off an
-// operator runs), or runs the scheduler until interrupted: settlement,
-// close on time, refunds and roll-ups while this process holds the lease.
-// A drain rolls the refunded campaigns up after it has drained
-// everything, and reports that time apart ("rollup_seconds"): the drain's
-// own figure is what settling took.
+// run drains (with one part, the worker alone, without the lease: a drain
+// is a one-off an operator runs; with several, this process's share of the
+// parts until nothing is left in any), or runs the scheduler until
+// interrupted: settlement, close on time, refunds and roll-ups while this
+// process holds the lease or its parts. A drain rolls the refunded
+// campaigns up after it has drained everything, and reports that time
+// apart ("rollup_seconds"): the drain's own figure is what settling took.
 func (c *settleCmd) run(ctx context.Context) error {
 	w := c.sched.Worker()
 	if c.redrive != "" {
@@ -178,7 +183,7 @@ func (c *settleCmd) run(ctx context.Context) error {
 	var took, rollTook time.Duration
 	var err error
 	if c.drain {
-		_, err = w.Drain(ctx)
+		_, err = c.sched.Drain(ctx)
 		took = time.Since(start)
 		if err == nil {
 			_, err = w.RollUps(ctx)
