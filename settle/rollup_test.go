@@ -164,3 +164,32 @@ func TestRollUpsWithoutLedger(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// TestStopDuringRollUp: Stop cancels a roll-up in flight rather than
+// wait for it (Stop has no grace), and the campaign stays pending, its
+// balances right from the journal, for the next worker to roll up.
+func TestStopDuringRollUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	id, want := grabClosed(t, e, 20)
+	_, err := e.worker(t, e.l, "w1", id).Drain(ctx)
+	require.NoError(t, err)
+	slow := slowRollUp{Ledger: e.l, entered: make(chan string, 1), release: make(chan struct{})}
+	w := e.worker(t, slow, "w2", id)
+	require.NoError(t, w.Start(ctx))
+	select {
+	case <-slow.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pending campaign was not rolled up")
+	}
+	w.Stop()
+	require.Zero(t, w.Stats().RolledUp)
+	require.Equal(t, []string{id}, pendingRollUps(t, e.l), "a roll-up cut short leaves the campaign pending")
+	requireBalances(t, e.l, want, "after the roll-up was cut short")
+
+	n, err := e.worker(t, e.l, "w3", id).RollUps(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	requireBalances(t, e.l, want, "rolled up by the next worker")
+}
