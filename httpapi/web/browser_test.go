@@ -214,10 +214,13 @@ func tap(t *testing.T, tab *browsertest.Tab, n int, touch bool) {
 			if ok {
 				return
 			}
-			if js[bool](t, tab, fmt.Sprintf(`Number(document.getElementById('result').dataset.answers || 0) >= %d`, n)) {
+			// One evaluation reads both, so the answer cannot land between
+			// the two reads (the page runs no script during it).
+			switch js[string](t, tab, fmt.Sprintf(`(() => { const r = document.getElementById('result');
+				return Number(r.dataset.answers || 0) >= %d ? 'answered' : r.dataset.outcome === 'opening' ? 'in flight' : 'missed'; })()`, n)) {
+			case "answered":
 				return // answered just after the poll gave up
-			}
-			if js[bool](t, tab, `document.getElementById('result').dataset.outcome === 'opening'`) {
+			case "in flight":
 				// The tap caught a packet and its grab is still in flight
 				// (a slow machine): wait for its answer rather than tap
 				// again, or the next grab would be the one shown.
