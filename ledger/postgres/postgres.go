@@ -430,7 +430,12 @@ func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (c
 	if err != nil {
 		return false, err
 	}
-	_, err = copyText(ctx, sp.Conn().PgConn(), num, gs)
+	n, err := copyText(ctx, sp.Conn().PgConn(), num, gs)
+	if err == nil && n != int64(len(gs)) {
+		// The caller counts every grant of gs as inserted: a COPY that
+		// wrote fewer must not commit.
+		err = fmt.Errorf("copied %d grants of %d", n, len(gs))
+	}
 	if err == nil {
 		err = sp.Commit(ctx) // RELEASE SAVEPOINT
 	}
