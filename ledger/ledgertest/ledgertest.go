@@ -67,6 +67,11 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"RefundRacingBatches", testRefundRacingBatches},
 		{"FenceRacingBatches", testFenceRacingBatches},
 		{"RollUp", testRollUp},
+		{"ReplaysRacingExactEscrow", testReplaysRacingExactEscrow},
+		{"DiscountReplaysRacing", testDiscountReplaysRacing},
+		{"RefundsRacing", testRefundsRacing},
+		{"BalanceDuringRollUp", testBalanceDuringRollUp},
+		{"TotalsWhileBatchesCommit", testTotalsWhileBatchesCommit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
