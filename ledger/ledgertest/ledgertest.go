@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"Balance", testBalance},
 		{"GrantsOrder", testGrantsOrder},
 		{"UserIDsKeptExactly", testUserIDs},
+		{"UserIDsNotText", testUserIDsNotText},
 		{"ConcurrentOverlappingBatches", testConcurrent},
 		{"TwoLedgersOneDatabase", testTwoLedgers},
 		{"PacketsIdempotent", testPacketsIdempotent},
