@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"Balance", testBalance},
 		{"GrantsOrder", testGrantsOrder},
 		{"UserIDsKeptExactly", testUserIDs},
+		{"UserIDsNotText", testUserIDsNotText},
 		{"ConcurrentOverlappingBatches", testConcurrent},
 		{"TwoLedgersOneDatabase", testTwoLedgers},
 		{"PacketsIdempotent", testPacketsIdempotent},
@@ -67,6 +68,11 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"RefundRacingBatches", testRefundRacingBatches},
 		{"FenceRacingBatches", testFenceRacingBatches},
 		{"RollUp", testRollUp},
+		{"ReplaysRacingExactEscrow", testReplaysRacingExactEscrow},
+		{"DiscountReplaysRacing", testDiscountReplaysRacing},
+		{"RefundsRacing", testRefundsRacing},
+		{"BalanceDuringRollUp", testBalanceDuringRollUp},
+		{"TotalsWhileBatchesCommit", testTotalsWhileBatchesCommit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
