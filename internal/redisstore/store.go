@@ -20,8 +20,10 @@ const (
 	NotOpen    = 4
 	Closed     = 5
 	NoCampaign = 6
-	Dry        = 7 // a shard of a sharded campaign is empty while open
-	Sealed     = 8 // the opened part of the pool is empty, a sealed part remains (blocks.go)
+	Dry        = 7  // a shard of a sharded campaign is empty while open
+	Sealed     = 8  // the opened part of the pool is empty, a sealed part remains (blocks.go)
+	Paused     = 9  // the campaign is paused (pause.lua) while its window is open
+	Blocked    = 10 // the user is blocked on this campaign (block.lua)
 )
 
 // MaxBatch is the most users one grab.lua call takes. The script accepts
@@ -261,7 +263,7 @@ func decodeGrab(m *rueidis.RedisMessage) (GrabResult, error) {
 // GrabKeys are the KEYS of grab.lua for one shard, built once per
 // campaign by callers on the hot path.
 func GrabKeys(k Keys) []string {
-	return []string{k.Meta, k.Pool, k.Claims, k.Grants}
+	return []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Blocked}
 }
 
 // ShardsArg is grab.lua's first argument for a campaign of shards shards.
