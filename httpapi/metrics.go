@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 	m := &metrics{
 		grabs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_grabs_total",
-			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, not_found, busy, error).",
+			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, paused, blocked, not_found, busy, error).",
 		}, []string{"outcome"}),
 		grabLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hongbao_grab_duration_seconds",
@@ -61,7 +61,7 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 			Help: "Requests refused for their credentials, by the class the route takes (user, admin, payment, metrics).",
 		}, []string{"class"}),
 	}
-	for _, o := range []string{"granted", "already_granted", "sold_out", "not_open", "closed"} {
+	for _, o := range []string{"granted", "already_granted", "sold_out", "not_open", "closed", "paused", "blocked"} {
 		m.grabs.WithLabelValues(o)
 	}
 	reg.MustRegister(m.grabs, m.grabLatency, m.requests, m.reqLatency, m.limited, m.authFailures, sc,
