@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -39,6 +40,7 @@ func TestPauseAndBlockOverHTTP(t *testing.T) {
 	st := r.json(t)
 	require.Equal(t, true, st["paused"])
 	require.EqualValues(t, 2, st["paused_shards"])
+	ts.waitMetric(t, `hongbao_campaign_paused{campaign="`+id+`"} 1`)
 	require.Equal(t, "paused", grab("u2"))
 	require.Equal(t, "already_granted", grab("u1"))
 	r = ts.do(t, "GET", base, admin, "")
@@ -48,6 +50,7 @@ func TestPauseAndBlockOverHTTP(t *testing.T) {
 	require.Equal(t, false, r.json(t)["paused"])
 	require.EqualValues(t, 0, r.json(t)["paused_shards"])
 	require.Equal(t, "granted", grab("u2"))
+	ts.waitMetric(t, `hongbao_campaign_paused{campaign="`+id+`"} 0`) // the state is read at most once a second
 
 	r = ts.do(t, "POST", base+"/blocked", admin, `{"users":["u3","u4","u3"]}`)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
@@ -120,6 +123,12 @@ func TestDiscountPauseAndBlockOverHTTP(t *testing.T) {
 	m := ts.metrics(t)
 	require.Contains(t, m, `hongbao_discount_reserves_total{outcome="paused"} 1`)
 	require.Contains(t, m, `hongbao_discount_reserves_total{outcome="blocked"} 1`)
+}
+
+// waitMetric waits until /metrics has the line.
+func (ts *testServer) waitMetric(t *testing.T, line string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(ts.metrics(t), line+"\n") }, 10*time.Second, 50*time.Millisecond, line)
 }
 
 func (ts *testServer) metrics(t *testing.T) string {
