@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/redis/rueidis"
 )
 
 // MaxBlockBatch is the most users one block.lua call takes.
@@ -14,13 +16,20 @@ const MaxBlockBatch = 1000
 // campaign's Keys view): paused true pauses its grabs (reserves), false
 // resumes them. It returns the shard's state and whether this call
 // changed anything; both directions are idempotent. ErrNoCampaign when
-// the shard does not exist or is loading.
+// the shard does not exist or is loading. Under WithWait it answers once
+// the replicas hold the flag (a repeat that changed nothing, once they
+// hold the earlier write), else an *UnknownError: a pause that a failover
+// could undo is never reported done.
 func (s *Store) Pause(ctx context.Context, k Keys, paused bool) (state string, changed bool, err error) {
 	arg := "0"
 	if paused {
 		arg = "1"
 	}
-	vals, err := s.s.pause.Exec(ctx, s.c, []string{k.Meta}, []string{arg}).ToArray()
+	r, werr := s.execSync(ctx, s.s.pause, []string{k.Meta}, []string{arg}, s.syncOf(k.Meta, pauseSilent))
+	vals, err := r.ToArray()
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
 		return "", false, resultError("pause "+k.Tag, err)
 	}
@@ -32,15 +41,31 @@ func (s *Store) Pause(ctx context.Context, k Keys, paused bool) (state string, c
 	return state, c == 1, nil
 }
 
+// pauseSilent: pause.lua found the shard as asked and wrote nothing.
+func pauseSilent(r rueidis.RedisResult) bool {
+	vals, err := r.ToArray()
+	if err != nil || len(vals) != 3 {
+		return false
+	}
+	changed, err := vals[2].AsInt64()
+	return err == nil && changed == 0
+}
+
 // Block runs block.lua on one shard: add true blocks users (1..MaxBlockBatch,
 // all homed on this shard), false unblocks them. It returns how many
 // users the call added (removed) and how many the shard blocks after it.
+// It always writes (the size in meta), so under WithWait its WAIT covers
+// the users blocked before too.
 func (s *Store) Block(ctx context.Context, k Keys, add bool, users []string) (changed, size int64, err error) {
 	arg := "0"
 	if add {
 		arg = "1"
 	}
-	vals, err := s.s.block.Exec(ctx, s.c, []string{k.Meta, k.Blocked}, append([]string{arg}, users...)).AsIntSlice()
+	r, werr := s.exec(ctx, s.s.block, []string{k.Meta, k.Blocked}, append([]string{arg}, users...))
+	vals, err := r.AsIntSlice()
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
 		return 0, 0, resultError("block "+k.Tag, err)
 	}
