@@ -90,6 +90,9 @@ func (s *Store) BlockedUsers(ctx context.Context, k Keys) ([]BlockedUser, error)
 	}
 	out := make([]BlockedUser, 0, len(m))
 	for u, v := range m {
+		if u == "" {
+			continue // the placeholder that keeps the hash in existence (activate.lua)
+		}
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("blocked users %s: %w: user %q since %q", k.Tag, ErrCorrupt, u, v)

@@ -175,7 +175,7 @@ type Activation struct {
 // Activate makes a fully staged campaign live. opensAt 0 means now by the
 // Redis clock; closesAt 0 means opensAt + windowMs.
 func (s *Store) Activate(ctx context.Context, k Keys, token string, opensAt, closesAt, windowMs int64) (Activation, error) {
-	vals, err := s.s.activate.Exec(ctx, s.c, []string{k.Meta, k.Staging, k.Pool, k.Grants},
+	vals, err := s.s.activate.Exec(ctx, s.c, []string{k.Meta, k.Staging, k.Pool, k.Grants, k.Blocked},
 		[]string{token, strconv.FormatInt(opensAt, 10), strconv.FormatInt(closesAt, 10), strconv.FormatInt(windowMs, 10)}).ToArray()
 	if err != nil {
 		return Activation{}, resultError("activate", err)

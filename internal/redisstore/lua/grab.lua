@@ -67,7 +67,8 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- closed_code is the answer for users without a packet once grabbing has ended.
+-- closed_code is the answer for users without a packet once grabbing has ended,
+-- or while an operator paused it (pause.lua).
 local closed_code = false
 if state == 'scheduled' or state == 'open' then
   if now < tonumber(m[2]) then
