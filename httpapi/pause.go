@@ -17,26 +17,28 @@ import (
 
 // pauseRoutes registers the pause and blocklist routes of both kinds.
 func (s *Server) pauseRoutes() {
-	s.handle("POST /v1/campaigns/{id}/pause", s.v1(s.admin(s.pauseCampaign(true))))
-	s.handle("POST /v1/campaigns/{id}/resume", s.v1(s.admin(s.pauseCampaign(false))))
+	s.handle("POST /v1/campaigns/{id}/pause", s.v1(s.admin(s.pauseRoute("campaign", true, s.pauseCampaign))))
+	s.handle("POST /v1/campaigns/{id}/resume", s.v1(s.admin(s.pauseRoute("campaign", false, s.pauseCampaign))))
 	s.handle("GET /v1/campaigns/{id}/blocked", s.v1(s.admin(s.listBlocked(false))))
 	s.handle("POST /v1/campaigns/{id}/blocked", s.v1(s.admin(s.blockUsers(false, true))))
 	s.handle("POST /v1/campaigns/{id}/blocked/remove", s.v1(s.admin(s.blockUsers(false, false))))
-	s.handle("POST /v1/discounts/{id}/pause", s.v1(s.admin(s.pauseDiscount(true))))
-	s.handle("POST /v1/discounts/{id}/resume", s.v1(s.admin(s.pauseDiscount(false))))
+	s.handle("POST /v1/discounts/{id}/pause", s.v1(s.admin(s.pauseRoute("discount", true, s.pauseDiscount))))
+	s.handle("POST /v1/discounts/{id}/resume", s.v1(s.admin(s.pauseRoute("discount", false, s.pauseDiscount))))
 	s.handle("GET /v1/discounts/{id}/blocked", s.v1(s.admin(s.listBlocked(true))))
 	s.handle("POST /v1/discounts/{id}/blocked", s.v1(s.admin(s.blockUsers(true, true))))
 	s.handle("POST /v1/discounts/{id}/blocked/remove", s.v1(s.admin(s.blockUsers(true, false))))
 }
 
-func pauseAction(pause bool) string {
+// pauseOf pauses (or resumes) one kind of campaign and returns its
+// answer, and the state and shards paused for the log.
+type pauseOf func(ctx context.Context, id string, pause bool) (out any, state hongbao.State, pausedShards int, err error)
+
+// pauseRoute is the handler of a pause or resume of one kind.
+func (s *Server) pauseRoute(kind string, pause bool, do pauseOf) func(http.ResponseWriter, *http.Request, string) {
+	action := "resume"
 	if pause {
-		return "pause"
+		action = "pause"
 	}
-	return "resume"
-}
-
-func (s *Server) pauseCampaign(pause bool) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, admin string) {
 		id, ok := s.actionTarget(w, r)
 		if !ok {
@@ -44,47 +46,45 @@ func (s *Server) pauseCampaign(pause bool) func(http.ResponseWriter, *http.Reque
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 		defer cancel()
-		do := s.cfg.Engine.Resume
-		if pause {
-			do = s.cfg.Engine.Pause
-		}
-		st, err := do(ctx, id)
+		out, state, shards, err := do(ctx, id, pause)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		s.log.Info("admin action", "who", admin, "action", pauseAction(pause), "campaign", id,
-			"state", st.State, "paused_shards", st.PausedShards, "remote", r.RemoteAddr)
-		b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, statusJSON(st, b))
+		s.log.Info("admin action", "who", admin, "action", action, kind, id,
+			"state", state, "paused_shards", shards, "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusOK, out)
 	}
 }
 
-func (s *Server) pauseDiscount(pause bool) func(http.ResponseWriter, *http.Request, string) {
-	return func(w http.ResponseWriter, r *http.Request, admin string) {
-		id, ok := s.actionTarget(w, r)
-		if !ok {
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-		defer cancel()
-		do := s.cfg.Engine.ResumeDiscount
-		if pause {
-			do = s.cfg.Engine.PauseDiscount
-		}
-		st, err := do(ctx, id)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		s.log.Info("admin action", "who", admin, "action", pauseAction(pause)+"-discount", "discount", id,
-			"state", st.State, "paused_shards", st.PausedShards, "remote", r.RemoteAddr)
-		writeJSON(w, http.StatusOK, discountStatusJSON(st))
+// pauseCampaign answers with the status and its settlement backlog, as
+// GET /v1/campaigns/{id} does.
+func (s *Server) pauseCampaign(ctx context.Context, id string, pause bool) (any, hongbao.State, int, error) {
+	do := s.cfg.Engine.Resume
+	if pause {
+		do = s.cfg.Engine.Pause
 	}
+	st, err := do(ctx, id)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	return statusJSON(st, b), st.State, st.PausedShards, nil
+}
+
+func (s *Server) pauseDiscount(ctx context.Context, id string, pause bool) (any, hongbao.State, int, error) {
+	do := s.cfg.Engine.ResumeDiscount
+	if pause {
+		do = s.cfg.Engine.PauseDiscount
+	}
+	st, err := do(ctx, id)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	return discountStatusJSON(st), st.State, st.PausedShards, nil
 }
 
 // blockRequest is the body of POST .../blocked and .../blocked/remove.
