@@ -7,6 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
@@ -33,6 +37,7 @@ const (
 // answers R.
 type waiter[Q, R any] struct {
 	req   Q
+	span  trace.SpanContext // the request's wait span, when tracing
 	state atomic.Int32
 	done  chan struct{}
 	res   R
@@ -78,6 +83,8 @@ type batcher[Q, R any] struct {
 	head               int // slots before the requests of each batch, for exec
 	timeout            time.Duration
 	exec               execFunc[Q, R]
+	tracer             trace.Tracer // nil: no spans
+	ops                []string     // the name of each opcode, for spans
 
 	lanes map[laneKey]*lane[Q, R]
 	pool  sync.Pool // of *waiter[Q, R]
@@ -109,6 +116,7 @@ func (b *batcher[Q, R]) init(cfg Config, maxBatch int, build func(id string, sha
 	b.routes, b.build = map[string]*route{}, build
 	b.maxBatch, b.maxQueue, b.timeout = maxBatch, cfg.MaxQueue, cfg.BatchTimeout
 	b.head, b.exec = head, exec
+	b.tracer = cfg.Tracer
 	b.lanes = map[laneKey]*lane[Q, R]{}
 	b.pool.New = func() any { return &waiter[Q, R]{done: make(chan struct{}, 1)} }
 }
@@ -119,9 +127,35 @@ func (b *batcher[Q, R]) init(cfg Config, maxBatch int, build func(id string, sha
 // was never sent); while it is in flight, an *redisstore.UnknownError:
 // the script may have acted, and a retry finds what it did.
 func (b *batcher[Q, R]) do(ctx context.Context, op opcode, id, user string, req Q) (R, error) {
+	if b.tracer != nil {
+		return b.doTraced(ctx, op, id, user, req)
+	}
+	return b.wait(ctx, trace.SpanContext{}, op, id, user, req)
+}
+
+// doTraced is do inside a span of the request's wait.
+func (b *batcher[Q, R]) doTraced(ctx context.Context, op opcode, id, user string, req Q) (R, error) {
+	ctx, span := b.tracer.Start(ctx, "hongbao.coalesce.wait", trace.WithAttributes(
+		attribute.String("hongbao.campaign", id), attribute.String("hongbao.op", b.ops[op])))
+	res, err := b.wait(ctx, span.SpanContext(), op, id, user, req)
+	endSpan(span, err)
+	return res, err
+}
+
+// endSpan ends a span, marked failed by err when not nil.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// wait is do: sc is the request's span, when tracing.
+func (b *batcher[Q, R]) wait(ctx context.Context, sc trace.SpanContext, op opcode, id, user string, req Q) (R, error) {
 	var zero R
 	w := b.pool.Get().(*waiter[Q, R])
-	w.req, w.err, w.res = req, nil, zero
+	w.req, w.err, w.res, w.span = req, nil, zero, sc
 	w.state.Store(queued)
 
 	b.mu.Lock()
@@ -185,7 +219,14 @@ func (b *batcher[Q, R]) run(l *lane[Q, R]) {
 			reqs = append(reqs, w.req)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		var span trace.Span
+		if b.tracer != nil {
+			ctx, span = b.batchSpan(ctx, l, batch)
+		}
 		each, err := b.exec(ctx, l, reqs, results[:len(batch)])
+		if span != nil {
+			endSpan(span, err)
+		}
 		cancel()
 		b.batches.Add(1)
 		b.requests.Add(uint64(len(batch)))
@@ -202,6 +243,28 @@ func (b *batcher[Q, R]) run(l *lane[Q, R]) {
 			w.done <- struct{}{}
 		}
 	}
+}
+
+// maxLinks bounds the links of a batch span to the requests it carries.
+const maxLinks = 64
+
+// batchSpan starts the span of one batch script call: a child of its
+// first request's wait, linked to the others' (up to maxLinks), so that a
+// request's trace shows the call that answered it.
+func (b *batcher[Q, R]) batchSpan(ctx context.Context, l *lane[Q, R], batch []*waiter[Q, R]) (context.Context, trace.Span) {
+	links := make([]trace.Link, 0, min(len(batch)-1, maxLinks))
+	for _, w := range batch[1:] {
+		if len(links) == maxLinks {
+			break
+		}
+		if w.span.IsValid() {
+			links = append(links, trace.Link{SpanContext: w.span})
+		}
+	}
+	ctx = trace.ContextWithSpanContext(ctx, batch[0].span)
+	return b.tracer.Start(ctx, "hongbao.batch", trace.WithLinks(links...), trace.WithAttributes(
+		attribute.String("hongbao.campaign", l.key.id), attribute.String("hongbao.op", b.ops[l.key.op]),
+		attribute.Int("hongbao.shard", l.key.shard), attribute.Int("hongbao.batch.size", len(batch))))
 }
 
 // take moves up to maxBatch queued waiters of lane l into batch, dropping

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/testenv"
 )
@@ -13,9 +15,13 @@ import (
 // BenchmarkGrab measures coalesced grabs on the shared test Redis (no
 // persistence), one distinct user per grab, 64 goroutines per CPU. The
 // bench command (hongbao bench) is the fuller measurement.
-func BenchmarkGrab(b *testing.B) {
+func BenchmarkGrab(b *testing.B) { benchGrab(b, nil) }
+
+// benchGrab grabs a packet for a new user in each iteration, from 64
+// goroutines per core, with tracer tr (nil: tracing off).
+func benchGrab(b *testing.B, tr trace.Tracer) {
 	r := testenv.SharedRedis(b)
-	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Tracer: tr})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -26,6 +32,7 @@ func BenchmarkGrab(b *testing.B) {
 	}
 	var next atomic.Int64
 	b.SetParallelism(64)
+	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -31,6 +31,7 @@ func newCoalescer(store *redisstore.Store, cfg Config) *coalescer {
 	c.blocks, _ = cfg.Packets.(ledger.BlockRecorder)
 	// One head slot: grab.lua's ARGV is the shard count, then the users.
 	c.init(cfg, cfg.MaxBatch, newRoute, 1, c.exec)
+	c.ops = []string{opGrab: "grab"}
 	return c
 }
 

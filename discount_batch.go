@@ -55,6 +55,7 @@ type discounter struct {
 func newDiscounter(store *redisstore.Store, cfg Config) *discounter {
 	d := &discounter{store: store}
 	d.init(cfg, min(cfg.MaxBatch, redisstore.MaxDiscountBatch), newDiscountRoute, 0, d.exec)
+	d.ops = []string{opReserve: "reserve", opConfirm: "confirm", opCancel: "cancel"}
 	return d
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao/internal/luascript"
 	"github.com/hongbao/hongbao/internal/redisstore"
@@ -91,6 +92,12 @@ type Config struct {
 	// there is no frontier: every packet is poppable from the start.
 	// Default DefaultBlockSize (10,000); at most 100,000.
 	BlockSize int
+	// Tracer, if not nil, records spans (OpenTelemetry): each request's
+	// wait in the coalescer (hongbao.coalesce.wait), each batch script call
+	// with its size (hongbao.batch, a child of its first request's wait
+	// and linked to the others'), and each WAIT for replicas (redis.wait).
+	// Default nil: no spans, and nothing spent on them.
+	Tracer trace.Tracer
 }
 
 // PacketRecorder records a campaign's packets; see Config.Packets.
@@ -173,6 +180,9 @@ func New(cfg Config) (*Engine, error) {
 			cfg.WaitTimeout = 500 * time.Millisecond
 		}
 		store = store.WithWait(cfg.WaitReplicas, cfg.WaitTimeout)
+	}
+	if cfg.Tracer != nil {
+		store = store.WithTracer(cfg.Tracer)
 	}
 	terms, _ := cfg.Packets.(TermsRecorder)
 	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), disc: newDiscounter(store, cfg)}, nil

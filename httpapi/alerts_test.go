@@ -63,7 +63,7 @@ func TestAlertRules(t *testing.T) {
 	require.True(t, exported["hongbao_grabs_total"], "the exposition was not read")
 	// Registered by the serve command, not by this package; the name must
 	// still be there.
-	fromServe := map[string]bool{"hongbao_scheduler_lease_held": true}
+	fromServe := map[string]bool{"hongbao_scheduler_lease_held": true, "hongbao_scheduler_parts": true, "hongbao_scheduler_parts_held": true}
 	serveSrc, err := os.ReadFile("../internal/cli/serve.go")
 	require.NoError(t, err)
 	for n := range fromServe {

@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 	m := &metrics{
 		grabs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_grabs_total",
-			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, paused, blocked, not_found, busy, error).",
+			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, paused, blocked, not_found, busy, outcome_unknown, error).",
 		}, []string{"outcome"}),
 		grabLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hongbao_grab_duration_seconds",
@@ -91,7 +91,7 @@ type stateCollector struct {
 	cached   []prometheus.Metric
 
 	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
-	transfers, moved, refused                                                     *prometheus.Desc
+	transfers, moved, refused, failures                                           *prometheus.Desc
 	lagCents, campLag, campLagCents                                               *prometheus.Desc
 	paused                                                                        *prometheus.Desc
 }
@@ -113,6 +113,7 @@ func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Sta
 		transfers:    d("hongbao_shard_transfers_total", "Transfers between the shards of sharded campaigns this process made to refill a dry shard.", nil, nil),
 		moved:        d("hongbao_shard_packets_moved_total", "Packets those transfers moved.", nil, nil),
 		conflicts:    d("hongbao_settlement_conflicts_total", "Grants the ledger refused as conflicting (incidents), by this process's worker.", nil, nil),
+		failures:     d("hongbao_settlement_failures_total", "Settlement passes that failed on Redis or the ledger and were retried after a backoff, by this process's worker.", nil, nil),
 		refused:      d("hongbao_settlement_refused_total", "Entries and refunds the ledger refused as impossible (after the refund, beyond the escrow, a refund disagreeing with the grants), by this process's worker.", nil, nil),
 		fsync:        d("hongbao_redis_fsync_always", "1 when Redis has appendonly yes and appendfsync always, else 0.", nil, nil),
 		scrapeErr:    d("hongbao_state_scrape_errors", "1 when reading the campaign state from Redis failed in this scrape.", nil, nil),
@@ -122,7 +123,7 @@ func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Sta
 // Describe implements prometheus.Collector.
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved, s.refused,
-		s.lagCents, s.campLag, s.campLagCents, s.paused} {
+		s.lagCents, s.campLag, s.campLagCents, s.failures, s.paused} {
 		ch <- d
 	}
 }
@@ -143,6 +144,7 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		st := s.settle()
 		ch <- prometheus.MustNewConstMetric(s.conflicts, prometheus.CounterValue, float64(st.Conflicts))
 		ch <- prometheus.MustNewConstMetric(s.refused, prometheus.CounterValue, float64(st.Refused))
+		ch <- prometheus.MustNewConstMetric(s.failures, prometheus.CounterValue, float64(st.Failures))
 	}
 	for _, m := range s.redisState() {
 		ch <- m

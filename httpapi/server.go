@@ -19,6 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/hongbao/hongbao"
@@ -112,6 +116,10 @@ type Config struct {
 	RetryAfter time.Duration
 	// Logger receives admin actions and failures. Default slog.Default().
 	Logger *slog.Logger
+	// Tracer, if not nil, records a server span of each API request
+	// (OpenTelemetry), a child of the caller's traceparent when one came.
+	// Default nil: no spans.
+	Tracer trace.Tracer
 	// Registry receives the metrics served at /metrics. Default: a new
 	// registry.
 	Registry *prometheus.Registry
@@ -384,6 +392,9 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 // serve registers a route with its request metrics and a recover that
 // answers 500 in the error shape.
 func (s *Server) serve(pattern string, h http.HandlerFunc) {
+	if s.cfg.Tracer != nil {
+		h = s.traced(pattern, h)
+	}
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -401,6 +412,27 @@ func (s *Server) serve(pattern string, h http.HandlerFunc) {
 		}()
 		h(sw, r)
 	})
+}
+
+// traced wraps a route's handler in a server span, continuing the trace
+// of the request's traceparent. w is serve's statusWriter.
+func (s *Server) traced(pattern string, h http.HandlerFunc) http.HandlerFunc {
+	method, route, _ := strings.Cut(pattern, " ")
+	attrs := trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route))
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := s.cfg.Tracer.Start(ctx, pattern, trace.WithSpanKind(trace.SpanKindServer), attrs)
+		defer span.End()
+		h(w, r.WithContext(ctx))
+		code := http.StatusOK
+		if sw, ok := w.(*statusWriter); ok && sw.code != 0 {
+			code = sw.code
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", code))
+		if code >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(code))
+		}
+	}
 }
 
 type routeCode struct {
@@ -792,6 +824,10 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 			label = "not_found"
 		case errors.Is(err, hongbao.ErrBusy):
 			label, live = "busy", liveBusy
+		case errors.Is(err, hongbao.ErrOutcomeUnknown):
+			// A WAIT short of its replicas, or a lost reply: counted
+			// apart, as the discount routes count theirs.
+			label = "outcome_unknown"
 		}
 		s.grabCounter(label).Inc()
 		if label != "not_found" {

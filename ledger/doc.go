@@ -27,7 +27,7 @@
 // path, and treating it as a replay would hide it. So ApplyGrants sorts
 // every grant into exactly one of three outcomes: inserted, replayed (the
 // identical row is stored) or a Conflict, reported with the stored row it
-// disagrees with. Balances move only for the inserted rows, in the same
+// disagrees with. Only the inserted rows move money, in the same
 // transaction. Fund and Refund are keyed by the campaign and return
 // ErrConflict (a *ConflictError) when replayed with other values.
 //
@@ -39,9 +39,13 @@
 // zero (too large, or too small: grants outstanding). The ledger refuses
 // them with ErrRefused (a *RefusedError with the reason) and writes
 // nothing, so a fault upstream becomes an incident instead of a silent
-// negative balance. The check runs in the transaction, under the
-// campaign's lock, from its counters; the database guards the escrow
-// balances too (ledger_escrow_not_negative, migration 0005).
+// negative balance. The check runs in the transaction: a batch reads
+// whether the refund is recorded from the campaign's row, under a lock
+// the refund waits for, and takes its cents out of the escrow with one
+// conditional update, its last statement, which waits for any other
+// batch's update of the escrow and then applies to what that one
+// committed; the database guards the escrow balances too
+// (ledger_escrow_not_negative, migration 0005).
 //
 // # Fencing a rebuild
 //
@@ -57,13 +61,19 @@
 // ledger_migrations) applied by Open:
 //
 //	ledger_campaigns  one row per funded campaign: id, a short integer key
-//	                  (num), funding, total, grant count and cents, refunded
-//	                  (NULL until refunded). Its row is the campaign's lock.
+//	                  (num), funding, total, refunded (NULL until refunded),
+//	                  fence, rolled_up. Batches hold its row FOR SHARE,
+//	                  Refund and Fence lock it exclusively.
+//	ledger_campaign_counts
+//	                  the campaign's grant count and cents, in a few rows
+//	                  (key campaign num, slot) that concurrent writers
+//	                  rarely share; Totals and Refund sum them
 //	ledger_entries    the fund and refund entries, key (campaign, kind)
 //	ledger_grants     the grant entries, key (campaign num, seq), unique
 //	                  (campaign num, user_id); narrow on purpose, as it
 //	                  holds nearly all rows
-//	ledger_accounts   balances by account id, for fast reads
+//	ledger_accounts   balances by account id, for fast reads; a user's
+//	                  holds the campaigns rolled up (see Balances)
 //	ledger_journal    a view of every entry as (kind, campaign, seq,
 //	                  from_account, to_account, cents): the double-entry
 //	                  journal, from which reconciliation can recompute
@@ -85,7 +95,7 @@
 // DiscountCampaign(id), "discount:<id>": its budget is funded into
 // "escrow:discount:<id>", every confirmed discount moves escrow -> user
 // (ApplyDiscounts, idempotent by campaign, user and order, and counted in
-// the campaign's grant_count and grant_cents), and the leftover is
+// the campaign's GrantCount and GrantCents), and the leftover is
 // refunded once at the end, so escrow ends at exactly 0 as for red
 // packets. A discount's unit of quota (seq) is confirmed once: another
 // order on it is a conflict (UnitTaken), as is an order stored with
@@ -101,20 +111,51 @@
 //
 // # Writing a batch
 //
-// ApplyGrants takes the campaign's row lock (PostgreSQL: SELECT ... FOR
-// UPDATE; SQLite: the database write lock, taken at BEGIN IMMEDIATE),
+// A batch reads its campaign's row (short key, refund recorded, fence),
 // inserts the whole batch with one multi-row INSERT ... ON CONFLICT DO
 // NOTHING RETURNING, looks up the stored rows for the keys that were not
-// inserted to tell replays from conflicts, and moves the balances of the
-// inserted rows (user accounts in id order, so campaigns paying the same
-// users cannot deadlock). Holding the campaign lock means overlapping
-// batches of one campaign run one after the other, and every grant the
-// insert skipped finds the committed row it collided with; a grant that
-// does not is an error that rolls the batch back, never a silent skip.
+// inserted to tell replays from conflicts, adds what it inserted to one of
+// the campaign's counter rows and, last, takes the cents out of the
+// escrow. It moves no user balance (see Balances), so its cost has no
+// upsert per grant, and campaigns paying the same users never wait for
+// each other.
+//
+// On PostgreSQL the campaign's row is read FOR SHARE, so batches of one
+// campaign, such as the shards two settle processes own, run side by
+// side: an insert that meets a key another batch inserted and has not
+// committed waits for that commit, then skips the key, and the lookup (a
+// statement of its own) finds the committed row, so every skipped grant
+// is classified; a grant that finds none is an error that rolls the
+// batch back, never a silent skip. The counter row is chosen by the
+// connection (16 slots), and the escrow's row is locked only from the
+// batch's last statement to its commit. Refund (FOR UPDATE) and Fence
+// (UPDATE) wait for every batch in flight, and every later batch waits
+// for them and sees what they wrote; why no deadlock can form is said at
+// the postgres package's shareCampaignRow. SQLite has one writer at a
+// time: the write lock, taken at BEGIN IMMEDIATE, and in the process a
+// gate that lets OpenBlock (a grab waits for it) go before the
+// settlement batches queued.
 //
 // PostgreSQL first tries COPY under a savepoint, about twice as fast for
 // the common batch of new grants; a stored key makes the COPY fail, the
 // savepoint undoes it, and the INSERT ... ON CONFLICT path takes over.
+//
+// # Balances
+//
+// Every grant and discount is a row of the journal (ledger_grants,
+// ledger_discounts); user balances are rolled up per campaign, not per
+// batch. The refund, in its own transaction, adds each user's entries of
+// the campaign to the user's row of ledger_accounts (one INSERT ...
+// SELECT ... GROUP BY user ... ON CONFLICT DO UPDATE) and sets the
+// campaign's rolled_up. Balance of a user answers, in one statement and
+// so from one snapshot, the stored balance plus the user's entries of the
+// campaigns not rolled up yet, probing each such campaign's (campaign,
+// user_id) key; the live campaigns are few and have a partial index. So a
+// balance includes a grant from its batch's commit on, the roll-up moves
+// it from the journal to the stored row in one commit, and a replay after
+// the roll-up inserts nothing and moves nothing. The cost moves to the
+// refund: one row per user of the campaign, once. Escrow and funding
+// accounts move with every entry, as before.
 //
 // # Packets
 //
@@ -171,7 +212,9 @@
 // test; without a server they start a private cluster from
 // /usr/lib/postgresql/*/bin, and without that they skip (fail under
 // CI=true). The benchmarks settle 100,000 grants in batches of 500 and
-// report grants/s, and record the packets of a campaign of 1,000,000 and
+// report grants/s (ApplyGrantsWriters: by one writer, and by two writing
+// disjoint halves of the campaign at once, with the refund's roll-up
+// timed apart), and record the packets of a campaign of 1,000,000 and
 // report packets/s:
 //
 //	go test -run XXX -bench ApplyGrants -benchtime 3x ./ledger/...

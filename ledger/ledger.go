@@ -237,7 +237,8 @@ type Ledger interface {
 	// WritePackets recorded for the campaign.
 	Fund(ctx context.Context, c Campaign) error
 	// ApplyGrants writes a batch of grants of one campaign in one
-	// transaction: each grant is inserted (escrow -> user, balances move),
+	// transaction: each grant is inserted (escrow -> user: the escrow's
+	// balance moves, the user's Balance includes it),
 	// replayed (the identical row exists: no-op) or a conflict (reported in
 	// ApplyResult.Conflicts, not inserted, never dropped silently). Grants
 	// of one batch that conflict with each other are handled too: the
@@ -249,6 +250,9 @@ type Ledger interface {
 	// Refund writes the refund entry (escrow -> funding) once per campaign.
 	// A replay with the same amount is a no-op, a different amount is
 	// ErrConflict. cents may be 0, which records that the refund is done.
+	// It waits for the campaign's batches in flight, and rolls the
+	// campaign's user balances up in its transaction (see the package
+	// doc, Balances).
 	// The first refund must empty the escrow exactly: one that would leave
 	// cents in it (grants outstanding) or take it below zero is a
 	// *RefusedError (ErrRefused) and writes nothing. Once it
@@ -320,7 +324,7 @@ type Ledger interface {
 	Terms(ctx context.Context, campaign string) (Terms, error)
 	// ApplyDiscounts writes a batch of one discount campaign's confirmed
 	// discounts in one transaction, as ApplyGrants does grants: each is
-	// inserted (escrow -> user, balances move, counted in the campaign's
+	// inserted (escrow -> user, as for grants, counted in the campaign's
 	// GrantCount and GrantCents), replayed (the identical row exists) or
 	// a conflict (reported, not inserted). Its key is (campaign, user,
 	// order); its unit, (campaign, seq), is confirmed once too. It returns
@@ -335,8 +339,8 @@ type Ledger interface {
 	Discounts(ctx context.Context, campaign string, fn func(Discount) error) error
 
 	// Fence raises the campaign's fence by one and returns the new value,
-	// after every write of the campaign in flight has committed (it takes
-	// the campaign's lock): from then on a grant, discount or refund
+	// after every write of the campaign in flight has committed (it locks
+	// the campaign's row against them): from then on a grant, discount or refund
 	// prepared under an older fence (WithFence) is refused with ErrFenced.
 	// A rebuild calls it after freezing the campaign in Redis and before
 	// it reads the ledger, and writes the value into the rebuilt shards'

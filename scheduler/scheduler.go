@@ -13,11 +13,15 @@ package scheduler
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -46,8 +50,18 @@ type Config struct {
 	// Default nil: settlement only (hongbao settle).
 	Engine *hongbao.Engine
 	// LeaseName names the lease: processes with the same name on one
-	// Redis elect one scheduler. Default "scheduler".
+	// Redis elect one scheduler, or with Parts above 1 share the parts of
+	// one deployment. Default "scheduler".
 	LeaseName string
+	// Parts is the number of parts P of the deployment's settlement, the
+	// same in every process of it (a process that finds a live one
+	// counting otherwise is refused: ErrParts). With 1, one process at a
+	// time holds the lease and settles everything. Above 1, each part
+	// (the shards k of every campaign with settle.PartOf == p) is a lease
+	// of its own, and the processes share the parts between them (see
+	// parts.go), so that up to P processes settle at once; each part
+	// costs a lease renewal every LeaseTTL/3. Default 1.
+	Parts int
 	// LeaseTTL is how long after its holder dies another process takes
 	// over. Default leader.DefaultTTL (10s).
 	LeaseTTL time.Duration
@@ -86,6 +100,12 @@ func (c Config) Validate() error {
 	if c.MaxBacklog > 0 && c.Engine == nil {
 		return errors.New("scheduler: Config.MaxBacklog needs Config.Engine")
 	}
+	if c.Parts < 0 || c.Parts > MaxParts {
+		return fmt.Errorf("scheduler: Config.Parts must be 1-%d (0 for 1), not %d", MaxParts, c.Parts)
+	}
+	if c.Settle.Owner != nil {
+		return errors.New("scheduler: Config.Settle.Owner is the scheduler's own; leave it nil")
+	}
 	return nil
 }
 
@@ -95,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = leader.DefaultTTL
+	}
+	if c.Parts == 0 {
+		c.Parts = 1
 	}
 	if c.ReapEvery == 0 {
 		c.ReapEvery = time.Second
@@ -123,13 +146,30 @@ func (c Config) withDefaults() Config {
 type Scheduler struct {
 	cfg    Config
 	worker *settle.Worker
-	el     *leader.Elector
+	el     *leader.Elector // with one part; nil with several
+	parts  *parts          // with several parts; nil with one
+	single *single         // with one part: the settle.Owner
 	log    *slog.Logger
 	pub    *Publisher // the engine's grants on WakeChannel; nil without one
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
-	done   chan struct{} // the backlog loop's
+	done   chan struct{} // the backlog loop's, and with parts the balancer's and the listener's
+}
+
+// single is the settle.Owner of a scheduler of one part: it holds part 0,
+// the only one, while it holds the lease, and during a Drain, which takes
+// no lease.
+type single struct {
+	token atomic.Int64
+	drain atomic.Bool
+}
+
+func (o *single) Parts() int { return 1 }
+
+func (o *single) Held(int) (int64, bool) {
+	t := o.token.Load()
+	return t, t != 0 || o.drain.Load()
 }
 
 // New returns a Scheduler, not yet started.
@@ -138,61 +178,153 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler")}
+	if cfg.Parts > 1 {
+		if err := (leader.Config{Redis: cfg.Settle.Redis, Name: cfg.LeaseName + ":part:0", TTL: cfg.LeaseTTL}).Validate(); err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+		s.parts = newParts(s, memberID(cfg.Settle.Consumer))
+		cfg.Settle.Owner = s.parts
+	} else {
+		s.single = &single{}
+		cfg.Settle.Owner = s.single
+		var err error
+		s.el, err = leader.New(leader.Config{
+			Redis: cfg.Settle.Redis, Name: cfg.LeaseName, TTL: cfg.LeaseTTL, Logger: cfg.Logger, OnElected: s.lease,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+	}
 	w, err := settle.New(cfg.Settle)
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{cfg: cfg, worker: w, log: cfg.Logger.With("component", "scheduler")}
-	s.el, err = leader.New(leader.Config{
-		Redis: cfg.Settle.Redis, Name: cfg.LeaseName, TTL: cfg.LeaseTTL, Logger: cfg.Logger, OnElected: s.term,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("scheduler: %w", err)
-	}
+	s.worker = w
 	return s, nil
+}
+
+// memberID names this process among the deployment's: its consumer name
+// and a random suffix, since two processes may share a consumer name.
+func memberID(consumer string) string {
+	if consumer == "" {
+		consumer, _ = os.Hostname()
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return consumer + "-" + hex.EncodeToString(b[:])
 }
 
 // Worker returns the settlement worker (its Stats, its Backlog).
 func (s *Scheduler) Worker() *settle.Worker { return s.worker }
 
-// IsLeader says whether this process holds the lease now.
-func (s *Scheduler) IsLeader() bool { return s.el.IsLeader() }
+// IsLeader says whether this process holds the lease now; with several
+// parts, whether it holds one of them at least.
+func (s *Scheduler) IsLeader() bool {
+	if s.parts != nil {
+		return len(s.parts.list()) > 0
+	}
+	return s.el.IsLeader()
+}
 
-// Start joins the election, and starts reading the backlog when
+// HeldParts lists the parts this process holds now: with one part, [0]
+// while it holds the lease.
+func (s *Scheduler) HeldParts() []int {
+	if s.parts != nil {
+		return s.parts.list()
+	}
+	if _, ok := s.single.Held(0); ok {
+		return []int{0}
+	}
+	return nil
+}
+
+// Start joins the election (with several parts: announces this process
+// and takes its parts), and starts reading the backlog when
 // Config.MaxBacklog is set. The work starts when this process takes the
-// lease, and stops when it loses it, Stop is called or ctx ends.
+// lease, and stops when it loses it, Stop is called or ctx ends. With
+// several parts, Start fails with ErrParts when a live process of the
+// deployment counts another number of parts; with one part, when a live
+// process counts more than one.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancel != nil {
 		return errors.New("scheduler: already started")
 	}
-	if err := s.el.Start(ctx); err != nil {
-		return fmt.Errorf("scheduler: %w", err)
+	if err := s.checkParts(ctx); err != nil {
+		return err
+	}
+	if s.parts == nil {
+		if err := s.el.Start(ctx); err != nil {
+			return fmt.Errorf("scheduler: %w", err)
+		}
 	}
 	if e := s.cfg.Engine; e != nil {
 		s.pub = Publish(s.cfg.Settle.Redis, e)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s.cancel, s.done = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	if s.parts != nil {
+		_ = s.worker.Start(context.WithoutCancel(ctx))
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s.listen(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			s.parts.run(ctx)
+		}()
+	}
+	if s.cfg.MaxBacklog > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			BoundBacklog(ctx, s.cfg.Settle.Redis, s.cfg.Engine, s.cfg.MaxBacklog, s.cfg.BacklogEvery, s.log)
+		}()
+	}
 	go func() {
 		defer close(s.done)
-		if s.cfg.MaxBacklog > 0 {
-			BoundBacklog(ctx, s.cfg.Settle.Redis, s.cfg.Engine, s.cfg.MaxBacklog, s.cfg.BacklogEvery, s.log)
-		}
+		wg.Wait()
 	}()
 	return nil
 }
 
+// checkParts refuses to start a process whose number of parts differs from
+// a live one's; with several parts it takes the first parts too. Any other
+// failure (Redis not answering yet) is left to the rounds that follow.
+func (s *Scheduler) checkParts(ctx context.Context) error {
+	var err error
+	if s.parts == nil {
+		_, err = announce(ctx, s.cfg.Settle.Redis, s.cfg.LeaseName, "", 1, time.Millisecond, nil)
+	} else {
+		err = s.parts.round(ctx)
+	}
+	if errors.Is(err, ErrParts) {
+		return err
+	}
+	if err != nil {
+		s.log.Warn("scheduler: cannot check the deployment's parts yet; going on", "err", err)
+	}
+	return nil
+}
+
 // Stop leaves the election and waits for the work to end: the settlement
-// pass in flight finishes within Config.StopGrace, the reaper stops.
+// pass in flight finishes within Config.StopGrace, the reaper stops, and
+// the lease (or every part) is released.
 func (s *Scheduler) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancel == nil {
 		return
 	}
-	s.el.Stop()
+	if s.parts != nil {
+		s.worker.StopAfterPass(s.cfg.StopGrace)
+	} else {
+		s.el.Stop()
+	}
 	s.cancel()
 	<-s.done
 	if e := s.cfg.Engine; e != nil {
@@ -203,17 +335,53 @@ func (s *Scheduler) Stop() {
 	s.cancel, s.done = nil, nil
 }
 
-// term runs settlement and the discount reaper while this process holds
-// the lease. The worker's passes outlive the term: on a loss or a stop
-// the pass in flight finishes (within StopGrace), so neither leaves a
-// half-done batch behind. The reaper stops with the term: a reap is one
+// Drain settles until nothing is pending or undelivered in any campaign
+// (settle.Worker.Drain). With one part it needs no lease, as an
+// operator's one-off; with several it takes this process's share of the
+// parts, settles them, and ends once every part, its own or another
+// process's, has nothing left; then it lets its parts go. The scheduler
+// must not be started.
+func (s *Scheduler) Drain(ctx context.Context) (settle.Progress, error) {
+	if s.parts == nil {
+		s.single.drain.Store(true)
+		defer s.single.drain.Store(false)
+		return s.worker.Drain(ctx)
+	}
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.mu.Unlock()
+		return settle.Progress{}, errors.New("scheduler: Drain of a started scheduler")
+	}
+	s.mu.Unlock()
+	if err := s.checkParts(ctx); err != nil {
+		s.parts.leave()
+		return settle.Progress{}, err
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.parts.run(pctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	return s.worker.Drain(ctx)
+}
+
+// lease runs settlement and the discount reaper while this process holds
+// the lease (one part). The worker's passes outlive the term: on a loss or
+// a stop the pass in flight finishes (within StopGrace), so neither leaves
+// a half-done batch behind. The reaper stops with the term: a reap is one
 // script per shard and idempotent, so one cut short, or run by two holders
 // across a handover, changes nothing twice.
-func (s *Scheduler) term(ctx context.Context, t leader.Term) {
+func (s *Scheduler) lease(ctx context.Context, t leader.Term) {
 	s.log.Info("scheduler lease acquired: running settlement and the discount reaper", "token", t.Token)
 	if s.cfg.OnLease != nil {
 		s.cfg.OnLease(true)
 	}
+	s.single.token.Store(t.Token)
 	if err := s.worker.Start(context.WithoutCancel(ctx)); err != nil {
 		s.log.Error("settlement did not start", "err", err)
 	}
@@ -224,20 +392,27 @@ func (s *Scheduler) term(ctx context.Context, t leader.Term) {
 	}()
 	go func() {
 		defer close(reaped)
-		if e := s.cfg.Engine; e != nil {
-			e.RunDiscountReaper(ctx, s.cfg.ReapEvery, func(err error) {
-				s.log.Warn("discount reaper: a round failed; the next tries again", "err", err)
-			})
-		}
+		s.reap(ctx)
 	}()
 	<-ctx.Done()
 	<-reaped
 	<-listened
 	s.worker.StopAfterPass(s.cfg.StopGrace)
+	s.single.token.Store(0)
 	if s.cfg.OnLease != nil {
 		s.cfg.OnLease(false)
 	}
 	s.log.Info("scheduler lease released: settlement stopped after its current pass")
+}
+
+// reap runs the engine's discount reaper, if there is an engine, until
+// ctx ends.
+func (s *Scheduler) reap(ctx context.Context) {
+	if e := s.cfg.Engine; e != nil {
+		e.RunDiscountReaper(ctx, s.cfg.ReapEvery, func(err error) {
+			s.log.Warn("discount reaper: a round failed; the next tries again", "err", err)
+		})
+	}
 }
 
 // BoundBacklog reads every campaign's settlement backlog each every

@@ -89,9 +89,13 @@ func TestSchedulerSettlesAndReaps(t *testing.T) {
 	}
 	_, err = f.eng.Close(ctx, c.ID)
 	require.NoError(t, err)
+	// The ledger records the refund before Redis does (settle.lua): wait
+	// for both, or the reconcile may read Redis between the two.
 	waitFor(t, "the rain settled and refunded", 10*time.Second, func() bool {
 		tot, err := f.led.Totals(ctx, c.ID)
-		return err == nil && tot.GrantCents == granted && tot.Refunded == 1000-granted
+		st, serr := f.eng.Status(ctx, c.ID)
+		return err == nil && serr == nil && tot.GrantCents == granted && tot.Refunded == 1000-granted &&
+			st.State == hongbao.StateSettled
 	})
 	rep, err := settle.Reconcile(ctx, f.redis.Client, f.led, c.ID)
 	require.NoError(t, err)

@@ -66,8 +66,12 @@ func (w *Worker) discount(ctx context.Context, id string) (work int, unsettled i
 	if _, ok := w.discountSink(); !ok {
 		return 0, 0, false, nil
 	}
+	_, root := w.holds(id, 0)
 	v, err := w.store.ReadDiscount(ctx, id)
 	if errors.Is(err, redisstore.ErrNoCampaign) {
+		if !root {
+			return 0, 0, true, nil
+		}
 		w.log.Warn("registered discount campaign has no meta; unregistering", "discount", id)
 		return 1, 0, false, w.store.UnregisterDiscount(ctx, id, nil, 0)
 	}
@@ -78,16 +82,15 @@ func (w *Worker) discount(ctx context.Context, id string) (work int, unsettled i
 	case "loading":
 		return 0, 0, true, nil
 	case "settled":
+		if !root {
+			return 0, 0, false, nil
+		}
 		return 1, 0, false, w.retireDiscount(ctx, v)
 	}
 	views := redisstore.ShardViews(v.Shards)
-	for _, k := range views {
-		n, u, err := w.streamShard(ctx, shard{id: id, keys: k, root: v.Root(), discount: true})
-		work += n
-		unsettled += u
-		if err != nil {
-			return work, 0, true, err
-		}
+	work, unsettled, err = w.streams(ctx, id, views, v.Root(), true)
+	if err != nil || !root {
+		return work, unsettled, true, err
 	}
 	n, closed, err := w.closeDiscount(ctx, v, views)
 	work += n
@@ -174,7 +177,9 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 			ds = append(ds, ledger.Discount{Campaign: lid, User: user, Order: order, Seq: g.Seq, Cents: g.Cents})
 		}
 	}
-	res, err := sink.ApplyDiscounts(fenced(ctx, sh.root), lid, ds)
+	lctx, span := w.ledgerSpan(ctx, "ledger.apply_discounts", len(ds))
+	res, err := sink.ApplyDiscounts(fenced(lctx, sh.root), lid, ds)
+	endSpan(span, err)
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}

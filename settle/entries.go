@@ -18,6 +18,9 @@ type shard struct {
 	// discount is set for a shard of a discount campaign, whose stream
 	// holds confirmed discounts (discounts.go).
 	discount bool
+	// term is the term of the shard's part (Owner.Held), 0 without an
+	// Owner: a new term sweeps the stream's pending entries (sweep).
+	term int64
 }
 
 // names are the shard's stream and the kind of campaign, as the log
@@ -101,7 +104,10 @@ func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.En
 			good = append(good, e)
 		}
 	}
-	return w.apply(ctx, sh, good)
+	ctx, span := w.batchSpan(ctx, sh, good)
+	err := w.apply(ctx, sh, good)
+	endSpan(span, err)
+	return err
 }
 
 // apply writes the items of entries es to the sink in one transaction
@@ -125,7 +131,9 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents})
 		}
 	}
-	res, err := w.sink.ApplyGrants(fenced(ctx, sh.root), id, grants)
+	lctx, span := w.ledgerSpan(ctx, "ledger.apply_grants", len(grants))
+	res, err := w.sink.ApplyGrants(fenced(lctx, sh.root), id, grants)
+	endSpan(span, err)
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"slices"
 
 	"github.com/redis/rueidis"
 
@@ -85,13 +87,10 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 	}
 	root := v.Root()
 	r := &Report{Campaign: id, State: root.Meta["state"], TotalCents: root.Int("total"), Differences: []string{}}
-	// The maps are sized from the counters up front: a campaign of a
-	// million grants otherwise grows them a dozen times over.
-	var granted int64
-	for _, snap := range v.Snaps {
-		granted += snap.Int("granted_count")
-	}
-	rc := &reconciler{store: store, l: l, v: v, r: r, claims: make(map[string]packet, min(max(granted, 0), 1<<24))}
+	// The claims are indexed by seq, sized from the campaign's count up
+	// front: a campaign of a million grants is compared without a map
+	// keyed by user.
+	rc := &reconciler{store: store, l: l, v: v, r: r, claims: newClaims(root.Int("count"))}
 	steps := []func(context.Context) error{rc.redisClaims, rc.redisPools, rc.ledgerGrants, rc.ledgerTotals, rc.streams}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -102,86 +101,147 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 	return r, nil
 }
 
-// packet is a claim; inLedger is set once the ledger's grants hold it.
-type packet struct {
-	seq, cents int64
-	inLedger   bool
-}
-
 // reconciler holds one reconciliation's state.
 type reconciler struct {
 	store  *redisstore.Store
 	l      ledger.Ledger
 	v      *redisstore.View
 	r      *Report
-	claims map[string]packet // user -> packet, over all shards
-	bySeq  seqOwners
-	pooled int64 // packets in the pools and in flight
+	claims claims // seq -> claim, over all shards
+	// doubles are the claims of a packet claimed already, which claims
+	// does not hold.
+	doubles []seqUser
+	pooled  int64 // packets in the pools and in flight
 }
 
 // redisClaims reads every shard's claims and compares them with the
-// shards' counters.
+// shards' counters. A packet claimed twice is found as the claims go in
+// (indexed by seq), a user holding two packets afterwards (users'
+// hashes sorted, so no map of a million users is needed).
 func (rc *reconciler) redisClaims(ctx context.Context) error {
 	r := rc.r
 	var count, cents int64
+	seed := maphash.MakeSeed()
+	var hashes []uint64
 	for k, keys := range rc.v.Shards {
 		snap := rc.v.Snaps[k]
 		count += snap.Int("granted_count")
 		cents += snap.Int("granted_cents")
 		r.RefundRedisCents += snap.Int("refunded_cents")
+		if hashes == nil {
+			hashes = make([]uint64, 0, min(max(count, 0), 1<<24))
+		}
 		err := rc.store.ScanClaims(ctx, keys, func(u string, seq, c int64) error {
-			if old, dup := rc.claims[u]; dup {
-				r.diff("user %q holds packets %d and %d in Redis", u, old.seq, seq)
+			r.GrantedRedis++
+			r.GrantedCentsRedis += c
+			hashes = append(hashes, maphash.String(seed, u))
+			if other, dup := rc.claims.get(seq); dup {
+				r.diff("packet %d is claimed by %q and %q in Redis", seq, other.user, u)
+				rc.doubles = append(rc.doubles, seqUser{seq, u})
+				return nil
 			}
-			rc.claims[u] = packet{seq: seq, cents: c}
+			rc.claims.set(seq, claim{user: u, cents: c})
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
-	rc.bySeq = newSeqOwners(rc.v.Root().Int("count"))
-	for u, p := range rc.claims {
-		r.GrantedRedis++
-		r.GrantedCentsRedis += p.cents
-		if other, dup := rc.bySeq.get(p.seq); dup {
-			r.diff("packet %d is claimed by %q and %q in Redis", p.seq, other, u)
-		}
-		rc.bySeq.set(p.seq, u)
-	}
+	rc.twiceClaimed(seed, hashes)
 	if count != r.GrantedRedis || cents != r.GrantedCentsRedis {
 		r.summary("Redis counters say %d grants, %d cents; the claims hold %d, %d cents", count, cents, r.GrantedRedis, r.GrantedCentsRedis)
 	}
 	return nil
 }
 
-// seqOwners maps a packet's seq to the user who claims it: a slice for
-// the seqs 1..count of the campaign's packets, where every claim should
-// be, and a map for any other (and for an empty user name), so that a
-// million claims cost no map of a million entries.
-type seqOwners struct {
-	dense []string
-	other map[int64]string
-}
-
-func newSeqOwners(count int64) seqOwners {
-	return seqOwners{dense: make([]string, min(max(count, 0), 1<<26)+1), other: map[int64]string{}}
-}
-
-func (o *seqOwners) get(seq int64) (string, bool) {
-	if seq >= 1 && seq < int64(len(o.dense)) && o.dense[seq] != "" {
-		return o.dense[seq], true
+// twiceClaimed reports the users who hold more than one packet in Redis
+// (claims on several shards): their hashes, among hashes, sorted, are
+// equal; the claims are then read again for those hashes only, so a
+// collision of two users' hashes reports nothing.
+func (rc *reconciler) twiceClaimed(seed maphash.Seed, hashes []uint64) {
+	slices.Sort(hashes)
+	suspect := map[uint64]bool{}
+	for i := 1; i < len(hashes); i++ {
+		if hashes[i] == hashes[i-1] {
+			suspect[hashes[i]] = true
+		}
 	}
-	u, ok := o.other[seq]
-	return u, ok
-}
-
-func (o *seqOwners) set(seq int64, u string) {
-	if seq >= 1 && seq < int64(len(o.dense)) && u != "" {
-		o.dense[seq] = u
+	if len(suspect) == 0 {
 		return
 	}
-	o.other[seq] = u
+	held := map[string][]int64{}
+	rc.claims.each(func(seq int64, c *claim) {
+		if suspect[maphash.String(seed, c.user)] {
+			held[c.user] = append(held[c.user], seq)
+		}
+	})
+	for _, d := range rc.doubles {
+		if suspect[maphash.String(seed, d.user)] {
+			held[d.user] = append(held[d.user], d.seq)
+		}
+	}
+	for u, seqs := range held {
+		if len(seqs) > 1 {
+			rc.r.diff("user %q holds packets %d and %d in Redis", u, seqs[0], seqs[1])
+		}
+	}
+}
+
+type seqUser struct {
+	seq  int64
+	user string
+}
+
+// claim is a packet's claim in Redis; inLedger is set once the ledger's
+// grants hold it, held marks a slot of claims.dense that holds a claim.
+type claim struct {
+	user           string
+	cents          int64
+	inLedger, held bool
+}
+
+// claims maps a packet's seq to its claim: a slice for the seqs
+// 1..count of the campaign's packets, where every claim should be, and a
+// map for any other.
+type claims struct {
+	dense []claim
+	other map[int64]*claim
+}
+
+func newClaims(count int64) claims {
+	n := min(max(count, 0), 1<<26) + 1
+	return claims{dense: make([]claim, n), other: map[int64]*claim{}}
+}
+
+// get returns seq's claim, if there is one; the pointer lets the caller
+// mark it.
+func (cs *claims) get(seq int64) (*claim, bool) {
+	if seq >= 1 && seq < int64(len(cs.dense)) {
+		return &cs.dense[seq], cs.dense[seq].held
+	}
+	c, ok := cs.other[seq]
+	return c, ok
+}
+
+func (cs *claims) set(seq int64, c claim) {
+	if seq >= 1 && seq < int64(len(cs.dense)) {
+		c.held = true
+		cs.dense[seq] = c
+		return
+	}
+	cs.other[seq] = &c
+}
+
+// each calls fn for every claim, in seq order for the dense ones.
+func (cs *claims) each(fn func(seq int64, c *claim)) {
+	for i := range cs.dense {
+		if cs.dense[i].held {
+			fn(int64(i), &cs.dense[i])
+		}
+	}
+	for seq, c := range cs.other {
+		fn(seq, c)
+	}
 }
 
 // redisPools sums the packets in the pools and in transfers between
@@ -191,8 +251,8 @@ func (rc *reconciler) redisPools(ctx context.Context) error {
 	seen := func(seq, cents int64) {
 		rc.pooled++
 		r.PoolCents += cents
-		if u, ok := rc.bySeq.get(seq); ok {
-			r.diff("packet %d is in the pool and claimed by %q", seq, u)
+		if c, ok := rc.claims.get(seq); ok {
+			r.diff("packet %d is in the pool and claimed by %q", seq, c.user)
 		}
 	}
 	for k, keys := range rc.v.Shards {
@@ -201,8 +261,8 @@ func (rc *reconciler) redisPools(ctx context.Context) error {
 		}
 		err := rc.store.ScanLost(ctx, keys, func(seq, cents int64) error {
 			r.LostCents += cents
-			if u, ok := rc.bySeq.get(seq); ok {
-				r.diff("packet %d is lost and claimed by %q", seq, u)
+			if c, ok := rc.claims.get(seq); ok {
+				r.diff("packet %d is lost and claimed by %q", seq, c.user)
 			}
 			return nil
 		})
@@ -253,26 +313,25 @@ func (rc *reconciler) ledgerGrants(ctx context.Context) error {
 	if err := rc.l.Grants(ctx, r.Campaign, func(g ledger.Grant) error {
 		r.GrantedLedger++
 		r.GrantedCentsLedger += g.Cents
-		p, ok := rc.claims[g.User]
-		if ok && !p.inLedger {
-			p.inLedger = true
-			rc.claims[g.User] = p
-		}
+		c, ok := rc.claims.get(g.Seq)
 		switch {
 		case !ok:
-			r.diff("extra in the ledger: %q holds packet %d (%d cents), Redis has no claim", g.User, g.Seq, g.Cents)
-		case p.seq != g.Seq || p.cents != g.Cents:
-			r.diff("amount mismatch for %q: Redis packet %d/%d cents, ledger %d/%d cents", g.User, p.seq, p.cents, g.Seq, g.Cents)
+			r.diff("extra in the ledger: %q holds packet %d (%d cents), Redis has no claim of it", g.User, g.Seq, g.Cents)
+		case c.user != g.User || c.cents != g.Cents:
+			r.diff("mismatch for packet %d: Redis gives it to %q (%d cents), the ledger to %q (%d cents)",
+				g.Seq, c.user, c.cents, g.User, g.Cents)
+		default:
+			c.inLedger = true
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
-	for u, p := range rc.claims {
-		if !p.inLedger {
-			r.diff("missing from the ledger: %q packet %d (%d cents)", u, p.seq, p.cents)
+	rc.claims.each(func(seq int64, c *claim) {
+		if !c.inLedger {
+			r.diff("missing from the ledger: %q packet %d (%d cents)", c.user, seq, c.cents)
 		}
-	}
+	})
 	// Packets recorded at create (older ledgers have none): every grant
 	// is one of them, with its amount.
 	err := rc.l.MismatchedGrants(ctx, r.Campaign, func(m ledger.Mismatch) error {

@@ -464,3 +464,65 @@ func TestReconcileKeepsSummaryLines(t *testing.T) {
 	require.Equal(t, 100, missing, "grant-by-grant lines are capped")
 	require.Contains(t, strings.Join(rep.Differences, "\n"), "grants stream entries are not settled yet")
 }
+
+// TestReconcileFindsTamperedClaims: after a clean settlement, claims
+// changed in Redis behind the ledger's back are each reported: a user
+// moved onto another user's packet (claimed twice, and the ledger's grant
+// no longer claimed), a user given a second packet on another shard (held
+// twice, and in the pool).
+func TestReconcileFindsTamperedClaims(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 30000, Count: 300, Shards: 2})
+	require.NoError(t, err)
+	granted, _ := rain(t, e.eng, c.ID, 200)
+	require.EqualValues(t, 200, granted)
+	w := e.worker(t, e.l, "w1", c.ID)
+	_, err = w.Drain(ctx)
+	require.NoError(t, err)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	require.NoError(t, err)
+	require.True(t, rep.OK, "before tampering: %v", rep.Differences)
+
+	layout := redisstore.Layout(c.ID, 2)
+	rc := e.redis.Client
+	claimsOf := func(k redisstore.Keys) map[string]string {
+		m, err := rc.Do(ctx, rc.B().Hgetall().Key(k.Claims).Build()).AsStrMap()
+		require.NoError(t, err)
+		return m
+	}
+	c0, c1 := claimsOf(layout[0]), claimsOf(layout[1])
+	require.NotEmpty(t, c0)
+	require.NotEmpty(t, c1)
+	var a, b string
+	for u := range c0 {
+		if a == "" {
+			a = u
+		} else if b == "" {
+			b = u
+		}
+	}
+	// a now claims b's packet on shard 0.
+	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(layout[0].Claims).FieldValue().FieldValue(a, c0[b]).Build()).Error())
+	// b also holds a packet still in shard 1's pool.
+	pooled, err := rc.Do(ctx, rc.B().Lindex().Key(layout[1].Pool).Index(0).Build()).ToString()
+	require.NoError(t, err)
+	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(layout[1].Claims).FieldValue().FieldValue(b, pooled).Build()).Error())
+
+	rep, err = settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	require.NoError(t, err)
+	require.False(t, rep.OK)
+	all := strings.Join(rep.Differences, "\n")
+	seqA, _, _ := strings.Cut(c0[a], ":")
+	seqB, _, _ := strings.Cut(c0[b], ":")
+	seqP, _, _ := strings.Cut(pooled, ":")
+	for _, want := range []string{
+		"packet " + seqB + " is claimed by ",                      // a and b on one packet
+		"extra in the ledger: \"" + a + "\" holds packet " + seqA, // a's ledger grant, no longer claimed
+		"user \"" + b + "\" holds packets ",                       // b on two shards
+		"packet " + seqP + " is in the pool and claimed by \"" + b + "\"",
+	} {
+		require.Contains(t, all, want)
+	}
+}

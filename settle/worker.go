@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
@@ -114,6 +115,11 @@ type Config struct {
 	// packet or discount campaigns by their ids. Default: every registered
 	// campaign.
 	Only []string
+	// Owner, if not nil, limits the worker to the shards of the parts
+	// this process holds (package scheduler's parts; see parts.go): their
+	// streams, and the campaign-wide steps of the campaigns whose root
+	// shard is in one of them. Default nil: every shard of every campaign.
+	Owner Owner
 	// LegacyScripts: see hongbao.Config.LegacyScripts.
 	LegacyScripts bool
 	// WaitReplicas, when above 0, settles only what that many replicas
@@ -133,6 +139,10 @@ type Config struct {
 	WaitTimeout time.Duration
 	// Logger receives incidents and progress. Default: slog.Default().
 	Logger *slog.Logger
+	// Tracer, if not nil, records a span of each settlement batch
+	// (hongbao.settle.batch) and of its ledger transaction (OpenTelemetry).
+	// Default nil: no spans.
+	Tracer trace.Tracer
 }
 
 // Stats counts what a worker did.
@@ -163,6 +173,9 @@ type Worker struct {
 	mu      sync.Mutex
 	funded  map[string]bool
 	claimAt map[string]string
+	swept   map[string]int64 // per stream: the term of its part when last swept
+
+	draining atomic.Bool // Drain runs: count what other processes' parts hold too
 
 	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
 	discounts, refused                                                          atomic.Int64
@@ -244,7 +257,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	return &Worker{
 		cfg: cfg, store: store, sink: sink, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
-		funded: map[string]bool{}, claimAt: map[string]string{}, wake: make(chan struct{}, 1),
+		funded: map[string]bool{}, claimAt: map[string]string{}, swept: map[string]int64{}, wake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -462,8 +475,12 @@ func (w *Worker) only(ids []string) []string {
 
 // Drain runs passes until nothing is pending or undelivered in any
 // campaign (closed campaigns are settled on the way). It returns early on
-// ctx's end; ledger failures are retried with backoff.
+// ctx's end; ledger failures are retried with backoff. With an Owner it
+// settles its parts and waits, too, for what the parts of other processes
+// hold.
 func (w *Worker) Drain(ctx context.Context) (Progress, error) {
+	w.draining.Store(true)
+	defer w.draining.Store(false)
 	backoff := time.Duration(0)
 	for {
 		p, err := w.Pass(ctx)
@@ -496,12 +513,17 @@ func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 }
 
 // campaign settles what it can of one campaign: every shard's grants
-// stream, the transfers between shards that a dead process left behind,
-// the close when the window has passed, and the refund once every shard is
-// closed and drained.
+// stream (with an Owner, those of its parts), and, where this worker holds
+// the root's part, the transfers between shards that a dead process left
+// behind, the close when the window has passed, and the refund once every
+// shard is closed and drained.
 func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled int64, open bool, err error) {
+	_, root := w.holds(id, 0)
 	v, err := w.store.Read(ctx, id)
 	if errors.Is(err, redisstore.ErrNoCampaign) {
+		if !root {
+			return 0, 0, true, nil
+		}
 		// Gone (expired or deleted) but still registered: drop it.
 		w.log.Warn("registered campaign has no meta; unregistering", "campaign", id)
 		return 1, 0, false, w.store.Unregister(ctx, id, nil, 0)
@@ -513,15 +535,14 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 	case "loading":
 		return 0, 0, true, nil
 	case "settled":
+		if !root {
+			return 0, 0, false, nil
+		}
 		return 1, 0, false, w.retire(ctx, v)
 	}
-	for _, k := range v.Shards {
-		n, u, err := w.stream(ctx, v, k)
-		work += n
-		unsettled += u
-		if err != nil {
-			return work, 0, true, err
-		}
+	work, unsettled, err = w.streams(ctx, id, v.Shards, v.Root(), false)
+	if err != nil || !root {
+		return work, unsettled, true, err
 	}
 	if len(v.Shards) > 1 {
 		n, err := w.store.Recover(ctx, v.Shards, staleTransfer)
@@ -553,16 +574,34 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 	return work, unsettled, true, nil
 }
 
+// streams settles what it can of the streams of a campaign's shards that
+// this worker holds, and counts, while Drain runs, what the others still
+// hold (elsewhere).
+func (w *Worker) streams(ctx context.Context, id string, shards []redisstore.Keys, root redisstore.Snapshot, discount bool) (work int, unsettled int64, err error) {
+	for k, keys := range shards {
+		term, ok := w.holds(id, k)
+		if !ok {
+			u, err := w.elsewhere(ctx, keys)
+			if err != nil {
+				return work, 0, err
+			}
+			unsettled += u
+			continue
+		}
+		n, u, err := w.streamShard(ctx, shard{id: id, keys: keys, root: root, discount: discount, term: term})
+		work += n
+		unsettled += u
+		if err != nil {
+			return work, 0, err
+		}
+	}
+	return work, unsettled, nil
+}
+
 // staleTransfer is how old a transfer between shards must be before the
 // worker finishes it for the engine that started it (which normally does
 // so within milliseconds): younger ones are most likely still in hand.
 const staleTransfer = 10 * time.Second
-
-// stream settles what it can of one shard's grants stream and returns the
-// entries it handled and those still unsettled.
-func (w *Worker) stream(ctx context.Context, v *redisstore.View, k redisstore.Keys) (work int, unsettled int64, err error) {
-	return w.streamShard(ctx, shard{id: v.ID, keys: k, root: v.Root()})
-}
 
 // maxReadsPerStream bounds the reads of new entries a pass makes on one
 // stream, so that a busy stream cannot hold up the others; the next pass
@@ -592,7 +631,13 @@ func (w *Worker) streamShard(ctx context.Context, sh shard) (work int, unsettled
 		}
 		work += len(es)
 	}
-	n, err := w.streamNew(ctx, sh, count)
+	// A part just taken: the previous holder's pending entries now.
+	n, err := w.sweep(ctx, sh)
+	work += n
+	if err != nil {
+		return work, 0, err
+	}
+	n, err = w.streamNew(ctx, sh, count)
 	work += n
 	if err != nil {
 		return work, 0, err

@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hongbao/hongbao/client"
 	"github.com/hongbao/hongbao/httpapi"
 )
 
@@ -127,7 +126,7 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: o.Concurrency, MaxConnsPerHost: o.Concurrency, IdleConnTimeout: time.Minute}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	httpc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 
 	bar := o.Progress("minting tokens", int64(o.Users))
 	toks, err := MintTokens(o.Secret, o.Users, 2*time.Hour)
@@ -135,33 +134,21 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Retries off: each grab is one request, counted with its answer.
+	api, err := client.New(o.URL, client.Options{Token: o.AdminKey, HTTPClient: httpc, Retry: client.NoRetry})
+	if err != nil {
+		return nil, err
+	}
 	id := o.Campaign
 	if id == "" {
-		body := fmt.Sprintf(`{"total_cents":%d,"count":%d}`, o.Total, o.Packets)
-		req, err := http.NewRequestWithContext(ctx, "POST", o.URL+"/v1/campaigns", bytes.NewBufferString(body))
+		c, err := api.CreateCampaign(ctx, client.CampaignSpec{TotalCents: o.Total, Count: o.Packets})
 		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+o.AdminKey)
-		res, err := client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("create the campaign: %w", err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusCreated {
-			return nil, fmt.Errorf("create the campaign: %d %s", res.StatusCode, b)
-		}
-		var c struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(b, &c); err != nil {
 			return nil, fmt.Errorf("create the campaign: %w", err)
 		}
 		id = c.ID
 	}
 	rep := &HTTPReport{}
-	rep.Serve, err = measureHTTP(ctx, client, o, o.URL+"/v1/campaigns/"+id+"/grab", toks, "grabbing")
+	rep.Serve, err = measureHTTP(ctx, api, id, toks, o, "grabbing")
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +162,11 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 			}
 			defer stop()
 		}
-		rep.Trivial, err = measureHTTP(ctx, client, o, url+"/v1/campaigns/"+id+"/grab", toks, "trivial handler")
+		triv, err := client.New(url, client.Options{HTTPClient: httpc, Retry: client.NoRetry})
+		if err != nil {
+			return nil, err
+		}
+		rep.Trivial, err = measureHTTP(ctx, triv, id, toks, o, "trivial handler")
 		if err != nil {
 			return nil, err
 		}
@@ -187,10 +178,16 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 	return rep, nil
 }
 
-func measureHTTP(ctx context.Context, client *http.Client, o HTTPOptions, url string, toks []string, label string) (*HTTPResult, error) {
+// measureHTTP grabs campaign id as each user of toks in turn, with
+// o.Concurrency requests in flight, through the client api.
+func measureHTTP(ctx context.Context, api *client.Client, id string, toks []string, o HTTPOptions, label string) (*HTTPResult, error) {
 	total := int64(len(toks) * o.Clicks)
 	bar := o.Progress(label, total)
 	defer bar.Done()
+	users := make([]*client.Client, len(toks))
+	for i, t := range toks {
+		users[i] = api.As(t)
+	}
 	var next atomic.Int64
 	var mu sync.Mutex
 	outcomes, statuses := map[string]int64{}, map[string]int64{}
@@ -203,35 +200,25 @@ func measureHTTP(ctx context.Context, client *http.Client, o HTTPOptions, url st
 		go func() {
 			defer wg.Done()
 			localOut, localStatus := map[string]int64{}, map[string]int64{}
-			var reply struct {
-				Outcome string `json:"outcome"`
-			}
 			for ctx.Err() == nil {
 				n := next.Add(1) - 1
 				if n >= total {
 					break
 				}
-				tok := toks[n%int64(len(toks))]
-				req, err := http.NewRequestWithContext(ctx, "POST", url, nil)
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				req.Header.Set("Authorization", "Bearer "+tok)
 				t0 := time.Now()
-				res, err := client.Do(req)
-				if err != nil {
+				g, err := users[n%int64(len(users))].Grab(ctx, id)
+				var e *client.Error
+				switch {
+				case err == nil:
+					localStatus["200"]++
+					localOut[g.Outcome]++
+				case errors.As(err, &e):
+					localStatus[strconv.Itoa(e.Status)]++
+				default:
 					errs.Add(1)
 					continue
 				}
-				b, _ := io.ReadAll(res.Body)
-				res.Body.Close()
 				lats[w].add(time.Since(t0))
-				localStatus[strconv.Itoa(res.StatusCode)]++
-				reply.Outcome = ""
-				if res.StatusCode == http.StatusOK && json.Unmarshal(b, &reply) == nil && reply.Outcome != "" {
-					localOut[reply.Outcome]++
-				}
 				bar.Add(1)
 			}
 			mu.Lock()

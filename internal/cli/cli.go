@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 )
 
 // IO is where a command reads and writes.
@@ -63,6 +62,8 @@ var commands = []struct {
 // close. Its open does nothing, for commands that open nothing.
 type base struct {
 	env *IO
+	// flags is the command's flag set, once parsed by parseFlagsConfig.
+	flags *flag.FlagSet
 	closers
 }
 
@@ -181,7 +182,7 @@ func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		name := "HONGBAO_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v := env.Getenv(name); v != "" {
 			if e := f.Value.Set(v); e != nil {
 				// Neither the value nor Set's error (which quotes it): the

@@ -46,40 +46,44 @@ type demoFlags struct {
 
 // demoReport is the --json output of demo.
 type demoReport struct {
-	Campaign         string         `json:"campaign"`
-	Redis            string         `json:"redis"`
-	Split            string         `json:"split"`
-	Packets          int            `json:"packets"`
-	Shards           int            `json:"shards"`
-	Transfers        uint64         `json:"transfers"`
-	PacketsMoved     uint64         `json:"packets_moved"`
-	TotalCents       int64          `json:"total_cents"`
-	Users            int            `json:"users"`
-	Clicks           int            `json:"clicks"`
-	Concurrency      int            `json:"concurrency"`
-	Attempts         int64          `json:"attempts"`
-	Granted          int64          `json:"granted"`
-	Already          int64          `json:"already"`
-	SoldOut          int64          `json:"sold_out"`
-	OtherOutcomes    int64          `json:"other_outcomes"`
-	Retries          int64          `json:"retries"`
-	GrantedCents     int64          `json:"granted_cents"`
-	RemainingCents   int64          `json:"remaining_cents"`
-	DuplicateUsers   int64          `json:"duplicate_users"`
-	DuplicatePackets int64          `json:"duplicate_packets"`
-	ConservationOK   bool           `json:"conservation_ok"`
-	Problems         []string       `json:"problems,omitempty"`
-	Seconds          float64        `json:"seconds"`
-	GrabsPerSec      float64        `json:"grabs_per_sec"`
-	LuckiestUser     string         `json:"luckiest_user,omitempty"`
-	LuckiestCents    int64          `json:"luckiest_cents,omitempty"`
-	Ledger           string         `json:"ledger,omitempty"`
-	Settled          int64          `json:"settled"`
-	RefundCents      int64          `json:"refund_cents"`
-	ReconcileOK      bool           `json:"reconcile_ok"`
-	SettleLagSeconds float64        `json:"settle_lag_seconds"`
-	SettlePerSec     float64        `json:"settle_per_sec"`
-	Reconcile        *settle.Report `json:"reconcile,omitempty"`
+	Campaign         string   `json:"campaign"`
+	Redis            string   `json:"redis"`
+	Split            string   `json:"split"`
+	Packets          int      `json:"packets"`
+	Shards           int      `json:"shards"`
+	Transfers        uint64   `json:"transfers"`
+	PacketsMoved     uint64   `json:"packets_moved"`
+	TotalCents       int64    `json:"total_cents"`
+	Users            int      `json:"users"`
+	Clicks           int      `json:"clicks"`
+	Concurrency      int      `json:"concurrency"`
+	Attempts         int64    `json:"attempts"`
+	Granted          int64    `json:"granted"`
+	Already          int64    `json:"already"`
+	SoldOut          int64    `json:"sold_out"`
+	OtherOutcomes    int64    `json:"other_outcomes"`
+	Retries          int64    `json:"retries"`
+	GrantedCents     int64    `json:"granted_cents"`
+	RemainingCents   int64    `json:"remaining_cents"`
+	DuplicateUsers   int64    `json:"duplicate_users"`
+	DuplicatePackets int64    `json:"duplicate_packets"`
+	ConservationOK   bool     `json:"conservation_ok"`
+	Problems         []string `json:"problems,omitempty"`
+	Seconds          float64  `json:"seconds"`
+	GrabsPerSec      float64  `json:"grabs_per_sec"`
+	LuckiestUser     string   `json:"luckiest_user,omitempty"`
+	LuckiestCents    int64    `json:"luckiest_cents,omitempty"`
+	Ledger           string   `json:"ledger,omitempty"`
+	Settled          int64    `json:"settled"`
+	RefundCents      int64    `json:"refund_cents"`
+	ReconcileOK      bool     `json:"reconcile_ok"`
+	SettleLagSeconds float64  `json:"settle_lag_seconds"`
+	// CaughtUpSeconds is how long after the last grab the ledger held
+	// every grant (the worker settling while it rained); SettleLagSeconds
+	// adds the close, the audit, the refund and the reconcile.
+	CaughtUpSeconds float64        `json:"caught_up_seconds"`
+	SettlePerSec    float64        `json:"settle_per_sec"`
+	Reconcile       *settle.Report `json:"reconcile,omitempty"`
 }
 
 // demoCmd is "hongbao demo": a simulated red packet rain end to end,
@@ -365,6 +369,7 @@ func (d *demoCmd) run(ctx context.Context) error {
 		return err
 	}
 	rainEnd := time.Now()
+	d.awaitCaughtUp(ctx, rep, told, rainEnd)
 	audit, err := d.closeAndAudit(ctx)
 	if err != nil {
 		return err
@@ -433,6 +438,32 @@ func (d *demoCmd) closeAndAudit(ctx context.Context) (*hongbao.Audit, error) {
 	// The audit runs on the closed campaign, before the refund takes the
 	// pool's remainder out of Redis.
 	return d.eng.Audit(ctx, d.camp.ID)
+}
+
+// awaitCaughtUp waits, when a worker settles beside the rain, until the
+// ledger holds every grant the rain made (at most a minute), and records
+// when: the lag of settlement behind the grants.
+func (d *demoCmd) awaitCaughtUp(ctx context.Context, rep *demoReport, told []toldUser, rainEnd time.Time) {
+	if d.w == nil {
+		return
+	}
+	var granted int64
+	for _, t := range told {
+		for _, a := range t.answers {
+			if a.outcome == hongbao.Granted {
+				granted++
+			}
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if st := d.w.Stats(); st.Grants+st.Replayed >= granted {
+			rep.CaughtUpSeconds = math.Round(time.Since(rainEnd).Seconds()*1000) / 1000
+			return
+		}
+		d.w.Wake()
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // finishSettlement drains the grants into the ledger, refunds and
@@ -692,8 +723,8 @@ func printDemo(w io.Writer, rep *demoReport, told []toldUser, audit *hongbao.Aud
 	p("  users with two packets: %d, packets with two users: %d\n", rep.DuplicateUsers, rep.DuplicatePackets)
 	printVerdict(w, rep.ConservationOK, "  OK: every cent accounted for, no user twice, no packet twice", "  FAILED:", rep.Problems)
 	if rec := rep.Reconcile; rec != nil {
-		p("\nSettlement into the ledger (%s): %d grants, %.0f grants/s, drained %.2f s after the last grab\n",
-			rep.Ledger, rep.Settled, rep.SettlePerSec, rep.SettleLagSeconds)
+		p("\nSettlement into the ledger (%s): %d grants, %.0f grants/s, every grant in the ledger %.2f s after the last grab, refunded and reconciled after %.2f s\n",
+			rep.Ledger, rep.Settled, rep.SettlePerSec, rep.CaughtUpSeconds, rep.SettleLagSeconds)
 		p("  refunded %s to the funding account; escrow %s; campaign %s\n",
 			hongbao.FormatCents(rec.RefundCents), hongbao.FormatCents(rec.EscrowCents), rec.State)
 		printVerdict(w, rep.ReconcileOK, "  OK: Redis and the ledger agree to the cent", "  RECONCILE FAILED:", rec.Differences)

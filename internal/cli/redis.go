@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	neturl "net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 // redisFlags are the flags that say which Redis a command uses, declared
 // here for every command.
 type redisFlags struct {
-	url    string // --redis
-	server string // --redis-server
+	url      string // --redis
+	server   string // --redis-server
+	passFile string // --redis-password-file, where declared
 }
 
 // declare adds --redis, whose usage ends with without (what the command
@@ -30,6 +32,56 @@ func (r *redisFlags) declare(fs *flag.FlagSet, without string, server bool) {
 	if server {
 		fs.StringVar(&r.server, "redis-server", "redis-server", "redis-server binary to start when --redis is not given")
 	}
+}
+
+// declarePassword adds --redis-password-file, for the commands that
+// deployments run (serve, settle), whose secrets are files.
+func (r *redisFlags) declarePassword(fs *flag.FlagSet) {
+	fs.StringVar(&r.passFile, "redis-password-file", "", "file holding the password of the Redis --redis names (with Sentinel, the master's), instead of one in the URL; surrounding whitespace is trimmed")
+}
+
+// target is --redis with the password of --redis-password-file in it.
+func (r *redisFlags) target() (string, error) {
+	if r.passFile == "" {
+		return r.url, nil
+	}
+	if r.url == "" {
+		return "", usageErrorf("--redis-password-file needs --redis")
+	}
+	b, err := os.ReadFile(r.passFile)
+	if err != nil {
+		return "", usageErrorf("--redis-password-file: %v", err)
+	}
+	pass := strings.TrimSpace(string(b))
+	if pass == "" {
+		return "", usageErrorf("--redis-password-file %s is empty", r.passFile)
+	}
+	s := r.url
+	if !strings.Contains(s, "://") {
+		s = "redis://" + s
+	}
+	u, err := neturl.Parse(s)
+	if err != nil {
+		return "", usageErrorf("--redis %q: %v", redactURL(s), urlReason(err))
+	}
+	name := ""
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return "", usageErrorf("--redis holds a password and --redis-password-file names one: give one of them")
+		}
+		name = u.User.Username()
+	}
+	u.User = neturl.UserPassword(name, pass)
+	return u.String(), nil
+}
+
+// dial connects to --redis, with the password of --redis-password-file.
+func (r *redisFlags) dial(ctx context.Context) (*redisConn, error) {
+	url, err := r.target()
+	if err != nil {
+		return nil, err
+	}
+	return dialRedis(ctx, url)
 }
 
 // require refuses an empty --redis, for commands that start no Redis.
@@ -55,7 +107,11 @@ func (r *redisFlags) connect(ctx context.Context, env *IO, opt redisOptions) (*r
 	if r.server != "" {
 		opt.Server.Bin = r.server
 	}
-	return connectRedis(ctx, env, r.url, opt)
+	url, err := r.target()
+	if err != nil {
+		return nil, err
+	}
+	return connectRedis(ctx, env, url, opt)
 }
 
 // redisConn is a connected Redis and how to let go of it.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
@@ -53,6 +54,7 @@ type serveCmd struct {
 	pprof       *http.Server
 	metricsSrv  *http.Server
 	leaseHeld   prometheus.Gauge // 1 while this process holds the lease
+	tracer      trace.Tracer     // nil: tracing off
 
 	// demo, when not nil, turns on the API's demo mode (demo --web).
 	demo *httpapi.Demo
@@ -75,10 +77,12 @@ type serveFlags struct {
 	userBurst, ipBurst, authFailBurst                   int
 	globalRate                                          int64
 	shutdownTimeout, leaseTTL, reapEvery                time.Duration
-	waitReplicas                                        int
+	waitReplicas, settleParts                           int
 	waitTimeout                                         time.Duration
 	settle                                              bool
 	maxBacklog                                          int64
+	otlpEndpoint                                        string
+	config                                              string
 }
 
 func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
@@ -86,6 +90,7 @@ func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
 func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.redis.declare(fs, "default: start a durable redis-server (appendfsync always) in --data-dir", true)
+	f.redis.declarePassword(fs)
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
@@ -113,18 +118,21 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
 	fs.BoolVar(&f.settle, "settle", true, "run the scheduler (settlement, close on time, refunds, the discount reaper) under the lease; false: the API alone, for deployments that run hongbao settle as its own process")
+	fs.IntVar(&f.settleParts, "settle-parts", 1, "number of parts of the deployment's settlement, the same in every serve and settle process of it: above 1, each part (a share of every campaign's shards) is a lease of its own and up to this many processes settle at once (docs/settlement.md); 1: one process settles everything")
 	fs.Int64Var(&f.maxBacklog, "max-backlog", 0, "answer grabs of a campaign busy (503) while more than this many of its grant batches wait for settlement; read once a second; 0: no bound")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "send traces (OpenTelemetry, OTLP over HTTP) to this collector URL, as http://127.0.0.1:4318; the OTEL_* environment variables set the rest, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on too; default: off")
 	fs.Var(&f.playEmbedders, "play-embedder", "an origin (https://app.example.com) allowed to show the play page in a frame and pass it the user's token by postMessage; repeat for several; default: none")
 }
 
 func (s *serveCmd) parseFlags(args []string) error {
 	fs := newFlagSet("serve", s.env)
 	s.f.declare(fs)
-	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there.\n\nFlags:")
-	if err := parseFlags(fs, s.env, args); err != nil {
+	declareConfig(fs, &s.f.config)
+	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there. Both override --config.\n\nFlags:")
+	if err := s.parseFlagsConfig(fs, args, &s.f.config); err != nil {
 		return err
 	}
 	f := &s.f
@@ -153,6 +161,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.maxBacklog < 0 {
 		return usageErrorf("--max-backlog must not be negative")
+	}
+	if f.settleParts < 1 || f.settleParts > scheduler.MaxParts {
+		return usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, f.settleParts)
 	}
 	if f.reapEvery < 10*time.Millisecond {
 		return usageErrorf("--reap-every must be at least 10ms")
@@ -207,10 +218,26 @@ func (s *serveCmd) open(ctx context.Context) error {
 	if err := s.loadSecrets(); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context) error{s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.listenMetrics, s.startScheduler} {
+	for _, step := range []func(context.Context) error{s.openTracing, s.openRedis, s.openLedger, s.newAPI, s.listen, s.listenPprof, s.listenMetrics, s.startScheduler} {
 		if err := step(ctx); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// openTracing starts the trace exporter when --otlp-endpoint or the
+// OTEL_* environment asks for one; it is flushed at the very end.
+func (s *serveCmd) openTracing(ctx context.Context) error {
+	tr, stop, err := openTracer(ctx, s.env.Getenv, s.f.otlpEndpoint, "serve",
+		func(err error) { s.log.Warn("tracing", "err", err) })
+	if err != nil {
+		return err
+	}
+	s.tracer = tr
+	s.deferClose(stop)
+	if tr != nil {
+		s.log.Info("tracing on", "otlp_endpoint", s.f.otlpEndpoint)
 	}
 	return nil
 }
@@ -358,7 +385,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	// The ledger records every packet (and the campaign's terms) before
 	// a campaign goes live: what hongbao rebuild restores from.
 	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client, Packets: s.led,
-		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout})
+		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer})
 	if err != nil {
 		return err
 	}
@@ -389,7 +416,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 		},
 		UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
 		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
-		Logger: s.log, Registry: s.registry(),
+		Logger: s.log, Registry: s.registry(), Tracer: s.tracer,
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
 	})
 	if err != nil {
@@ -398,15 +425,30 @@ func (s *serveCmd) newAPI(context.Context) error {
 	return nil
 }
 
-// registry returns the registry of serve's metrics: the API's, and the
-// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go).
+// registry returns the registry of serve's metrics: the API's, the
+// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go),
+// and the settlement parts, configured and held here.
 func (s *serveCmd) registry() *prometheus.Registry {
 	s.leaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "hongbao_scheduler_lease_held",
-		Help: "1 while this process holds the scheduler lease (runs settlement, closes on time and refunds).",
+		Help: "1 while this process holds the scheduler lease, or with --settle-parts above 1 at least one part (runs settlement, closes on time and refunds).",
+	})
+	parts := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hongbao_scheduler_parts",
+		Help: "The deployment's number of settlement parts (--settle-parts).",
+	})
+	parts.Set(float64(s.f.settleParts))
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hongbao_scheduler_parts_held",
+		Help: "Settlement parts this process holds now (with one part: 1 while it holds the lease).",
+	}, func() float64 {
+		if s.sched == nil {
+			return 0
+		}
+		return float64(len(s.sched.HeldParts()))
 	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.leaseHeld)
+	reg.MustRegister(s.leaseHeld, parts, held)
 	return reg
 }
 

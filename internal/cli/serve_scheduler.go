@@ -19,8 +19,8 @@ func (s *serveCmd) newScheduler() error {
 	f := &s.f
 	sched, err := scheduler.New(scheduler.Config{
 		Settle: settle.Config{Redis: s.conn.Client, Ledger: s.led, Consumer: s.consumer,
-			WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout},
-		Engine: s.eng, LeaseTTL: f.leaseTTL, ReapEvery: f.reapEvery, StopGrace: f.shutdownTimeout,
+			WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer},
+		Engine: s.eng, LeaseTTL: f.leaseTTL, Parts: f.settleParts, ReapEvery: f.reapEvery, StopGrace: f.shutdownTimeout,
 		MaxBacklog: f.maxBacklog, Logger: s.log.With("consumer", s.consumer),
 		OnLease: func(held bool) {
 			if held {

@@ -514,6 +514,11 @@ func TestServeTwoProcesses(t *testing.T) {
 	// (Under a heavy load a renewal can time out and the lease move; it is
 	// never held by both, which the metrics above show.)
 	require.Contains(t, first.stderr.String(), "scheduler lease acquired")
+	// One part, held by the lease holder.
+	_, body1, err := api.raw("GET", first.URL+"/metrics", api.admin)
+	require.NoError(t, err)
+	require.Contains(t, body1, "\nhongbao_scheduler_parts 1\n")
+	require.Contains(t, body1, "\nhongbao_scheduler_parts_held 1\n")
 	first.stop(t)
 	waitFor(t, "the other process to take the lease", 10*time.Second, func() bool { return held(second) })
 

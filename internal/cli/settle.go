@@ -57,8 +57,9 @@ type settleCmd struct {
 	redrive, consumer, only string
 	retention, waitTimeout  time.Duration
 	leaseTTL                time.Duration
-	lease                   string
-	waitN                   int
+	lease, otlpEndpoint     string
+	config                  string
+	waitN, parts            int
 	campaigns               []string
 	sched                   *scheduler.Scheduler
 }
@@ -68,6 +69,7 @@ func newSettleCmd(env *IO) command { return &settleCmd{base: base{env: env}} }
 func (c *settleCmd) parseFlags(args []string) error {
 	fs := newFlagSet("settle", c.env)
 	c.redis.declare(fs, "required", false)
+	c.redis.declarePassword(fs)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
 	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
 	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
@@ -76,12 +78,15 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.consumer, "consumer", "", "consumer name in the settle group; must be stable across restarts (default: host name)")
 	fs.StringVar(&c.only, "campaigns", "", "comma-separated campaign ids to settle (default: every registered campaign)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the final counters as JSON")
-	fs.StringVar(&c.lease, "lease", "scheduler", "name of the scheduler lease: of the settle and serve processes sharing a name, one settles at a time (--drain takes no lease)")
+	fs.StringVar(&c.lease, "lease", "scheduler", "name of the scheduler lease: of the settle and serve processes sharing a name, one settles at a time, or with --settle-parts above 1 each its parts (--drain takes no lease unless --settle-parts is above 1)")
+	fs.IntVar(&c.parts, "settle-parts", 1, "number of parts of the deployment's settlement, the same in every serve and settle process of it: above 1, each part (a share of every campaign's shards) is a lease of its own and up to this many processes settle at once, --drain too (docs/settlement.md); 1: one process settles everything")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&c.retention, "retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
-	if err := parseFlags(fs, c.env, args); err != nil {
+	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
+	declareConfig(fs, &c.config)
+	if err := c.parseFlagsConfig(fs, args, &c.config); err != nil {
 		return err
 	}
 	if c.waitN < 0 || c.waitTimeout <= 0 {
@@ -94,6 +99,9 @@ func (c *settleCmd) parseFlags(args []string) error {
 		return usageErrorf("--lease-ttl must be at least 300ms, --lease not empty and without braces")
 	}
 	c.leaseTTL = c.leaseTTL.Truncate(time.Millisecond)
+	if c.parts < 1 || c.parts > scheduler.MaxParts {
+		return usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, c.parts)
+	}
 	if c.retention <= 0 {
 		return usageErrorf("--retention must be positive, not %s", c.retention)
 	}
@@ -121,8 +129,13 @@ func (c *settleCmd) parseFlags(args []string) error {
 // the scheduler.
 func (c *settleCmd) open(ctx context.Context) error {
 	log := slog.New(slog.NewTextHandler(c.env.Stderr, nil))
+	tr, stop, err := openTracer(ctx, c.env.Getenv, c.otlpEndpoint, "settle", func(err error) { log.Warn("tracing", "err", err) })
+	if err != nil {
+		return err
+	}
+	c.deferClose(stop)
 	cfg := settle.Config{Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
-		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout}
+		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout, Tracer: tr}
 	if c.hook != "" {
 		sink, err := openWebhook(c.hook, c.hookSecret)
 		if err != nil {
@@ -137,22 +150,24 @@ func (c *settleCmd) open(ctx context.Context) error {
 		c.deferClose(func() { _ = l.Close() })
 		cfg.Ledger = l
 	}
-	conn, err := dialRedis(ctx, c.redis.url)
+	conn, err := c.redis.dial(ctx)
 	if err != nil {
 		return err
 	}
 	c.deferClose(conn.Close)
 	cfg.Redis = conn.Client
-	c.sched, err = scheduler.New(scheduler.Config{Settle: cfg, LeaseName: c.lease, LeaseTTL: c.leaseTTL, Logger: log})
+	c.sched, err = scheduler.New(scheduler.Config{Settle: cfg, LeaseName: c.lease, LeaseTTL: c.leaseTTL, Parts: c.parts, Logger: log})
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
 	return nil
 }
 
-// run drains with the worker alone (no lease: a drain is a one-off an
-// operator runs), or runs the scheduler until interrupted: settlement,
-// close on time and refunds while this process holds the lease.
+// run drains (with one part, the worker alone, without the lease: a drain
+// is a one-off an operator runs; with several, this process's share of the
+// parts until nothing is left in any), or runs the scheduler until
+// interrupted: settlement, close on time and refunds while this process
+// holds the lease or its parts.
 func (c *settleCmd) run(ctx context.Context) error {
 	w := c.sched.Worker()
 	if c.redrive != "" {
@@ -165,7 +180,7 @@ func (c *settleCmd) run(ctx context.Context) error {
 	start := time.Now()
 	var err error
 	if c.drain {
-		_, err = w.Drain(ctx)
+		_, err = c.sched.Drain(ctx)
 	} else if err = c.sched.Start(context.WithoutCancel(ctx)); err == nil {
 		<-ctx.Done()
 		c.sched.Stop()

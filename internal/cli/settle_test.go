@@ -30,9 +30,12 @@ func TestDemoSettles(t *testing.T) {
 	require.Equal(t, rep.TotalCents-rep.GrantedCents, rep.RefundCents)
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &raw))
-	for _, k := range []string{"settled", "refund_cents", "reconcile_ok"} {
+	for _, k := range []string{"settled", "refund_cents", "reconcile_ok", "caught_up_seconds"} {
 		require.Contains(t, raw, k)
 	}
+	// Every grant is in the ledger before the close, the refund and the
+	// reconcile that the lag adds.
+	require.LessOrEqual(t, rep.CaughtUpSeconds, rep.SettleLagSeconds)
 }
 
 // TestSettleCommand: demo --settle=false leaves the grants in Redis;

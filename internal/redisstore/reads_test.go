@@ -111,6 +111,9 @@ func TestBacklog(t *testing.T) {
 
 	// It goes to the dead stream; the third is delivered and pending.
 	require.NoError(t, s.Dead(ctx, redisstore.CampaignKeys(id), es[0].ID, "test", []string{"u2", "2:10"}))
+	// A second settler burying it too (a part's previous holder) writes
+	// nothing: it is no longer pending.
+	require.NoError(t, s.Dead(ctx, redisstore.CampaignKeys(id), es[0].ID, "test", []string{"u2", "2:10"}))
 	_, err = s.ReadGroup(ctx, redisstore.CampaignKeys(id), "w1", 1, false)
 	require.NoError(t, err)
 	b = backlog()

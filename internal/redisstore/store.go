@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao/internal/luascript"
 )
@@ -44,6 +47,7 @@ type Store struct {
 	// waitN > 0: every script that moves packets (grab, the transfer
 	// steps) is followed by WAIT waitN waitMs on its connection.
 	waitN, waitMs int64
+	tracer        trace.Tracer // nil: no spans
 }
 
 // New returns a Store on client c, a Redis 7 or later.
@@ -68,6 +72,14 @@ func (s *Store) WithWait(replicas int, timeout time.Duration) *Store {
 	return &c
 }
 
+// WithTracer returns a copy of the store that records a span of each
+// batch script call sent with WAIT (redis.wait).
+func (s *Store) WithTracer(t trace.Tracer) *Store {
+	c := *s
+	c.tracer = t
+	return &c
+}
+
 // Wait is the store's WAIT setting: replicas and timeout (0 when off).
 func (s *Store) Wait() (replicas int, timeout time.Duration) {
 	return int(s.waitN), time.Duration(s.waitMs) * time.Millisecond
@@ -85,7 +97,20 @@ func (s *Store) execSync(ctx context.Context, sc *luascript.Script, keys, args [
 	if s.waitN == 0 {
 		return sc.Exec(ctx, s.c, keys, args), nil
 	}
-	return sc.ExecWaitSync(ctx, s.c, keys, args, s.waitN, s.waitMs, sync)
+	if s.tracer == nil {
+		return sc.ExecWaitSync(ctx, s.c, keys, args, s.waitN, s.waitMs, sync)
+	}
+	// The script and its WAIT go out together on one connection: the span
+	// covers both, the round trip a WAIT adds to a batch.
+	ctx, span := s.tracer.Start(ctx, "redis.wait", trace.WithAttributes(
+		attribute.Int64("hongbao.wait.replicas", s.waitN), attribute.Int64("hongbao.wait.timeout_ms", s.waitMs)))
+	res, werr := sc.ExecWaitSync(ctx, s.c, keys, args, s.waitN, s.waitMs, sync)
+	if err := errors.Join(res.Error(), werr); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	return res, werr
 }
 
 // Client is the Redis client of the store.

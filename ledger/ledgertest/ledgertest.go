@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -35,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"TotalsAndEscrow", testTotals},
 		{"Balance", testBalance},
 		{"GrantsOrder", testGrantsOrder},
+		{"UserIDsKeptExactly", testUserIDs},
 		{"ConcurrentOverlappingBatches", testConcurrent},
 		{"TwoLedgersOneDatabase", testTwoLedgers},
 		{"PacketsIdempotent", testPacketsIdempotent},
@@ -61,6 +63,10 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"RefuseRefundOutstanding", testRefuseRefund},
 		{"RefuseConcurrentOverdraw", testRefuseConcurrent},
 		{"Fence", testFence},
+		{"TwoWritersDisjoint", testTwoWritersDisjoint},
+		{"RefundRacingBatches", testRefundRacingBatches},
+		{"FenceRacingBatches", testFenceRacingBatches},
+		{"RollUp", testRollUp},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,6 +101,19 @@ func PerTest(fresh func(t testing.TB) string, dial func(ctx context.Context, dsn
 	}
 }
 
+// benchRain funds campaign c and returns its n grants, each to a new
+// user.
+func benchRain(b *testing.B, l ledger.Ledger, c string, n int) []ledger.Grant {
+	grants := make([]ledger.Grant, n)
+	var total int64
+	for s := range grants {
+		grants[s] = ledger.Grant{Campaign: c, Seq: int64(s), User: fmt.Sprintf("%s-u%d", c, s), Cents: 1 + int64(s%997)}
+		total += grants[s].Cents
+	}
+	require.NoError(b, l.Fund(context.Background(), ledger.Campaign{ID: c, Funding: "bench", Total: total}))
+	return grants
+}
+
 // Bench measures settling a rain of 100,000 grants in batches of 500, one
 // transaction per batch as a settlement worker writes them, and reports
 // grants/s. Each iteration is a new campaign with new users.
@@ -106,13 +125,7 @@ func Bench(b *testing.B, l ledger.Ledger) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		c := fmt.Sprintf("%s-%d", prefix, i)
-		grants := make([]ledger.Grant, rain)
-		var total int64
-		for s := range grants {
-			grants[s] = ledger.Grant{Campaign: c, Seq: int64(s), User: fmt.Sprintf("%s-u%d", c, s), Cents: 1 + int64(s%997)}
-			total += grants[s].Cents
-		}
-		require.NoError(b, l.Fund(ctx, ledger.Campaign{ID: c, Funding: "bench", Total: total}))
+		grants := benchRain(b, l, c, rain)
 		b.StartTimer()
 		for start := 0; start < rain; start += size {
 			res, err := l.ApplyGrants(ctx, c, grants[start:start+size])
@@ -122,6 +135,56 @@ func Bench(b *testing.B, l ledger.Ledger) {
 		}
 	}
 	b.ReportMetric(float64(b.N*rain)/b.Elapsed().Seconds(), "grants/s")
+}
+
+// BenchWriters measures settling a rain of 100,000 grants of one
+// campaign split into writers disjoint parts, each written by its own
+// goroutine in batches of 500 (one transaction per batch), as settle
+// processes that own different shards of the campaign write them. It
+// reports grants/s of the whole rain.
+func BenchWriters(b *testing.B, l ledger.Ledger, writers int) {
+	const rain, size = 100_000, 500
+	prefix := fmt.Sprintf("benchw-%x", rand.Uint64())
+	var refund time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		c := fmt.Sprintf("%s-%d", prefix, i)
+		grants := benchRain(b, l, c, rain)
+		b.StartTimer()
+		var wg sync.WaitGroup
+		errs := make([]error, writers)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Writer w owns the batches w, w+writers, ...: its part.
+				for start := w * size; start < rain; start += writers * size {
+					res, err := l.ApplyGrants(ctx, c, grants[start:min(start+size, rain)])
+					if err == nil && res.Inserted != min(size, rain-start) {
+						err = fmt.Errorf("apply: %+v", res)
+					}
+					if err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		// The refund closes the rain (and rolls its users up, where the
+		// ledger does that): timed on its own.
+		start := time.Now()
+		require.NoError(b, l.Refund(ctx, c, 0))
+		refund += time.Since(start)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.N*rain)/b.Elapsed().Seconds(), "grants/s")
+	b.ReportMetric(float64(refund.Milliseconds())/float64(b.N), "refund-ms")
 }
 
 // BenchReplay measures the redelivery path: a rain of 100,000 grants,

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"sort"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,9 +20,11 @@ const lookupDiscounts = `SELECT user_id, order_id, seq, cents FROM ledger_discou
 WHERE campaign = $1 AND (seq = ANY($2) OR (user_id, order_id) IN (SELECT * FROM unnest($3::text[], $4::text[])))`
 
 // ApplyDiscounts implements ledger.Ledger, as ApplyGrants does grants: the
-// campaign row is locked first, so batches of one campaign run one after
-// the other and every discount the insert skipped finds its committed
-// counterpart. An empty batch is a no-op.
+// campaign row is read FOR SHARE, so batches of one campaign run side by
+// side; an insert that meets another batch's uncommitted key waits for
+// its commit, so every discount the insert skipped finds its committed
+// counterpart. User balances are rolled up by the refund. An empty batch
+// is a no-op.
 func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts []ledger.Discount) (ledger.DiscountResult, error) {
 	ds, err := batch.CheckDiscounts(campaign, discounts)
 	if err != nil || len(ds) == 0 {
@@ -36,7 +37,7 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 	}
 	var res ledger.DiscountResult
 	err = l.tx(ctx, func(tx pgx.Tx) error {
-		num, escrowCents, refunded, err := lockCampaignRow(ctx, tx, "discount", campaign)
+		num, refunded, err := shareCampaignRow(ctx, tx, "discount", campaign)
 		if err != nil {
 			return err
 		}
@@ -52,44 +53,17 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 				return err
 			}
 		}
-		r, done, err := batch.ClassifyDiscounts(ds, inserted, stored)
+		r, _, err := batch.ClassifyDiscounts(ds, inserted, stored)
 		if err != nil {
 			return err
 		}
-		if err := batch.Debit("discount", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
-			return err
-		}
 		res = r
-		return creditDiscounts(ctx, tx, campaign, r, done)
+		return debit(ctx, tx, "discount", campaign, num, refunded, r.Inserted, r.InsertedCents)
 	})
 	if err != nil {
 		return ledger.DiscountResult{}, wrap("apply discounts", err)
 	}
 	return res, nil
-}
-
-// creditDiscounts moves the balances of the discounts inserted: users up
-// (in id order, as everywhere, so campaigns paying the same users cannot
-// deadlock), escrow down, and the campaign's counters.
-func creditDiscounts(ctx context.Context, tx pgx.Tx, campaign string, r ledger.DiscountResult, done []ledger.Discount) error {
-	if len(done) == 0 {
-		return nil
-	}
-	sort.Slice(done, func(i, j int) bool { return done[i].User < done[j].User })
-	accts, amounts := make([]string, len(done)), make([]int64, len(done))
-	for i, d := range done {
-		accts[i], amounts[i] = ledger.UserAccount(d.User), d.Cents
-	}
-	b := &pgx.Batch{}
-	// One row per account: a user with two orders in the batch is summed
-	// first, since one INSERT ... ON CONFLICT cannot touch a row twice.
-	b.Queue(`INSERT INTO ledger_accounts (id, balance)
-		SELECT id, sum(c) FROM unnest($1::text[], $2::bigint[]) AS a(id, c) GROUP BY id ORDER BY id
-		ON CONFLICT (id) DO UPDATE SET balance = ledger_accounts.balance + excluded.balance`, accts, amounts)
-	b.Queue(`UPDATE ledger_accounts SET balance = balance - $2 WHERE id = $1`, ledger.EscrowAccount(campaign), r.InsertedCents)
-	b.Queue(`UPDATE ledger_campaigns SET grant_count = grant_count + $2, grant_cents = grant_cents + $3
-		WHERE id = $1`, campaign, r.Inserted, r.InsertedCents)
-	return tx.SendBatch(ctx, b).Close()
 }
 
 func scanDiscount(row pgx.CollectableRow) (batch.DiscountRow, error) {

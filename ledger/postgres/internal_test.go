@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -11,6 +12,7 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/migrate"
 	"github.com/hongbao/hongbao/ledger/internal/pgtest"
+	"github.com/hongbao/hongbao/ledger/ledgertest"
 )
 
 // TestBalancesDerivable checks that the balances table is what the
@@ -34,22 +36,41 @@ func TestBalancesDerivable(t *testing.T) {
 	require.NoError(t, l.Refund(ctx, "c", 700))
 	applyDiscountsTwice(t, l)
 
-	rows, _ := l.pool.Query(ctx, `
-		WITH moves AS (
+	sums := func(q string) map[string]int64 {
+		rows, _ := l.pool.Query(ctx, q)
+		type acct struct {
+			ID    string
+			Cents int64
+		}
+		accts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[acct])
+		require.NoError(t, err)
+		m := map[string]int64{}
+		for _, a := range accts {
+			m[a.ID] = a.Cents
+		}
+		return m
+	}
+	// Every account's Balance is what the whole journal says.
+	derived := sums(`WITH moves AS (
 			SELECT to_account AS id, cents FROM ledger_journal
 			UNION ALL SELECT from_account, -cents FROM ledger_journal)
-		SELECT coalesce(a.id, m.id), coalesce(a.balance, 0), coalesce(m.sum, 0)
-		FROM ledger_accounts a FULL JOIN (SELECT id, sum(cents) FROM moves GROUP BY id) m ON m.id = a.id`)
-	type acct struct {
-		ID            string
-		Kept, Derived int64
+		SELECT id, sum(cents)::bigint FROM moves GROUP BY id`)
+	require.Len(t, derived, 7) // escrow:c, escrow:d, escrow:discount:e, funding:ops, user:a, user:b, user:q; never user:x
+	for id, want := range derived {
+		b, err := l.Balance(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, b, id)
 	}
-	accts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[acct])
-	require.NoError(t, err)
-	require.Len(t, accts, 7) // escrow:c, escrow:d, escrow:discount:e, funding:ops, user:a, user:b, user:q; never user:x
-	for _, a := range accts {
-		require.Equal(t, a.Derived, a.Kept, a.ID)
-	}
+	// The stored balances are the journal without what campaigns not
+	// rolled up yet (d, discount:e) paid to users: c was refunded.
+	stored := sums(`SELECT id, balance FROM ledger_accounts`)
+	kept := sums(`WITH moves AS (
+			SELECT j.to_account AS id, j.cents FROM ledger_journal j JOIN ledger_campaigns c ON c.id = j.campaign
+			WHERE j.kind IN ('fund', 'refund') OR c.rolled_up
+			UNION ALL SELECT from_account, -cents FROM ledger_journal)
+		SELECT id, sum(cents)::bigint FROM moves GROUP BY id`)
+	require.Equal(t, kept, stored)
+	require.Equal(t, int64(100), stored["user:a"], "c's grant rolled up, d's 7 and e's 100 not yet")
 }
 
 // TestOpenCreatesSchema: a search_path naming a schema that does not exist
@@ -80,7 +101,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 	defer l.Close()
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, child).Scan(&n))
-	require.Equal(t, 10, n) // 9 tables and the journal view
+	require.Equal(t, 11, n) // 10 tables and the journal view
 }
 
 func TestFirstSchema(t *testing.T) {
@@ -97,6 +118,20 @@ func TestFirstSchema(t *testing.T) {
 	}
 }
 
+// atVersion makes a schema that the first n migrations built and returns
+// its DSN, a pool on it (the caller closes it) and all the migrations.
+func atVersion(t *testing.T, n int) (string, *pgxpool.Pool, []migrate.Migration) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	ms, err := migrate.Load(migrations, "migrations")
+	require.NoError(t, err)
+	require.NoError(t, (&Ledger{pool: pool}).applyMigrations(ctx, "", ms[:n]))
+	return dsn, pool, ms
+}
+
 // TestUpgradeFromV1: a database that only the first migration built, with
 // a campaign settled in it, is upgraded in place by Open: the packet
 // tables appear, the old rows stay, and the old campaign reads as one
@@ -104,15 +139,9 @@ func TestFirstSchema(t *testing.T) {
 func TestUpgradeFromV1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	ms, err := migrate.Load(migrations, "migrations")
-	require.NoError(t, err)
-	old := &Ledger{pool: pool}
-	require.NoError(t, old.applyMigrations(ctx, "", ms[:1]))
+	dsn, pool, ms := atVersion(t, 1)
 	// The rows Fund and ApplyGrants wrote at version 1.
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 		INSERT INTO ledger_campaigns (id, funding, total, grant_count, grant_cents) VALUES ('old', 'ops', 100, 1, 30);
 		INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents) VALUES ('old', 'fund', 'funding:ops', 'escrow:old', 100);
 		INSERT INTO ledger_grants (campaign, seq, user_id, cents) SELECT num, 1, 'a', 30 FROM ledger_campaigns WHERE id = 'old';
@@ -188,4 +217,81 @@ func TestEscrowGuard(t *testing.T) {
 	b, err := l.Balance(ctx, "escrow:c")
 	require.NoError(t, err)
 	require.EqualValues(t, 10, b)
+}
+
+// TestBatchesOverlap: while one batch of a campaign holds its transaction
+// open (its grants inserted, its debit not yet made), another ledger's
+// batch of the same campaign commits; a Fence waits for the open batch
+// and then fences off what comes after it.
+func TestBatchesOverlap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	slow, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer slow.Close()
+	fast, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer fast.Close()
+	require.NoError(t, fast.Fund(ctx, ledger.Campaign{ID: "c", Funding: "ops", Total: 1000}))
+
+	held, release := make(chan struct{}), make(chan struct{})
+	slow.beforeDebit = func() { close(held); <-release }
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := slow.ApplyGrants(ctx, "c", []ledger.Grant{{Seq: 1, User: "a", Cents: 100}, {Seq: 2, User: "b", Cents: 200}})
+		slowDone <- err
+	}()
+	<-held
+	start := time.Now()
+	res, err := fast.ApplyGrants(ctx, "c", []ledger.Grant{{Seq: 3, User: "c", Cents: 30}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
+	t.Logf("a batch committed in %v while another of the campaign held its transaction open", time.Since(start))
+	tot, err := fast.Totals(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, ledger.Totals{Funded: 1000, Funding: "ops", GrantCount: 1, GrantCents: 30, Escrow: 970}, tot)
+
+	fenceDone := make(chan error, 1)
+	go func() {
+		_, err := fast.Fence(ctx, "c")
+		fenceDone <- err
+	}()
+	// The fence waits on the open batch's share of the campaign row.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := fast.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%SET fence = fence + 1%')`).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, 5*time.Millisecond)
+	select {
+	case err := <-fenceDone:
+		t.Fatalf("fence returned while a batch was in flight: %v", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-slowDone)
+	require.NoError(t, <-fenceDone)
+	_, err = fast.ApplyGrants(ledger.WithFence(ctx, 0), "c", []ledger.Grant{{Seq: 4, User: "d", Cents: 1}})
+	require.ErrorIs(t, err, ledger.ErrFenced)
+	tot, err = fast.Totals(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, ledger.Totals{Funded: 1000, Funding: "ops", GrantCount: 3, GrantCents: 330, Escrow: 670}, tot)
+}
+
+// TestUpgradeTo8: the counters and balances of a version 7 ledger carry
+// over exactly, and the refund of a campaign live at the upgrade rolls
+// up each of its entries once, those written before it included.
+func TestUpgradeTo8(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, pool, _ := atVersion(t, 7)
+	_, err := pool.Exec(ctx, ledgertest.V7Ledger)
+	require.NoError(t, err)
+	pool.Close()
+
+	l, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer l.Close()
+	ledgertest.RequireUpgradedTo8(t, l)
 }

@@ -6,6 +6,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -38,6 +39,9 @@ const maxAttempts = 5
 // Ledger is a ledger.Ledger on PostgreSQL.
 type Ledger struct {
 	pool *pgxpool.Pool
+	// beforeDebit, when set (tests), is called by a grant batch after its
+	// inserts and before its debit, with its transaction open.
+	beforeDebit func()
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
@@ -170,31 +174,101 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("ledger: %s: %w", op, err)
 }
 
-// lockCampaignRow locks the campaign's row, so writes to its escrow run
-// one after the other, and reads what such a write checks first: its
-// short key, whether its refund is recorded, and what its escrow holds by
-// the campaign's own counters (funded - granted - refunded). Those are
-// columns of the locked row, read again after any wait for the lock; the
-// escrow account's balance row itself is guarded by the database
-// (ledger_escrow_not_negative). A write of entry prepared under an older
-// fence than the campaign's is ErrFenced.
-func lockCampaignRow(ctx context.Context, tx pgx.Tx, entry, campaign string) (num, escrow int64, refunded bool, err error) {
-	var r *int64
+// shareCampaignRow reads the campaign's row FOR SHARE and what a batch
+// checks first: its short key, whether its refund is recorded and its
+// fence (a batch prepared under an older one is ErrFenced). Batches of one
+// campaign share the lock, so they run side by side; Refund (FOR UPDATE)
+// and Fence (UPDATE) conflict with it, so they wait for every batch in
+// flight to commit, and a batch that starts after them waits for theirs
+// and then reads the row as they left it (a locking read under READ
+// COMMITTED returns the newest version of the row, whatever the
+// statement's snapshot).
+//
+// No deadlock can form around it. A batch takes its locks in one order:
+// the campaign row (shared), the keys it inserts, one counter row, and the
+// escrow row last, in the statement before its commit, so the batch that
+// holds the escrow row waits for nothing more. Refund and Fence take the
+// campaign row first and hold no other lock while they wait for it; a
+// batch waits for them only at its first statement, holding nothing.
+// Two batches that insert the same keys in different orders (overlapping
+// redeliveries, not disjoint parts) can deadlock on those keys; PostgreSQL
+// aborts one, nothing of it was committed, and tx retries it.
+func shareCampaignRow(ctx context.Context, tx pgx.Tx, entry, campaign string) (num int64, refunded bool, err error) {
 	var fence int64
-	err = tx.QueryRow(ctx, `SELECT num, total - grant_cents - coalesce(refunded, 0), refunded, fence
-		FROM ledger_campaigns WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &escrow, &r, &fence)
+	err = tx.QueryRow(ctx, `SELECT num, refunded IS NOT NULL, fence FROM ledger_campaigns WHERE id = $1 FOR SHARE`,
+		campaign).Scan(&num, &refunded, &fence)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+		return 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 	}
 	if err == nil {
 		err = batch.Fenced(ctx, entry, campaign, fence)
 	}
-	return num, escrow, r != nil, err
+	return num, refunded, err
 }
 
-// Fence implements ledger.Ledger. The UPDATE takes the campaign row's
-// lock, which every write of the campaign holds until its commit, so the
-// writes before it have committed and those after it see the new fence.
+// addCounts adds a batch to one of the campaign's counter rows
+// (ledger_campaign_counts). Its writers spread over 16 slots: a connection
+// adds to the slot of its backend's pid, so two concurrent writers share
+// a row only when their pids agree modulo 16, and then the second waits
+// for the first one's commit, no longer.
+const addCounts = `INSERT INTO ledger_campaign_counts AS k (campaign, slot, count, cents)
+VALUES ($1, pg_backend_pid() % 16, $2, $3)
+ON CONFLICT (campaign, slot) DO UPDATE SET count = k.count + excluded.count, cents = k.cents + excluded.cents`
+
+// debit ends a batch of entry ("grant" or "discount") that inserted n
+// entries of cents in all: it adds them to the campaign's counters and
+// takes cents out of its escrow. A batch that inserted nothing (replays,
+// conflicts) moves nothing and is never refused. New entries for a
+// campaign already refunded, or more cents than the escrow holds, are a
+// *RefusedError, and the transaction, rows inserted included, rolls back.
+//
+// The escrow's UPDATE is the batch's last statement, so its row lock is
+// held only until the commit. It is exact without the campaign's lock:
+// the UPDATE waits for a concurrent batch's lock on the row and then
+// applies its condition to the balance that batch committed, so two
+// batches that together overdraw the escrow cannot both pass; the CHECK
+// of migration 0005 is the database's own backstop behind it.
+func debit(ctx context.Context, tx pgx.Tx, entry, campaign string, num int64, refunded bool, n int, cents int64) error {
+	if n == 0 {
+		return nil
+	}
+	if refunded {
+		return refusal(ctx, tx, entry, campaign, ledger.RefusedAfterRefund, cents)
+	}
+	b := &pgx.Batch{}
+	b.Queue(addCounts, num, n, cents)
+	b.Queue(`UPDATE ledger_accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance`,
+		ledger.EscrowAccount(campaign), cents)
+	br := tx.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var left int64
+	if err == nil {
+		err = br.QueryRow().Scan(&left)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refusal(ctx, tx, entry, campaign, ledger.RefusedOverdraw, cents)
+	}
+	return err
+}
+
+// refusal is the *RefusedError of a batch of cents, with the escrow's
+// balance as it stands.
+func refusal(ctx context.Context, tx pgx.Tx, entry, campaign string, reason ledger.Refusal, cents int64) error {
+	var escrow int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT balance FROM ledger_accounts WHERE id = $1), 0)`,
+		ledger.EscrowAccount(campaign)).Scan(&escrow); err != nil {
+		return err
+	}
+	return &ledger.RefusedError{Entry: entry, Campaign: campaign, Reason: reason, Escrow: escrow, Cents: cents}
+}
+
+// Fence implements ledger.Ledger. The UPDATE locks the campaign's row
+// against the share every batch holds until its commit (shareCampaignRow),
+// so the writes before it have committed and those after it see the new
+// fence.
 func (l *Ledger) Fence(ctx context.Context, campaign string) (int64, error) {
 	var fence int64
 	err := l.tx(ctx, func(tx pgx.Tx) error {
@@ -219,7 +293,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 		if err := lockCampaign(ctx, tx, c.ID); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO ledger_campaigns (id, funding, total) VALUES ($1, $2, $3)
+		tag, err := tx.Exec(ctx, `INSERT INTO ledger_campaigns (id, funding, total, rolled_up) VALUES ($1, $2, $3, false)
 			ON CONFLICT (id) DO NOTHING`, c.ID, c.Funding, c.Total)
 		if err != nil {
 			return err
@@ -267,19 +341,21 @@ RETURNING seq, user_id, cents`
 // ApplyGrants implements ledger.Ledger. New grants go in with COPY (see
 // copyGrants); a batch holding stored keys with INSERT ... ON CONFLICT DO
 // NOTHING RETURNING, after which the keys not inserted are looked up and
-// classified. The campaign row is locked first, so batches of one campaign
-// run one after the other: that keeps two overlapping batches from
-// deadlocking on each other's unique keys, and every grant the insert
-// skipped finds its committed counterpart. An empty batch is a no-op.
+// classified. The campaign's row is read FOR SHARE (shareCampaignRow), so
+// batches of one campaign, such as the parts of two settle processes, run
+// side by side. An insert that meets a key another batch has inserted but
+// not committed waits for that commit, so every grant the insert skipped
+// finds its committed counterpart in the lookup, a statement of its own.
+// User balances are not touched: the refund rolls them up (Refund). An
+// empty batch is a no-op.
 func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error) {
 	gs, err := batch.Check(campaign, grants)
 	if err != nil || len(gs) == 0 {
 		return ledger.ApplyResult{}, err
 	}
-	escrow := ledger.EscrowAccount(campaign)
 	var res ledger.ApplyResult
 	err = l.tx(ctx, func(tx pgx.Tx) error {
-		num, escrowCents, refunded, err := lockCampaignRow(ctx, tx, "grant", campaign)
+		num, refunded, err := shareCampaignRow(ctx, tx, "grant", campaign)
 		if err != nil {
 			return err
 		}
@@ -287,40 +363,17 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 		if err != nil {
 			return err
 		}
-		r, done := batch.AllInserted(gs), gs
+		r := batch.AllInserted(gs)
 		if !copied {
-			if r, done, err = insertGrantsClassified(ctx, tx, num, gs); err != nil {
+			if r, _, err = insertGrantsClassified(ctx, tx, num, gs); err != nil {
 				return err
 			}
 		}
-		// The rows inserted are rolled back with the refusal.
-		if err := batch.Debit("grant", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
-			return err
-		}
 		res = r
-		if len(done) == 0 {
-			return nil
+		if l.beforeDebit != nil {
+			l.beforeDebit()
 		}
-		// Balances move only for the rows inserted. User accounts are
-		// locked in id order, so two campaigns paying the same users
-		// cannot deadlock. The statement makes the account ids (prefix
-		// || user, as ledger.UserAccount does), so no string is made
-		// per grant here.
-		slices.SortFunc(done, func(a, b ledger.Grant) int { return strings.Compare(a.User, b.User) })
-		users := make([]string, len(done))
-		amounts := make([]int64, len(done))
-		for i, g := range done {
-			users[i], amounts[i] = g.User, g.Cents
-		}
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO ledger_accounts (id, balance)
-			SELECT $3::text || u.id, u.cents FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(id, cents, ord)
-			ORDER BY u.ord
-			ON CONFLICT (id) DO UPDATE SET balance = ledger_accounts.balance + excluded.balance`, users, amounts, ledger.UserPrefix)
-		b.Queue(`UPDATE ledger_accounts SET balance = balance - $2 WHERE id = $1`, escrow, r.InsertedCents)
-		b.Queue(`UPDATE ledger_campaigns SET grant_count = grant_count + $2, grant_cents = grant_cents + $3
-			WHERE id = $1`, campaign, r.Inserted, r.InsertedCents)
-		return tx.SendBatch(ctx, b).Close()
+		return debit(ctx, tx, "grant", campaign, num, refunded, r.Inserted, r.InsertedCents)
 	})
 	if err != nil {
 		return ledger.ApplyResult{}, wrap("apply grants", err)
@@ -365,12 +418,19 @@ func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (c
 	if batch.HasDuplicateKeys(gs) {
 		return false, nil
 	}
+	// In seq order: two batches that copy overlapping keys (a redelivery)
+	// then meet them in one order, and the second waits for the first
+	// rather than deadlocking with it.
+	bySeq := func(a, b ledger.Grant) int { return cmp.Compare(a.Seq, b.Seq) }
+	if !slices.IsSortedFunc(gs, bySeq) {
+		gs = slices.Clone(gs)
+		slices.SortFunc(gs, bySeq)
+	}
 	sp, err := tx.Begin(ctx) // SAVEPOINT
 	if err != nil {
 		return false, err
 	}
-	_, err = sp.CopyFrom(ctx, pgx.Identifier{"ledger_grants"}, []string{"campaign", "seq", "user_id", "cents"},
-		&grantSource{num: num, gs: gs, i: -1})
+	_, err = copyText(ctx, sp.Conn().PgConn(), num, gs)
 	if err == nil {
 		err = sp.Commit(ctx) // RELEASE SAVEPOINT
 	}
@@ -384,32 +444,23 @@ func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (c
 	return err == nil, err
 }
 
-// grantSource feeds COPY the grants of a batch, reusing one row, so the
-// copy allocates nothing per grant.
-type grantSource struct {
-	num int64
-	gs  []ledger.Grant
-	i   int
-	row [4]any
-}
-
-func (s *grantSource) Next() bool { s.i++; return s.i < len(s.gs) }
-
-func (s *grantSource) Values() ([]any, error) {
-	g := &s.gs[s.i]
-	s.row[0], s.row[1], s.row[2], s.row[3] = s.num, g.Seq, g.User, g.Cents
-	return s.row[:], nil
-}
-
-func (s *grantSource) Err() error { return nil }
-
 func scanRow(row pgx.CollectableRow) (batch.Row, error) {
 	var r batch.Row
 	err := row.Scan(&r.Seq, &r.User, &r.Cents)
 	return r, err
 }
 
-// Refund implements ledger.Ledger.
+// Refund implements ledger.Ledger. It locks the campaign's row FOR
+// UPDATE, so it waits for every batch in flight (each holds the row FOR
+// SHARE until its commit) and later batches wait for it and then find the
+// refund recorded. In the same transaction it rolls the campaign's users
+// up: each user's entries of the campaign are added to their balance,
+// once, and the campaign is marked rolled_up, so Balance stops adding
+// them from the journal in the same commit.
+//
+// Stopping anywhere before the commit leaves nothing: no refund, no
+// roll-up; a retry does both. A retry after the commit (a lost reply) is
+// a replay: a no-op.
 func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error {
 	if campaign == "" || cents < 0 {
 		return fmt.Errorf("%w: refund %d cents of campaign %q", ledger.ErrInvalid, cents, campaign)
@@ -417,9 +468,10 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	return wrap("refund", l.tx(ctx, func(tx pgx.Tx) error {
 		var funding string
 		var refunded *int64
-		var escrowCents, fence int64
-		err := tx.QueryRow(ctx, `SELECT funding, refunded, total - grant_cents, fence FROM ledger_campaigns WHERE id = $1 FOR UPDATE`, campaign).
-			Scan(&funding, &refunded, &escrowCents, &fence)
+		var num, total, fence int64
+		var rolledUp bool
+		err := tx.QueryRow(ctx, `SELECT num, funding, refunded, total, fence, rolled_up FROM ledger_campaigns
+			WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &funding, &refunded, &total, &fence, &rolledUp)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 		}
@@ -436,7 +488,15 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 			return &ledger.ConflictError{Entry: "refund", Campaign: campaign,
 				Existing: fmt.Sprintf("%d cents", *refunded), Attempt: fmt.Sprintf("%d cents", cents)}
 		}
-		if err := batch.Refund(campaign, escrowCents, cents); err != nil {
+		// A statement of its own, after the lock: its snapshot then holds
+		// every batch that committed while the lock was awaited, which
+		// the locking statement's snapshot, taken before, may not.
+		var granted int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(cents), 0)::bigint FROM ledger_campaign_counts WHERE campaign = $1`,
+			num).Scan(&granted); err != nil {
+			return err
+		}
+		if err := batch.Refund(campaign, total-granted, cents); err != nil {
 			return err
 		}
 		escrow, fund := ledger.EscrowAccount(campaign), ledger.FundingAccount(funding)
@@ -445,10 +505,30 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 			VALUES ($1, 'refund', $2, $3, $4)`, campaign, escrow, fund, cents)
 		b.Queue(`UPDATE ledger_accounts SET balance = balance - $2 WHERE id = $1`, escrow, cents)
 		b.Queue(`UPDATE ledger_accounts SET balance = balance + $2 WHERE id = $1`, fund, cents)
-		b.Queue(`UPDATE ledger_campaigns SET refunded = $2 WHERE id = $1`, campaign, cents)
+		if !rolledUp {
+			b.Queue(rollUpGrants, num, ledger.UserPrefix)
+			b.Queue(rollUpDiscounts, num, ledger.UserPrefix)
+		}
+		b.Queue(`UPDATE ledger_campaigns SET refunded = $2, rolled_up = true WHERE id = $1`, campaign, cents)
 		return tx.SendBatch(ctx, b).Close()
 	}))
 }
+
+// rollUpGrants and rollUpDiscounts add every user's entries of campaign
+// $1 to their balance, one row per user, in account order, so two
+// refunds paying the same users lock their rows in one order. A user
+// holds one grant of a campaign, so the grants need no aggregate and come
+// in order from their (campaign, user_id) key; a user may hold several
+// discounts, summed first. A campaign has one kind: the other statement
+// finds nothing.
+const (
+	rollUpGrants = `INSERT INTO ledger_accounts AS a (id, balance)
+SELECT $2::text || user_id, cents FROM ledger_grants WHERE campaign = $1 ORDER BY user_id
+ON CONFLICT (id) DO UPDATE SET balance = a.balance + excluded.balance`
+	rollUpDiscounts = `INSERT INTO ledger_accounts AS a (id, balance)
+SELECT $2::text || user_id, sum(cents) FROM ledger_discounts WHERE campaign = $1 GROUP BY user_id ORDER BY user_id
+ON CONFLICT (id) DO UPDATE SET balance = a.balance + excluded.balance`
+)
 
 // Totals implements ledger.Ledger. One statement reads everything, so the
 // values come from one snapshot; it answers one row whether the campaign
@@ -456,12 +536,14 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 func (l *Ledger) Totals(ctx context.Context, campaign string) (ledger.Totals, error) {
 	var t ledger.Totals
 	var refunded *int64
-	err := l.pool.QueryRow(ctx, `SELECT coalesce(c.funding, ''), coalesce(c.total, 0), coalesce(c.grant_count, 0),
-			coalesce(c.grant_cents, 0), c.refunded, coalesce(a.balance, 0), coalesce(s.count, 0), coalesce(s.cents, 0)
-		FROM (SELECT $1::text AS id) k
-		LEFT JOIN ledger_campaigns c ON c.id = k.id
+	err := l.pool.QueryRow(ctx, `SELECT coalesce(c.funding, ''), coalesce(c.total, 0), coalesce(k.count, 0),
+			coalesce(k.cents, 0), c.refunded, coalesce(a.balance, 0), coalesce(s.count, 0), coalesce(s.cents, 0)
+		FROM (SELECT $1::text AS id) q
+		LEFT JOIN ledger_campaigns c ON c.id = q.id
+		LEFT JOIN LATERAL (SELECT sum(count)::bigint AS count, sum(cents)::bigint AS cents
+			FROM ledger_campaign_counts WHERE campaign = c.num) k ON true
 		LEFT JOIN ledger_accounts a ON a.id = $2
-		LEFT JOIN ledger_packet_sets s ON s.id = k.id`,
+		LEFT JOIN ledger_packet_sets s ON s.id = q.id`,
 		campaign, ledger.EscrowAccount(campaign)).
 		Scan(&t.Funding, &t.Funded, &t.GrantCount, &t.GrantCents, &refunded, &t.Escrow, &t.PacketCount, &t.PacketCents)
 	if err != nil {
@@ -483,22 +565,41 @@ func (l *Ledger) Grants(ctx context.Context, campaign string, fn func(ledger.Gra
 		return wrap("grants", err)
 	}
 	defer rows.Close()
+	// Scanned into locals, not into a Grant's fields: their addresses
+	// would move every row's Grant to the heap.
+	var seq, cents int64
+	var user string
 	for rows.Next() {
-		g := ledger.Grant{Campaign: campaign}
-		if err := rows.Scan(&g.Seq, &g.User, &g.Cents); err != nil {
+		if err := rows.Scan(&seq, &user, &cents); err != nil {
 			return wrap("grants", err)
 		}
-		if err := fn(g); err != nil {
+		if err := fn(ledger.Grant{Campaign: campaign, Seq: seq, User: user, Cents: cents}); err != nil {
 			return err
 		}
 	}
 	return wrap("grants", rows.Err())
 }
 
-// Balance implements ledger.Ledger.
+// Balance implements ledger.Ledger. A user's balance is the stored one
+// (campaigns rolled up at their refund) plus the user's entries of the
+// campaigns not rolled up yet, read from the journal in the same
+// statement, so from one snapshot: a refund's roll-up commits the stored
+// balance and the campaign's flag together, and no entry is counted twice
+// or missed. The few live campaigns are found by their partial index,
+// and each is probed by its (campaign, user_id) key.
 func (l *Ledger) Balance(ctx context.Context, account string) (int64, error) {
 	var b int64
-	err := l.pool.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, account).Scan(&b)
+	var err error
+	if user, ok := strings.CutPrefix(account, ledger.UserPrefix); ok {
+		err = l.pool.QueryRow(ctx, `SELECT (coalesce((SELECT balance FROM ledger_accounts WHERE id = $1), 0)
+			+ coalesce((SELECT sum(g.cents) FROM ledger_campaigns c JOIN ledger_grants g
+				ON g.campaign = c.num AND g.user_id = $2 WHERE NOT c.rolled_up), 0)
+			+ coalesce((SELECT sum(d.cents) FROM ledger_campaigns c JOIN ledger_discounts d
+				ON d.campaign = c.num AND d.user_id = $2 WHERE NOT c.rolled_up), 0))::bigint`,
+			account, user).Scan(&b)
+		return b, wrap("balance", err)
+	}
+	err = l.pool.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, account).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -33,6 +34,21 @@ func BenchmarkApplyGrants(b *testing.B) {
 	}
 	defer l.Close()
 	ledgertest.Bench(b, l)
+}
+
+// BenchmarkApplyGrantsWriters settles one campaign with one and with two
+// concurrent writers of disjoint parts.
+func BenchmarkApplyGrantsWriters(b *testing.B) {
+	for _, writers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			l, err := postgres.Open(context.Background(), pgtest.DSN(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			ledgertest.BenchWriters(b, l, writers)
+		})
+	}
 }
 
 func BenchmarkApplyGrantsReplay(b *testing.B) {

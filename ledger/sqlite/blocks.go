@@ -11,9 +11,11 @@ import (
 )
 
 // OpenBlock implements ledger.Ledger: the check against the packet set
-// and the insert in one write transaction.
+// and the insert in one write transaction. A grab waits for it, so it is
+// an urgent writer: it goes before the settlement batches queued in this
+// process (it still waits for the one writing).
 func (l *Ledger) OpenBlock(ctx context.Context, campaign string, b ledger.Block) error {
-	return wrap("open block", l.tx(ctx, func(tx *sql.Tx) error {
+	return wrap("open block", l.txAs(ctx, true, func(tx *sql.Tx) error {
 		var count int64
 		err := tx.QueryRowContext(ctx, `SELECT count FROM ledger_packet_sets WHERE id = ?`, campaign).Scan(&count)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"sort"
 	"strings"
 
 	"github.com/hongbao/hongbao/ledger"
@@ -12,7 +11,8 @@ import (
 
 // ApplyDiscounts implements ledger.Ledger, as ApplyGrants does grants: the
 // write lock is held from BEGIN, so every discount the insert skipped
-// finds the row it collided with. An empty batch is a no-op.
+// finds the row it collided with. User balances are rolled up by the
+// refund. An empty batch is a no-op.
 func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts []ledger.Discount) (ledger.DiscountResult, error) {
 	ds, err := batch.CheckDiscounts(campaign, discounts)
 	if err != nil || len(ds) == 0 {
@@ -20,7 +20,7 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 	}
 	var res ledger.DiscountResult
 	err = l.tx(ctx, func(tx *sql.Tx) error {
-		num, escrowCents, refunded, err := campaignRow(ctx, tx, "discount", campaign)
+		num, refunded, err := campaignRow(ctx, tx, "discount", campaign)
 		if err != nil {
 			return err
 		}
@@ -35,43 +35,17 @@ func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts 
 				return err
 			}
 		}
-		r, done, err := batch.ClassifyDiscounts(ds, inserted, stored)
+		r, _, err := batch.ClassifyDiscounts(ds, inserted, stored)
 		if err != nil {
 			return err
 		}
-		if err := batch.Debit("discount", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
-			return err
-		}
 		res = r
-		return l.creditDiscounts(ctx, tx, campaign, r, done)
+		return debit(ctx, tx, "discount", campaign, num, refunded, r.Inserted, r.InsertedCents)
 	})
 	if err != nil {
 		return ledger.DiscountResult{}, wrap("apply discounts", err)
 	}
 	return res, nil
-}
-
-// creditDiscounts moves the balances of the discounts inserted: users up,
-// escrow down, and the campaign's counters.
-func (l *Ledger) creditDiscounts(ctx context.Context, tx *sql.Tx, campaign string, r ledger.DiscountResult, done []ledger.Discount) error {
-	if len(done) == 0 {
-		return nil
-	}
-	credits := make([]ledger.Grant, len(done))
-	for i, d := range done {
-		credits[i] = ledger.Grant{User: d.User, Cents: d.Cents}
-	}
-	sort.Slice(credits, func(i, j int) bool { return credits[i].User < credits[j].User })
-	if err := l.creditUsers(ctx, tx, credits); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE ledger_accounts SET balance = balance - ? WHERE id = ?`,
-		r.InsertedCents, ledger.EscrowAccount(campaign)); err != nil {
-		return err
-	}
-	_, err := tx.ExecContext(ctx, `UPDATE ledger_campaigns SET grant_count = grant_count + ?, grant_cents = grant_cents + ?
-		WHERE id = ?`, r.Inserted, r.InsertedCents, campaign)
-	return err
 }
 
 // insertDiscounts inserts discounts with one multi-row statement, in batch

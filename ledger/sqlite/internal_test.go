@@ -13,6 +13,7 @@ import (
 
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/migrate"
+	"github.com/hongbao/hongbao/ledger/ledgertest"
 )
 
 func openTemp(t *testing.T) (*Ledger, string) {
@@ -91,26 +92,41 @@ func TestBalancesDerivable(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	rows, err := l.db.QueryContext(ctx, `
-		WITH moves AS (
-			SELECT to_account AS id, cents FROM ledger_journal
-			UNION ALL SELECT from_account, -cents FROM ledger_journal),
-		derived AS (SELECT id, sum(cents) AS sum FROM moves GROUP BY id)
-		SELECT a.id, a.balance, coalesce(d.sum, 0) FROM ledger_accounts a LEFT JOIN derived d ON d.id = a.id
-		UNION ALL
-		SELECT d.id, 0, d.sum FROM derived d WHERE d.id NOT IN (SELECT id FROM ledger_accounts)`)
-	require.NoError(t, err)
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var id string
-		var kept, derived int64
-		require.NoError(t, rows.Scan(&id, &kept, &derived))
-		require.Equal(t, derived, kept, id)
-		n++
+	sums := func(q string) map[string]int64 {
+		rows, err := l.db.QueryContext(ctx, q)
+		require.NoError(t, err)
+		defer rows.Close()
+		m := map[string]int64{}
+		for rows.Next() {
+			var id string
+			var cents int64
+			require.NoError(t, rows.Scan(&id, &cents))
+			m[id] = cents
+		}
+		require.NoError(t, rows.Err())
+		return m
 	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, 7, n) // escrow:c, escrow:d, escrow:discount:e, funding:ops, user:a, user:b, user:q; never user:x
+	// Every account's Balance is what the whole journal says.
+	derived := sums(`WITH moves AS (
+			SELECT to_account AS id, cents FROM ledger_journal
+			UNION ALL SELECT from_account, -cents FROM ledger_journal)
+		SELECT id, sum(cents) FROM moves GROUP BY id`)
+	require.Len(t, derived, 7) // escrow:c, escrow:d, escrow:discount:e, funding:ops, user:a, user:b, user:q; never user:x
+	for id, want := range derived {
+		b, err := l.Balance(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, b, id)
+	}
+	// The stored balances are the journal without what campaigns not
+	// rolled up yet (d, discount:e) paid to users: c was refunded.
+	stored := sums(`SELECT id, balance FROM ledger_accounts`)
+	kept := sums(`WITH moves AS (
+			SELECT j.to_account AS id, j.cents FROM ledger_journal j JOIN ledger_campaigns c ON c.id = j.campaign
+			WHERE j.kind IN ('fund', 'refund') OR c.rolled_up = 1
+			UNION ALL SELECT from_account, -cents FROM ledger_journal)
+		SELECT id, sum(cents) FROM moves GROUP BY id`)
+	require.Equal(t, kept, stored)
+	require.Equal(t, int64(100), stored["user:a"], "c's grant rolled up, d's 7 and e's 100 not yet")
 }
 
 // TestNoFloats: the STRICT tables refuse a REAL in a money column, so a
@@ -122,6 +138,19 @@ func TestNoFloats(t *testing.T) {
 	require.Error(t, err)
 }
 
+// atVersion makes a file that the first n migrations built and returns
+// its path, the database (the caller closes it) and all the migrations.
+func atVersion(t *testing.T, n int) (string, *sql.DB, []migrate.Migration) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+params)
+	require.NoError(t, err)
+	ms, err := migrate.Load(migrations, "migrations")
+	require.NoError(t, err)
+	require.NoError(t, (&Ledger{db: db}).applyMigrations(context.Background(), ms[:n]))
+	return path, db, ms
+}
+
 // TestUpgradeFromV1: a file that only the first migration built, with a
 // campaign settled in it, is upgraded in place by Open: the packet tables
 // appear, the old rows stay, and the old campaign reads as one whose
@@ -129,15 +158,9 @@ func TestNoFloats(t *testing.T) {
 func TestUpgradeFromV1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+params)
-	require.NoError(t, err)
-	ms, err := migrate.Load(migrations, "migrations")
-	require.NoError(t, err)
-	old := &Ledger{db: db, write: make(chan struct{}, 1)}
-	require.NoError(t, old.applyMigrations(ctx, ms[:1]))
+	path, db, ms := atVersion(t, 1)
 	// The rows Fund and ApplyGrants wrote at version 1.
-	_, err = db.ExecContext(ctx, `
+	_, err := db.ExecContext(ctx, `
 		INSERT INTO ledger_campaigns (id, funding, total, grant_count, grant_cents) VALUES ('old', 'ops', 100, 1, 30);
 		INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents) VALUES ('old', 'fund', 'funding:ops', 'escrow:old', 100);
 		INSERT INTO ledger_grants (campaign, seq, user_id, cents) SELECT num, 1, 'a', 30 FROM ledger_campaigns WHERE id = 'old';
@@ -220,4 +243,21 @@ func TestEscrowGuard(t *testing.T) {
 	b, err := l.Balance(ctx, "escrow:c")
 	require.NoError(t, err)
 	require.EqualValues(t, 10, b)
+}
+
+// TestUpgradeTo8: the counters and balances of a version 7 ledger carry
+// over exactly, and the refund of a campaign live at the upgrade rolls
+// up each of its entries once, those written before it included.
+func TestUpgradeTo8(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path, db, _ := atVersion(t, 7)
+	_, err := db.ExecContext(ctx, ledgertest.V7Ledger)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	ledgertest.RequireUpgradedTo8(t, l)
 }

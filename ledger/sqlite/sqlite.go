@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -66,10 +65,9 @@ type stmtKey struct {
 // Ledger is a ledger.Ledger in a SQLite file.
 type Ledger struct {
 	db *sql.DB
-	// write admits one writer of this process at a time. SQLite allows one
-	// writer anyway; queueing here, in order and honouring ctx, is cheaper
-	// than the busy handler's sleep-and-retry between our own goroutines.
-	write chan struct{}
+	// write admits one writer of this process at a time, OpenBlock first
+	// (see gate).
+	write gate
 
 	stmtMu sync.Mutex
 	stmts  map[stmtKey]*sql.Stmt
@@ -134,7 +132,7 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	}
 	// Each new connection runs the pragmas again; keep a few idle.
 	db.SetMaxIdleConns(8)
-	l := &Ledger{db: db, write: make(chan struct{}, 1)}
+	l := &Ledger{db: db}
 	if err := l.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -187,12 +185,16 @@ func (l *Ledger) applyMigrations(ctx context.Context, ms []migrate.Migration) er
 
 // tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
 func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	select {
-	case l.write <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	return l.txAs(ctx, false, fn)
+}
+
+// txAs is tx for an urgent writer (urgent true), admitted before the
+// normal ones waiting, or a normal one.
+func (l *Ledger) txAs(ctx context.Context, urgent bool, fn func(*sql.Tx) error) error {
+	if err := l.write.enter(ctx, urgent); err != nil {
+		return err
 	}
-	defer func() { <-l.write }()
+	defer l.write.leave()
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -219,24 +221,55 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("ledger: %s: %w", op, err)
 }
 
-// campaignRow reads what a write of entry to the campaign's escrow checks
-// first: its short key, whether its refund is recorded, and what its
-// escrow holds by the campaign's own counters (funded - granted -
-// refunded); a write prepared under an older fence than the campaign's is
-// ErrFenced. The write lock is held from BEGIN, so nothing changes them
-// before the commit.
-func campaignRow(ctx context.Context, tx *sql.Tx, entry, campaign string) (num, escrow int64, refunded bool, err error) {
-	var r sql.NullInt64
+// campaignRow reads what a batch of entry checks first: the campaign's
+// short key, whether its refund is recorded, and its fence (a batch
+// prepared under an older one is ErrFenced). The write lock is held from
+// BEGIN, so nothing changes them before the commit.
+func campaignRow(ctx context.Context, tx *sql.Tx, entry, campaign string) (num int64, refunded bool, err error) {
 	var fence int64
-	err = tx.QueryRowContext(ctx, `SELECT num, total - grant_cents - coalesce(refunded, 0), refunded, fence
-		FROM ledger_campaigns WHERE id = ?`, campaign).Scan(&num, &escrow, &r, &fence)
+	err = tx.QueryRowContext(ctx, `SELECT num, refunded IS NOT NULL, fence FROM ledger_campaigns WHERE id = ?`,
+		campaign).Scan(&num, &refunded, &fence)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
+		return 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 	}
 	if err == nil {
 		err = batch.Fenced(ctx, entry, campaign, fence)
 	}
-	return num, escrow, r.Valid, err
+	return num, refunded, err
+}
+
+// debit ends a batch of entry ("grant" or "discount") that inserted n
+// entries of cents in all, as the PostgreSQL ledger's does: it adds them
+// to the campaign's counters (slot 0: one writer at a time) and takes
+// cents out of its escrow, the batch's last statement. A batch that
+// inserted nothing is never refused; new entries for a campaign already
+// refunded, or more cents than the escrow holds, are a *RefusedError and
+// the transaction rolls back.
+func debit(ctx context.Context, tx *sql.Tx, entry, campaign string, num int64, refunded bool, n int, cents int64) error {
+	if n == 0 {
+		return nil
+	}
+	reason := ledger.RefusedAfterRefund
+	if !refunded {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_campaign_counts (campaign, slot, count, cents) VALUES (?, 0, ?, ?)
+			ON CONFLICT (campaign, slot) DO UPDATE SET count = count + excluded.count, cents = cents + excluded.cents`,
+			num, n, cents); err != nil {
+			return err
+		}
+		var left int64
+		err := tx.QueryRowContext(ctx, `UPDATE ledger_accounts SET balance = balance - ?2 WHERE id = ?1 AND balance >= ?2
+			RETURNING balance`, ledger.EscrowAccount(campaign), cents).Scan(&left)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		reason = ledger.RefusedOverdraw
+	}
+	var escrow int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT balance FROM ledger_accounts WHERE id = ?), 0)`,
+		ledger.EscrowAccount(campaign)).Scan(&escrow); err != nil {
+		return err
+	}
+	return &ledger.RefusedError{Entry: entry, Campaign: campaign, Reason: reason, Escrow: escrow, Cents: cents}
 }
 
 // Fence implements ledger.Ledger. The write lock is held from BEGIN, so
@@ -282,7 +315,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_campaigns (id, funding, total) VALUES (?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_campaigns (id, funding, total, rolled_up) VALUES (?, ?, ?, 0)`,
 			c.ID, c.Funding, c.Total); err != nil {
 			return err
 		}
@@ -297,17 +330,17 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 }
 
 // ApplyGrants implements ledger.Ledger. The write lock is held from BEGIN,
-// so every grant the insert skipped finds the row it collided with. An
-// empty batch is a no-op.
+// so every grant the insert skipped finds the row it collided with. User
+// balances are not touched: the refund rolls them up (Refund). An empty
+// batch is a no-op.
 func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error) {
 	gs, err := batch.Check(campaign, grants)
 	if err != nil || len(gs) == 0 {
 		return ledger.ApplyResult{}, err
 	}
-	escrow := ledger.EscrowAccount(campaign)
 	var res ledger.ApplyResult
 	err = l.tx(ctx, func(tx *sql.Tx) error {
-		num, escrowCents, refunded, err := campaignRow(ctx, tx, "grant", campaign)
+		num, refunded, err := campaignRow(ctx, tx, "grant", campaign)
 		if err != nil {
 			return err
 		}
@@ -325,29 +358,12 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 				return err
 			}
 		}
-		r, done, err := batch.Classify(gs, inserted, stored)
+		r, _, err := batch.Classify(gs, inserted, stored)
 		if err != nil {
 			return err
 		}
-		// The rows inserted are rolled back with the refusal.
-		if err := batch.Debit("grant", campaign, refunded, escrowCents, r.InsertedCents, r.Inserted); err != nil {
-			return err
-		}
 		res = r
-		if len(done) == 0 {
-			return nil
-		}
-		sort.Slice(done, func(i, j int) bool { return done[i].User < done[j].User })
-		if err := l.creditUsers(ctx, tx, done); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE ledger_accounts SET balance = balance - ? WHERE id = ?`,
-			r.InsertedCents, escrow); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE ledger_campaigns SET grant_count = grant_count + ?, grant_cents = grant_cents + ?
-			WHERE id = ?`, r.Inserted, r.InsertedCents, campaign)
-		return err
+		return debit(ctx, tx, "grant", campaign, num, refunded, r.Inserted, r.InsertedCents)
 	})
 	if err != nil {
 		return ledger.ApplyResult{}, wrap("apply grants", err)
@@ -400,32 +416,6 @@ func lookup(ctx context.Context, tx *sql.Tx, num int64, seqs []int64, users []st
 	return scanRows(rows, nil)
 }
 
-// creditUsers adds each grant to its user's balance, a multi-row upsert
-// per chunk (gs in account order, so that accounts are locked in order).
-func (l *Ledger) creditUsers(ctx context.Context, tx *sql.Tx, gs []ledger.Grant) error {
-	for start := 0; start < len(gs); {
-		n := nextChunk(len(gs) - start)
-		st, err := l.prepared(ctx, tx, stmtKey{"credit", n}, func() string {
-			return rowsText(`INSERT INTO ledger_accounts (id, balance) VALUES `, `(?,?)`,
-				` ON CONFLICT (id) DO UPDATE SET balance = balance + excluded.balance`, n)
-		})
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, 2*n)
-		for _, g := range gs[start : start+n] {
-			args = append(args, ledger.UserAccount(g.User), g.Cents)
-		}
-		_, err = st.ExecContext(ctx, args...)
-		st.Close()
-		if err != nil {
-			return err
-		}
-		start += n
-	}
-	return nil
-}
-
 func scanRows(rows *sql.Rows, into []batch.Row) ([]batch.Row, error) {
 	defer rows.Close()
 	for rows.Next() {
@@ -438,7 +428,11 @@ func scanRows(rows *sql.Rows, into []batch.Row) ([]batch.Row, error) {
 	return into, rows.Err()
 }
 
-// Refund implements ledger.Ledger.
+// Refund implements ledger.Ledger. In the same transaction it rolls the
+// campaign's users up: each user's entries of the campaign are added to
+// their balance, once, and the campaign is marked rolled_up, so Balance
+// stops adding them from the journal in the same commit. Stopping before
+// the commit leaves nothing; a retry after it is a replay, a no-op.
 func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error {
 	if campaign == "" || cents < 0 {
 		return fmt.Errorf("%w: refund %d cents of campaign %q", ledger.ErrInvalid, cents, campaign)
@@ -446,9 +440,12 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	return wrap("refund", l.tx(ctx, func(tx *sql.Tx) error {
 		var funding string
 		var refunded sql.NullInt64
-		var escrowCents, fence int64
-		err := tx.QueryRowContext(ctx, `SELECT funding, refunded, total - grant_cents, fence FROM ledger_campaigns WHERE id = ?`, campaign).
-			Scan(&funding, &refunded, &escrowCents, &fence)
+		var num, escrowCents, fence int64
+		var rolledUp bool
+		err := tx.QueryRowContext(ctx, `SELECT num, funding, refunded, total - coalesce((SELECT sum(k.cents)
+				FROM ledger_campaign_counts k WHERE k.campaign = c.num), 0), fence, rolled_up
+			FROM ledger_campaigns c WHERE id = ?`, campaign).
+			Scan(&num, &funding, &refunded, &escrowCents, &fence, &rolledUp)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 		}
@@ -477,8 +474,12 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 				[]any{campaign, escrow, fund, cents}},
 			{`UPDATE ledger_accounts SET balance = balance - ? WHERE id = ?`, []any{cents, escrow}},
 			{`UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?`, []any{cents, fund}},
-			{`UPDATE ledger_campaigns SET refunded = ? WHERE id = ?`, []any{cents, campaign}},
+			{rollUp, []any{num, ledger.UserPrefix}},
+			{`UPDATE ledger_campaigns SET refunded = ?, rolled_up = 1 WHERE id = ?`, []any{cents, campaign}},
 		} {
+			if s.q == rollUp && rolledUp {
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, s.q, s.args...); err != nil {
 				return err
 			}
@@ -487,14 +488,27 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	}))
 }
 
+// rollUp adds every user's entries of campaign ?1 to their balance, one
+// row per user (a user may have several discounts). "WHERE true" keeps
+// SQLite's parser from reading ON CONFLICT as a join's ON.
+const rollUp = `INSERT INTO ledger_accounts (id, balance)
+SELECT ?2 || e.user_id, sum(e.cents) FROM (
+	SELECT user_id, cents FROM ledger_grants WHERE campaign = ?1
+	UNION ALL
+	SELECT user_id, cents FROM ledger_discounts WHERE campaign = ?1) AS e
+WHERE true GROUP BY e.user_id
+ON CONFLICT (id) DO UPDATE SET balance = balance + excluded.balance`
+
 // Totals implements ledger.Ledger. One statement reads everything, so the
 // values come from one snapshot; it answers one row whether the campaign
 // has a fund entry, packets, both or neither.
 func (l *Ledger) Totals(ctx context.Context, campaign string) (ledger.Totals, error) {
 	var t ledger.Totals
 	var refunded sql.NullInt64
-	err := l.db.QueryRowContext(ctx, `SELECT coalesce(c.funding, ''), coalesce(c.total, 0), coalesce(c.grant_count, 0),
-			coalesce(c.grant_cents, 0), c.refunded, coalesce(a.balance, 0), coalesce(s.count, 0), coalesce(s.cents, 0)
+	err := l.db.QueryRowContext(ctx, `SELECT coalesce(c.funding, ''), coalesce(c.total, 0),
+			coalesce((SELECT sum(count) FROM ledger_campaign_counts WHERE campaign = c.num), 0),
+			coalesce((SELECT sum(cents) FROM ledger_campaign_counts WHERE campaign = c.num), 0),
+			c.refunded, coalesce(a.balance, 0), coalesce(s.count, 0), coalesce(s.cents, 0)
 		FROM (SELECT ?1 AS id) k
 		LEFT JOIN ledger_campaigns c ON c.id = k.id
 		LEFT JOIN ledger_accounts a ON a.id = ?2
@@ -530,10 +544,25 @@ func (l *Ledger) Grants(ctx context.Context, campaign string, fn func(ledger.Gra
 	return wrap("grants", rows.Err())
 }
 
-// Balance implements ledger.Ledger.
+// Balance implements ledger.Ledger. A user's balance is the stored one
+// (campaigns rolled up at their refund) plus the user's entries of the
+// campaigns not rolled up yet, read from the journal in the same
+// statement, so from one snapshot. CROSS JOIN keeps SQLite looping over
+// the few live campaigns (their partial index) and probing each by its
+// (campaign, user_id) key.
 func (l *Ledger) Balance(ctx context.Context, account string) (int64, error) {
 	var b int64
-	err := l.db.QueryRowContext(ctx, `SELECT balance FROM ledger_accounts WHERE id = ?`, account).Scan(&b)
+	var err error
+	if user, ok := strings.CutPrefix(account, ledger.UserPrefix); ok {
+		err = l.db.QueryRowContext(ctx, `SELECT coalesce((SELECT balance FROM ledger_accounts WHERE id = ?1), 0)
+			+ coalesce((SELECT sum(g.cents) FROM ledger_campaigns c CROSS JOIN ledger_grants g
+				WHERE c.rolled_up = 0 AND g.campaign = c.num AND g.user_id = ?2), 0)
+			+ coalesce((SELECT sum(d.cents) FROM ledger_campaigns c CROSS JOIN ledger_discounts d
+				WHERE c.rolled_up = 0 AND d.campaign = c.num AND d.user_id = ?2), 0)`,
+			account, user).Scan(&b)
+		return b, wrap("balance", err)
+	}
+	err = l.db.QueryRowContext(ctx, `SELECT balance FROM ledger_accounts WHERE id = ?`, account).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -32,6 +33,21 @@ func BenchmarkApplyGrants(b *testing.B) {
 	}
 	defer l.Close()
 	ledgertest.Bench(b, l)
+}
+
+// BenchmarkApplyGrantsWriters settles one campaign with one and with two
+// concurrent writers of disjoint parts.
+func BenchmarkApplyGrantsWriters(b *testing.B) {
+	for _, writers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			l, err := sqlite.Open(context.Background(), fresh(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			ledgertest.BenchWriters(b, l, writers)
+		})
+	}
 }
 
 func BenchmarkApplyGrantsReplay(b *testing.B) {

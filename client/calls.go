@@ -1,0 +1,132 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// send runs call k and decodes its reply into a new T.
+func send[T any](ctx context.Context, c *Client, k call) (*T, error) {
+	out := new(T)
+	k.out = out
+	if err := c.do(ctx, k); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func campaignPath(id, action string) string {
+	return "/v1/campaigns/" + url.PathEscape(id) + action
+}
+
+func discountPath(id, action string) string {
+	return "/v1/discounts/" + url.PathEscape(id) + action
+}
+
+// CreateCampaign creates a red packet campaign (admin). With the same
+// IdempotencyKey and spec it answers the campaign created before.
+func (c *Client) CreateCampaign(ctx context.Context, spec CampaignSpec) (*Campaign, error) {
+	key := spec.IdempotencyKey
+	if key == "" {
+		key = newKey()
+	}
+	return send[Campaign](ctx, c, call{method: http.MethodPost, path: "/v1/campaigns", idempotent: true, body: spec, key: key})
+}
+
+// Campaign reads a campaign's status (admin).
+func (c *Client) Campaign(ctx context.Context, id string) (*CampaignStatus, error) {
+	return send[CampaignStatus](ctx, c, call{method: http.MethodGet, path: campaignPath(id, ""), idempotent: true})
+}
+
+// Campaigns lists the live campaigns (admin).
+func (c *Client) Campaigns(ctx context.Context) (*CampaignList, error) {
+	return send[CampaignList](ctx, c, call{method: http.MethodGet, path: "/v1/campaigns", idempotent: true})
+}
+
+// CloseCampaign closes a campaign now (admin); before it opens this
+// cancels it. Closing a closed campaign answers its status.
+func (c *Client) CloseCampaign(ctx context.Context, id string) (*CampaignStatus, error) {
+	return send[CampaignStatus](ctx, c, call{method: http.MethodPost, path: campaignPath(id, "/close"), idempotent: true})
+}
+
+// Grab grabs a packet of campaign id for the user of the client's token.
+// A business outcome (sold out, not open, closed) is an answer, not an
+// error. Retries are safe: the user's packet comes back as AlreadyGranted.
+func (c *Client) Grab(ctx context.Context, id string) (*Grab, error) {
+	return send[Grab](ctx, c, call{method: http.MethodPost, path: campaignPath(id, "/grab"), idempotent: true})
+}
+
+// Held reads the packet the token's user holds of campaign id; ErrNoGrant
+// when none.
+func (c *Client) Held(ctx context.Context, id string) (*Packet, error) {
+	return send[Packet](ctx, c, call{method: http.MethodGet, path: campaignPath(id, "/grants/me"), idempotent: true})
+}
+
+// Redrive puts a campaign's dead grants back for settlement (admin). It
+// is not retried once sent: a lost reply is ErrOutcomeUnknown (read the
+// campaign's dead entries to learn what happened).
+func (c *Client) Redrive(ctx context.Context, id string) (*Redrive, error) {
+	return send[Redrive](ctx, c, call{method: http.MethodPost, path: campaignPath(id, "/redrive")})
+}
+
+// CreateDiscount creates a discount campaign (admin), idempotent as
+// CreateCampaign.
+func (c *Client) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discount, error) {
+	key := spec.IdempotencyKey
+	if key == "" {
+		key = newKey()
+	}
+	return send[Discount](ctx, c, call{method: http.MethodPost, path: "/v1/discounts", idempotent: true, body: spec, key: key})
+}
+
+// Discount reads a discount campaign's status (admin).
+func (c *Client) Discount(ctx context.Context, id string) (*DiscountStatus, error) {
+	return send[DiscountStatus](ctx, c, call{method: http.MethodGet, path: discountPath(id, ""), idempotent: true})
+}
+
+// CloseDiscount stops a discount campaign's reservations (admin); confirms
+// of those held go on until their hold ends.
+func (c *Client) CloseDiscount(ctx context.Context, id string) (*DiscountStatus, error) {
+	return send[DiscountStatus](ctx, c, call{method: http.MethodPost, path: discountPath(id, "/close"), idempotent: true})
+}
+
+// Reserve reserves a discount for an order (payment key). The same user
+// and order id again answers the same amount (Already), so retries are
+// safe; ErrCancelled, ErrExpired: reserve with a new order id;
+// ErrOrderMismatch: the order was reserved for another amount.
+func (c *Client) Reserve(ctx context.Context, id string, o Order) (*Reservation, error) {
+	return send[Reservation](ctx, c, call{method: http.MethodPost, path: discountPath(id, "/reserve"), idempotent: true, body: o})
+}
+
+// Confirm confirms the discount of a user's order once it is paid
+// (payment key); repeated, it answers the same.
+func (c *Client) Confirm(ctx context.Context, id, orderID, userID string) (*OrderOutcome, error) {
+	return c.order(ctx, id, orderID, userID, "/confirm")
+}
+
+// Cancel releases the discount of a user's order (payment key); repeated,
+// it answers the same; Expired when the hold had ended first.
+// ErrConfirmed: a confirmed discount cannot be cancelled.
+func (c *Client) Cancel(ctx context.Context, id, orderID, userID string) (*OrderOutcome, error) {
+	return c.order(ctx, id, orderID, userID, "/cancel")
+}
+
+func (c *Client) order(ctx context.Context, id, orderID, userID, action string) (*OrderOutcome, error) {
+	body := struct {
+		UserID string `json:"user_id"`
+	}{userID}
+	path := discountPath(id, "/orders/"+url.PathEscape(orderID)+action)
+	return send[OrderOutcome](ctx, c, call{method: http.MethodPost, path: path, idempotent: true, body: body})
+}
+
+// Healthy asks /healthz whether the process is alive.
+func (c *Client) Healthy(ctx context.Context) error {
+	return c.do(ctx, call{method: http.MethodGet, path: "/healthz", idempotent: true})
+}
+
+// Ready asks /readyz whether the service takes requests: its Redis and
+// ledger answer and it is not stopping. ErrNotReady when not.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, call{method: http.MethodGet, path: "/readyz", idempotent: true})
+}

@@ -1,0 +1,38 @@
+// Package client calls a hongbao service over HTTP: typed calls for every
+// route of its OpenAPI document (httpapi/openapi.json), the service's error
+// shape as Go errors, and the service's retry protocol built in.
+//
+// A Client carries one credential: a user's token (grab, held packet), the
+// payment key (reserve, confirm, cancel) or an admin key (everything). As
+// returns a copy that sends another credential over the same connections,
+// so one Client serves many users.
+//
+// # Retries
+//
+// A call is retried only when retrying cannot do anything twice:
+//
+//   - when the service did nothing: 429 rate_limited, 503 busy, or a
+//     connection that could not be made. Every call is retried then.
+//   - when the outcome is unknown: 503 outcome_unknown or unavailable, 500,
+//     a gateway's 502/503/504, a connection cut before the reply was read.
+//     Only the calls the service makes idempotent are retried then: grab
+//     (one packet per user and campaign: a retry answers the same packet,
+//     as already_granted), the held packet, reserve (by user and order
+//     id), confirm and cancel (the same answer when repeated), close,
+//     every read, and the creates, which always carry an Idempotency-Key
+//     (one is drawn when the spec names none). Redrive is not: its
+//     unknown outcome is returned as ErrOutcomeUnknown.
+//
+// A retry waits what Retry-After asks, else a backoff that doubles from
+// Retry.MinBackoff up to Retry.MaxBackoff with jitter, at most
+// Retry.MaxAttempts attempts in all, and never past the context's
+// deadline: a wait that would end after it returns the last error at once.
+//
+// # Errors
+//
+// An answer of the service's error shape is an *Error (status, code,
+// message, Retry-After). errors.Is matches it against the sentinel of its
+// code (ErrNotFound, ErrBusy, ...). A reply lost in transport on a call
+// that is not retried, or still lost after the last attempt, matches
+// ErrOutcomeUnknown too: the call may or may not have taken effect.
+package client

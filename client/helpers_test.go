@@ -1,0 +1,162 @@
+package client_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/client"
+	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger/open"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+var (
+	userSecret = httpapi.Secret{KID: "k1", Key: []byte("client-test-user-secret-0123456789ab")}
+	adminKey   = "client-test-admin-key-0123456789abcdef"
+	paymentKey = "client-test-payment-key-0123456789abcd"
+)
+
+// service is a real serve handler (real Redis, SQLite ledger) behind a
+// real HTTP listener, with a fault hook in front of it.
+type service struct {
+	URL    string
+	Engine *hongbao.Engine
+	fault  *faults
+}
+
+// newService starts the API on the shared test Redis.
+func newService(t *testing.T) *service {
+	t.Helper()
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	require.NoError(t, err)
+	l, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	s, err := httpapi.New(httpapi.Config{
+		Engine: eng, Redis: r.Client,
+		UserSecrets: []httpapi.Secret{userSecret},
+		AdminKeys:   [][]byte{[]byte(adminKey)},
+		PaymentKeys: [][]byte{[]byte(paymentKey)},
+		Ready:       map[string]func(context.Context) error{"ledger": l.Ping},
+		UserRate:    -1, IPRate: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	f := &faults{next: s, hits: map[string]int{}}
+	hs := httptest.NewServer(f)
+	t.Cleanup(hs.Close)
+	return &service{URL: hs.URL, Engine: eng, fault: f}
+}
+
+// faults answers chosen requests itself before the service sees them, and
+// counts the requests that reach the listener, by "METHOD path".
+type faults struct {
+	next http.Handler
+	mu   sync.Mutex
+	hits map[string]int
+	// answer, when set, may answer a request instead of the service; n
+	// is the request's number on its route, from 1.
+	answer func(w http.ResponseWriter, r *http.Request, n int) bool
+}
+
+func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	k := r.Method + " " + r.URL.Path
+	f.hits[k]++
+	n, answer := f.hits[k], f.answer
+	f.mu.Unlock()
+	if answer != nil && answer(w, r, n) {
+		return
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+// count is how many requests reached the listener whose route ends with
+// suffix.
+func (f *faults) count(suffix string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for k, v := range f.hits {
+		if strings.HasSuffix(k, suffix) {
+			n += v
+		}
+	}
+	return n
+}
+
+func (f *faults) set(a func(w http.ResponseWriter, r *http.Request, n int) bool) {
+	f.mu.Lock()
+	f.answer = a
+	f.mu.Unlock()
+}
+
+// dropFirst is an http.RoundTripper that delivers every request but
+// loses the reply of the first one whose path ends with suffix: the
+// service did the work, the caller hears a cut connection.
+type dropFirst struct {
+	next    http.RoundTripper
+	suffix  string
+	mu      sync.Mutex
+	dropped bool
+}
+
+func (d *dropFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := d.next.RoundTrip(req)
+	if err != nil || !strings.HasSuffix(req.URL.Path, d.suffix) {
+		return res, err
+	}
+	d.mu.Lock()
+	drop := !d.dropped
+	d.dropped = true
+	d.mu.Unlock()
+	if !drop {
+		return res, nil
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return nil, io.ErrUnexpectedEOF
+}
+
+// newClient is a client of svc with credential token, over rt when not
+// nil. The retries start fast, so the tests do.
+func newClient(t *testing.T, svc *service, token string, rt http.RoundTripper) *client.Client {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	if rt == nil {
+		rt = tr
+	}
+	if d, ok := rt.(*dropFirst); ok && d.next == nil {
+		d.next = tr
+	}
+	c, err := client.New(svc.URL, client.Options{
+		Token:      token,
+		HTTPClient: &http.Client{Transport: rt, Timeout: 10 * time.Second},
+		Retry:      client.Retry{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
+	})
+	require.NoError(t, err)
+	return c
+}
+
+func userToken(t *testing.T, user string) string {
+	t.Helper()
+	tok, err := httpapi.MintToken(userSecret, user, time.Hour, time.Now())
+	require.NoError(t, err)
+	return tok
+}

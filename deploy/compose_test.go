@@ -1,0 +1,130 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/stretchr/testify/require"
+)
+
+// loadCompose loads compose/compose.yaml as docker compose would: the
+// compose specification's schema, interpolation, the consistency checks
+// (every secret, config, volume and depends_on named exists).
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
+	dir, err := filepath.Abs("compose")
+	require.NoError(t, err)
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  dir,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(dir, "compose.yaml")}},
+		Environment: types.Mapping{},
+	}, func(o *loader.Options) { o.ResolvePaths = true })
+	require.NoError(t, err)
+	return p
+}
+
+// TestComposeLoads: the compose file is valid and holds the deployment
+// the operations guide describes: two API processes without settlement,
+// one scheduler, Redis with a replica and three sentinels, PostgreSQL,
+// Prometheus with hongbao's alerts, Grafana with the dashboard; every
+// hongbao process reads the sample config file; no secret in an
+// environment variable, every secret a file.
+func TestComposeLoads(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	require.Equal(t, "hongbao", p.Name)
+
+	var api, sched, sentinels []string
+	for name, s := range p.Services {
+		cmd := strings.Join(s.Command, " ")
+		switch {
+		case s.Image == "hongbao:dev" && len(s.Command) > 0 && s.Command[0] == "serve":
+			require.Contains(t, cmd, "--settle=false", name)
+			api = append(api, name)
+		case s.Image == "hongbao:dev" && len(s.Command) > 0 && s.Command[0] == "settle":
+			sched = append(sched, name)
+		case strings.Contains(cmd, "redis-sentinel"):
+			sentinels = append(sentinels, name)
+		}
+		if s.Image == "hongbao:dev" {
+			require.Contains(t, cmd, "--config /etc/hongbao/hongbao.yaml", name)
+			require.True(t, slices.ContainsFunc(s.Configs, func(c types.ServiceConfigObjConfig) bool {
+				return c.Source == "hongbao" && c.Target == "/etc/hongbao/hongbao.yaml"
+			}), "%s mounts the config file", name)
+			require.Contains(t, secretNames(s), "pgpass", name)
+		}
+		for k := range s.Environment {
+			u := strings.ToUpper(k)
+			secretish := strings.Contains(u, "PASSWORD") || strings.Contains(u, "SECRET") || strings.Contains(u, "TOKEN") || strings.HasSuffix(u, "_KEY")
+			require.False(t, secretish && !strings.HasSuffix(u, "_FILE"), "%s: environment variable %s looks like a secret; mount a file", name, k)
+		}
+	}
+	slices.Sort(api)
+	require.Equal(t, []string{"api-1", "api-2"}, api)
+	require.Equal(t, []string{"scheduler"}, sched)
+	require.Len(t, sentinels, 3)
+	for _, name := range []string{"redis-primary", "redis-replica", "postgres", "prometheus", "grafana"} {
+		require.Contains(t, p.Services, name)
+	}
+	require.Contains(t, strings.Join(p.Services["redis-replica"].Command, " "), "--replicaof redis-primary 6379")
+	require.Contains(t, strings.Join(p.Services["redis-primary"].Command, " "), "--appendfsync always")
+	// Redis requires the password of the secret, read from the file at
+	// start (compose's $$ is a shell's $), never written into the file.
+	for _, name := range append([]string{"redis-primary", "redis-replica"}, sentinels...) {
+		s := p.Services[name]
+		require.Contains(t, secretNames(s), "redis_password", name)
+		require.Contains(t, strings.Join(s.Command, " "), "$(cat /run/secrets/redis_password)", name)
+	}
+	require.Contains(t, strings.Join(p.Services["redis-primary"].Command, " "), "requirepass")
+	require.Contains(t, secretNames(p.Services["scheduler"]), "redis_password")
+	require.Contains(t, secretNames(p.Services["api-1"]), "redis_password")
+	require.Contains(t, secretNames(p.Services["api-1"]), "admin_key")
+	require.Contains(t, secretNames(p.Services["api-1"]), "token_secret")
+
+	// The files the configs name exist in the repository, the dashboard
+	// aside (its own file); the alerts are the checked-in ones.
+	for name, c := range p.Configs {
+		if name == "dashboard" {
+			require.Equal(t, "hongbao.json", filepath.Base(c.File))
+			continue
+		}
+		_, err := os.Stat(c.File)
+		require.NoError(t, err, "config %s", name)
+	}
+	alerts, err := filepath.Abs("prometheus/alerts.yml")
+	require.NoError(t, err)
+	require.Equal(t, alerts, p.Configs["alerts"].File)
+	cfg, err := filepath.Abs("hongbao.yaml")
+	require.NoError(t, err)
+	require.Equal(t, cfg, p.Configs["hongbao"].File)
+
+	// The secrets are files, and make-secrets.sh makes each of them.
+	script, err := os.ReadFile("compose/make-secrets.sh")
+	require.NoError(t, err)
+	for name, s := range p.Secrets {
+		require.NotEmpty(t, s.File, "secret %s is a file", name)
+		require.Empty(t, s.Environment, "secret %s comes from no environment variable", name)
+		require.Contains(t, string(script), "put "+name+" ", "make-secrets.sh makes %s", name)
+	}
+
+	// Only the host's loopback is published.
+	for name, s := range p.Services {
+		for _, port := range s.Ports {
+			require.Equal(t, "127.0.0.1", port.HostIP, "%s publishes %s", name, port.Published)
+		}
+	}
+}
+
+func secretNames(s types.ServiceConfig) []string {
+	var out []string
+	for _, sec := range s.Secrets {
+		out = append(out, sec.Source)
+	}
+	return out
+}

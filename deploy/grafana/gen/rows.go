@@ -1,0 +1,151 @@
+package main
+
+// The panels, row by row. Every metric named here is one serve exports
+// (httpapi/metrics.go, httpapi/discount_metrics.go, internal/cli/serve.go);
+// a test of the main module starts serve, scrapes it and fails on a name
+// it does not find. Several serve processes report the same campaign
+// gauges (read from the shared Redis), so those are taken with max, never
+// summed; counters are per process and summed.
+
+// one is a threshold value.
+func one() *float64 { v := 1.0; return &v }
+
+// rows are the dashboard's rows, top to bottom.
+func rows() []row {
+	return []row{trafficRow(), campaignRow(), settlementRow(), errorRow()}
+}
+
+func trafficRow() row {
+	return row{title: "Traffic", panels: []panel{
+		{title: "Grabs per second by outcome", unit: "reqps", stack: true,
+			help:    "Grab answers of red packet campaigns, by outcome (granted, already_granted, sold_out, not_open, closed, not_found, busy, outcome_unknown, error).",
+			queries: []query{q(`sum by (outcome) (rate(hongbao_grabs_total`+rate+`))`, "{{outcome}}")}},
+		{title: "Discount answers per second by outcome", unit: "reqps", stack: true,
+			help: "Reserve, confirm and cancel answers of discount campaigns, by outcome.",
+			queries: []query{
+				q(`sum by (outcome) (rate(hongbao_discount_reserves_total`+rate+`))`, "reserve {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_discount_confirms_total`+rate+`))`, "confirm {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_discount_cancels_total`+rate+`))`, "cancel {{outcome}}"),
+			}},
+		{title: "HTTP requests per second by status", unit: "reqps", stack: true,
+			help:    "Every HTTP request serve answered, by status code.",
+			queries: []query{q(`sum by (code) (rate(hongbao_http_requests_total`+rate+`))`, "{{code}}")}},
+		{title: "Grab and reserve latency, p50 and p99", unit: "s",
+			help: "Time the engine took to answer a grab or a discount reservation, queueing and batching included.",
+			queries: []query{
+				q(quantile("0.5", "hongbao_grab_duration_seconds_bucket", ""), "grab p50"),
+				q(quantile("0.99", "hongbao_grab_duration_seconds_bucket", ""), "grab p99"),
+				q(quantile("0.5", "hongbao_discount_reserve_duration_seconds_bucket", ""), "reserve p50"),
+				q(quantile("0.99", "hongbao_discount_reserve_duration_seconds_bucket", ""), "reserve p99"),
+			}},
+		{title: "HTTP latency p99 by route", unit: "s",
+			help:    "Time to answer an HTTP request, 99th percentile, by route pattern.",
+			queries: []query{q(quantile("0.99", "hongbao_http_request_duration_seconds_bucket", "route"), "{{route}}")}},
+		{title: "Users per grab script call", unit: "short",
+			help: "Grabs carried by each grab script call (the engine's coalescing): near 1 when traffic is light, up to the batch limit in a rush.",
+			queries: []query{q(`sum(rate(hongbao_grab_batch_size_sum`+rate+`)) / sum(rate(hongbao_grab_batch_size_count`+rate+`))`,
+				"users per call")}},
+	}}
+}
+
+// quantile is a percentile of a histogram's buckets over every process,
+// kept apart by the label by when it is not empty.
+func quantile(phi, bucket, by string) string {
+	if by != "" {
+		by = ", " + by
+	}
+	return `histogram_quantile(` + phi + `, sum by (le` + by + `) (rate(` + bucket + rate + `)))`
+}
+
+func campaignRow() row {
+	return row{title: "Campaigns", panels: []panel{
+		{title: "Pool left (packets)", unit: "short", width: 6,
+			help:    "Packets still in each live red packet campaign's pool (the 200 that close first).",
+			queries: []query{q(`max by (campaign) (hongbao_campaign_pool_remaining_packets)`, "{{campaign}}")}},
+		{title: "Pool left (cents)", unit: "short", width: 6,
+			help:    "Cents still in each live red packet campaign's pool.",
+			queries: []query{q(`max by (campaign) (hongbao_campaign_pool_remaining_cents)`, "{{campaign}}")}},
+		{title: "Discount budget (cents)", unit: "short", width: 6,
+			help: "Each live discount campaign's budget: remaining (neither confirmed nor reserved), reserved, confirmed, and the compensation its clipping set aside.",
+			queries: []query{
+				q(`max by (campaign) (hongbao_discount_remaining_cents)`, "{{campaign}} remaining"),
+				q(`max by (campaign) (hongbao_discount_reserved_cents)`, "{{campaign}} reserved"),
+				q(`max by (campaign) (hongbao_discount_confirmed_cents)`, "{{campaign}} confirmed"),
+				q(`max by (campaign) (hongbao_discount_compensation_cents)`, "{{campaign}} compensation"),
+			}},
+		{title: "Discount quota (discounts)", unit: "short", width: 6,
+			help: "Each live discount campaign's quota: remaining, reserved and confirmed discounts.",
+			queries: []query{
+				q(`max by (campaign) (hongbao_discount_remaining_count)`, "{{campaign}} remaining"),
+				q(`max by (campaign) (hongbao_discount_reserved_count)`, "{{campaign}} reserved"),
+				q(`max by (campaign) (hongbao_discount_confirmed_count)`, "{{campaign}} confirmed"),
+			}},
+	}}
+}
+
+func settlementRow() row {
+	return row{title: "Settlement", panels: []panel{
+		{title: "Settlement backlog (entries)", unit: "short", width: 6,
+			help: "Grant stream entries not yet in the ledger: over every live campaign, and per campaign (the 200 that close first).",
+			queries: []query{
+				q(`max(hongbao_settlement_lag_entries)`, "all campaigns"),
+				q(`max by (campaign) (hongbao_settlement_campaign_lag_entries)`, "{{campaign}}"),
+			}},
+		{title: "Settlement backlog (cents)", unit: "short", width: 6,
+			help: "Cents granted in Redis and not yet in the ledger: what users hold that the ledger does not show yet.",
+			queries: []query{
+				q(`max(hongbao_settlement_lag_cents)`, "all campaigns"),
+				q(`max by (campaign) (hongbao_settlement_campaign_lag_cents)`, "{{campaign}}"),
+			}},
+		{title: "Settlement lag", unit: "s", width: 6,
+			help:    "Age of the oldest grant not yet settled (0 when none). It grows when the ledger is down or no process holds the scheduler lease.",
+			queries: []query{q(`max(hongbao_settlement_oldest_pending_seconds)`, "oldest unsettled grant")}},
+		{title: "Dead entries", unit: "short", width: 3, stat: true, alarm: one(),
+			help:    "Grants in dead streams, waiting for an operator (hongbao settle --redrive after the cause is fixed).",
+			queries: []query{q(`max(hongbao_settlement_dead_entries)`, "dead entries")}},
+		{title: "Scheduler lease holders", unit: "short", width: 3, stat: true, healthy: one(),
+			help:    "Processes holding the scheduler lease (settlement, close on time, refunds): 1 is right, 0 means nothing settles.",
+			queries: []query{q(`sum(hongbao_scheduler_lease_held)`, "holders")}},
+	}}
+}
+
+func errorRow() row {
+	return row{title: "Errors", panels: []panel{
+		{title: "Redis errors", unit: "reqps",
+			help: "Grabs and discount calls that failed on Redis (error) or were shed or refused before running (busy).",
+			queries: []query{
+				q(`sum by (outcome) (rate(hongbao_grabs_total{outcome=~"error|busy"}`+rate+`))`, "grab {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_discount_reserves_total{outcome=~"error|busy"}`+rate+`))`, "reserve {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_discount_confirms_total{outcome=~"error|busy"}`+rate+`))`, "confirm {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_discount_cancels_total{outcome=~"error|busy"}`+rate+`))`, "cancel {{outcome}}"),
+			}},
+		{title: "Settlement and ledger errors", unit: "short",
+			help: "Over the interval: settlement passes that failed on Redis or the ledger (retried after a backoff; a ledger that is down shows here and as a growing lag), and entries the ledger refused: conflicts (a packet recorded for another user, an incident) and impossible ones (after the refund, beyond the escrow).",
+			queries: []query{
+				q(`sum(increase(hongbao_settlement_failures_total`+rate+`))`, "failed passes"),
+				q(`sum(increase(hongbao_settlement_conflicts_total`+rate+`))`, "conflicts"),
+				q(`sum(increase(hongbao_settlement_refused_total`+rate+`))`, "refused as impossible"),
+			}},
+		{title: "Outcome unknown (WAIT short, reply lost)", unit: "reqps",
+			help: "Calls answered outcome unknown: a WAIT that fewer replicas than --wait-replicas acknowledged in time, or a reply lost on the way. Safe to retry: a retry returns the same packet or reservation. Steady values with --wait-replicas mean replicas lag or are missing.",
+			queries: []query{
+				q(`sum(rate(hongbao_grabs_total{outcome="outcome_unknown"}`+rate+`))`, "grab"),
+				q(`sum(rate(hongbao_discount_reserves_total{outcome="outcome_unknown"}`+rate+`))`, "reserve"),
+				q(`sum(rate(hongbao_discount_confirms_total{outcome="outcome_unknown"}`+rate+`))`, "confirm"),
+				q(`sum(rate(hongbao_discount_cancels_total{outcome="outcome_unknown"}`+rate+`))`, "cancel"),
+			}},
+		{title: "Redis durable and readable", unit: "short", stat: true, healthy: one(),
+			help: "1 and 1 are right. fsync always: Redis has appendonly yes and appendfsync always (else a Redis crash can lose acknowledged grants). State readable: serve could read the campaign state for its last scrape.",
+			queries: []query{
+				q(`min(hongbao_redis_fsync_always)`, "fsync always"),
+				q(`1 - max(hongbao_state_scrape_errors)`, "state readable"),
+			}},
+		{title: "Failed authentication per second", unit: "reqps",
+			help:    "Requests refused for their credentials, by the class the route takes (user, admin, payment, metrics).",
+			queries: []query{q(`sum by (class) (rate(hongbao_auth_failures_total`+rate+`))`, "{{class}}")}},
+		{title: "5xx share of HTTP requests", unit: "percentunit",
+			help: "Share of HTTP requests answered with a 5xx status.",
+			queries: []query{q(`sum(rate(hongbao_http_requests_total{code=~"5.."}`+rate+`)) / sum(rate(hongbao_http_requests_total`+rate+`))`,
+				"5xx")}},
+	}}
+}
