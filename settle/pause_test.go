@@ -114,7 +114,7 @@ func TestPausedCampaignClosesOnTime(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 10_000, Count: 100, ClosesAt: time.Now().Add(time.Second)})
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 10_000, Count: 100, ClosesAt: time.Now().Add(2 * time.Second)})
 	require.NoError(t, err)
 	g, err := e.eng.Grab(ctx, c.ID, "early")
 	require.NoError(t, err)
