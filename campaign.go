@@ -121,6 +121,13 @@ type Status struct {
 	// InFlight counts the packets (of RemainingCount) on their way from
 	// one shard to another; always 0 with one shard.
 	InFlight int64
+	// Paused is true while an operator paused the campaign (Engine.Pause);
+	// PausedShards counts the shards paused, which is Shards once a Pause
+	// returned and 0 once a Resume did.
+	Paused       bool
+	PausedShards int
+	// BlockedUsers counts the users blocked on the campaign (Engine.Block).
+	BlockedUsers int64
 	// Now is the Redis clock at the read.
 	Now time.Time
 }
@@ -141,12 +148,18 @@ const (
 	NotOpen Outcome = 4
 	// Closed: the campaign's window ended or an operator closed it.
 	Closed Outcome = 5
+	// Paused: an operator paused the campaign (Engine.Pause); its
+	// window still runs.
+	Paused Outcome = 9
+	// Blocked: an operator blocked the user on this campaign
+	// (Engine.Block).
+	Blocked Outcome = 10
 )
 
-var outcomeNames = [...]string{"", "GRANTED", "ALREADY", "SOLD_OUT", "NOT_OPEN", "CLOSED"}
+var outcomeNames = [...]string{"", "GRANTED", "ALREADY", "SOLD_OUT", "NOT_OPEN", "CLOSED", "", "", "", "PAUSED", "BLOCKED"}
 
 func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) && o != 0 {
+	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {
 		return outcomeNames[o]
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"

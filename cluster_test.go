@@ -51,6 +51,47 @@ func TestOnCluster(t *testing.T) {
 	t.Run("KeysOutsideCampaigns", oc.outside)
 	t.Run("RainOverThreeMasters", oc.rainOverMasters)
 	t.Run("MigrationDuringRain", oc.migration)
+	t.Run("PauseAndBlockOverThreeMasters", oc.pauseAndBlock)
+}
+
+// pauseAndBlock: a campaign over three masters pauses on every one of
+// them, blocks users on their own shards, and resumes; the blocked hash of
+// every shard lives on the shard's master.
+func (oc *onCluster) pauseAndBlock(t *testing.T) {
+	ctx := context.Background()
+	const shards = 3
+	c, err := oc.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 30_000, Count: 300, Shards: shards})
+	require.NoError(t, err)
+	masters := oc.shardMasters(t, c.ID, shards)
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(masters))), shards, "one shard per master")
+	st, err := oc.eng.Pause(ctx, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, shards, st.PausedShards)
+	var bad []string
+	for k := range shards {
+		u := usersHomedOn("p", 2, shards, k)
+		g, err := oc.eng.Grab(ctx, c.ID, u[0])
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Paused, g.Outcome, "shard %d", k)
+		bad = append(bad, u[1])
+	}
+	_, err = oc.eng.Resume(ctx, c.ID)
+	require.NoError(t, err)
+	n, err := oc.eng.Block(ctx, c.ID, bad)
+	require.NoError(t, err)
+	require.Equal(t, shards, n)
+	for k, u := range bad {
+		g, err := oc.eng.Grab(ctx, c.ID, u)
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Blocked, g.Outcome, "shard %d", k)
+		g, err = oc.eng.Grab(ctx, c.ID, usersHomedOn("p", 1, shards, k)[0])
+		require.NoError(t, err)
+		require.Equal(t, hongbao.Granted, g.Outcome, "shard %d", k)
+	}
+	list, err := oc.eng.BlockedUsers(ctx, c.ID)
+	require.NoError(t, err)
+	require.Len(t, list, shards)
+	oc.settleClean(t, c.ID, shards)
 }
 
 // shardMasters returns the master of each shard of campaign id, and
@@ -62,7 +103,7 @@ func (oc *onCluster) shardMasters(t *testing.T, id string, shards int) []string 
 	for k, keys := range redisstore.Layout(id, shards) {
 		m, err := oc.c.MasterOf(ctx, keys.Meta)
 		require.NoError(t, err)
-		for _, key := range []string{keys.Pool, keys.Claims, keys.Grants, keys.Dead, keys.Xfers, keys.Applied} {
+		for _, key := range []string{keys.Pool, keys.Claims, keys.Grants, keys.Dead, keys.Xfers, keys.Applied, keys.Blocked} {
 			other, err := oc.c.MasterOf(ctx, key)
 			require.NoError(t, err)
 			require.Equal(t, m, other, "%s is on the master of its shard", key)

@@ -198,6 +198,11 @@ type DiscountStatus struct {
 	RefundedCents int64
 	// InFlight counts the units (of RemainingCount) moving between shards.
 	InFlight int64
+	// Paused, PausedShards and BlockedUsers are as in Status
+	// (Engine.PauseDiscount, Engine.BlockDiscount).
+	Paused       bool
+	PausedShards int
+	BlockedUsers int64
 	// Now is the Redis clock at the read of the root.
 	Now time.Time
 }
@@ -221,15 +226,21 @@ const (
 	ReserveClosed ReserveOutcome = 5
 	// OverLimit: the user holds PerUserCount discounts or PerUserAmount.
 	OverLimit ReserveOutcome = 8
+	// ReservePaused: an operator paused the campaign (PauseDiscount).
+	ReservePaused ReserveOutcome = 14
+	// ReserveBlocked: an operator blocked the user on this campaign
+	// (BlockDiscount).
+	ReserveBlocked ReserveOutcome = 15
 )
 
 var reserveNames = map[ReserveOutcome]string{
 	Reserved: "reserved", ReservedAlready: "already", Exhausted: "exhausted",
 	ReserveNotOpen: "not_open", ReserveClosed: "closed", OverLimit: "limit",
+	ReservePaused: "paused", ReserveBlocked: "blocked",
 }
 
 // String is the outcome as the HTTP API spells it: "reserved", "already",
-// "exhausted", "not_open", "closed" or "limit".
+// "exhausted", "not_open", "closed", "limit", "paused" or "blocked".
 func (o ReserveOutcome) String() string {
 	if s, ok := reserveNames[o]; ok {
 		return s

@@ -199,7 +199,8 @@ func (e *Engine) ReserveDiscount(ctx context.Context, id, user, order string, or
 			r.State = Confirmed
 		}
 		r.Seq, r.Cents, r.ExpiresAt = res.Seq, res.Cents, time.UnixMilli(res.ExpiresMs)
-	case redisstore.DiscExhausted, redisstore.DiscNotOpen, redisstore.DiscClosed, redisstore.DiscLimit:
+	case redisstore.DiscExhausted, redisstore.DiscNotOpen, redisstore.DiscClosed, redisstore.DiscLimit,
+		redisstore.DiscPaused, redisstore.DiscBlocked:
 		r.Outcome = ReserveOutcome(res.Code)
 	default:
 		return Reservation{}, codeErr("reserve", id, res.Code)
@@ -315,6 +316,10 @@ func discountStatusFrom(id string, v *redisstore.DiscountView) (*DiscountStatus,
 		st.CompensationCents += sn.Int("comp_cents")
 		moveCount += sn.Int("out_count") - sn.Int("in_count")
 		moveCents += sn.Int("out_cents") - sn.Int("in_cents")
+		if sn.Meta["paused"] == "1" {
+			st.PausedShards++
+		}
+		st.BlockedUsers += sn.Int("blocked")
 		held := sn.Int("base_count") + sn.Int("in_count") - sn.Int("out_count")
 		if sn.Meta["state"] == string(StateSettled) {
 			st.RemainingCount += held - sn.Int("confirmed_count") - sn.Int("reserved_count")
@@ -325,6 +330,7 @@ func discountStatusFrom(id string, v *redisstore.DiscountView) (*DiscountStatus,
 		st.RemainingCents += sn.Int("base_cents") + sn.Int("in_cents") - sn.Int("out_cents") -
 			sn.Int("taken_cents") + sn.Int("returned_cents") + sn.Int("comp_cents")
 	}
+	st.Paused = m["paused"] == "1"
 	st.InFlight = moveCount
 	st.RemainingCount += moveCount
 	st.RemainingCents += moveCents

@@ -478,7 +478,7 @@ func toGrant(id, user string, r redisstore.GrabResult) (Grant, error) {
 	if r.Outcome == redisstore.NoCampaign {
 		return Grant{}, opErr("grab", id, ErrCampaignNotFound)
 	}
-	if r.Outcome < redisstore.Granted || r.Outcome > redisstore.Closed {
+	if (r.Outcome < redisstore.Granted || r.Outcome > redisstore.Closed) && r.Outcome != redisstore.Paused && r.Outcome != redisstore.Blocked {
 		return Grant{}, opErr("grab", id, fmt.Errorf("unknown outcome code %d", r.Outcome))
 	}
 	return Grant{Campaign: id, User: user, Outcome: Outcome(r.Outcome), Seq: r.Seq, Cents: r.Cents}, nil
@@ -560,7 +560,12 @@ func statusFrom(id string, snaps []redisstore.Snapshot) (*Status, error) {
 		st.LostCount += sn.Int("lost_count")
 		st.LostCents += sn.Int("lost_cents")
 		moved += sn.Int("out_count") - sn.Int("in_count")
+		if sn.Meta["paused"] == "1" {
+			st.PausedShards++
+		}
+		st.BlockedUsers += sn.Int("blocked")
 	}
+	st.Paused = m["paused"] == "1"
 	st.InFlight = moved
 	st.RemainingCount += moved
 	st.RemainingCents = st.Total - st.GrantedCents - st.RefundedCents

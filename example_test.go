@@ -82,3 +82,47 @@ func ExampleParseCents() {
 	// hongbao: invalid amount "7.105": want at most two decimals, as in 12.34
 	// 7.10
 }
+
+// An operator pauses a rain that is being abused and blocks one user:
+// the holder keeps its packet, others wait, the blocked user is refused.
+func ExampleEngine_Pause() {
+	ctx := context.Background()
+	client := exampleClient()
+	defer client.Close()
+
+	eng, err := hongbao.New(hongbao.Config{Redis: client})
+	if err != nil {
+		panic(err)
+	}
+	c, err := eng.Create(ctx, hongbao.Spec{ID: "example-pause", Total: 3000, Count: 3, Split: split.Fixed})
+	if err != nil {
+		panic(err)
+	}
+	grab := func(user string) {
+		g, err := eng.Grab(ctx, c.ID, user)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(user, g.Outcome)
+	}
+	grab("alice")
+	st, _ := eng.Pause(ctx, c.ID)
+	fmt.Println("paused:", st.Paused)
+	grab("alice")
+	grab("bob")
+	if _, err := eng.Block(ctx, c.ID, []string{"mallory"}); err != nil {
+		panic(err)
+	}
+	st, _ = eng.Resume(ctx, c.ID)
+	fmt.Println("paused:", st.Paused)
+	grab("bob")
+	grab("mallory")
+	// Output:
+	// alice GRANTED
+	// paused: true
+	// alice ALREADY
+	// bob PAUSED
+	// paused: false
+	// bob GRANTED
+	// mallory BLOCKED
+}

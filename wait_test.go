@@ -186,3 +186,39 @@ func TestWaitReplicasOnCluster(t *testing.T) {
 		require.True(t, found, "no replica of %s", master)
 	}
 }
+
+// TestPauseWaitsForReplicas: with WaitReplicas 1 a pause answers once the
+// replica holds the flag; with no replica acknowledging it answers
+// ErrOutcomeUnknown (the flag may be written), also for a repeat that
+// found the campaign paused, and a retry once a replica is back succeeds.
+func TestPauseWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	primary := testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--repl-diskless-sync-delay", "0"}})
+	replica := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	replicaOf(t, replica, primary)
+	ctx := context.Background()
+	eng, err := hongbao.New(hongbao.Config{Redis: primary.Client, WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	c := create(t, eng, hongbao.Spec{Total: 10_000, Count: 100})
+	meta := redisstore.CampaignKeys(c.ID).Meta
+	_, err = eng.Pause(ctx, c.ID)
+	require.NoError(t, err)
+	v, err := replica.Client.Do(ctx, replica.Client.B().Hget().Key(meta).Field("paused").Build()).ToString()
+	require.NoError(t, err, "the replica holds the pause when it answers")
+	require.Equal(t, "1", v)
+	n, err := eng.Block(ctx, c.ID, []string{"mallory"})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	require.NoError(t, replica.Client.Do(ctx, replica.Client.B().Replicaof().No().One().Build()).Error())
+	_, err = eng.Pause(ctx, c.ID)
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "a repeat that wrote nothing waits too")
+	_, err = eng.Resume(ctx, c.ID)
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+	_, err = eng.Block(ctx, c.ID, []string{"eve"})
+	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+	replicaOf(t, replica, primary)
+	st, err := eng.Resume(ctx, c.ID)
+	require.NoError(t, err)
+	require.False(t, st.Paused)
+}

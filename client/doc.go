@@ -19,7 +19,7 @@
 //     (one packet per user and campaign: a retry answers the same packet,
 //     as already_granted), the held packet, reserve (by user and order
 //     id), confirm and cancel (the same answer when repeated), close,
-//     every read, and the creates, which always carry an Idempotency-Key
+//     pause, resume, block and unblock, every read, and the creates, which always carry an Idempotency-Key
 //     (one is drawn when the spec names none). Redrive is not: its
 //     unknown outcome is returned as ErrOutcomeUnknown.
 //

@@ -50,8 +50,11 @@ type CampaignStatus struct {
 	RemainingCents int64      `json:"remaining_cents"`
 	RefundedCents  int64      `json:"refunded_cents"`
 	Settlement     Settlement `json:"settlement"`
-	Now            time.Time  `json:"now"`       // the Redis clock at the read
-	InFlight       int        `json:"in_flight"` // packets moving between shards (in RemainingCount)
+	Now            time.Time  `json:"now"`           // the Redis clock at the read
+	InFlight       int        `json:"in_flight"`     // packets moving between shards (in RemainingCount)
+	Paused         bool       `json:"paused"`        // an operator paused it (PauseCampaign)
+	PausedShards   int        `json:"paused_shards"` // all shards once a pause answered, 0 once a resume did
+	BlockedUsers   int        `json:"blocked_users"`
 }
 
 // Settlement is the campaign's grants on their way to the ledger.
@@ -74,6 +77,8 @@ const (
 	SoldOut        = "sold_out"
 	NotOpen        = "not_open"
 	Closed         = "closed"
+	Paused         = "paused"  // an operator paused the campaign (also a reserve's answer)
+	Blocked        = "blocked" // an operator blocked the user on the campaign (also a reserve's answer)
 )
 
 // Grab is the answer to a grab.
@@ -175,6 +180,9 @@ type DiscountStatus struct {
 	CompensationCents int64     `json:"compensation_cents"`
 	RefundedCents     int64     `json:"refunded_cents"`
 	InFlight          int       `json:"in_flight"`
+	Paused            bool      `json:"paused"`
+	PausedShards      int       `json:"paused_shards"`
+	BlockedUsers      int       `json:"blocked_users"`
 	Now               time.Time `json:"now"`
 }
 

@@ -178,7 +178,8 @@ func TestLiveView(t *testing.T) {
 		return tk.Live.Outcomes["sold_out"] == 1 && tk.Live.Outcomes["already_granted"] == 1
 	})
 	require.Equal(t, map[string]int64{
-		"granted": 4, "already_granted": 1, "sold_out": 1, "not_open": 0, "closed": 0, "rate_limited": 0, "busy": 0, "error": 0,
+		"granted": 4, "already_granted": 1, "sold_out": 1, "not_open": 0, "closed": 0, "paused": 0, "blocked": 0,
+		"rate_limited": 0, "busy": 0, "error": 0,
 	}, tk.Live.Outcomes)
 	require.Zero(t, tk.Campaign.RemainingCount)
 	require.EqualValues(t, 4, tk.Campaign.GrantedCount)

@@ -68,6 +68,9 @@ type discountStatusOut struct {
 	CompensationCents int64  `json:"compensation_cents"`
 	RefundedCents     int64  `json:"refunded_cents"`
 	InFlight          int64  `json:"in_flight"`
+	Paused            bool   `json:"paused"`
+	PausedShards      int    `json:"paused_shards"`
+	BlockedUsers      int64  `json:"blocked_users"`
 	Now               string `json:"now"`
 }
 
@@ -79,6 +82,7 @@ func discountStatusJSON(st *hongbao.DiscountStatus) discountStatusOut {
 		ReservedCount: st.ReservedCount, Reserved: f(st.ReservedCents), ReservedCents: st.ReservedCents,
 		RemainingCount: st.RemainingCount, Remaining: f(st.RemainingCents), RemainingCents: st.RemainingCents,
 		CompensationCents: st.CompensationCents, RefundedCents: st.RefundedCents, InFlight: st.InFlight,
+		Paused: st.Paused, PausedShards: st.PausedShards, BlockedUsers: st.BlockedUsers,
 		Now: rfc3339(st.Now),
 	}
 }

@@ -23,14 +23,14 @@ type discountMetrics struct {
 func newDiscountMetrics(reg prometheus.Registerer, e *hongbao.Engine, timeout time.Duration, log *slog.Logger) *discountMetrics {
 	m := &discountMetrics{ops: map[string]*prometheus.CounterVec{}}
 	for op, help := range map[string]string{
-		"reserve": "Discount reservations answered, by outcome (reserved, already, exhausted, limit, not_open, closed, expired, cancelled, not_found, busy, outcome_unknown, error).",
+		"reserve": "Discount reservations answered, by outcome (reserved, already, exhausted, limit, not_open, closed, paused, blocked, expired, cancelled, not_found, busy, outcome_unknown, error).",
 		"confirm": "Discount confirms answered, by outcome (confirmed, already_confirmed, expired, cancelled, no_reservation, not_found, busy, outcome_unknown, error).",
 		"cancel":  "Discount cancels answered, by outcome (cancelled, already_cancelled, expired, confirmed, no_reservation, not_found, busy, outcome_unknown, error).",
 	} {
 		m.ops[op] = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hongbao_discount_" + op + "s_total", Help: help}, []string{"outcome"})
 		reg.MustRegister(m.ops[op])
 	}
-	for _, o := range []string{"reserved", "already", "exhausted", "limit", "not_open", "closed"} {
+	for _, o := range []string{"reserved", "already", "exhausted", "limit", "not_open", "closed", "paused", "blocked"} {
 		m.ops["reserve"].WithLabelValues(o)
 	}
 	m.ops["confirm"].WithLabelValues("confirmed")

@@ -25,6 +25,8 @@ const (
 	liveSoldOut
 	liveNotOpen
 	liveClosed
+	livePaused
+	liveBlocked
 	liveLimited // refused by a rate limit before reaching the engine
 	liveBusy    // shed by the engine's queue
 	liveError   // outcome unknown, time out, internal error
@@ -34,7 +36,7 @@ const (
 // liveOutcomeNames are the keys of the outcome counts in the live view;
 // the engine's outcomes are spelled as the grab answer spells them.
 var liveOutcomeNames = [numLiveOutcomes]string{
-	"granted", "already_granted", "sold_out", "not_open", "closed", "rate_limited", "busy", "error",
+	"granted", "already_granted", "sold_out", "not_open", "closed", "paused", "blocked", "rate_limited", "busy", "error",
 }
 
 func liveOutcomeOf(o hongbao.Outcome) liveOutcome {
@@ -49,6 +51,10 @@ func liveOutcomeOf(o hongbao.Outcome) liveOutcome {
 		return liveNotOpen
 	case hongbao.Closed:
 		return liveClosed
+	case hongbao.Paused:
+		return livePaused
+	case hongbao.Blocked:
+		return liveBlocked
 	}
 	return liveError
 }
@@ -204,7 +210,7 @@ func (ls *liveStore) evictLocked() bool {
 // of unknown ids must not fill it.
 func (ls *liveStore) record(id string, o liveOutcome, cents int64, now time.Time) {
 	var st *liveStats
-	if o <= liveClosed {
+	if o <= liveBlocked {
 		st = ls.getOrAdd(id, now)
 	} else {
 		st = ls.get(id)

@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 	m := &metrics{
 		grabs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_grabs_total",
-			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, not_found, busy, outcome_unknown, error).",
+			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, paused, blocked, not_found, busy, outcome_unknown, error).",
 		}, []string{"outcome"}),
 		grabLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hongbao_grab_duration_seconds",
@@ -61,7 +61,7 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 			Help: "Requests refused for their credentials, by the class the route takes (user, admin, payment, metrics).",
 		}, []string{"class"}),
 	}
-	for _, o := range []string{"granted", "already_granted", "sold_out", "not_open", "closed"} {
+	for _, o := range []string{"granted", "already_granted", "sold_out", "not_open", "closed", "paused", "blocked"} {
 		m.grabs.WithLabelValues(o)
 	}
 	reg.MustRegister(m.grabs, m.grabLatency, m.requests, m.reqLatency, m.limited, m.authFailures, sc,
@@ -93,6 +93,7 @@ type stateCollector struct {
 	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
 	transfers, moved, refused, failures                                           *prometheus.Desc
 	lagCents, campLag, campLagCents                                               *prometheus.Desc
+	paused                                                                        *prometheus.Desc
 }
 
 func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
@@ -102,6 +103,7 @@ func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Sta
 		batch:        d("hongbao_grab_batch_size", "Users per grab script call (the engine's coalescing), since start.", nil, nil),
 		poolPackets:  d("hongbao_campaign_pool_remaining_packets", "Packets still in a live campaign's pool.", []string{"campaign"}, nil),
 		poolCents:    d("hongbao_campaign_pool_remaining_cents", "Cents still in a live campaign's pool.", []string{"campaign"}, nil),
+		paused:       d("hongbao_campaign_paused", "The share of a live campaign's shards an operator paused: 1 paused, 0 running, between while a pause or resume is written or after one was cut short.", []string{"campaign"}, nil),
 		lag:          d("hongbao_settlement_lag_entries", "Grants stream entries not yet settled (undelivered + pending), over live campaigns.", nil, nil),
 		lagCents:     d("hongbao_settlement_lag_cents", "Cents granted in Redis and not yet in the ledger, over live campaigns (with a ledger).", nil, nil),
 		campLag:      d("hongbao_settlement_campaign_lag_entries", "Grants stream entries not yet settled, per live campaign (the first 200 to close).", []string{"campaign"}, nil),
@@ -121,7 +123,7 @@ func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Sta
 // Describe implements prometheus.Collector.
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved, s.refused,
-		s.lagCents, s.campLag, s.campLagCents, s.failures} {
+		s.lagCents, s.campLag, s.campLagCents, s.failures, s.paused} {
 		ch <- d
 	}
 }
@@ -261,6 +263,7 @@ func (s *stateCollector) campaign(ctx context.Context, ch chan<- prometheus.Metr
 	if first {
 		ch <- prometheus.MustNewConstMetric(s.poolPackets, prometheus.GaugeValue, float64(st.RemainingCount), id)
 		ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(st.RemainingCents), id)
+		ch <- prometheus.MustNewConstMetric(s.paused, prometheus.GaugeValue, float64(st.PausedShards)/float64(max(st.Shards, 1)), id)
 	}
 	b, err := settle.ReadBacklog(ctx, s.redis, id)
 	if errors.Is(err, settle.ErrNoCampaign) {

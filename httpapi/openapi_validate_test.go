@@ -221,7 +221,7 @@ func TestOpenAPICheckRefusesWrongReplies(t *testing.T) {
 		"undocumented status":      {http.StatusTeapot, jsonCT, `{"error":{"code":"internal","message":"x"}}`},
 		"unknown error code":       {401, jsonCT, `{"error":{"code":"no_such_code","message":"x"}}`},
 		"error without message":    {401, jsonCT, `{"error":{"code":"unauthorized"}}`},
-		"unknown outcome":          {200, jsonCT, `{"campaign":"c1","outcome":"paused"}`},
+		"unknown outcome":          {200, jsonCT, `{"campaign":"c1","outcome":"stalled"}`},
 		"missing required field":   {200, jsonCT, `{"campaign":"c1"}`},
 		"undocumented field":       {200, jsonCT, `{"campaign":"c1","outcome":"sold_out","extra":1}`},
 		"amount as a number":       {200, jsonCT, `{"campaign":"c1","outcome":"granted","amount":1.5}`},

@@ -262,6 +262,7 @@ func New(cfg Config) (*Server, error) {
 	s.handle("POST /v1/campaigns/{id}/grab", s.v1(s.user(s.grab)))
 	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
 	s.discountRoutes()
+	s.pauseRoutes()
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	// A scrape reads Redis (cached for a second, shared by concurrent
@@ -802,6 +803,8 @@ var outcomeNames = map[hongbao.Outcome]string{
 	hongbao.SoldOut: "sold_out",
 	hongbao.NotOpen: "not_open",
 	hongbao.Closed:  "closed",
+	hongbao.Paused:  "paused",
+	hongbao.Blocked: "blocked",
 }
 
 func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {

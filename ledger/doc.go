@@ -130,8 +130,13 @@
 // connection (16 slots), and the escrow's row is locked only from the
 // batch's last statement to its commit. Refund (FOR UPDATE) and Fence
 // (UPDATE) wait for every batch in flight, and every later batch waits
-// for them and sees what they wrote; why no deadlock can form is said at
-// the postgres package's shareCampaignRow. SQLite has one writer at a
+// for them and sees what they wrote: a batch also holds the campaign's
+// turn, an advisory lock, shared, which Refund and Fence take
+// exclusively first, because its queue is fair where the row's is not
+// (a share request goes ahead of an update waiting, so batches that keep
+// overlapping would hold a refund or a fence off for as long as they
+// come). Why no deadlock can form is said at the postgres package's
+// shareCampaignRow. SQLite has one writer at a
 // time: the write lock, taken at BEGIN IMMEDIATE, and in the process a
 // gate that lets OpenBlock (a grab waits for it) go before the
 // settlement batches queued.
@@ -219,8 +224,8 @@
 // /usr/lib/postgresql/*/bin, and without that they skip (fail under
 // CI=true). The benchmarks settle 100,000 grants in batches of 500 and
 // report grants/s (ApplyGrantsWriters: by one writer, and by two writing
-// disjoint halves of the campaign at once, with the refund's roll-up
-// timed apart), and record the packets of a campaign of 1,000,000 and
+// disjoint halves of the campaign at once, with the refund and its
+// roll-up timed apart), and record the packets of a campaign of 1,000,000 and
 // report packets/s:
 //
 //	go test -run XXX -bench ApplyGrants -benchtime 3x ./ledger/...

@@ -131,9 +131,9 @@ var (
 	// ErrNotFunded: the campaign has no fund entry, so nothing can be
 	// granted from or refunded to its escrow yet.
 	ErrNotFunded = errors.New("ledger: campaign not funded")
-	// ErrInvalid: an argument can never be written (empty id, negative
-	// amount, a grant of another campaign in the batch). Retrying will not
-	// help.
+	// ErrInvalid: an argument can never be written (empty id, a user or
+	// order id that is not UTF-8 or holds a NUL byte, negative amount, a
+	// grant of another campaign in the batch). Retrying will not help.
 	ErrInvalid = errors.New("ledger: invalid argument")
 	// ErrNoPackets: the campaign's packets were never recorded (it was
 	// created before the ledger kept them, or WritePackets has not run),

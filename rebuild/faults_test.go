@@ -299,3 +299,34 @@ func TestRebuildKeepsAnOperatorsClose(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Closed, g.Outcome)
 }
+
+// TestRebuildKeepsTheBlocklist: a shard that lost its meta (and all else
+// but the blocked hash) comes back refusing its blocked users; a shard
+// whose meta survived keeps its pause.
+func TestRebuildKeepsTheBlocklist(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ledgers[0].dsn(t))
+	c := e.create(60, 1)
+	grabAll(t, e.eng, c.ID, "u", 10)
+	_, err := e.eng.Block(ctx, c.ID, []string{"bad"})
+	require.NoError(t, err)
+	flushKeysOf(t, e, c.ID, 0)
+	_, err = e.rebuild(e.r.Client, c.ID, false)
+	require.NoError(t, err)
+	g, err := e.eng.Grab(ctx, c.ID, "bad")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Blocked, g.Outcome, "blocked after the rebuild")
+	st, err := e.eng.Status(ctx, c.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.BlockedUsers)
+
+	_, err = e.eng.Pause(ctx, c.ID)
+	require.NoError(t, err)
+	quiet(t, e.eng)
+	_, err = e.rebuild(e.r.Client, c.ID, true) // healthy: forced
+	require.NoError(t, err)
+	g, err = e.eng.Grab(ctx, c.ID, "late")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Paused, g.Outcome, "still paused after the rebuild")
+	e.requireSettledOK(e.r.Client, e.eng, c.ID)
+}

@@ -214,10 +214,13 @@ func tap(t *testing.T, tab *browsertest.Tab, n int, touch bool) {
 			if ok {
 				return
 			}
-			if js[bool](t, tab, fmt.Sprintf(`Number(document.getElementById('result').dataset.answers || 0) >= %d`, n)) {
+			// One evaluation reads both, so the answer cannot land between
+			// the two reads (the page runs no script during it).
+			switch js[string](t, tab, fmt.Sprintf(`(() => { const r = document.getElementById('result');
+				return Number(r.dataset.answers || 0) >= %d ? 'answered' : r.dataset.outcome === 'opening' ? 'in flight' : 'missed'; })()`, n)) {
+			case "answered":
 				return // answered just after the poll gave up
-			}
-			if js[bool](t, tab, `document.getElementById('result').dataset.outcome === 'opening'`) {
+			case "in flight":
 				// The tap caught a packet and its grab is still in flight
 				// (a slow machine): wait for its answer rather than tap
 				// again, or the next grab would be the one shown.
@@ -433,6 +436,35 @@ func TestConsoleCloses(t *testing.T) {
 	require.Equal(t, hongbao.CloseOperator, st.CloseReason)
 	require.Equal(t, "closed", s.grab(t, id, "late"))
 	waitFor(t, tab, `document.getElementById('outcome-closed').dataset.value === '1'`, "the closed answer counted")
+}
+
+// TestConsolePausesAndResumes: the pause button pauses the campaign in
+// the engine (grabs answer paused, counted on the page), and the same
+// button, now Resume, resumes it.
+func TestConsolePausesAndResumes(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, false)
+	id := s.create(t, 1000, 10, split.Fixed)
+	tab := browsertest.NewTab(t, 3*time.Minute)
+	do(t, tab, desktop())
+	consoleDetail(t, tab, s, id)
+	waitFor(t, tab, `document.getElementById('d-pause').textContent === 'Pause' && !document.getElementById('d-pause').disabled`, "the pause button")
+	require.True(t, js[bool](t, tab, `document.getElementById('d-paused').hidden`))
+	do(t, tab, chromedp.Click(chromedp.ID("d-pause")))
+	waitFor(t, tab, `document.getElementById('d-pause').textContent === 'Resume' && !document.getElementById('d-paused').hidden`, "the paused campaign")
+	st, err := s.Engine.Status(context.Background(), id)
+	require.NoError(t, err)
+	require.True(t, st.Paused)
+	require.Equal(t, "paused", s.grab(t, id, "p1"))
+	waitFor(t, tab, `document.getElementById('outcome-paused').dataset.value === '1'`, "the paused answer counted")
+	do(t, tab, chromedp.Click(chromedp.ID("d-pause")))
+	waitFor(t, tab, `document.getElementById('d-pause').textContent === 'Pause' && document.getElementById('d-paused').hidden`, "the resumed campaign")
+	st, err = s.Engine.Status(context.Background(), id)
+	require.NoError(t, err)
+	require.False(t, st.Paused)
+	require.Equal(t, "granted", s.grab(t, id, "p1"))
+	do(t, tab, chromedp.Click(chromedp.ID("d-close")), chromedp.Click(chromedp.ID("d-close")))
+	waitFor(t, tab, `document.getElementById('d-state').textContent === 'closed' && document.getElementById('d-pause').disabled`, "no pause once closed")
 }
 
 // TestConsoleCreates: the form shows the API's refusal next to its field,

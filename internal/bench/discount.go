@@ -335,7 +335,7 @@ func checkHongbao(ctx context.Context, eng *hongbao.Engine, id string, ds *dstat
 // dropHongbao unlinks a discount campaign's keys from a shared Redis.
 func dropHongbao(t *target, id string, shards int) {
 	for _, k := range redisstore.DiscountLayout(id, shards) {
-		t.drop(k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied)
+		t.drop(k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied, k.Blocked)
 	}
 	c := t.client
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

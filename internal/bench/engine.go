@@ -17,7 +17,7 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 	keys := redisstore.CampaignKeys(id)
 	if t.shared {
 		defer func() {
-			t.drop(keys.Meta, keys.Pool, keys.Claims, keys.Grants, keys.Dead, keys.Staging)
+			t.drop(keys.Meta, keys.Pool, keys.Claims, keys.Grants, keys.Dead, keys.Staging, keys.Blocked)
 			c := t.client
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -36,6 +36,8 @@ const (
 	DiscNotFound   = 11 // no reservation of the order on this shard
 	DiscConfirmed  = 12 // cancel: the order was confirmed, too late
 	DiscMismatch   = 13 // reserve: the order holds a reservation made for another order amount
+	DiscPaused     = 14 // reserve: the campaign is paused (pause.lua) while its window is open
+	DiscBlocked    = 15 // reserve: the user is blocked on this campaign (block.lua)
 )
 
 // MaxDiscountBatch is the most requests one discount script call takes.
@@ -124,7 +126,7 @@ func (s *Store) discExec(ctx context.Context, sc *luascript.Script, keys, args [
 // due holds off the holds list, expires those still reserved, and says
 // whether more may be due.
 func (s *Store) Reap(ctx context.Context, k DiscountKeys, most int) (expired int, more bool, err error) {
-	vals, err := s.s.discReap.Exec(ctx, s.c, k.ReserveKeys(), []string{strconv.Itoa(most)}).AsIntSlice()
+	vals, err := s.s.discReap.Exec(ctx, s.c, k.ReserveKeys()[:5], []string{strconv.Itoa(most)}).AsIntSlice()
 	if err != nil {
 		return 0, false, resultError("reap "+k.Tag, err)
 	}
@@ -228,7 +230,7 @@ func (s *Store) UnregisterDiscount(ctx context.Context, id string, shards []Disc
 	cmds := []rueidis.Completed{s.c.B().Zrem().Key(DiscountsIndex).Member(id).Build()}
 	if retention > 0 {
 		for _, k := range shards {
-			for _, key := range []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied} {
+			for _, key := range []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied, k.Blocked} {
 				cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
 			}
 		}

@@ -17,6 +17,7 @@ type DiscountKeys struct {
 	Staging  string // list: the pool while it loads
 	Xfers    string // hash: transfers out of this shard in flight, xid -> record
 	Applied  string // hash: id of each transfer this shard received -> "<count>:<cents>:<sha1 of its packets>"
+	Blocked  string // hash: user -> ms it was blocked, the users homed here that disc_reserve.lua refuses
 }
 
 // DiscountRootTag is the hash tag of discount campaign id's root shard.
@@ -37,6 +38,7 @@ func discountKeysOfTag(tag string) DiscountKeys {
 		Staging:  p + "staging",
 		Xfers:    p + "xfers",
 		Applied:  p + "applied",
+		Blocked:  p + "blocked",
 	}
 }
 
@@ -71,13 +73,15 @@ func (k DiscountKeys) Keys() Keys {
 	return Keys{
 		Tag: k.Tag, Meta: k.Meta, Pool: k.Pool, Claims: k.Resv, Grants: k.Confirms,
 		Dead: k.Dead, Staging: k.Staging, Xfers: k.Xfers, Applied: k.Applied, Lost: ck.Lost, Sync: ck.Sync,
+		Blocked: k.Blocked,
 	}
 }
 
-// ReserveKeys are the KEYS of disc_reserve.lua (and disc_reap.lua) for one
-// shard, built once per campaign by callers on the hot path.
+// ReserveKeys are the KEYS of disc_reserve.lua (the first five those of
+// disc_reap.lua) for one shard, built once per campaign by callers on the
+// hot path.
 func (k DiscountKeys) ReserveKeys() []string {
-	return []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds}
+	return []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Blocked}
 }
 
 // ConfirmKeys are the KEYS of disc_confirm.lua for one shard.

@@ -16,6 +16,7 @@ type Keys struct {
 	Applied string // hash: id of each transfer this shard received -> "<count>:<cents>:<sha1 of its packets>"
 	Lost    string // list: packets a rebuild found gone with no holder it could name
 	Sync    string // string: written before a WAIT that must cover earlier writes (see SyncReplicas)
+	Blocked string // hash: user -> ms it was blocked, the users homed here that grab.lua refuses; field "" a placeholder
 }
 
 // CampaignKeys builds the keys of campaign id, or of its root shard when
@@ -37,6 +38,7 @@ func keysOfTag(tag string) Keys {
 		Applied: p + "applied",
 		Lost:    p + "lost",
 		Sync:    p + "sync",
+		Blocked: p + "blocked",
 	}
 }
 

@@ -232,7 +232,7 @@ func (s *Store) ActivateRebuilt(ctx context.Context, k Keys, token, state, reaso
 	if state == "closed" {
 		args = append(args, reason, strconv.FormatInt(closedAt, 10))
 	}
-	if err := s.s.rebuildActivate.Exec(ctx, s.c, []string{k.Meta}, args).Error(); err != nil {
+	if err := s.s.rebuildActivate.Exec(ctx, s.c, []string{k.Meta, k.Blocked}, args).Error(); err != nil {
 		return resultError("activate "+k.Tag, err)
 	}
 	return nil

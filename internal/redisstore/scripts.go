@@ -43,6 +43,10 @@ var (
 	blockPeekSrc string
 	//go:embed lua/block_open.lua
 	blockOpenSrc string
+	//go:embed lua/pause.lua
+	pauseSrc string
+	//go:embed lua/block.lua
+	blockSrc string
 
 	// The discount campaigns' own scripts (discount.go).
 	//go:embed lua/disc_begin.lua
@@ -68,6 +72,7 @@ type scripts struct {
 	xferTake, xferApply                                                   *luascript.Script
 	rebuildFreeze, rebuildSwap, rebuildActivate                           *luascript.Script
 	blockPeek, blockOpen                                                  *luascript.Script
+	pause, block                                                          *luascript.Script
 	discBegin, discReserve, discConfirm, discCancel, discReap, discSettle *luascript.Script
 }
 
@@ -83,6 +88,7 @@ func newScripts(legacy bool) *scripts {
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
 		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
 		blockPeek: mk(blockPeekSrc), blockOpen: mk(blockOpenSrc),
+		pause: mk(pauseSrc), block: mk(blockSrc),
 		discBegin: mk(discBeginSrc), discReserve: mk(discReserveSrc), discConfirm: mk(discConfirmSrc),
 		discCancel: mk(discCancelSrc), discReap: mk(discReapSrc), discSettle: mk(discSettleSrc),
 	}

@@ -292,7 +292,7 @@ func (s *Store) Unregister(ctx context.Context, id string, shards []Keys, retent
 	cmds := []rueidis.Completed{s.c.B().Zrem().Key(CampaignsIndex).Member(id).Build()}
 	if retention > 0 {
 		for _, k := range shards {
-			for _, key := range []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied, k.Lost} {
+			for _, key := range []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied, k.Lost, k.Blocked} {
 				cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
 			}
 		}

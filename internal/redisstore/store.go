@@ -23,8 +23,10 @@ const (
 	NotOpen    = 4
 	Closed     = 5
 	NoCampaign = 6
-	Dry        = 7 // a shard of a sharded campaign is empty while open
-	Sealed     = 8 // the opened part of the pool is empty, a sealed part remains (blocks.go)
+	Dry        = 7  // a shard of a sharded campaign is empty while open
+	Sealed     = 8  // the opened part of the pool is empty, a sealed part remains (blocks.go)
+	Paused     = 9  // the campaign is paused (pause.lua) while its window is open
+	Blocked    = 10 // the user is blocked on this campaign (block.lua)
 )
 
 // MaxBatch is the most users one grab.lua call takes. The script accepts
@@ -198,7 +200,7 @@ type Activation struct {
 // Activate makes a fully staged campaign live. opensAt 0 means now by the
 // Redis clock; closesAt 0 means opensAt + windowMs.
 func (s *Store) Activate(ctx context.Context, k Keys, token string, opensAt, closesAt, windowMs int64) (Activation, error) {
-	vals, err := s.s.activate.Exec(ctx, s.c, []string{k.Meta, k.Staging, k.Pool, k.Grants},
+	vals, err := s.s.activate.Exec(ctx, s.c, []string{k.Meta, k.Staging, k.Pool, k.Grants, k.Blocked},
 		[]string{token, strconv.FormatInt(opensAt, 10), strconv.FormatInt(closesAt, 10), strconv.FormatInt(windowMs, 10)}).ToArray()
 	if err != nil {
 		return Activation{}, resultError("activate", err)
@@ -286,7 +288,7 @@ func decodeGrab(m *rueidis.RedisMessage) (GrabResult, error) {
 // GrabKeys are the KEYS of grab.lua for one shard, built once per
 // campaign by callers on the hot path.
 func GrabKeys(k Keys) []string {
-	return []string{k.Meta, k.Pool, k.Claims, k.Grants}
+	return []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Blocked}
 }
 
 // ShardsArg is grab.lua's first argument for a campaign of shards shards.

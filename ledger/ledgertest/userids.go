@@ -33,3 +33,24 @@ func testUserIDs(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		require.Equal(t, gr.Cents, b, "%q", gr.User)
 	}
 }
+
+// testUserIDsNotText: a user id or an order id that is not text (a NUL
+// byte, bytes that are not UTF-8) is ErrInvalid on every backend, and
+// the batch writes nothing: PostgreSQL cannot store it, so it must not
+// be an error settlement tries again for ever, and SQLite must not take
+// what PostgreSQL refuses.
+func testUserIDsNotText(t *testing.T, open func(t *testing.T) ledger.Ledger) {
+	l := open(t)
+	fund(t, l, "c", 100)
+	fund(t, l, dc, 100)
+	for _, bad := range []string{"nul\x00here", "not\xffutf8", "\xc3"} {
+		_, err := l.ApplyGrants(ctx, "c", []ledger.Grant{g("c", 1, "ok", 1), g("c", 2, bad, 1)})
+		require.ErrorIs(t, err, ledger.ErrInvalid, "user %q", bad)
+		_, err = l.ApplyDiscounts(ctx, dc, []ledger.Discount{dsc("ok", "o", 1, 1), dsc(bad, "o", 2, 1)})
+		require.ErrorIs(t, err, ledger.ErrInvalid, "user %q", bad)
+		_, err = l.ApplyDiscounts(ctx, dc, []ledger.Discount{dsc("ok", bad, 1, 1)})
+		require.ErrorIs(t, err, ledger.ErrInvalid, "order %q", bad)
+	}
+	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", Escrow: 100}, totals(t, l, "c"))
+	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", Escrow: 100}, totals(t, l, dc))
+}

@@ -24,9 +24,20 @@ var copyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // copyText copies grants gs of campaign num into ledger_grants over conn,
 // in COPY's text format: one line a grant, tab-separated, the user id
 // escaped as the format requires.
+//
+// The text goes back to copyBufs only if the connection is still open.
+// When the server ends the connection during the COPY (a restart, a
+// terminated backend), pgx returns without waiting for the goroutine
+// that reads the text, which may read it once more: handed to the next
+// batch, that read would race with its writer and could consume the next
+// batch's text, which would then copy fewer grants than it holds.
 func copyText(ctx context.Context, conn *pgconn.PgConn, num int64, gs []ledger.Grant) (int64, error) {
 	buf := copyBufs.Get().(*bytes.Buffer)
-	defer copyBufs.Put(buf)
+	defer func() {
+		if !conn.IsClosed() {
+			copyBufs.Put(buf)
+		}
+	}()
 	buf.Reset()
 	var n [20]byte
 	campaign := strconv.AppendInt(n[:0], num, 10)

@@ -23,7 +23,7 @@ WHERE campaign = $1 AND (seq = ANY($2) OR (user_id, order_id) IN (SELECT * FROM 
 // campaign row is read FOR SHARE, so batches of one campaign run side by
 // side; an insert that meets another batch's uncommitted key waits for
 // its commit, so every discount the insert skipped finds its committed
-// counterpart. User balances are rolled up by the refund. An empty batch
+// counterpart. User balances are rolled up after the refund (RollUp). An empty batch
 // is a no-op.
 func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts []ledger.Discount) (ledger.DiscountResult, error) {
 	ds, err := batch.CheckDiscounts(campaign, discounts)

@@ -261,11 +261,11 @@ func TestBatchesOverlap(t *testing.T) {
 		_, err := fast.Fence(ctx, "c")
 		fenceDone <- err
 	}()
-	// The fence waits on the open batch's share of the campaign row.
+	// The fence waits on the open batch's share of the campaign's turn.
 	require.Eventually(t, func() bool {
 		var waiting bool
 		err := fast.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%SET fence = fence + 1%')`).Scan(&waiting)
+			WHERE wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock(%')`).Scan(&waiting)
 		return err == nil && waiting
 	}, 10*time.Second, 5*time.Millisecond)
 	select {

@@ -174,29 +174,67 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("ledger: %s: %w", op, err)
 }
 
-// shareCampaignRow reads the campaign's row FOR SHARE and what a batch
-// checks first: its short key, whether its refund is recorded and its
-// fence (a batch prepared under an older one is ErrFenced). Batches of one
-// campaign share the lock, so they run side by side; Refund (FOR UPDATE)
-// and Fence (UPDATE) conflict with it, so they wait for every batch in
-// flight to commit, and a batch that starts after them waits for theirs
-// and then reads the row as they left it (a locking read under READ
+// turnLockClass is the first key of the per-campaign advisory lock
+// ("hbTn") that gives Refund and Fence their turn among the campaign's
+// batches; the second key is the one lockCampaign uses.
+const turnLockClass = 0x6862546e
+
+// turnLockArgs are the arguments of the turn lock's functions, given the
+// class ($1) and the campaign id ($2).
+const turnLockArgs = `($1, hashtext(coalesce(current_schema(), '') || '/' || $2))`
+
+// takeTurn takes the campaign's turn lock, shared by a batch (exclusive
+// false) and exclusive for Refund and Fence, until the transaction ends.
+//
+// The campaign row's locks alone would not do: PostgreSQL lets a FOR
+// SHARE request that conflicts with no holder go ahead of a FOR UPDATE
+// (or UPDATE) that waits, so while batches of the campaign overlap, one
+// always holding the share, a refund or a fence waits for as long as
+// they keep coming. An advisory lock is queued fairly: a shared request
+// waits behind an exclusive one already waiting.
+func takeTurn(ctx context.Context, tx pgx.Tx, campaign string, exclusive bool) error {
+	fn := "pg_advisory_xact_lock_shared"
+	if exclusive {
+		fn = "pg_advisory_xact_lock"
+	}
+	_, err := tx.Exec(ctx, `SELECT `+fn+turnLockArgs, turnLockClass, campaign)
+	return err
+}
+
+// shareCampaignRow takes the campaign's turn (shared) and reads its row
+// FOR SHARE, with what a batch checks first: its short key, whether its
+// refund is recorded and its fence (a batch prepared under an older one
+// is ErrFenced). Batches of one campaign share both locks, so they run
+// side by side; Refund and Fence take the turn exclusively and then lock
+// the row (FOR UPDATE, UPDATE), so they wait for every batch in flight to
+// commit, and a batch that asks after them waits for theirs (takeTurn) and
+// then reads the row as they left it (a locking read under READ
 // COMMITTED returns the newest version of the row, whatever the
-// statement's snapshot).
+// statement's snapshot). Both statements go in one round trip.
 //
 // No deadlock can form around it. A batch takes its locks in one order:
-// the campaign row (shared), the keys it inserts, one counter row, and the
-// escrow row last, in the statement before its commit, so the batch that
-// holds the escrow row waits for nothing more. Refund and Fence take the
-// campaign row first and hold no other lock while they wait for it; a
-// batch waits for them only at its first statement, holding nothing.
+// the turn and the campaign row (shared), the keys it inserts, one
+// counter row, and the escrow row last, in the statement before its
+// commit, so the batch that holds the escrow row waits for nothing more.
+// Refund and Fence take the turn first, holding nothing while they wait
+// for it, and then the row, which no batch holds any more; a batch waits
+// for them only at its first statement, holding nothing.
 // Two batches that insert the same keys in different orders (overlapping
 // redeliveries, not disjoint parts) can deadlock on those keys; PostgreSQL
 // aborts one, nothing of it was committed, and tx retries it.
 func shareCampaignRow(ctx context.Context, tx pgx.Tx, entry, campaign string) (num int64, refunded bool, err error) {
 	var fence int64
-	err = tx.QueryRow(ctx, `SELECT num, refunded IS NOT NULL, fence FROM ledger_campaigns WHERE id = $1 FOR SHARE`,
-		campaign).Scan(&num, &refunded, &fence)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock_shared`+turnLockArgs, turnLockClass, campaign)
+	b.Queue(`SELECT num, refunded IS NOT NULL, fence FROM ledger_campaigns WHERE id = $1 FOR SHARE`, campaign)
+	br := tx.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&num, &refunded, &fence)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
 	}
@@ -265,13 +303,16 @@ func refusal(ctx context.Context, tx pgx.Tx, entry, campaign string, reason ledg
 	return &ledger.RefusedError{Entry: entry, Campaign: campaign, Reason: reason, Escrow: escrow, Cents: cents}
 }
 
-// Fence implements ledger.Ledger. The UPDATE locks the campaign's row
-// against the share every batch holds until its commit (shareCampaignRow),
-// so the writes before it have committed and those after it see the new
-// fence.
+// Fence implements ledger.Ledger. It takes the campaign's turn
+// exclusively against the share every batch holds until its commit
+// (shareCampaignRow), so the writes before it have committed and those
+// after it see the new fence.
 func (l *Ledger) Fence(ctx context.Context, campaign string) (int64, error) {
 	var fence int64
 	err := l.tx(ctx, func(tx pgx.Tx) error {
+		if err := takeTurn(ctx, tx, campaign, true); err != nil {
+			return err
+		}
 		err := tx.QueryRow(ctx, `UPDATE ledger_campaigns SET fence = fence + 1 WHERE id = $1 RETURNING fence`,
 			campaign).Scan(&fence)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -346,7 +387,7 @@ RETURNING seq, user_id, cents`
 // side by side. An insert that meets a key another batch has inserted but
 // not committed waits for that commit, so every grant the insert skipped
 // finds its committed counterpart in the lookup, a statement of its own.
-// User balances are not touched: the refund rolls them up (Refund). An
+// User balances are not touched: RollUp adds them after the refund. An
 // empty batch is a no-op.
 func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error) {
 	gs, err := batch.Check(campaign, grants)
@@ -430,7 +471,12 @@ func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (c
 	if err != nil {
 		return false, err
 	}
-	_, err = copyText(ctx, sp.Conn().PgConn(), num, gs)
+	n, err := copyText(ctx, sp.Conn().PgConn(), num, gs)
+	if err == nil && n != int64(len(gs)) {
+		// The caller counts every grant of gs as inserted: a COPY that
+		// wrote fewer must not commit.
+		err = fmt.Errorf("copied %d grants of %d", n, len(gs))
+	}
 	if err == nil {
 		err = sp.Commit(ctx) // RELEASE SAVEPOINT
 	}
@@ -450,12 +496,12 @@ func scanRow(row pgx.CollectableRow) (batch.Row, error) {
 	return r, err
 }
 
-// Refund implements ledger.Ledger. It locks the campaign's row FOR
-// UPDATE, so it waits for every batch in flight (each holds the row FOR
-// SHARE until its commit) and later batches wait for it and then find the
-// refund recorded. It leaves the users' balances to RollUp: the campaign
-// stays rolled_up false, and Balance keeps adding its entries from the
-// journal.
+// Refund implements ledger.Ledger. It takes the campaign's turn
+// exclusively and locks its row FOR UPDATE, so it waits for every batch
+// in flight (each holds both shared until its commit) and later batches
+// wait for it and then find the refund recorded. It leaves the users'
+// balances to RollUp: the campaign stays rolled_up false, and Balance
+// keeps adding its entries from the journal.
 //
 // Stopping anywhere before the commit leaves nothing; a retry writes the
 // refund. A retry after the commit (a lost reply) is a replay: a no-op.
@@ -467,6 +513,9 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 		var funding string
 		var refunded *int64
 		var num, total, fence int64
+		if err := takeTurn(ctx, tx, campaign, true); err != nil {
+			return err
+		}
 		err := tx.QueryRow(ctx, `SELECT num, funding, refunded, total, fence FROM ledger_campaigns
 			WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &funding, &refunded, &total, &fence)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -507,10 +556,10 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	}))
 }
 
-// RollUp implements ledger.Ledger. It locks the campaign's row FOR
-// UPDATE, so two roll-ups of one campaign run one after the other and the
-// second, reading the row as the first committed it, finds it rolled up.
-// The users' rows and the campaign's flag change in one commit, so a
+// RollUp implements ledger.Ledger. It takes the campaign's turn and
+// locks its row FOR UPDATE, as Refund does, so two roll-ups of one
+// campaign run one after the other and the second, reading the row as
+// the first committed it, finds it rolled up. The users' rows and the campaign's flag change in one commit, so a
 // Balance statement sees the entries either in the journal or in the
 // stored balance, never both or neither. Stopping before the commit
 // leaves nothing: the campaign stays pending and a retry rolls it up.
@@ -523,6 +572,9 @@ func (l *Ledger) RollUp(ctx context.Context, campaign string) (bool, error) {
 		done = false
 		var num int64
 		var refunded, rolledUp bool
+		if err := takeTurn(ctx, tx, campaign, true); err != nil {
+			return err
+		}
 		err := tx.QueryRow(ctx, `SELECT num, refunded IS NOT NULL, rolled_up FROM ledger_campaigns
 			WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &refunded, &rolledUp)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -331,7 +331,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 
 // ApplyGrants implements ledger.Ledger. The write lock is held from BEGIN,
 // so every grant the insert skipped finds the row it collided with. User
-// balances are not touched: the refund rolls them up (Refund). An empty
+// balances are not touched: RollUp adds them after the refund. An empty
 // batch is a no-op.
 func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error) {
 	gs, err := batch.Check(campaign, grants)

@@ -288,6 +288,7 @@ function showDetail(id) {
   };
   ctx.render = render;
   bindClose(id, ctx, ctl.signal);
+  bindPause(id, ctx, ctl.signal);
   streamEvents('/v1/campaigns/' + enc + '/events', app.key, {
     signal: ctl.signal,
     onEvent: (name, data) => onLiveEvent(name, data, render, ctx),
@@ -361,6 +362,39 @@ function header(c) {
   btn.disabled = over;
   btn.dataset.state = c.state;
   if (over) setText(btn, c.state === 'settled' ? 'Settled' : 'Closed');
+  $('d-paused').hidden = !c.paused;
+  const pb = $('d-pause');
+  pb.dataset.paused = c.paused ? '1' : '';
+  pb.disabled = over || pb.dataset.busy === '1';
+  setText(pb, c.paused ? 'Resume' : 'Pause');
+}
+
+// bindPause wires the pause button: it pauses a running campaign and
+// resumes a paused one (both reversible, so no confirmation). The answer
+// is the campaign's status, shown at once; the live view follows.
+function bindPause(id, ctx, signal) {
+  const btn = $('d-pause');
+  setText(btn, 'Pause');
+  btn.dataset.paused = '';
+  btn.dataset.busy = '';
+  btn.disabled = false;
+  btn.addEventListener('click', async () => {
+    const resume = btn.dataset.paused === '1';
+    btn.dataset.busy = '1';
+    btn.disabled = true;
+    try {
+      const path = '/v1/campaigns/' + encodeURIComponent(id) + (resume ? '/resume' : '/pause');
+      const { data } = await ctx.act('POST', path);
+      btn.dataset.busy = '';
+      header(data);
+      ctx.toast(resume ? 'Resumed. Grabs are answered again.' : 'Paused. Grabs now answer "paused" until you resume; the window still runs.');
+    } catch (err) {
+      btn.dataset.busy = '';
+      if (signal.aborted || authFailed(err)) return;
+      btn.disabled = false;
+      ctx.error((resume ? 'Resume' : 'Pause') + ' failed: ' + err.message);
+    }
+  }, { signal });
 }
 
 // bindClose wires the close button: a first press arms it, a second one

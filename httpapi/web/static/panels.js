@@ -112,6 +112,8 @@ const outcomeLabels = [
   ['sold_out', 'Sold out'],
   ['not_open', 'Not open yet'],
   ['closed', 'Closed'],
+  ['paused', 'Paused'],
+  ['blocked', 'Blocked users'],
   ['rate_limited', 'Refused by limits'],
   ['busy', 'Shed: queue full'],
   ['error', 'Errors, outcome unknown'],

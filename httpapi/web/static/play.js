@@ -216,6 +216,12 @@ function onAnswer(g) {
       status('The rain is over.');
       endRain();
       break;
+    case 'paused':
+      showResult('paused', 'Paused', '', 'The rain is paused for now. Try again in a while.');
+      break;
+    case 'blocked':
+      showResult('blocked', 'Not available', '', 'This rain is not open to your account.');
+      break;
     default:
       showResult('error', 'Unexpected answer', '', String(g.outcome));
   }

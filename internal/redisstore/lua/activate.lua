@@ -1,6 +1,6 @@
 #!lua
 -- activate.lua: make a fully loaded campaign live, in one step.
--- KEYS[1] meta  KEYS[2] staging  KEYS[3] pool  KEYS[4] grants
+-- KEYS[1] meta  KEYS[2] staging  KEYS[3] pool  KEYS[4] grants  KEYS[5] blocked users
 -- ARGV[1] load token
 -- ARGV[2] opens_at, ms since the epoch; 0 means now (by the Redis clock)
 -- ARGV[3] closes_at, ms; 0 means opens_at + ARGV[4]
@@ -12,10 +12,14 @@
 --         already past
 -- Writes  RENAME of staging to pool, XGROUP CREATE of the settle group at 0 (MKSTREAM),
 --         HDEL of the load fields and HSET of state, opens_at, closes_at, created_at
---         and the zeroed counters in meta.
+--         and the zeroed counters in meta, HSET of the blocked hash's placeholder field
+--         '' (no user id is empty), so that the key grab.lua takes always exists.
 -- Complexity O(1). Every check runs before the first write; RENAME makes the pool
--- appear whole, so no grab ever sees a half-loaded pool.
-local meta, staging, pool, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- appear whole, so no grab ever sees a half-loaded pool. On a slot being migrated
+-- between cluster nodes Redis refuses (TRYAGAIN) a script some of whose keys are
+-- missing: a blocked hash that existed only once someone is blocked would stop
+-- every grab there until the migration ended.
+local meta, staging, pool, grants, blocked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token = ARGV[1]
 
 local m = redis.call('HMGET', meta, 'state', 'load_token', 'staged_count', 'staged_cents', 'count', 'total',
@@ -58,4 +62,5 @@ redis.call('HDEL', meta, 'load_token', 'staged_count', 'staged_cents')
 redis.call('HSET', meta, 'state', state, 'opens_at', string.format('%d', opens),
   'closes_at', string.format('%d', closes), 'created_at', string.format('%d', now),
   'granted_count', 0, 'granted_cents', 0, 'refunded_cents', 0)
+redis.call('HSET', blocked, '', '0')
 return {state, opens, closes}

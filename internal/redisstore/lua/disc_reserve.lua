@@ -6,6 +6,7 @@
 -- to the order amount (the excess goes to compensation), the usage, the reservation
 -- record and its expiry.
 -- KEYS[1] meta  KEYS[2] pool  KEYS[3] usage  KEYS[4] reservations  KEYS[5] holds
+-- KEYS[6] blocked users
 -- ARGV[1] the campaign's shard count as the caller knows it
 -- ARGV[2..] triples user, order id, order amount in cents (1 <= n <= 1000 triples);
 --         the same user and order may appear more than once
@@ -21,7 +22,10 @@
 --         once); 13 MISMATCH (the order holds a reservation, held or confirmed, made
 --         for another order amount: the same order is one request, and its discount
 --         may exceed this amount). A closed campaign answers 5, or 3 when it closed
---         because it was exhausted (close_reason exhausted), on every shard. seq,
+--         because it was exhausted (close_reason exhausted), on every shard. A new
+--         request (no record of its order) answers 14 PAUSED while meta's paused is 1
+--         and the window is open, and 15 BLOCKED when its user is in the blocked hash
+--         (read only while meta's blocked, the hash's size, is above 0). seq,
 --         cents and expires_ms are 0 unless the code is 1, 2 or 12.
 -- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
 --         shard count than ARGV[1]; HBARGS an order amount that is not an integer
@@ -38,7 +42,7 @@
 -- Usage counts confirmed and reserved discounts, so the limits hold at every moment.
 -- Numbers go back to Redis through string.format('%d'): a bare Lua number may be
 -- printed with 14 significant digits, which would round amounts near 2^53.
-local meta, pool, usage, resv, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local meta, pool, usage, resv, holds, blocked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local n = (#ARGV - 1) / 3
 
 if n < 1 or n > 1000 or n ~= math.floor(n) then
@@ -50,7 +54,8 @@ local function answer(i, code, seq, cents, exp)
 end
 
 local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'shards', 'max',
-  'per_user_count', 'per_user_amount', 'hold_ms', 'comp_cents', 'close_reason')
+  'per_user_count', 'per_user_amount', 'hold_ms', 'comp_cents', 'close_reason',
+  'paused', 'blocked')
 if not m[1] or m[1] == 'loading' then
   for i = 1, n do
     answer(i, 6, 0, 0, 0)
@@ -79,6 +84,8 @@ if m[1] == 'scheduled' or m[1] == 'open' then
     gate = 4
   elseif now >= tonumber(m[3]) then
     gate = 5
+  elseif m[11] == '1' then
+    gate = 14
   end
 elseif m[10] == 'exhausted' then
   gate = 3
@@ -99,6 +106,10 @@ for i = 1, n do
     end
     ucount[u], ucents[u] = tonumber(c), tonumber(a)
   end
+end
+local bl = false
+if not gate and m[12] and m[12] ~= '0' then
+  bl = redis.call('HMGET', blocked, unpack(users))
 end
 -- The head of the pool: at most one amount per request, parsed before any write.
 local gseq, gcents, ngot = {}, {}, 0
@@ -147,6 +158,8 @@ for i = 1, n do
     end
   elseif gate then
     answer(i, gate, 0, 0, 0)
+  elseif bl and bl[i] then
+    answer(i, 15, 0, 0, 0)
   else
     local uc, ua = ucount[user] or 0, ucents[user] or 0
     if (capn > 0 and uc >= capn) or (capc > 0 and ua >= capc) then

@@ -1,6 +1,7 @@
 #!lua
 -- grab.lua: grant packets to a batch of users, at most one per user.
--- KEYS[1] meta  KEYS[2] pool  KEYS[3] claims  KEYS[4] grants stream (of one shard)
+-- KEYS[1] meta  KEYS[2] pool  KEYS[3] claims  KEYS[4] grants stream  KEYS[5] blocked
+--         users (of one shard)
 -- ARGV[1] the campaign's shard count as the caller knows it
 -- ARGV[2..n+1] user ids (1 <= n <= 3000); a user may appear more than once
 -- Reply   n elements, one per user in ARGV order:
@@ -12,6 +13,10 @@
 --                              or SEALED (the opened part of the pool is empty and a
 --                              sealed part remains: the caller opens the next block,
 --                              block_peek.lua, then block_open.lua, and asks again)
+--           9, 10              PAUSED (meta's paused is 1 while the window is open),
+--                              BLOCKED (the user is in the blocked hash; meta's
+--                              blocked counts its users, and 0 or absent spares the
+--                              read); both only to users who hold no packet
 --         then, only when a sealed part remains and the batch leaves fewer than a quarter
 --         of meta's block in the opened part, one more element, the integer 0: LOW, a
 --         hint to open the next block ahead of need, off the grab's path
@@ -32,7 +37,9 @@
 -- The pool's head holds meta's sealed packets (0 when absent): the pop frontier. Only
 -- the packets after them, the opened part, are handed out, so a packet is popped only
 -- from a block the engine recorded in the ledger first (docs/durability.md, rebuild).
-local meta, pool, claims, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- A pause or a block is decided here, from meta read in this call: no grab that
+-- runs after the write of paused or of the blocked hash is granted.
+local meta, pool, claims, grants, blocked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local n = #ARGV - 1
 
 if n < 1 or n > 3000 then
@@ -47,7 +54,8 @@ local function answer_all(code)
   return out
 end
 
-local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason', 'shards', 'sealed', 'block')
+local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason', 'shards', 'sealed', 'block',
+  'paused', 'blocked')
 local state = m[1]
 if not state or state == 'loading' then
   return answer_all(6)
@@ -59,7 +67,8 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- closed_code is the answer for users without a packet once grabbing has ended.
+-- closed_code is the answer for users without a packet once grabbing has ended,
+-- or while an operator paused it (pause.lua).
 local closed_code = false
 if state == 'scheduled' or state == 'open' then
   if now < tonumber(m[2]) then
@@ -67,6 +76,8 @@ if state == 'scheduled' or state == 'open' then
   end
   if now >= tonumber(m[3]) then
     closed_code = 5
+  elseif m[8] == '1' then
+    closed_code = 9
   end
 elseif m[4] == 'sold_out' then
   closed_code = 3
@@ -87,12 +98,18 @@ if closed_code then
   return out
 end
 
--- Open. Count the distinct users who hold nothing yet.
+-- Open. A blocked user who holds nothing is answered 10.
+local bl = false
+if m[9] and m[9] ~= '0' then
+  bl = redis.call('HMGET', blocked, unpack(ARGV, 2))
+end
+
+-- Count the distinct users who hold nothing yet and are not blocked.
 local first = {}
 local need = 0
 for i = 1, n do
   local u = ARGV[i + 1]
-  if not held[i] and not first[u] then
+  if not held[i] and not first[u] and not (bl and bl[i]) then
     first[u] = i
     need = need + 1
   end
@@ -127,6 +144,8 @@ for i = 1, n do
   local u = ARGV[i + 1]
   if held[i] then
     out[i] = {held[i]}
+  elseif bl and bl[i] then
+    out[i] = 10
   elseif first[u] == i then
     if granted < k then
       granted = granted + 1

@@ -1,6 +1,6 @@
 #!lua
 -- rebuild_activate.lua: make a rebuilt shard live again.
--- KEYS[1] meta
+-- KEYS[1] meta  KEYS[2] blocked users
 -- ARGV[1] rebuild token  ARGV[2] state: scheduled, open or closed
 -- ARGV[3] close_reason and ARGV[4] closed_at (ms), for a closed shard
 -- Reply   the state set
@@ -8,11 +8,14 @@
 --         HBARGS a state that is not scheduled, open or closed, or a closed one
 --         without its reason
 -- Writes  HSET of state (and close_reason, closed_at for a
---         closed shard), HDEL of rebuild_token, rebuild_from and rebuild_swapped.
+--         closed shard), HDEL of rebuild_token, rebuild_from and rebuild_swapped;
+--         HSETNX of the blocked hash's placeholder '' and HSET of blocked in meta,
+--         the users the hash holds (as activate.lua and block.lua keep them: a shard
+--         that lost its meta and kept the hash still refuses those users).
 -- Complexity O(1). A rebuild activates every other shard first and the root last, as a
 -- create does: until the root is live the campaign is not found. A rebuild cut short
 -- is run again whole, under a new token.
-local meta = KEYS[1]
+local meta, blocked = KEYS[1], KEYS[2]
 local token, state = ARGV[1], ARGV[2]
 local m = redis.call('HMGET', meta, 'state', 'rebuild_token', 'rebuild_swapped')
 if m[1] ~= 'loading' or m[2] ~= token or m[3] ~= token then
@@ -29,4 +32,6 @@ if state == 'closed' then
 end
 redis.call('HSET', meta, 'state', state)
 redis.call('HDEL', meta, 'rebuild_token', 'rebuild_from', 'rebuild_swapped')
+redis.call('HSETNX', blocked, '', '0')
+redis.call('HSET', meta, 'blocked', redis.call('HLEN', blocked) - 1)
 return state

@@ -8,6 +8,8 @@ package batch
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -30,6 +32,8 @@ func Check(campaign string, grants []ledger.Grant) ([]ledger.Grant, error) {
 				ledger.ErrInvalid, g.Seq, g.Campaign, campaign)
 		case g.User == "":
 			return nil, fmt.Errorf("%w: grant seq %d has no user", ledger.ErrInvalid, g.Seq)
+		case !IsText(g.User):
+			return nil, fmt.Errorf("%w: grant seq %d: user %q is not text", ledger.ErrInvalid, g.Seq, g.User)
 		case g.Seq < 0:
 			return nil, fmt.Errorf("%w: grant seq %d is negative", ledger.ErrInvalid, g.Seq)
 		case g.Cents <= 0:
@@ -38,6 +42,12 @@ func Check(campaign string, grants []ledger.Grant) ([]ledger.Grant, error) {
 		out[i] = g
 	}
 	return out, nil
+}
+
+// IsText reports whether s can be stored as text by every backend:
+// UTF-8 without a NUL byte, which PostgreSQL refuses.
+func IsText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // Row is a grant row as a database returns it, without the campaign.

@@ -36,6 +36,8 @@ func CheckDiscounts(campaign string, ds []ledger.Discount) ([]ledger.Discount, e
 			return nil, fmt.Errorf("%w: discount of campaign %q in a batch of campaign %q", ledger.ErrInvalid, d.Campaign, campaign)
 		case d.User == "" || d.Order == "":
 			return nil, fmt.Errorf("%w: discount seq %d has no user or no order", ledger.ErrInvalid, d.Seq)
+		case !IsText(d.User) || !IsText(d.Order):
+			return nil, fmt.Errorf("%w: discount seq %d: user %q or order %q is not text", ledger.ErrInvalid, d.Seq, d.User, d.Order)
 		case d.Seq < 1:
 			return nil, fmt.Errorf("%w: discount seq %d", ledger.ErrInvalid, d.Seq)
 		case d.Cents <= 0:

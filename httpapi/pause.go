@@ -1,0 +1,201 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/settle"
+)
+
+// The operator's brakes: pause and resume a campaign (a discount
+// campaign), and block users of one, all with the admin key. Each is
+// idempotent, so a retry after a lost answer is safe. A pause is decided
+// in the grab (reserve) script: once the call has answered, no grab is
+// granted on any shard; a blocked user's grab is refused in the same way.
+
+// pauseRoutes registers the pause and blocklist routes of both kinds.
+func (s *Server) pauseRoutes() {
+	s.handle("POST /v1/campaigns/{id}/pause", s.v1(s.admin(s.pauseRoute("campaign", true, s.pauseCampaign))))
+	s.handle("POST /v1/campaigns/{id}/resume", s.v1(s.admin(s.pauseRoute("campaign", false, s.pauseCampaign))))
+	s.handle("GET /v1/campaigns/{id}/blocked", s.v1(s.admin(s.listBlocked(false))))
+	s.handle("POST /v1/campaigns/{id}/blocked", s.v1(s.admin(s.blockUsers(false, true))))
+	s.handle("POST /v1/campaigns/{id}/blocked/remove", s.v1(s.admin(s.blockUsers(false, false))))
+	s.handle("POST /v1/discounts/{id}/pause", s.v1(s.admin(s.pauseRoute("discount", true, s.pauseDiscount))))
+	s.handle("POST /v1/discounts/{id}/resume", s.v1(s.admin(s.pauseRoute("discount", false, s.pauseDiscount))))
+	s.handle("GET /v1/discounts/{id}/blocked", s.v1(s.admin(s.listBlocked(true))))
+	s.handle("POST /v1/discounts/{id}/blocked", s.v1(s.admin(s.blockUsers(true, true))))
+	s.handle("POST /v1/discounts/{id}/blocked/remove", s.v1(s.admin(s.blockUsers(true, false))))
+}
+
+// pauseOf pauses (or resumes) one kind of campaign and returns its
+// answer, and the state and shards paused for the log.
+type pauseOf func(ctx context.Context, id string, pause bool) (out any, state hongbao.State, pausedShards int, err error)
+
+// pauseRoute is the handler of a pause or resume of one kind.
+func (s *Server) pauseRoute(kind string, pause bool, do pauseOf) func(http.ResponseWriter, *http.Request, string) {
+	action := "resume"
+	if pause {
+		action = "pause"
+	}
+	return func(w http.ResponseWriter, r *http.Request, admin string) {
+		id, ok := s.actionTarget(w, r)
+		if !ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+		defer cancel()
+		out, state, shards, err := do(ctx, id, pause)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.log.Info("admin action", "who", admin, "action", action, kind, id,
+			"state", state, "paused_shards", shards, "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// pauseCampaign answers with the status and its settlement backlog, as
+// GET /v1/campaigns/{id} does.
+func (s *Server) pauseCampaign(ctx context.Context, id string, pause bool) (any, hongbao.State, int, error) {
+	do := s.cfg.Engine.Resume
+	if pause {
+		do = s.cfg.Engine.Pause
+	}
+	st, err := do(ctx, id)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	return statusJSON(st, b), st.State, st.PausedShards, nil
+}
+
+func (s *Server) pauseDiscount(ctx context.Context, id string, pause bool) (any, hongbao.State, int, error) {
+	do := s.cfg.Engine.ResumeDiscount
+	if pause {
+		do = s.cfg.Engine.PauseDiscount
+	}
+	st, err := do(ctx, id)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	return discountStatusJSON(st), st.State, st.PausedShards, nil
+}
+
+// blockRequest is the body of POST .../blocked and .../blocked/remove.
+type blockRequest struct {
+	Users []string `json:"users"`
+}
+
+var blockFields = jsonFields(reflect.TypeFor[blockRequest]())
+
+// decodeBlock reads a block or unblock body: 1..MaxBlockUsers valid ids.
+func decodeBlock(body []byte) ([]string, error) {
+	var req blockRequest
+	if err := decodeStrict(body, &req, blockFields); err != nil {
+		return nil, err
+	}
+	if err := exactKeys(body, blockFields); err != nil {
+		return nil, err
+	}
+	if len(req.Users) < 1 || len(req.Users) > hongbao.MaxBlockUsers {
+		return nil, badRequest(CodeInvalidRequest, "users: give 1 to %d user ids", hongbao.MaxBlockUsers)
+	}
+	for _, u := range req.Users {
+		if err := hongbao.ValidateUserID(u); err != nil {
+			return nil, err
+		}
+	}
+	return req.Users, nil
+}
+
+// blockOut answers a block (Added) or an unblock (Removed): how many
+// users the call changed.
+type blockOut struct {
+	Campaign string `json:"campaign"`
+	Added    *int   `json:"added,omitempty"`
+	Removed  *int   `json:"removed,omitempty"`
+}
+
+func (s *Server) blockUsers(discount, add bool) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, admin string) {
+		id, err := campaignID(r)
+		var users []string
+		if err == nil {
+			var body []byte
+			if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
+				users, err = decodeBlock(body)
+			}
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+		defer cancel()
+		e := s.cfg.Engine
+		do, action := e.Unblock, "unblock"
+		switch {
+		case discount && add:
+			do, action = e.BlockDiscount, "block"
+		case discount:
+			do = e.UnblockDiscount
+		case add:
+			do, action = e.Block, "block"
+		}
+		n, err := do(ctx, id, users)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.log.Info("admin action", "who", admin, "action", action, "campaign", id, "discount", discount,
+			"users", len(users), "changed", n, "remote", r.RemoteAddr)
+		out := blockOut{Campaign: id, Removed: &n}
+		if add {
+			out.Added, out.Removed = &n, nil
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// blockedOut answers GET .../blocked.
+type blockedOut struct {
+	Campaign string           `json:"campaign"`
+	Users    []blockedUserOut `json:"users"`
+}
+
+type blockedUserOut struct {
+	User  string `json:"user"`
+	Since string `json:"since"`
+}
+
+func (s *Server) listBlocked(discount bool) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, _ string) {
+		id, err := campaignID(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+		defer cancel()
+		list := s.cfg.Engine.BlockedUsers
+		if discount {
+			list = s.cfg.Engine.DiscountBlockedUsers
+		}
+		us, err := list(ctx, id)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out := blockedOut{Campaign: id, Users: make([]blockedUserOut, len(us))}
+		for i, u := range us {
+			out.Users[i] = blockedUserOut{User: u.User, Since: rfc3339(u.Since)}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}

@@ -1,0 +1,232 @@
+package hongbao
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+)
+
+// MaxBlockUsers is the most users one Block or Unblock call takes.
+const MaxBlockUsers = redisstore.MaxBlockBatch
+
+// Pausing a campaign. Every shard keeps its own flag, read by the grab
+// script (the reserve script) in the same call that would pop a packet,
+// so a grab that runs on a shard after its flag is written is answered
+// Paused, never granted; one that ran before was granted before the
+// pause. Pause writes the shards one script each, the root last, and
+// returns once all are written: while it runs, a grab on a shard not yet
+// written may still be granted, and after it returns none is, on any
+// shard. Resume clears the root first and the others after it, so while
+// it runs some shards may already grant and others still answer Paused.
+// Status.Paused reads the root's flag and Status.PausedShards counts the
+// shards that hold one: after a Pause or Resume that failed half way the
+// two disagree, and calling it again finishes it (both are idempotent).
+// The window and close apply as ever: a paused campaign closes on time,
+// is refunded and settles; closing one works. Grants made before a pause
+// settle as usual; a pause moves no money.
+
+// Pause stops the grabs of campaign id until Resume: every user who holds
+// no packet is answered Paused, without touching the pool; holders still
+// get theirs (Already). Pausing a paused campaign changes nothing.
+func (e *Engine) Pause(ctx context.Context, id string) (*Status, error) {
+	return e.pauseCampaign(ctx, "pause", id, true)
+}
+
+// Resume lets the grabs of a paused campaign id go on. Resuming a
+// campaign that is not paused changes nothing.
+func (e *Engine) Resume(ctx context.Context, id string) (*Status, error) {
+	return e.pauseCampaign(ctx, "resume", id, false)
+}
+
+func (e *Engine) pauseCampaign(ctx context.Context, op, id string, paused bool) (*Status, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	r, _, err := e.read(ctx, id)
+	if err == nil {
+		err = pauseShards(ctx, e.store, r.keys, paused)
+	}
+	if err != nil {
+		return nil, opErr(op, id, mapStoreErr(err))
+	}
+	return e.Status(ctx, id)
+}
+
+// PauseDiscount stops the reservations of discount campaign id until
+// ResumeDiscount, as Pause does for a campaign: a new order is answered
+// ReservePaused; an order's own reservation is answered as ever, and
+// confirms and cancels go on.
+func (e *Engine) PauseDiscount(ctx context.Context, id string) (*DiscountStatus, error) {
+	return e.pauseDiscount(ctx, "pause discount", id, true)
+}
+
+// ResumeDiscount lets the reservations of a paused discount campaign go
+// on.
+func (e *Engine) ResumeDiscount(ctx context.Context, id string) (*DiscountStatus, error) {
+	return e.pauseDiscount(ctx, "resume discount", id, false)
+}
+
+func (e *Engine) pauseDiscount(ctx context.Context, op, id string, paused bool) (*DiscountStatus, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	shards, err := e.discountShards(ctx, id)
+	if err == nil {
+		err = pauseShards(ctx, e.store, shards, paused)
+	}
+	if err != nil {
+		return nil, opErr(op, id, mapStoreErr(err))
+	}
+	return e.DiscountStatus(ctx, id)
+}
+
+// pauseShards pauses every shard, the root last, or resumes them, the
+// root first: the root's flag, which Status reports, is set only after
+// every other shard's and cleared before them.
+func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.Keys, paused bool) error {
+	order := make([]redisstore.Keys, 0, len(shards))
+	order = append(order, shards[1:]...)
+	if paused {
+		order = append(order, shards[0])
+	} else {
+		order = append([]redisstore.Keys{shards[0]}, order...)
+	}
+	for _, k := range order {
+		if _, _, err := s.Pause(ctx, k, paused); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) discountShards(ctx context.Context, id string) ([]redisstore.Keys, error) {
+	v, err := e.store.ReadDiscount(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if m := v.Root().Meta; m["state"] == string(StateLoading) || m["kind"] != "discount" {
+		return nil, redisstore.ErrNoCampaign
+	}
+	e.disc.learn(id, len(v.Shards))
+	return redisstore.ShardViews(v.Shards), nil
+}
+
+// BlockedUser is a user an operator blocked on a campaign.
+type BlockedUser struct {
+	User string
+	// Since is when the user was first blocked (Redis clock).
+	Since time.Time
+}
+
+// Blocking users. A campaign keeps its blocked users on their home
+// shards, next to their claims, so the grab script (the reserve script)
+// decides from the user's own shard, in the call that would grant: a grab
+// after Block returns is answered Blocked (ReserveBlocked), unless the
+// user already holds a packet (Already: a grant made is not taken back).
+// A campaign that blocks nobody skips the read (a counter in each
+// shard's meta says so).
+
+// Block blocks users (1..MaxBlockUsers ids) on campaign id and returns
+// how many were not blocked before. Blocking twice is not an error.
+func (e *Engine) Block(ctx context.Context, id string, users []string) (int, error) {
+	return e.blockUsers(ctx, "block", id, false, users, true)
+}
+
+// Unblock lets users grab campaign id again and returns how many were
+// blocked.
+func (e *Engine) Unblock(ctx context.Context, id string, users []string) (int, error) {
+	return e.blockUsers(ctx, "unblock", id, false, users, false)
+}
+
+// BlockedUsers lists the users blocked on campaign id, by user id.
+func (e *Engine) BlockedUsers(ctx context.Context, id string) ([]BlockedUser, error) {
+	return e.blockedUsers(ctx, "blocked users", id, false)
+}
+
+// BlockDiscount blocks users on discount campaign id, as Block does:
+// their new orders are answered ReserveBlocked.
+func (e *Engine) BlockDiscount(ctx context.Context, id string, users []string) (int, error) {
+	return e.blockUsers(ctx, "block discount", id, true, users, true)
+}
+
+// UnblockDiscount lets users reserve discounts of campaign id again.
+func (e *Engine) UnblockDiscount(ctx context.Context, id string, users []string) (int, error) {
+	return e.blockUsers(ctx, "unblock discount", id, true, users, false)
+}
+
+// DiscountBlockedUsers lists the users blocked on discount campaign id.
+func (e *Engine) DiscountBlockedUsers(ctx context.Context, id string) ([]BlockedUser, error) {
+	return e.blockedUsers(ctx, "discount blocked users", id, true)
+}
+
+// shardsOf reads the layout of a campaign or a discount campaign.
+func (e *Engine) shardsOf(ctx context.Context, id string, discount bool) ([]redisstore.Keys, error) {
+	if discount {
+		return e.discountShards(ctx, id)
+	}
+	r, _, err := e.read(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.keys, nil
+}
+
+func (e *Engine) blockUsers(ctx context.Context, op, id string, discount bool, users []string, add bool) (int, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return 0, err
+	}
+	if len(users) < 1 || len(users) > MaxBlockUsers {
+		return 0, opErr(op, id, fmt.Errorf("%w: %d users, want 1..%d", ErrInvalidID, len(users), MaxBlockUsers))
+	}
+	for _, u := range users {
+		if err := ValidateUserID(u); err != nil {
+			return 0, err
+		}
+	}
+	shards, err := e.shardsOf(ctx, id, discount)
+	if err != nil {
+		return 0, opErr(op, id, mapStoreErr(err))
+	}
+	homed := make([][]string, len(shards))
+	for _, u := range users {
+		k := HomeShard(u, len(shards))
+		homed[k] = append(homed[k], u)
+	}
+	total := 0
+	for k, us := range homed {
+		if len(us) == 0 {
+			continue
+		}
+		n, _, err := e.store.Block(ctx, shards[k], add, us)
+		if err != nil {
+			return total, opErr(op, id, mapStoreErr(err))
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
+func (e *Engine) blockedUsers(ctx context.Context, op, id string, discount bool) ([]BlockedUser, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	shards, err := e.shardsOf(ctx, id, discount)
+	if err != nil {
+		return nil, opErr(op, id, mapStoreErr(err))
+	}
+	var out []BlockedUser
+	for _, k := range shards {
+		us, err := e.store.BlockedUsers(ctx, k)
+		if err != nil {
+			return nil, opErr(op, id, err)
+		}
+		for _, u := range us {
+			out = append(out, BlockedUser{User: u.User, Since: time.UnixMilli(u.Since)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].User < out[j].User })
+	return out, nil
+}
