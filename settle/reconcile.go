@@ -91,6 +91,11 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 	// front: a campaign of a million grants is compared without a map
 	// keyed by user.
 	rc := &reconciler{store: store, l: l, v: v, r: r, claims: newClaims(root.Int("count"))}
+	// The ledger's grants are read while Redis is: the two reads
+	// overlap, and the comparison takes the grants as they come.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rc.grants, rc.grantsErr = readGrants(ctx, l, id)
 	steps := []func(context.Context) error{rc.redisClaims, rc.redisPools, rc.ledgerGrants, rc.ledgerTotals, rc.streams}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -112,6 +117,48 @@ type reconciler struct {
 	// does not hold.
 	doubles []seqUser
 	pooled  int64 // packets in the pools and in flight
+	// grants brings the ledger's grants in seq order, in chunks;
+	// grantsErr says, once it is closed, how their read ended.
+	grants    <-chan []ledger.Grant
+	grantsErr func() error
+}
+
+// grantChunk and prefetchChunks bound what readGrants holds ahead of
+// the comparison: about a million grants; then it waits.
+const grantChunk, prefetchChunks = 8192, 128
+
+// readGrants reads campaign id's grants from l in the background, in
+// chunks, until ctx ends. The function returned waits for the read's end
+// and returns its error.
+func readGrants(ctx context.Context, l ledger.Ledger, id string) (<-chan []ledger.Grant, func() error) {
+	ch := make(chan []ledger.Grant, prefetchChunks)
+	done := make(chan error, 1)
+	send := func(chunk []ledger.Grant) error {
+		select {
+		case ch <- chunk:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	go func() {
+		defer close(ch)
+		chunk := make([]ledger.Grant, 0, grantChunk)
+		err := l.Grants(ctx, id, func(g ledger.Grant) error {
+			chunk = append(chunk, g)
+			if len(chunk) < grantChunk {
+				return nil
+			}
+			err := send(chunk)
+			chunk = make([]ledger.Grant, 0, grantChunk)
+			return err
+		})
+		if err == nil && len(chunk) > 0 {
+			err = send(chunk)
+		}
+		done <- err
+	}()
+	return ch, func() error { return <-done }
 }
 
 // redisClaims reads every shard's claims and compares them with the
@@ -310,21 +357,23 @@ func inTransfer(ctx context.Context, store *redisstore.Store, shards []redisstor
 // grant.
 func (rc *reconciler) ledgerGrants(ctx context.Context) error {
 	r := rc.r
-	if err := rc.l.Grants(ctx, r.Campaign, func(g ledger.Grant) error {
-		r.GrantedLedger++
-		r.GrantedCentsLedger += g.Cents
-		c, ok := rc.claims.get(g.Seq)
-		switch {
-		case !ok:
-			r.diff("extra in the ledger: %q holds packet %d (%d cents), Redis has no claim of it", g.User, g.Seq, g.Cents)
-		case c.user != g.User || c.cents != g.Cents:
-			r.diff("mismatch for packet %d: Redis gives it to %q (%d cents), the ledger to %q (%d cents)",
-				g.Seq, c.user, c.cents, g.User, g.Cents)
-		default:
-			c.inLedger = true
+	for chunk := range rc.grants {
+		for _, g := range chunk {
+			r.GrantedLedger++
+			r.GrantedCentsLedger += g.Cents
+			c, ok := rc.claims.get(g.Seq)
+			switch {
+			case !ok:
+				r.diff("extra in the ledger: %q holds packet %d (%d cents), Redis has no claim of it", g.User, g.Seq, g.Cents)
+			case c.user != g.User || c.cents != g.Cents:
+				r.diff("mismatch for packet %d: Redis gives it to %q (%d cents), the ledger to %q (%d cents)",
+					g.Seq, c.user, c.cents, g.User, g.Cents)
+			default:
+				c.inLedger = true
+			}
 		}
-		return nil
-	}); err != nil {
+	}
+	if err := rc.grantsErr(); err != nil {
 		return err
 	}
 	rc.claims.each(func(seq int64, c *claim) {

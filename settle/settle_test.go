@@ -526,3 +526,38 @@ func TestReconcileFindsTamperedClaims(t *testing.T) {
 		require.Contains(t, all, want)
 	}
 }
+
+// failingGrants is a ledger whose Grants fails after its first grant.
+type failingGrants struct{ ledger.Ledger }
+
+var errGrantsRead = errors.New("grants read failed")
+
+func (f failingGrants) Grants(ctx context.Context, id string, fn func(ledger.Grant) error) error {
+	first := true
+	err := f.Ledger.Grants(ctx, id, func(g ledger.Grant) error {
+		if !first {
+			return errGrantsRead
+		}
+		first = false
+		return fn(g)
+	})
+	return err
+}
+
+// TestReconcileLedgerReadFails: a read of the ledger's grants that fails
+// half way (they are read beside Redis's claims) fails the reconcile, it
+// does not report a clean or a partial comparison.
+func TestReconcileLedgerReadFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 30000, Count: 300})
+	require.NoError(t, err)
+	granted, _ := rain(t, e.eng, c.ID, 50)
+	require.EqualValues(t, 50, granted)
+	_, err = e.worker(t, e.l, "w1", c.ID).Drain(ctx)
+	require.NoError(t, err)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, failingGrants{e.l}, c.ID)
+	require.ErrorIs(t, err, errGrantsRead)
+	require.Nil(t, rep)
+}
