@@ -15,6 +15,7 @@ import (
 	"github.com/hongbao/hongbao/client"
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/settle"
 )
 
 // exampleService serves the API on the tests' redis-server. In an
@@ -32,7 +33,7 @@ func exampleService() (url string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	s, err := httpapi.New(httpapi.Config{Engine: eng, Redis: rc, UserSecrets: []httpapi.Secret{userSecret},
+	s, err := httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(rc), UserSecrets: []httpapi.Secret{userSecret},
 		AdminKeys: [][]byte{[]byte(adminKey)}, PaymentKeys: [][]byte{[]byte(paymentKey)},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

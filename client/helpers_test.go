@@ -20,6 +20,7 @@ import (
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/ledger/open"
+	"github.com/hongbao/hongbao/settle"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -48,7 +49,7 @@ func newService(t *testing.T) *service {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	s, err := httpapi.New(httpapi.Config{
-		Engine: eng, Redis: r.Client,
+		Engine: eng, Settlement: settle.NewBacklogs(r.Client),
 		UserSecrets: []httpapi.Secret{userSecret},
 		AdminKeys:   [][]byte{[]byte(adminKey)},
 		PaymentKeys: [][]byte{[]byte(paymentKey)},

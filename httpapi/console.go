@@ -91,7 +91,7 @@ func (s *Server) readLive(ctx context.Context, id string) (*hongbao.Status, sett
 	if err != nil {
 		return nil, settle.Backlog{}, err
 	}
-	b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
+	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
 	return st, b, err
 }
 
@@ -215,7 +215,7 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request, admin string) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	n, err := settle.Redrive(ctx, s.cfg.Redis, id)
+	n, err := s.cfg.Settlement.Redrive(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return

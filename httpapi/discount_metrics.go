@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/hongbao/hongbao"
 )
 
 // discountMetrics are the discount routes' counters, and the live discount
@@ -20,7 +18,7 @@ type discountMetrics struct {
 	series  sync.Map // [2]string{op, outcome} -> prometheus.Counter
 }
 
-func newDiscountMetrics(reg prometheus.Registerer, e *hongbao.Engine, timeout time.Duration, log *slog.Logger) *discountMetrics {
+func newDiscountMetrics(reg prometheus.Registerer, e Discounts, timeout time.Duration, log *slog.Logger) *discountMetrics {
 	m := &discountMetrics{ops: map[string]*prometheus.CounterVec{}}
 	for op, help := range map[string]string{
 		"reserve": "Discount reservations answered, by outcome (reserved, already, exhausted, limit, not_open, closed, paused, blocked, expired, cancelled, not_found, busy, outcome_unknown, error).",
@@ -58,7 +56,7 @@ func (m *discountMetrics) count(op, outcome string) {
 // discountCollector reads the live discount campaigns' counters when
 // Prometheus scrapes, reusing a reading for cacheFor.
 type discountCollector struct {
-	engine  *hongbao.Engine
+	engine  Discounts
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -81,7 +79,7 @@ var discountGauges = []struct{ name, help string }{
 	{"compensation_cents", "Cents a live discount campaign's clipping set aside, waiting to top up later discounts."},
 }
 
-func newDiscountCollector(e *hongbao.Engine, timeout time.Duration, log *slog.Logger) *discountCollector {
+func newDiscountCollector(e Discounts, timeout time.Duration, log *slog.Logger) *discountCollector {
 	c := &discountCollector{engine: e, timeout: timeout, log: log, cacheFor: time.Second, descs: map[string]*prometheus.Desc{}}
 	for _, g := range discountGauges {
 		c.descs[g.name] = prometheus.NewDesc("hongbao_discount_"+g.name, g.help, []string{"campaign"}, nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
 )
@@ -52,8 +53,9 @@ func TestDiscountRetiredByTheEngine(t *testing.T) {
 	led, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = led.Close() })
+	rc := testenv.SharedRedis(t).Client
 	ts := newTestServer(t, func(c *httpapi.Config) {
-		eng, err := hongbao.New(hongbao.Config{Redis: c.Redis, Packets: led})
+		eng, err := hongbao.New(hongbao.Config{Redis: rc, Packets: led})
 		require.NoError(t, err)
 		c.Engine = eng
 	})
@@ -84,8 +86,9 @@ func TestCampaignLostRefusedByTheEngine(t *testing.T) {
 	led, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = led.Close() })
+	rc := testenv.SharedRedis(t).Client
 	ts := newTestServer(t, func(c *httpapi.Config) {
-		eng, err := hongbao.New(hongbao.Config{Redis: c.Redis, Packets: led})
+		eng, err := hongbao.New(hongbao.Config{Redis: rc, Packets: led})
 		require.NoError(t, err)
 		c.Engine = eng
 	})

@@ -9,6 +9,10 @@
 //
 // The routes are listed in openapi.json, served at /openapi.json.
 //
+// The handlers call small interfaces declared in services.go (Grabber,
+// Campaigns, Discounts, Settlement, Store), which a *hongbao.Engine and a
+// *settle.Backlogs satisfy; the package holds no Redis client of its own.
+//
 // The same handler serves the operator console (/console/) and the play
 // page (/play/{campaign}), from package web. The console's live view of a
 // campaign (GET /v1/campaigns/{id}/events, Server-Sent Events) is read

@@ -21,6 +21,7 @@ import (
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
+	"github.com/hongbao/hongbao/settle"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -53,7 +54,7 @@ func newTestServer(t *testing.T, mod func(*httpapi.Config)) *testServer {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	cfg := httpapi.Config{
-		Engine: eng, Redis: r.Client,
+		Engine: eng, Settlement: settle.NewBacklogs(r.Client),
 		UserSecrets: []httpapi.Secret{userSecret, userSecret2},
 		AdminKeys:   [][]byte{adminKey},
 		PaymentKeys: [][]byte{paymentKey},

@@ -123,7 +123,7 @@ func (l *bucketLimiter) sweep(sh *bucketShard, now time.Time) {
 }
 
 // globalLimiter caps requests per second over every serve process sharing
-// one Redis: a count per second in Redis (hongbao.Engine.CountRequests),
+// one Redis: a count per second in Redis (Store.CountRequests),
 // which each process draws from in chunks so that most requests do not
 // touch Redis at all.
 type globalLimiter struct {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/settle"
@@ -73,8 +72,9 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 // worker's counters and, through the engine and settle, the live
 // campaigns' pools and settlement backlogs, when Prometheus scrapes.
 type stateCollector struct {
-	engine  *hongbao.Engine
-	redis   rueidis.Client
+	engine  Engine
+	store   Store
+	backlog Settlement
 	settle  func() settle.Stats
 	settled func(ctx context.Context, id string) (int64, error) // Config.SettledCents
 	timeout time.Duration
@@ -96,10 +96,10 @@ type stateCollector struct {
 	paused                                                                        *prometheus.Desc
 }
 
-func newStateCollector(e *hongbao.Engine, c rueidis.Client, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
+func newStateCollector(e Engine, store Store, backlog Settlement, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
 	d := prometheus.NewDesc
 	return &stateCollector{
-		engine: e, redis: c, settle: st, timeout: timeout, log: log, cacheFor: time.Second,
+		engine: e, store: store, backlog: backlog, settle: st, timeout: timeout, log: log, cacheFor: time.Second,
 		batch:        d("hongbao_grab_batch_size", "Users per grab script call (the engine's coalescing), since start.", nil, nil),
 		poolPackets:  d("hongbao_campaign_pool_remaining_packets", "Packets still in a live campaign's pool.", []string{"campaign"}, nil),
 		poolCents:    d("hongbao_campaign_pool_remaining_cents", "Cents still in a live campaign's pool.", []string{"campaign"}, nil),
@@ -188,7 +188,7 @@ func (s *stateCollector) redisState() []prometheus.Metric {
 // fsyncAlways reads the persistence settings; ok is false when they
 // cannot be read.
 func (s *stateCollector) fsyncAlways(ctx context.Context) (float64, bool) {
-	p, err := s.engine.Persistence(ctx)
+	p, err := s.store.Persistence(ctx)
 	if err != nil {
 		return 0, false
 	}
@@ -265,7 +265,7 @@ func (s *stateCollector) campaign(ctx context.Context, ch chan<- prometheus.Metr
 		ch <- prometheus.MustNewConstMetric(s.poolCents, prometheus.GaugeValue, float64(st.RemainingCents), id)
 		ch <- prometheus.MustNewConstMetric(s.paused, prometheus.GaugeValue, float64(st.PausedShards)/float64(max(st.Shards, 1)), id)
 	}
-	b, err := settle.ReadBacklog(ctx, s.redis, id)
+	b, err := s.backlog.ReadBacklog(ctx, id)
 	if errors.Is(err, settle.ErrNoCampaign) {
 		return nil // settled and gone since the listing
 	}

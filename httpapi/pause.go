@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/settle"
 )
 
 // The operator's brakes: pause and resume a campaign (a discount
@@ -68,7 +67,7 @@ func (s *Server) pauseCampaign(ctx context.Context, id string, pause bool) (any,
 	if err != nil {
 		return nil, "", 0, err
 	}
-	b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
+	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
 	if err != nil {
 		return nil, "", 0, err
 	}

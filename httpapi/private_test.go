@@ -21,6 +21,7 @@ import (
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/settle"
 )
 
 // TestMetricsArePrivate: /metrics on the API's listener answers 401 to
@@ -197,7 +198,7 @@ func TestMetricsCoverEveryCampaign(t *testing.T) {
 	g, err := eng.Grab(ctx, last, "u1")
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Granted, g.Outcome)
-	s, err := httpapi.New(httpapi.Config{Engine: eng, Redis: r.Client, UserSecrets: []httpapi.Secret{userSecret},
+	s, err := httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(r.Client), UserSecrets: []httpapi.Secret{userSecret},
 		AdminKeys: [][]byte{adminKey}, Logger: quiet()})
 	require.NoError(t, err)
 	hs := httptest.NewServer(s)

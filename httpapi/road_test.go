@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	gotoken "go/token"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,6 +32,34 @@ func TestOneRoadToRedis(t *testing.T) {
 			require.NotContains(t, path, "/internal/", "%s imports %s", f, path)
 		}
 	}
+}
+
+// TestNoRedisClient: the HTTP layer holds no Redis client. Of the packages
+// it builds on, only the engine, settle and the store beneath them import
+// one; a handler that reached for Redis itself, or through a new package,
+// fails here. (The engine's own Config takes a client, so the module does
+// reach one: `go list -deps` of httpapi cannot be free of it.)
+func TestNoRedisClient(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/hongbao/hongbao"
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	allowed := map[string]bool{mod: true, mod + "/settle": true, mod + "/internal/redisstore": true, mod + "/internal/luascript": true}
+	var seen []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if strings.HasPrefix(f[0], "github.com/redis/") {
+			continue // the client's own packages
+		}
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, "github.com/redis/") {
+				require.True(t, allowed[f[0]], "%s imports the Redis client %s", f[0], imp)
+				seen = append(seen, f[0])
+			}
+		}
+	}
+	require.Contains(t, seen, mod, "the listing is read: the engine imports the client")
+	require.NotContains(t, seen, mod+"/httpapi")
 }
 
 // TestSettlementAndMyGrant: a campaign's answer carries its settlement

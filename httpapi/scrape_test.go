@@ -12,6 +12,7 @@ import (
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/settle"
 )
 
 // TestScrapeKeepsTotalsWhenOneCampaignFails: a campaign whose backlog
@@ -23,7 +24,7 @@ func TestScrapeKeepsTotalsWhenOneCampaignFails(t *testing.T) {
 	r := testenv.NewRedis(t, redisserver.Options{})
 	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
 	require.NoError(t, err)
-	ts := newTestServer(t, func(c *httpapi.Config) { c.Redis, c.Engine = r.Client, eng })
+	ts := newTestServer(t, func(c *httpapi.Config) { c.Settlement, c.Engine = settle.NewBacklogs(r.Client), eng })
 	ctx := context.Background()
 	good, err := eng.Create(ctx, hongbao.Spec{Total: 500, Count: 5})
 	require.NoError(t, err)

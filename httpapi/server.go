@@ -18,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -32,11 +31,17 @@ import (
 
 // Config configures a Server. Zero fields take their documented defaults.
 type Config struct {
-	// Engine answers grabs and manages campaigns. Required.
-	Engine *hongbao.Engine
-	// Redis is the client of the engine's Redis, from which package settle
-	// reads the campaigns' settlement backlog. Required.
-	Redis rueidis.Client
+	// Engine answers grabs and discounts and manages campaigns: a
+	// *hongbao.Engine. Required.
+	Engine Engine
+	// Settlement reads the campaigns' settlement backlogs and redrives
+	// their dead grants: settle.NewBacklogs on the engine's Redis client.
+	// Required.
+	Settlement Settlement
+	// Store answers readiness, the persistence metric and the shared
+	// request count of GlobalRate. Default: the Engine, which is one when
+	// it is a *hongbao.Engine.
+	Store Store
 	// UserSecrets verify users' tokens; the first also verifies tokens
 	// without a kid. At least one, each at least MinSecretLen bytes.
 	UserSecrets []Secret
@@ -152,8 +157,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Engine == nil:
 		return errors.New("httpapi: Config.Engine is required")
-	case c.Redis == nil:
-		return errors.New("httpapi: Config.Redis is required")
+	case c.Settlement == nil:
+		return errors.New("httpapi: Config.Settlement is required")
+	case c.Store == nil && !isStore(c.Engine):
+		return errors.New("httpapi: Config.Store is required when the Engine is not a Store")
 	case len(c.UserSecrets) == 0:
 		return errors.New("httpapi: at least one user token secret is required")
 	case len(c.AdminKeys) == 0:
@@ -233,6 +240,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	setDefaults(&cfg)
 	setLiveDefaults(&cfg)
+	if cfg.Store == nil {
+		cfg.Store = cfg.Engine.(Store)
+	}
 	if cfg.Demo != nil && cfg.Demo.TokenTTL > cfg.Token.MaxAge {
 		return nil, fmt.Errorf("httpapi: Config.Demo.TokenTTL %v is longer than Token.MaxAge %v", cfg.Demo.TokenTTL, cfg.Token.MaxAge)
 	}
@@ -244,13 +254,13 @@ func New(cfg Config) (*Server, error) {
 		userLim: newBucketLimiter(cfg.UserRate, cfg.UserBurst),
 		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
 		failLim: newBucketLimiter(cfg.AuthFailRate, cfg.AuthFailBurst),
-		global:  newGlobalLimiter(cfg.Engine.CountRequests, cfg.GlobalRate),
+		global:  newGlobalLimiter(cfg.Store.CountRequests, cfg.GlobalRate),
 	}
 	if cfg.Demo != nil {
 		s.demoLim = newBucketLimiter(cfg.Demo.TokenRate, cfg.Demo.TokenBurst)
 	}
 	s.setKeys()
-	sc := newStateCollector(cfg.Engine, cfg.Redis, cfg.SettleStats, cfg.Timeout, s.log)
+	sc := newStateCollector(cfg.Engine, cfg.Store, cfg.Settlement, cfg.SettleStats, cfg.Timeout, s.log)
 	sc.settled = cfg.SettledCents
 	s.metrics = newMetrics(cfg.Registry, sc)
 	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
@@ -282,6 +292,12 @@ func New(cfg Config) (*Server, error) {
 		writeError(w, http.StatusNotFound, CodeNotFound, "no such route", 0)
 	})
 	return s, nil
+}
+
+// isStore says whether e is also a Store (a *hongbao.Engine is).
+func isStore(e Engine) bool {
+	_, ok := e.(Store)
+	return ok
 }
 
 // setDefaults fills the documented defaults into cfg.
@@ -746,7 +762,7 @@ func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
 		s.fail(w, r, err)
 		return
 	}
-	b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
+	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -785,7 +801,7 @@ func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin str
 	}
 	s.log.Info("admin action", "who", admin, "action", "close", "campaign", id,
 		"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
-	b, err := settle.ReadBacklog(ctx, s.cfg.Redis, id)
+	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -949,7 +965,7 @@ func (s *Server) checkReady() *readiness {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
 	checks := map[string]func(context.Context) error{
-		"redis": s.cfg.Engine.Ping,
+		"redis": s.cfg.Store.Ping,
 	}
 	for name, f := range s.cfg.Ready {
 		checks[name] = f

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -30,8 +31,9 @@ func tracedServer(t *testing.T, ecfg hongbao.Config) (*testServer, *tracetest.Sp
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tr := tp.Tracer("hongbao")
+	rc := testenv.SharedRedis(t).Client
 	ts := newTestServer(t, func(c *httpapi.Config) {
-		ecfg.Redis, ecfg.Tracer = c.Redis, tr
+		ecfg.Redis, ecfg.Tracer = rc, tr
 		eng, err := hongbao.New(ecfg)
 		require.NoError(t, err)
 		c.Engine, c.Tracer = eng, tr

@@ -78,7 +78,7 @@ func newSite(t *testing.T, demo bool) *site {
 	require.NoError(t, err)
 	s := &site{Engine: eng, log: &lockedBuffer{}}
 	cfg := httpapi.Config{
-		Engine: eng, Redis: r.Client, UserSecrets: []httpapi.Secret{userSecret}, AdminKeys: [][]byte{[]byte(adminKey)},
+		Engine: eng, Settlement: settle.NewBacklogs(r.Client), UserSecrets: []httpapi.Secret{userSecret}, AdminKeys: [][]byte{[]byte(adminKey)},
 		Logger:       slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		LiveInterval: 150 * time.Millisecond,
 		UserRate:     -1,
