@@ -41,7 +41,7 @@ func (s *Server) failGate(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	s.metrics.limited.WithLabelValues("auth_failures").Inc()
-	writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many failed authentications from this address", wait)
+	s.refuse(w, errAuthFailLimit, wait)
 	return false
 }
 
@@ -90,7 +90,7 @@ func (s *Server) spend(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		s.metrics.limited.WithLabelValues("global").Inc()
 		s.countRefusal(r)
-		writeError(w, http.StatusTooManyRequests, CodeRateLimited, "the service is at its request limit", wait)
+		s.refuse(w, errGlobalLimit, wait)
 	}
 	return ok
 }

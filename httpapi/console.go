@@ -156,10 +156,10 @@ func (s *Server) campaignEvents(w http.ResponseWriter, r *http.Request, admin st
 	sub, err := s.live.subscribe(id)
 	switch {
 	case errors.Is(err, errTooManyWatchers):
-		writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many live views are open; retry later", s.cfg.RetryAfter)
+		s.refuse(w, errLiveViewsFull, 0)
 		return
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "shutting down", 0)
+		s.refuse(w, errShuttingDown, 0)
 		return
 	}
 	defer s.live.unsubscribe(sub)
@@ -253,7 +253,7 @@ func (s *Server) demoToken(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok, wait := s.demoLim.allow(addrKey(r), s.cfg.Now()); !ok {
 		s.metrics.limited.WithLabelValues("demo_token").Inc()
-		writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many demo players from this address", wait)
+		s.refuse(w, errDemoLimit, wait)
 		return
 	}
 	const letters = "abcdefghijkmnpqrstuvwxyz23456789"

@@ -15,16 +15,6 @@ import (
 	"github.com/hongbao/hongbao/split"
 )
 
-// requestError is a client mistake: a status, a code and a message that is
-// safe to send.
-type requestError struct {
-	status int
-	code   string
-	msg    string
-}
-
-func (e *requestError) Error() string { return e.code + ": " + e.msg }
-
 func badRequest(code, format string, a ...any) *requestError {
 	return &requestError{status: http.StatusBadRequest, code: code, msg: fmt.Sprintf(format, a...)}
 }

@@ -29,25 +29,6 @@ func (s *Server) discountRoutes() {
 	s.handle("POST /v1/discounts/{id}/orders/{order_id}/cancel", s.v1(s.payment(s.cancelDiscount)))
 }
 
-// failDiscount answers the errors of the discount calls, and leaves the
-// rest to fail.
-func (s *Server) failDiscount(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, hongbao.ErrNoReservation):
-		writeError(w, http.StatusNotFound, CodeNoReservation, "this user holds no reservation of this order", 0)
-	case errors.Is(err, hongbao.ErrReservationExpired):
-		writeError(w, http.StatusConflict, CodeExpired, "the reservation of this order expired; its discount went back (reserve again with a new order id)", 0)
-	case errors.Is(err, hongbao.ErrReservationCancelled):
-		writeError(w, http.StatusConflict, CodeCancelled, "the reservation of this order was cancelled (reserve again with a new order id)", 0)
-	case errors.Is(err, hongbao.ErrReservationConfirmed):
-		writeError(w, http.StatusConflict, CodeConfirmed, "the discount of this order is confirmed; it can no longer be cancelled", 0)
-	case errors.Is(err, hongbao.ErrOrderMismatch):
-		writeError(w, http.StatusConflict, CodeOrderMismatch, "this order was reserved for another order amount (reserve a new amount with a new order id)", 0)
-	default:
-		s.fail(w, r, err)
-	}
-}
-
 func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin string) {
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
@@ -73,13 +54,10 @@ func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin st
 			return
 		}
 	}
+	// The engine refuses a retired id itself (ErrCampaignRetired), after
+	// the check above: the keys expired in between, or the server checks
+	// no Retired of its own.
 	d, err := s.cfg.Engine.CreateDiscount(ctx, spec)
-	if errors.Is(err, hongbao.ErrCampaignRetired) {
-		// The engine's own check, after the one above: the keys expired
-		// in between, or the server checks no Retired of its own.
-		s.fail(w, r, retiredKey())
-		return
-	}
 	var exists *hongbao.ExistsError
 	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
 		s.replayDiscount(ctx, w, r, admin, spec)
@@ -96,13 +74,6 @@ func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin st
 	writeJSON(w, http.StatusCreated, discountJSON(d))
 }
 
-// retiredKey refuses an Idempotency-Key that named a discount campaign
-// settled and retired.
-func retiredKey() error {
-	return &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch,
-		msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
-}
-
 // checkDiscountNotRetired refuses an Idempotency-Key whose discount
 // campaign the ledger knows (under its ledger id) while Redis does not: it
 // was settled and its keys expired.
@@ -110,8 +81,7 @@ func (s *Server) checkDiscountNotRetired(ctx context.Context, id string) error {
 	known, err := s.cfg.Retired(ctx, ledger.DiscountCampaign(id))
 	if err != nil {
 		s.log.Warn("idempotency check: ledger lookup failed", "discount", id, "err", err)
-		return &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
-			msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
+		return errLedgerUnread
 	}
 	if !known {
 		return nil
@@ -119,7 +89,7 @@ func (s *Server) checkDiscountNotRetired(ctx context.Context, id string) error {
 	_, err = s.cfg.Engine.DiscountStatus(ctx, id)
 	switch {
 	case errors.Is(err, hongbao.ErrCampaignNotFound):
-		return retiredKey()
+		return errKeyRetired
 	case err != nil:
 		return err
 	}
@@ -131,15 +101,14 @@ func (s *Server) checkDiscountNotRetired(ctx context.Context, id string) error {
 func (s *Server) replayDiscount(ctx context.Context, w http.ResponseWriter, r *http.Request, admin string, spec hongbao.DiscountSpec) {
 	st, err := s.cfg.Engine.DiscountStatus(ctx, spec.ID)
 	if errors.Is(err, hongbao.ErrCampaignNotFound) {
-		writeError(w, http.StatusConflict, CodeInProgress, "a create with this Idempotency-Key is in progress; retry", s.cfg.RetryAfter)
-		return
+		err = errCreateLoading
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if !sameDiscount(&st.Discount, spec) {
-		writeError(w, http.StatusUnprocessableEntity, CodeIdempotencyMismatch, "this Idempotency-Key was used for another campaign", 0)
+		s.fail(w, r, errKeyReused)
 		return
 	}
 	s.log.Info("admin action", "who", admin, "action", "create-discount-replayed", "discount", st.ID, "remote", r.RemoteAddr)
@@ -226,7 +195,7 @@ func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ strin
 	s.dmetrics.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.dmetrics.count("reserve", errorLabel(err))
-		s.failDiscount(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.dmetrics.count("reserve", res.Outcome.String())
@@ -264,7 +233,7 @@ func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, _ strin
 	res, err := s.cfg.Engine.ConfirmDiscount(ctx, id, user, order)
 	if err != nil {
 		s.dmetrics.count("confirm", errorLabel(err))
-		s.failDiscount(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.dmetrics.count("confirm", again(res.Again, "confirmed"))
@@ -281,7 +250,7 @@ func (s *Server) cancelDiscount(w http.ResponseWriter, r *http.Request, _ string
 	res, err := s.cfg.Engine.CancelDiscount(ctx, id, user, order)
 	if err != nil {
 		s.dmetrics.count("cancel", errorLabel(err))
-		s.failDiscount(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := cancelJSON(res)
@@ -295,27 +264,4 @@ func again(repeat bool, outcome string) string {
 		return "already_" + outcome
 	}
 	return outcome
-}
-
-// errorLabel is the metric label of a failed discount call.
-func errorLabel(err error) string {
-	switch {
-	case errors.Is(err, hongbao.ErrReservationExpired):
-		return "expired"
-	case errors.Is(err, hongbao.ErrReservationCancelled):
-		return "cancelled"
-	case errors.Is(err, hongbao.ErrReservationConfirmed):
-		return "confirmed"
-	case errors.Is(err, hongbao.ErrOrderMismatch):
-		return "order_mismatch"
-	case errors.Is(err, hongbao.ErrNoReservation):
-		return "no_reservation"
-	case errors.Is(err, hongbao.ErrCampaignNotFound):
-		return "not_found"
-	case errors.Is(err, hongbao.ErrBusy):
-		return "busy"
-	case errors.Is(err, hongbao.ErrOutcomeUnknown):
-		return "outcome_unknown"
-	}
-	return "error"
 }

@@ -1,10 +1,16 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/settle"
 )
 
 // Error codes of the error shape. They are stable: clients may switch on
@@ -32,6 +38,174 @@ const (
 	CodeConfirmed           = "confirmed"            // 409: the order's discount is confirmed; it cannot be cancelled
 	CodeOrderMismatch       = "order_mismatch"       // 409: the order was reserved for another order amount; use a new order id
 )
+
+// requestError is an answer of the error shape: a status, a code and a
+// message that is safe to send. With retry set it asks the client to wait
+// Config.RetryAfter (Retry-After). Handlers return it for a client's
+// mistake and refuse with the refusals below; the engine's errors are
+// turned into it by errorTable.
+type requestError struct {
+	status int
+	code   string
+	msg    string
+	retry  bool
+}
+
+func (e *requestError) Error() string { return e.code + ": " + e.msg }
+
+// The refusals of the gates and handlers, by what they refuse.
+var (
+	errNoRoute        = &requestError{status: http.StatusNotFound, code: CodeNotFound, msg: "no such route"}
+	errInternal       = &requestError{status: http.StatusInternalServerError, code: CodeInternal, msg: "internal error"}
+	errNeedUserToken  = &requestError{status: http.StatusUnauthorized, code: CodeUnauthorized, msg: "a valid user token is required"}
+	errNeedAdminKey   = &requestError{status: http.StatusUnauthorized, code: CodeUnauthorized, msg: "a valid admin key is required"}
+	errNeedPaymentKey = &requestError{status: http.StatusUnauthorized, code: CodeUnauthorized, msg: "a valid payment key is required"}
+	errNeedMetricsKey = &requestError{status: http.StatusUnauthorized, code: CodeUnauthorized, msg: "a metrics key or an admin key is required"}
+	errUserNotPayment = &requestError{status: http.StatusForbidden, code: CodeForbidden, msg: "this route takes the payment system's key, not a user token"}
+	errAddressLimit   = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many requests from this address"}
+	errUserLimit      = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many requests from this user"}
+	errAuthFailLimit  = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many failed authentications from this address"}
+	errGlobalLimit    = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "the service is at its request limit"}
+	errDemoLimit      = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many demo players from this address"}
+	errShuttingDown   = &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: "shutting down"}
+	errLiveViewsFull  = &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, msg: "too many live views are open; retry later", retry: true}
+	errLedgerUnread   = &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
+	errCreateLoading  = &requestError{status: http.StatusConflict, code: CodeInProgress, msg: "a create with this Idempotency-Key is in progress; retry", retry: true}
+	errKeyReused      = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key was used for another campaign"}
+	errKeyRetired     = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
+)
+
+// notReady refuses a readiness check that failed.
+func notReady(msg string) *requestError {
+	return &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: msg}
+}
+
+// errorRow answers the errors that are any of is, or, with as, those that
+// as turns into an answer (typed errors, answered from their fields).
+// Counted rows give their code as the metric label of a failed grab or
+// discount call; the others count as "error".
+type errorRow struct {
+	is      []error
+	as      func(error) *requestError
+	answer  *requestError
+	counted bool
+}
+
+// errorTable maps the errors of the engine, settle and decoding to the
+// answers of the error shape: the first row that matches answers. It is
+// the one place where an error gets its status and code. An error no row
+// matches is internal: logged, and answered without its text.
+var errorTable = []errorRow{
+	{as: func(err error) *requestError {
+		var re *requestError
+		if errors.As(err, &re) {
+			return re
+		}
+		return nil
+	}},
+	{is: []error{hongbao.ErrNoReservation}, counted: true,
+		answer: &requestError{status: http.StatusNotFound, code: CodeNoReservation, msg: "this user holds no reservation of this order"}},
+	{is: []error{hongbao.ErrReservationExpired}, counted: true,
+		answer: &requestError{status: http.StatusConflict, code: CodeExpired, msg: "the reservation of this order expired; its discount went back (reserve again with a new order id)"}},
+	{is: []error{hongbao.ErrReservationCancelled}, counted: true,
+		answer: &requestError{status: http.StatusConflict, code: CodeCancelled, msg: "the reservation of this order was cancelled (reserve again with a new order id)"}},
+	{is: []error{hongbao.ErrReservationConfirmed}, counted: true,
+		answer: &requestError{status: http.StatusConflict, code: CodeConfirmed, msg: "the discount of this order is confirmed; it can no longer be cancelled"}},
+	{is: []error{hongbao.ErrOrderMismatch}, counted: true,
+		answer: &requestError{status: http.StatusConflict, code: CodeOrderMismatch, msg: "this order was reserved for another order amount (reserve a new amount with a new order id)"}},
+	{is: []error{hongbao.ErrCampaignRetired}, answer: errKeyRetired},
+	{is: []error{hongbao.ErrCampaignNotFound, settle.ErrNoCampaign}, counted: true,
+		answer: &requestError{status: http.StatusNotFound, code: CodeNotFound, msg: "no such campaign"}},
+	{is: []error{hongbao.ErrNoGrant},
+		answer: &requestError{status: http.StatusNotFound, code: CodeNoGrant, msg: "you hold no packet of this campaign"}},
+	{as: func(err error) *requestError {
+		var e *hongbao.IDError
+		if errors.As(err, &e) {
+			return &requestError{status: http.StatusBadRequest, code: CodeInvalidID, msg: fmt.Sprintf("invalid %s id: %s", e.Kind, e.Reason)}
+		}
+		return nil
+	}},
+	{as: func(err error) *requestError {
+		var e *hongbao.SpecError
+		if errors.As(err, &e) {
+			return badRequest(CodeInvalidRequest, "invalid campaign: %s: %s", e.Field, e.Reason)
+		}
+		return nil
+	}},
+	{as: func(err error) *requestError {
+		var e *hongbao.AmountError
+		if errors.As(err, &e) {
+			return badRequest(CodeInvalidRequest, "invalid amount: %s", e.Reason)
+		}
+		return nil
+	}},
+	// The engine gives these as the typed errors above; should one come
+	// bare, the client still hears nothing of its text.
+	{is: []error{hongbao.ErrInvalidSpec, hongbao.ErrInvalidAmount},
+		answer: &requestError{status: http.StatusBadRequest, code: CodeInvalidRequest, msg: "invalid campaign"}},
+	{is: []error{hongbao.ErrBusy}, counted: true,
+		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, retry: true,
+			msg: "busy (too many requests waiting, or Redis moving or restarting); nothing was done, retry shortly"}},
+	{is: []error{hongbao.ErrUnavailable},
+		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the store takes no writes now; retrying is safe", retry: true}},
+	{is: []error{hongbao.ErrOutcomeUnknown}, counted: true,
+		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, msg: "the answer was lost; retrying is safe", retry: true}},
+	{is: []error{context.DeadlineExceeded, context.Canceled},
+		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the request ran out of time; retry", retry: true}},
+}
+
+// answerOf finds err's answer in errorTable; counted says whether its code
+// is its metric label. It is nil for an internal error.
+func answerOf(err error) (answer *requestError, counted bool) {
+	for i := range errorTable {
+		row := &errorTable[i]
+		if row.as != nil {
+			if a := row.as(err); a != nil {
+				return a, row.counted
+			}
+			continue
+		}
+		for _, target := range row.is {
+			if errors.Is(err, target) {
+				return row.answer, row.counted
+			}
+		}
+	}
+	return nil, false
+}
+
+// errorLabel is the metric label of a failed grab or discount call.
+func errorLabel(err error) string {
+	if a, counted := answerOf(err); counted {
+		return a.code
+	}
+	return "error"
+}
+
+// fail answers an error from the engine, settle, decoding or a handler's
+// refusal, through errorTable. Client mistakes are answered from the
+// fields of their typed errors, never from an error's text; anything else
+// is logged and answered without its text.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	a, _ := answerOf(err)
+	switch {
+	case a == nil:
+		s.log.Error("request failed", "route", r.Pattern, "err", err)
+		a = errInternal
+	case a.code == CodeOutcomeUnknown:
+		s.log.Warn("outcome unknown", "route", r.Pattern, "err", err)
+	}
+	s.refuse(w, a, 0)
+}
+
+// refuse answers a in the error shape. wait, when positive, is sent as
+// Retry-After (a rate limit's); else a's retry sends Config.RetryAfter.
+func (s *Server) refuse(w http.ResponseWriter, a *requestError, wait time.Duration) {
+	if wait <= 0 && a.retry {
+		wait = s.cfg.RetryAfter
+	}
+	writeError(w, a.status, a.code, a.msg, wait)
+}
 
 type errorBody struct {
 	Error errorDetail `json:"error"`

@@ -289,7 +289,7 @@ func New(cfg Config) (*Server, error) {
 	// Everything else answers 404 in the error shape.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.count("unmatched", http.StatusNotFound, time.Now())
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such route", 0)
+		s.refuse(w, errNoRoute, 0)
 	})
 	return s, nil
 }
@@ -421,7 +421,7 @@ func (s *Server) serve(pattern string, h http.HandlerFunc) {
 				}
 				s.log.Error("panic in handler", "route", pattern, "panic", fmt.Sprint(p))
 				if sw.code == 0 {
-					writeError(sw, http.StatusInternalServerError, CodeInternal, "internal error", 0)
+					s.refuse(sw, errInternal, 0)
 				}
 			}
 			s.count(pattern, sw.code, start)
@@ -493,7 +493,7 @@ func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 		if ok, wait := s.ipLim.allow(clientIP(r), s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("ip").Inc()
 			s.countRefusal(r)
-			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many requests from this address", wait)
+			s.refuse(w, errAddressLimit, wait)
 			return
 		}
 		if !s.failGate(w, r) {
@@ -511,13 +511,13 @@ func (s *Server) user(next userHandler) http.HandlerFunc {
 		u, err := s.users.user(r)
 		if err != nil {
 			s.authFailed(r, "user", err)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid user token is required", 0)
+			s.refuse(w, errNeedUserToken, 0)
 			return
 		}
 		if ok, wait := s.userLim.allow(u, s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("user").Inc()
 			s.countRefusal(r)
-			writeError(w, http.StatusTooManyRequests, CodeRateLimited, "too many requests from this user", wait)
+			s.refuse(w, errUserLimit, wait)
 			return
 		}
 		if s.spend(w, r) {
@@ -534,7 +534,7 @@ func (s *Server) admin(next adminHandler) http.HandlerFunc {
 		who, err := s.admins.match(r)
 		if err != nil {
 			s.authFailed(r, "admin", err)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid admin key is required", 0)
+			s.refuse(w, errNeedAdminKey, 0)
 			return
 		}
 		if s.spend(w, r) {
@@ -554,56 +554,16 @@ func (s *Server) payment(next paymentHandler) http.HandlerFunc {
 		if err != nil {
 			if _, uerr := s.users.user(r); uerr == nil {
 				s.authFailed(r, "payment", errors.New("a user token"))
-				writeError(w, http.StatusForbidden, CodeForbidden, "this route takes the payment system's key, not a user token", 0)
+				s.refuse(w, errUserNotPayment, 0)
 				return
 			}
 			s.authFailed(r, "payment", err)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid payment key is required", 0)
+			s.refuse(w, errNeedPaymentKey, 0)
 			return
 		}
 		if s.spend(w, r) {
 			next(w, r, who)
 		}
-	}
-}
-
-// fail answers an error from the engine, settle or decoding. Client
-// mistakes are answered from the fields of their typed errors, never from
-// an error's text; anything else is logged and answered without its text.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var re *requestError
-	var idErr *hongbao.IDError
-	var specErr *hongbao.SpecError
-	var amountErr *hongbao.AmountError
-	switch {
-	case errors.As(err, &re):
-		writeError(w, re.status, re.code, re.msg, 0)
-	case errors.Is(err, hongbao.ErrCampaignNotFound), errors.Is(err, settle.ErrNoCampaign):
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such campaign", 0)
-	case errors.Is(err, hongbao.ErrNoGrant):
-		writeError(w, http.StatusNotFound, CodeNoGrant, "you hold no packet of this campaign", 0)
-	case errors.As(err, &idErr):
-		writeError(w, http.StatusBadRequest, CodeInvalidID, fmt.Sprintf("invalid %s id: %s", idErr.Kind, idErr.Reason), 0)
-	case errors.As(err, &specErr):
-		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign: "+specErr.Field+": "+specErr.Reason, 0)
-	case errors.As(err, &amountErr):
-		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid amount: "+amountErr.Reason, 0)
-	case errors.Is(err, hongbao.ErrInvalidSpec), errors.Is(err, hongbao.ErrInvalidAmount):
-		// The engine gives these as the typed errors above; should one come
-		// bare, the client still hears nothing of its text.
-		writeError(w, http.StatusBadRequest, CodeInvalidRequest, "invalid campaign", 0)
-	case errors.Is(err, hongbao.ErrBusy):
-		writeError(w, http.StatusServiceUnavailable, CodeBusy, "busy (too many requests waiting, or Redis moving or restarting); nothing was done, retry shortly", s.cfg.RetryAfter)
-	case errors.Is(err, hongbao.ErrUnavailable):
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the store takes no writes now; retrying is safe", s.cfg.RetryAfter)
-	case errors.Is(err, hongbao.ErrOutcomeUnknown):
-		s.log.Warn("outcome unknown", "route", r.Pattern, "err", err)
-		writeError(w, http.StatusServiceUnavailable, CodeOutcomeUnknown, "the answer was lost; retrying is safe", s.cfg.RetryAfter)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the request ran out of time; retry", s.cfg.RetryAfter)
-	default:
-		s.log.Error("request failed", "route", r.Pattern, "err", err)
-		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error", 0)
 	}
 }
 
@@ -660,7 +620,10 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 	c, err := s.cfg.Engine.Create(ctx, spec)
 	if errors.Is(err, hongbao.ErrCampaignRetired) {
 		// The engine's own check, after the one above: the ledger knows
-		// this id (settled, or Redis lost it and it needs a rebuild).
+		// this id (settled, or Redis lost it and it needs a rebuild). The
+		// engine tells the two apart only in its text, written for the
+		// operator who sent the create, so that text is the answer here,
+		// not errorTable's.
 		s.fail(w, r, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()})
 		return
 	}
@@ -691,8 +654,7 @@ func (s *Server) checkNotRetired(ctx context.Context, id string) error {
 	known, err := s.cfg.Retired(ctx, id)
 	if err != nil {
 		s.log.Warn("idempotency check: ledger lookup failed", "campaign", id, "err", err)
-		return &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
-			msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
+		return errLedgerUnread
 	}
 	if !known {
 		return nil
@@ -700,8 +662,7 @@ func (s *Server) checkNotRetired(ctx context.Context, id string) error {
 	_, err = s.cfg.Engine.Status(ctx, id)
 	switch {
 	case errors.Is(err, hongbao.ErrCampaignNotFound):
-		return &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch,
-			msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
+		return errKeyRetired
 	case err != nil:
 		return err
 	}
@@ -714,15 +675,14 @@ func (s *Server) replayCreate(ctx context.Context, w http.ResponseWriter, r *htt
 	st, err := s.cfg.Engine.Status(ctx, spec.ID)
 	if errors.Is(err, hongbao.ErrCampaignNotFound) {
 		// Another request with the same key is still loading the pool.
-		writeError(w, http.StatusConflict, CodeInProgress, "a create with this Idempotency-Key is in progress; retry", s.cfg.RetryAfter)
-		return
+		err = errCreateLoading
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if !sameSpec(&st.Campaign, spec) {
-		writeError(w, http.StatusUnprocessableEntity, CodeIdempotencyMismatch, "this Idempotency-Key was used for another campaign", 0)
+		s.fail(w, r, errKeyReused)
 		return
 	}
 	s.log.Info("admin action", "who", admin, "action", "create-replayed", "campaign", st.ID, "remote", r.RemoteAddr)
@@ -834,19 +794,14 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	g, err := s.cfg.Engine.Grab(ctx, id, user)
 	s.metrics.grabLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		label, live := "error", liveError
-		switch {
-		case errors.Is(err, hongbao.ErrCampaignNotFound):
-			label = "not_found"
-		case errors.Is(err, hongbao.ErrBusy):
-			label, live = "busy", liveBusy
-		case errors.Is(err, hongbao.ErrOutcomeUnknown):
-			// A WAIT short of its replicas, or a lost reply: counted
-			// apart, as the discount routes count theirs.
-			label = "outcome_unknown"
+		// A WAIT short of its replicas, or a lost reply, is counted apart
+		// (outcome_unknown), as the discount routes count theirs.
+		label, live := errorLabel(err), liveError
+		if label == CodeBusy {
+			live = liveBusy
 		}
 		s.grabCounter(label).Inc()
-		if label != "not_found" {
+		if label != CodeNotFound {
 			s.live.store.record(id, live, 0, start)
 		}
 		s.fail(w, r, err)
@@ -901,7 +856,7 @@ func (s *Server) privateMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := s.scrapers.match(r); err != nil {
 		s.authFailed(r, "metrics", err)
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a metrics key or an admin key is required", 0)
+		s.refuse(w, errNeedMetricsKey, 0)
 		return
 	}
 	s.promh.ServeHTTP(w, r)
@@ -928,12 +883,12 @@ type readiness struct {
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.stopping.Load() {
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "shutting down", 0)
+		s.refuse(w, errShuttingDown, 0)
 		return
 	}
 	res := s.readiness()
 	if len(res.failed) > 0 {
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "unreachable: "+strings.Join(res.failed, ", "), 0)
+		s.refuse(w, notReady("unreachable: "+strings.Join(res.failed, ", ")), 0)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": res.status})

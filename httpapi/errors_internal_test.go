@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/settle"
+)
+
+// TestErrorTable: every error the engine, settle and decoding give, bare
+// or wrapped as the engine wraps them, answers its status, code and
+// Retry-After, and its metric label; an error no row knows answers 500
+// without its text.
+func TestErrorTable(t *testing.T) {
+	t.Parallel()
+	s := &Server{cfg: Config{RetryAfter: 2 * time.Second}, log: quietLog()}
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+		retry  string
+		label  string
+	}{
+		{hongbao.ErrCampaignNotFound, 404, CodeNotFound, "", "not_found"},
+		{settle.ErrNoCampaign, 404, CodeNotFound, "", "not_found"},
+		{hongbao.ErrNoGrant, 404, CodeNoGrant, "", "error"},
+		{hongbao.ErrNoReservation, 404, CodeNoReservation, "", "no_reservation"},
+		{hongbao.ErrReservationExpired, 409, CodeExpired, "", "expired"},
+		{hongbao.ErrReservationCancelled, 409, CodeCancelled, "", "cancelled"},
+		{hongbao.ErrReservationConfirmed, 409, CodeConfirmed, "", "confirmed"},
+		{hongbao.ErrOrderMismatch, 409, CodeOrderMismatch, "", "order_mismatch"},
+		{hongbao.ErrCampaignRetired, 422, CodeIdempotencyMismatch, "", "error"},
+		{&hongbao.IDError{Kind: "user", ID: "x y", Reason: "bad"}, 400, CodeInvalidID, "", "error"},
+		{&hongbao.SpecError{Field: "count", Reason: "must be at least 1"}, 400, CodeInvalidRequest, "", "error"},
+		{&hongbao.AmountError{Input: "1.234", Reason: "too many decimals"}, 400, CodeInvalidRequest, "", "error"},
+		{hongbao.ErrInvalidSpec, 400, CodeInvalidRequest, "", "error"},
+		{hongbao.ErrBusy, 503, CodeBusy, "2", "busy"},
+		{hongbao.ErrUnavailable, 503, CodeUnavailable, "2", "error"},
+		{hongbao.ErrOutcomeUnknown, 503, CodeOutcomeUnknown, "2", "outcome_unknown"},
+		{context.DeadlineExceeded, 503, CodeUnavailable, "2", "error"},
+		{badRequest(CodeInvalidJSON, "malformed JSON"), 400, CodeInvalidJSON, "", "error"},
+		{errCreateLoading, 409, CodeInProgress, "2", "error"},
+		{errors.New("redis: connection reset by a secret host"), 500, CodeInternal, "", "error"},
+	} {
+		for _, err := range []error{tc.err, fmt.Errorf("hongbao: grab c1: %w", tc.err)} {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodPost, "/v1/campaigns/c1/grab", nil)
+			s.fail(w, r, err)
+			require.Equal(t, tc.status, w.Code, "%v", err)
+			require.Contains(t, w.Body.String(), `"code":"`+tc.code+`"`, "%v", err)
+			require.NotContains(t, w.Body.String(), "secret host", "no internal text")
+			require.Equal(t, tc.retry, w.Header().Get("Retry-After"), "%v", err)
+			require.Equal(t, tc.label, errorLabel(err), "%v", err)
+		}
+	}
+}
