@@ -165,14 +165,17 @@ func newFakeServer(t *testing.T, e *fakeEngine, st *fakeSettlement) *testServer 
 	return &testServer{URL: hs.URL, Server: s, Client: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
 }
 
-// errorCases are the engine's errors every call may give, with their
-// replies.
-var errorCases = []struct {
+// errorCase is an error of the engine's and its reply: status, code and
+// Retry-After.
+type errorCase struct {
 	err    error
 	status int
 	code   string
 	retry  string
-}{
+}
+
+// errorCases are the engine's errors every call may give.
+var errorCases = []errorCase{
 	{hongbao.ErrCampaignNotFound, http.StatusNotFound, "not_found", ""},
 	{hongbao.ErrBusy, http.StatusServiceUnavailable, "busy", "2"},
 	{hongbao.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "2"},
@@ -292,12 +295,7 @@ func TestDiscountRepliesOnFakes(t *testing.T) {
 		require.Equal(t, map[string]any{"outcome": name, "order_id": "o-1"}, r.json(t))
 	}
 
-	cases := append([]struct {
-		err    error
-		status int
-		code   string
-		retry  string
-	}{
+	cases := append([]errorCase{
 		{hongbao.ErrNoReservation, http.StatusNotFound, "no_reservation", ""},
 		{hongbao.ErrReservationExpired, http.StatusConflict, "expired", ""},
 		{hongbao.ErrReservationCancelled, http.StatusConflict, "cancelled", ""},
