@@ -52,7 +52,7 @@ dashboard: ## regenerate deploy/grafana/hongbao.json with the Grafana foundation
 
 fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime 30s ./split
-	$(GO) test -run XXX -fuzz FuzzParseCents -fuzztime 30s .
+	$(GO) test -run XXX -fuzz FuzzParseCents -fuzztime 30s ./money
 	$(GO) test -run XXX -fuzz FuzzParseClaim -fuzztime 30s ./internal/redisstore
 	$(GO) test -run XXX -fuzz FuzzDecodeCreate -fuzztime 30s ./httpapi
 	$(GO) test -run XXX -fuzz FuzzDecodeEmpty -fuzztime 30s ./httpapi
