@@ -64,6 +64,33 @@ func TestImportsRunOneWay(t *testing.T) {
 	}
 }
 
+// engineFree are the library's leaves and the packages beside the engine
+// rather than above it: none of them imports the engine (the root
+// package) or its key layout, so a host can take a ledger, a webhook sink,
+// a leader or the client without the engine and Redis scripts coming too.
+var engineFree = []string{
+	"./money", "./split", "./ledger/...", "./webhook", "./leader", "./atomicop", "./client",
+}
+
+// TestLeavesImportNoEngine holds that the engineFree packages stay free
+// of the engine.
+func TestLeavesImportNoEngine(t *testing.T) {
+	root := moduleRoot(t)
+	engine := map[string]bool{module: true, module + "/internal/redisstore": true}
+	lines := goList(t, root, append([]string{"-f", "{{.ImportPath}} {{join .Deps \" \"}}"}, engineFree...)...)
+	if len(lines) < len(engineFree) {
+		t.Fatalf("go list listed %d packages for %v", len(lines), engineFree)
+	}
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		for _, dep := range fields[1:] {
+			if engine[dep] {
+				t.Errorf("%s imports %s", fields[0], dep)
+			}
+		}
+	}
+}
+
 // isTestSupport reports whether p is one of testSupport.
 func isTestSupport(p string) bool {
 	for _, s := range testSupport {
