@@ -52,13 +52,13 @@ dashboard: ## regenerate deploy/grafana/hongbao.json with the Grafana foundation
 
 fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzSplit -fuzztime 30s ./split
-	$(GO) test -run XXX -fuzz FuzzParseCents -fuzztime 30s .
+	$(GO) test -run XXX -fuzz FuzzParseCents -fuzztime 30s ./money
 	$(GO) test -run XXX -fuzz FuzzParseClaim -fuzztime 30s ./internal/redisstore
 	$(GO) test -run XXX -fuzz FuzzDecodeCreate -fuzztime 30s ./httpapi
 	$(GO) test -run XXX -fuzz FuzzDecodeEmpty -fuzztime 30s ./httpapi
 
 faults: deps ## the long fault tests and the soak (docs/durability.md): failover, flush and rebuild, proxy, PostgreSQL restarts, histories under faults, settle processes SIGKILLed on a cluster, 1,000,000 users x 2 clicks
-	HONGBAO_LONG_FAULTS=1 $(GO) test -count=1 -timeout 90m -v -run 'TestFailoverRain|TestFlushThenRebuild|TestProxyFaultsRain|TestHistoryUnderFaults|TestHistoryOnCluster|TestSoak|TestPartsCrashOnCluster' ./internal/cli/
+	HONGBAO_LONG_FAULTS=1 $(GO) test -count=1 -timeout 90m -v -run 'TestFailoverRain|TestFlushThenRebuild|TestProxyFaultsRain|TestHistoryUnderFaults|TestHistoryOnCluster|TestSoak|TestPartsCrashOnCluster' ./cmd/hongbao/internal/cli/
 	HONGBAO_LONG_FAULTS=1 $(GO) test -count=1 -timeout 30m -v -run TestSettleThroughRestarts ./ledger/postgres/
 
 bench: ## Go benchmarks

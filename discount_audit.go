@@ -65,7 +65,7 @@ func (e *Engine) AuditDiscount(ctx context.Context, id string) (*DiscountAudit, 
 	if err != nil {
 		return nil, err
 	}
-	au := &discAuditor{e: e, v: v, a: &DiscountAudit{Status: st}, seqs: make([]uint8, st.Quota+1)}
+	au := &discountAuditor{e: e, v: v, a: &DiscountAudit{Status: st}, seqs: make([]uint8, st.Quota+1)}
 	for k := range v.Shards {
 		if err := au.shard(ctx, k); err != nil {
 			return nil, opErr("audit discount", id, err)
@@ -76,8 +76,8 @@ func (e *Engine) AuditDiscount(ctx context.Context, id string) (*DiscountAudit, 
 	return au.a, nil
 }
 
-// discAuditor holds one audit's state.
-type discAuditor struct {
+// discountAuditor holds one audit's state.
+type discountAuditor struct {
 	e       *Engine
 	v       *redisstore.DiscountView
 	a       *DiscountAudit
@@ -86,7 +86,7 @@ type discAuditor struct {
 }
 
 // unit records one place that holds seq.
-func (au *discAuditor) unit(seq int64, where string) {
+func (au *discountAuditor) unit(seq int64, where string) {
 	if seq < 1 || seq >= int64(len(au.seqs)) {
 		au.a.problem("%s holds unit %d, outside 1..%d", where, seq, len(au.seqs)-1)
 		return
@@ -99,7 +99,7 @@ func (au *discAuditor) unit(seq int64, where string) {
 
 // shard audits shard k: its pool, its transfers out, its records and
 // usage, and its counters.
-func (au *discAuditor) shard(ctx context.Context, k int) error {
+func (au *discountAuditor) shard(ctx context.Context, k int) error {
 	keys, snap := au.v.Shards[k], au.v.Snaps[k]
 	settled := snap.Meta["state"] == string(StateSettled)
 	var poolCount, poolCents int64
@@ -131,7 +131,7 @@ func (au *discAuditor) shard(ctx context.Context, k int) error {
 
 // transfers counts the amounts in transfer records out of shard k not yet
 // applied at their destination.
-func (au *discAuditor) transfers(ctx context.Context, k int) error {
+func (au *discountAuditor) transfers(ctx context.Context, k int) error {
 	if au.v.Snaps[k].Transfers == 0 {
 		return nil
 	}
@@ -170,7 +170,7 @@ type usage struct{ count, cents int64 }
 
 // records reads shard k's reservation records and compares them with its
 // counters, its usage hash and its holds.
-func (au *discAuditor) records(ctx context.Context, k int) error {
+func (au *discountAuditor) records(ctx context.Context, k int) error {
 	keys, snap, st := au.v.Shards[k], au.v.Snaps[k], au.a.Status
 	uses := map[string]usage{}
 	held := map[string]int64{}
@@ -229,7 +229,7 @@ func (au *discAuditor) records(ctx context.Context, k int) error {
 
 // usage compares shard k's usage hash with the users' records, and the
 // records with the limits.
-func (au *discAuditor) usage(ctx context.Context, k int, uses map[string]usage) error {
+func (au *discountAuditor) usage(ctx context.Context, k int, uses map[string]usage) error {
 	st := au.a.Status
 	for user, u := range uses {
 		if (st.PerUserCount > 0 && u.count > int64(st.PerUserCount)) || (st.PerUserAmount > 0 && u.cents > st.PerUserAmount) {
@@ -258,7 +258,7 @@ func (au *discAuditor) usage(ctx context.Context, k int, uses map[string]usage) 
 // holds checks that every held reservation of shard k has its hold in
 // the holds list, with its expiry (holds of orders confirmed or cancelled
 // since stay there until the reaper takes them off).
-func (au *discAuditor) holds(ctx context.Context, k int, held map[string]int64) error {
+func (au *discountAuditor) holds(ctx context.Context, k int, held map[string]int64) error {
 	found := 0
 	err := au.e.store.ScanHolds(ctx, au.v.Shards[k], func(key string, ms int64) error {
 		if exp, ok := held[key]; ok && exp == ms {
@@ -277,7 +277,7 @@ func (au *discAuditor) holds(ctx context.Context, k int, held map[string]int64) 
 }
 
 // totals checks conservation over the whole campaign.
-func (au *discAuditor) totals() {
+func (au *discountAuditor) totals() {
 	a, st := au.a, au.a.Status
 	cents := a.PoolCents + a.InFlightCents + a.CompensationCents + a.ReservedCents + a.ConfirmedCents + st.RefundedCents
 	if cents != st.Budget {

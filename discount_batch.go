@@ -22,8 +22,8 @@ const (
 	opCancel
 )
 
-// dreq is one request: a reserve carries the order amount.
-type dreq struct {
+// discountReq is one request: a reserve carries the order amount.
+type discountReq struct {
 	user, order string
 	cents       int64
 }
@@ -48,7 +48,7 @@ func newDiscountRoute(id string, shards int) *route {
 
 // discounter coalesces the calls of discount campaigns.
 type discounter struct {
-	batcher[dreq, redisstore.DiscountResult]
+	batcher[discountReq, redisstore.DiscountResult]
 	store *redisstore.Store
 }
 
@@ -61,7 +61,7 @@ func newDiscounter(store *redisstore.Store, cfg Config) *discounter {
 
 // exec runs one batch of lane l. err fails the whole batch; each, when
 // not nil, fails single requests.
-func (d *discounter) exec(ctx context.Context, l *lane[dreq, redisstore.DiscountResult], reqs []dreq, out []redisstore.DiscountResult) (each []error, err error) {
+func (d *discounter) exec(ctx context.Context, l *lane[discountReq, redisstore.DiscountResult], reqs []discountReq, out []redisstore.DiscountResult) (each []error, err error) {
 	if r := d.current(l.key.id); r != l.route {
 		return d.execRouted(ctx, l.key.op, r, reqs, out, 0)
 	}
@@ -70,13 +70,13 @@ func (d *discounter) exec(ctx context.Context, l *lane[dreq, redisstore.Discount
 
 // execRouted serves requests by their users' home shards under route r,
 // one script call per shard that has some.
-func (d *discounter) execRouted(ctx context.Context, op opcode, r *route, reqs []dreq, out []redisstore.DiscountResult, depth int) (each []error, err error) {
+func (d *discounter) execRouted(ctx context.Context, op opcode, r *route, reqs []discountReq, out []redisstore.DiscountResult, depth int) (each []error, err error) {
 	if depth > maxReroutes {
 		return nil, fmt.Errorf("discount %s: its shard count keeps changing", r.id)
 	}
 	home := func(i int) string { return reqs[i].user }
 	return fanOut(r, out, home, func(k int, is []int, sub []redisstore.DiscountResult) ([]error, error) {
-		part := make([]dreq, len(is))
+		part := make([]discountReq, len(is))
 		for j, i := range is {
 			part[j] = reqs[i]
 		}
@@ -87,7 +87,7 @@ func (d *discounter) execRouted(ctx context.Context, op opcode, r *route, reqs [
 // execShard runs op's script on shard k of route r and handles what a
 // sharded campaign can answer beyond a one-shard one: a stale layout, a
 // shard that does not exist, a dry shard.
-func (d *discounter) execShard(ctx context.Context, op opcode, r *route, k int, reqs []dreq, out []redisstore.DiscountResult, depth int) (each []error, err error) {
+func (d *discounter) execShard(ctx context.Context, op opcode, r *route, k int, reqs []discountReq, out []redisstore.DiscountResult, depth int) (each []error, err error) {
 	err = d.call(ctx, op, r, k, reqs, out)
 	var se *redisstore.ShardsError
 	if errors.As(err, &se) {
@@ -96,12 +96,12 @@ func (d *discounter) execShard(ctx context.Context, op opcode, r *route, k int, 
 	if err != nil || r.shards == 1 {
 		return nil, err
 	}
-	if k > 0 && anyCode(out, redisstore.DiscNoCampaign) {
+	if k > 0 && anyCode(out, redisstore.DiscountNoCampaign) {
 		// Gone, or made again with another layout: ask its root.
 		d.forget(r)
 		return d.execRouted(ctx, op, d.current(r.id), reqs, out, depth+1)
 	}
-	if op != opReserve || !anyCode(out, redisstore.DiscDry) {
+	if op != opReserve || !anyCode(out, redisstore.DiscountDry) {
 		return nil, nil
 	}
 	return d.serveDry(ctx, r, k, reqs, out), nil
@@ -117,7 +117,7 @@ func anyCode(out []redisstore.DiscountResult, code int) bool {
 }
 
 // call runs op's script once on shard k of route r.
-func (d *discounter) call(ctx context.Context, op opcode, r *route, k int, reqs []dreq, out []redisstore.DiscountResult) error {
+func (d *discounter) call(ctx context.Context, op opcode, r *route, k int, reqs []discountReq, out []redisstore.DiscountResult) error {
 	per := 2
 	if op == opReserve {
 		per = 3
@@ -153,6 +153,6 @@ type DiscountStats struct {
 
 // DiscountStats returns the engine's discount counters.
 func (e *Engine) DiscountStats() DiscountStats {
-	d := e.disc
+	d := e.discounts
 	return DiscountStats{Batches: d.batches.Load(), Requests: d.requests.Load(), Transfers: d.transfers.Load(), Moved: d.moved.Load()}
 }

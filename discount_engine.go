@@ -89,7 +89,7 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 			return nil, e.activateErr(ctx, d.ID, true, window, err)
 		}
 	}
-	e.disc.learn(d.ID, d.Shards)
+	e.discounts.learn(d.ID, d.Shards)
 	d.State = State(act.State)
 	d.OpensAt, d.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
 	if act.ClosesAt != closes {
@@ -184,23 +184,23 @@ func (e *Engine) ReserveDiscount(ctx context.Context, id, user, order string, or
 	if orderCents < 1 || orderCents > split.MaxTotal {
 		return Reservation{}, &AmountError{Input: strconv.FormatInt(orderCents, 10), Reason: "an order amount must be within 0.01 and the largest budget"}
 	}
-	res, err := e.disc.do(ctx, opReserve, id, user, dreq{user: user, order: order, cents: orderCents})
+	res, err := e.discounts.do(ctx, opReserve, id, user, discountReq{user: user, order: order, cents: orderCents})
 	if err != nil {
-		return Reservation{}, discErr("reserve", id, err)
+		return Reservation{}, discountErr("reserve", id, err)
 	}
 	r := Reservation{Campaign: id, User: user, Order: order}
 	switch res.Code {
-	case redisstore.DiscReserved, redisstore.DiscAlready, redisstore.DiscConfirmed:
+	case redisstore.DiscountReserved, redisstore.DiscountAlready, redisstore.DiscountConfirmed:
 		r.Outcome, r.State = Reserved, Held
-		if res.Code != redisstore.DiscReserved {
+		if res.Code != redisstore.DiscountReserved {
 			r.Outcome = ReservedAlready
 		}
-		if res.Code == redisstore.DiscConfirmed {
+		if res.Code == redisstore.DiscountConfirmed {
 			r.State = Confirmed
 		}
 		r.Seq, r.Cents, r.ExpiresAt = res.Seq, res.Cents, time.UnixMilli(res.ExpiresMs)
-	case redisstore.DiscExhausted, redisstore.DiscNotOpen, redisstore.DiscClosed, redisstore.DiscLimit,
-		redisstore.DiscPaused, redisstore.DiscBlocked:
+	case redisstore.DiscountExhausted, redisstore.DiscountNotOpen, redisstore.DiscountClosed, redisstore.DiscountLimit,
+		redisstore.DiscountPaused, redisstore.DiscountBlocked:
 		r.Outcome = ReserveOutcome(res.Code)
 	default:
 		return Reservation{}, codeErr("reserve", id, res.Code)
@@ -217,13 +217,13 @@ func (e *Engine) ConfirmDiscount(ctx context.Context, id, user, order string) (R
 	if err := checkOrder(id, user, order); err != nil {
 		return Reservation{}, err
 	}
-	res, err := e.disc.do(ctx, opConfirm, id, user, dreq{user: user, order: order})
+	res, err := e.discounts.do(ctx, opConfirm, id, user, discountReq{user: user, order: order})
 	if err != nil {
-		return Reservation{}, discErr("confirm", id, err)
+		return Reservation{}, discountErr("confirm", id, err)
 	}
 	switch res.Code {
-	case redisstore.DiscReserved, redisstore.DiscAlready:
-		return Reservation{Campaign: id, User: user, Order: order, State: Confirmed, Again: res.Code == redisstore.DiscAlready,
+	case redisstore.DiscountReserved, redisstore.DiscountAlready:
+		return Reservation{Campaign: id, User: user, Order: order, State: Confirmed, Again: res.Code == redisstore.DiscountAlready,
 			Seq: res.Seq, Cents: res.Cents, ExpiresAt: time.UnixMilli(res.ExpiresMs)}, nil
 	default:
 		return Reservation{}, codeErr("confirm", id, res.Code)
@@ -239,15 +239,15 @@ func (e *Engine) CancelDiscount(ctx context.Context, id, user, order string) (Re
 	if err := checkOrder(id, user, order); err != nil {
 		return Reservation{}, err
 	}
-	res, err := e.disc.do(ctx, opCancel, id, user, dreq{user: user, order: order})
+	res, err := e.discounts.do(ctx, opCancel, id, user, discountReq{user: user, order: order})
 	if err != nil {
-		return Reservation{}, discErr("cancel", id, err)
+		return Reservation{}, discountErr("cancel", id, err)
 	}
 	r := Reservation{Campaign: id, User: user, Order: order, Seq: res.Seq, Cents: res.Cents}
 	switch res.Code {
-	case redisstore.DiscReserved, redisstore.DiscAlready:
-		r.State, r.Again = Cancelled, res.Code == redisstore.DiscAlready
-	case redisstore.DiscExpired:
+	case redisstore.DiscountReserved, redisstore.DiscountAlready:
+		r.State, r.Again = Cancelled, res.Code == redisstore.DiscountAlready
+	case redisstore.DiscountExpired:
 		r.State = Expired
 	default:
 		return Reservation{}, codeErr("cancel", id, res.Code)
@@ -258,24 +258,24 @@ func (e *Engine) CancelDiscount(ctx context.Context, id, user, order string) (Re
 // codeErr is the error of a script code that is not an answer of op.
 func codeErr(op, id string, code int) error {
 	switch code {
-	case redisstore.DiscNoCampaign:
+	case redisstore.DiscountNoCampaign:
 		return opErr(op, id, ErrCampaignNotFound)
-	case redisstore.DiscNotFound:
+	case redisstore.DiscountNotFound:
 		return opErr(op, id, ErrNoReservation)
-	case redisstore.DiscCancelled:
+	case redisstore.DiscountCancelled:
 		return opErr(op, id, ErrReservationCancelled)
-	case redisstore.DiscExpired:
+	case redisstore.DiscountExpired:
 		return opErr(op, id, ErrReservationExpired)
-	case redisstore.DiscConfirmed:
+	case redisstore.DiscountConfirmed:
 		return opErr(op, id, ErrReservationConfirmed)
-	case redisstore.DiscMismatch:
+	case redisstore.DiscountMismatch:
 		return opErr(op, id, ErrOrderMismatch)
 	}
 	return opErr(op, id, fmt.Errorf("unknown outcome code %d", code))
 }
 
-// discErr wraps an error of a discount call, ErrBusy bare as Grab does.
-func discErr(op, id string, err error) error {
+// discountErr wraps an error of a discount call, ErrBusy bare as Grab does.
+func discountErr(op, id string, err error) error {
 	if err == ErrBusy {
 		return err
 	}
@@ -291,7 +291,7 @@ func (e *Engine) DiscountStatus(ctx context.Context, id string) (*DiscountStatus
 	if err != nil {
 		return nil, opErr("discount status", id, mapStoreErr(err))
 	}
-	e.disc.learn(id, len(v.Shards))
+	e.discounts.learn(id, len(v.Shards))
 	return discountStatusFrom(id, v)
 }
 

@@ -17,7 +17,8 @@
 // docs/discounts.md explains the design and its invariants.
 //
 // Money is int64 cents everywhere; decimal strings appear only at the
-// edges (ParseCents, FormatCents).
+// edges (ParseCents, FormatCents; package money has them for packages that
+// do not import the engine).
 //
 // The invariants, which the tests check against a real redis-server:
 //

@@ -140,12 +140,12 @@ func (c Config) Validate() error {
 
 // Engine creates campaigns and answers grabs. It is safe for concurrent use.
 type Engine struct {
-	cfg   Config
-	store *redisstore.Store
-	co    *coalescer
-	terms TermsRecorder // Config.Packets, when it keeps terms; else nil
-	disc  *discounter   // discount campaigns (discount_batch.go)
-	hooks settleHooks   // a settlement scheduler's (engine_settle.go)
+	cfg       Config
+	store     *redisstore.Store
+	co        *coalescer
+	terms     TermsRecorder // Config.Packets, when it keeps terms; else nil
+	discounts *discounter   // discount campaigns (discount_batch.go)
+	hooks     settleHooks   // a settlement scheduler's (engine_settle.go)
 }
 
 // Stats reports the engine's batching counters.
@@ -185,7 +185,7 @@ func New(cfg Config) (*Engine, error) {
 		store = store.WithTracer(cfg.Tracer)
 	}
 	terms, _ := cfg.Packets.(TermsRecorder)
-	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), disc: newDiscounter(store, cfg)}, nil
+	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), discounts: newDiscounter(store, cfg)}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into

@@ -110,7 +110,7 @@ func (e *Engine) discountShards(ctx context.Context, id string) ([]redisstore.Ke
 	if m := v.Root().Meta; m["state"] == string(StateLoading) || m["kind"] != "discount" {
 		return nil, redisstore.ErrNoCampaign
 	}
-	e.disc.learn(id, len(v.Shards))
+	e.discounts.learn(id, len(v.Shards))
 	return redisstore.ShardViews(v.Shards), nil
 }
 

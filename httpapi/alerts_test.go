@@ -64,7 +64,7 @@ func TestAlertRules(t *testing.T) {
 	// Registered by the serve command, not by this package; the name must
 	// still be there.
 	fromServe := map[string]bool{"hongbao_scheduler_lease_held": true, "hongbao_scheduler_parts": true, "hongbao_scheduler_parts_held": true}
-	serveSrc, err := os.ReadFile("../internal/cli/serve.go")
+	serveSrc, err := os.ReadFile("../cmd/hongbao/internal/cli/serve.go")
 	require.NoError(t, err)
 	for n := range fromServe {
 		require.Contains(t, string(serveSrc), `"`+n+`"`, "serve does not register %s", n)

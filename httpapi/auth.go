@@ -14,22 +14,16 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/token"
 )
 
 // MinSecretLen is the shortest token secret or admin key accepted, in
-// bytes: HS256 with a shorter secret can be brute-forced offline from one
-// token.
-const MinSecretLen = 32
+// bytes (token.MinSecretLen).
+const MinSecretLen = token.MinSecretLen
 
-// Secret is one HS256 secret users' tokens may be signed with. KID names
-// it in a token's "kid" header; several secrets let the platform rotate
-// without downtime.
-type Secret struct {
-	// KID is the key id; empty for the secret of tokens without a kid.
-	KID string
-	// Key is the secret, at least MinSecretLen bytes.
-	Key []byte
-}
+// Secret is one HS256 secret users' tokens may be signed with
+// (token.Secret: signers share it without importing the handlers).
+type Secret = token.Secret
 
 var errNoCredentials = errors.New("missing bearer credentials")
 
@@ -44,19 +38,8 @@ func bearer(r *http.Request) (string, error) {
 }
 
 // TokenScope is what a deployment's user tokens must say besides their
-// signature: who issued them, for whom, and how long they may live.
-type TokenScope struct {
-	// Issuer, when not empty, must be the token's "iss". Default: not
-	// checked.
-	Issuer string
-	// Audience, when not empty, must be among the token's "aud", which is
-	// then required. Default: not checked.
-	Audience string
-	// MaxAge is the longest lifetime a token may have: exp - iat, or for a
-	// token without iat, exp - now. A token signed for longer is refused,
-	// so a leaked one is not good for years. Default 24h.
-	MaxAge time.Duration
-}
+// signature (token.Scope).
+type TokenScope = token.Scope
 
 // userAuth verifies users' JWTs.
 type userAuth struct {
@@ -151,40 +134,17 @@ func (a *userAuth) user(r *http.Request) (string, error) {
 	return claims.Subject, nil
 }
 
-// MintToken signs a user token with HS256: sub is user, iat is now, exp
-// is now + ttl, and the header carries kid when it is not empty. It is for
-// tests, demos and load generators; in production the platform signs its
-// users' tokens.
+// MintToken signs a user token as token.Mint does. It is for tests, demos
+// and load generators; in production the platform signs its users'
+// tokens.
 func MintToken(secret Secret, user string, ttl time.Duration, now time.Time) (string, error) {
-	return MintScopedToken(secret, TokenScope{}, user, ttl, now)
+	return token.Mint(secret, user, ttl, now)
 }
 
-// MintScopedToken is MintToken with the scope's iss and aud, when set, so
-// a server checking them accepts the token. scope.MaxAge is not used.
+// MintScopedToken signs a user token with the scope's iss and aud, as
+// token.MintScoped does.
 func MintScopedToken(secret Secret, scope TokenScope, user string, ttl time.Duration, now time.Time) (string, error) {
-	if len(secret.Key) < MinSecretLen {
-		return "", fmt.Errorf("httpapi: token secret is %d bytes; at least %d needed", len(secret.Key), MinSecretLen)
-	}
-	if err := hongbao.ValidateUserID(user); err != nil {
-		return "", err
-	}
-	if ttl <= 0 {
-		return "", errors.New("httpapi: token ttl must be positive")
-	}
-	claims := jwt.RegisteredClaims{
-		Subject:   user,
-		Issuer:    scope.Issuer,
-		IssuedAt:  jwt.NewNumericDate(now),
-		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-	}
-	if scope.Audience != "" {
-		claims.Audience = jwt.ClaimStrings{scope.Audience}
-	}
-	t := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
-	if secret.KID != "" {
-		t.Header["kid"] = secret.KID
-	}
-	return t.SignedString(secret.Key)
+	return token.MintScoped(secret, scope, user, ttl, now)
 }
 
 // keyAuth checks bearer keys of one class: the operators' admin keys, or

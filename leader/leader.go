@@ -55,15 +55,20 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao/atomicop"
-	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
 // Defaults of Config.
 const (
-	// DefaultName is the lease of serve's scheduler.
-	DefaultName = redisstore.SchedulerLease
-	// DefaultPrefix starts the keys of every lease.
-	DefaultPrefix = redisstore.LeasePrefix
+	// DefaultName is the lease of serve's scheduler (package scheduler):
+	// its keys are hb:lease:{scheduler}:mark and :fence. (Before leases
+	// moved into this package it was the single key hb:lease:scheduler.)
+	DefaultName = "scheduler"
+	// DefaultPrefix starts the keys of every lease: the lease named n lives
+	// in <DefaultPrefix>{n}:mark (its holder's claim, "c:<token>", expiring
+	// with the lease) and <DefaultPrefix>{n}:fence (the counter its fencing
+	// tokens are drawn from), spelled by package atomicop from the prefix
+	// and the name.
+	DefaultPrefix = "hb:lease:"
 	// DefaultTTL is the lifetime of a lease that is not renewed.
 	DefaultTTL = 10 * time.Second
 	// MinTTL is the shortest TTL Validate accepts: shorter leases would be

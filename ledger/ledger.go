@@ -83,7 +83,10 @@ type Packet struct {
 // as the create resolved it. Redis keeps them in the campaign's meta; the
 // ledger keeps a copy so that a campaign Redis lost entirely can be
 // rebuilt with the same window and layout (hongbao rebuild), never a
-// guessed one.
+// guessed one. They are declared here, beside the ledger that checks them
+// against the packets, and not in package hongbao: the ledger and its
+// drivers import nothing of the engine, and the engine writes its
+// campaigns' terms through hongbao.TermsRecorder.
 type Terms struct {
 	Funding string `json:"funding"`
 	Total   int64  `json:"total"`

@@ -16,7 +16,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao/internal/luascript"
-	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/leader"
 )
 
@@ -106,7 +105,7 @@ func (p *parts) list() []int {
 }
 
 func partsKeys(name string) []string {
-	tag := redisstore.LeasePrefix + "{" + name + "}"
+	tag := leader.DefaultPrefix + "{" + name + "}"
 	return []string{tag + ":parts", tag + ":mark"}
 }
 

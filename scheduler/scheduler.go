@@ -111,7 +111,7 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.LeaseName == "" {
-		c.LeaseName = redisstore.SchedulerLease
+		c.LeaseName = leader.DefaultName
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = leader.DefaultTTL

@@ -30,8 +30,8 @@ func (w *Worker) ReconcileDiscount(ctx context.Context, id string) (*Report, err
 	return reconcileDiscount(ctx, w.store, w.cfg.Ledger, id)
 }
 
-// dconf is a confirmed discount as Redis holds it.
-type dconf struct{ seq, cents int64 }
+// confirmedDiscount is a confirmed discount as Redis holds it.
+type confirmedDiscount struct{ seq, cents int64 }
 
 // discountReconciler holds one reconciliation's state.
 type discountReconciler struct {
@@ -39,8 +39,8 @@ type discountReconciler struct {
 	l         ledger.Ledger
 	v         *redisstore.DiscountView
 	r         *Report
-	confirmed map[string]dconf // order key -> discount, over all shards
-	pooled    int64            // amounts in the pools and in flight
+	confirmed map[string]confirmedDiscount // order key -> discount, over all shards
+	pooled    int64                        // amounts in the pools and in flight
 }
 
 func reconcileDiscount(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id string) (*Report, error) {
@@ -50,7 +50,7 @@ func reconcileDiscount(ctx context.Context, store *redisstore.Store, l ledger.Le
 	}
 	root := v.Root()
 	r := &Report{Campaign: id, State: root.Meta["state"], TotalCents: root.Int("budget"), Differences: []string{}}
-	rc := &discountReconciler{store: store, l: l, v: v, r: r, confirmed: map[string]dconf{}}
+	rc := &discountReconciler{store: store, l: l, v: v, r: r, confirmed: map[string]confirmedDiscount{}}
 	for _, step := range []func(context.Context) error{rc.records, rc.pools, rc.ledgerDiscounts, rc.totals, rc.streams} {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -74,7 +74,7 @@ func (rc *discountReconciler) records(ctx context.Context) error {
 		err := rc.store.ScanReservations(ctx, keys, func(key string, res redisstore.Reservation) error {
 			switch res.State {
 			case 'c':
-				rc.confirmed[key] = dconf{res.Seq, res.Cents}
+				rc.confirmed[key] = confirmedDiscount{res.Seq, res.Cents}
 				r.GrantedRedis++
 				r.GrantedCentsRedis += res.Cents
 			case 'r':

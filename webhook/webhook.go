@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/money"
 )
 
 // Config configures a Sink. Zero fields take their documented defaults.
@@ -184,7 +184,7 @@ func (s *Sink) Fund(ctx context.Context, c ledger.Campaign) error {
 	key := c.ID + "/fund"
 	body, err := json.Marshal(fundBody{
 		Type: eventFund, Campaign: c.ID, Funding: c.Funding,
-		TotalCents: c.Total, Amount: hongbao.FormatCents(c.Total), IdempotencyKey: key,
+		TotalCents: c.Total, Amount: money.FormatCents(c.Total), IdempotencyKey: key,
 	})
 	if err != nil {
 		return fmt.Errorf("webhook: fund: %w", err)
@@ -204,7 +204,7 @@ func (s *Sink) Refund(ctx context.Context, campaign string, cents int64) error {
 	}
 	key := campaign + "/refund"
 	body, err := json.Marshal(refundBody{
-		Type: eventRefund, Campaign: campaign, Cents: cents, Amount: hongbao.FormatCents(cents), IdempotencyKey: key,
+		Type: eventRefund, Campaign: campaign, Cents: cents, Amount: money.FormatCents(cents), IdempotencyKey: key,
 	})
 	if err != nil {
 		return fmt.Errorf("webhook: refund: %w", err)
@@ -305,7 +305,7 @@ func newGrantsBatch(campaign string, grants []ledger.Grant) (*grantsBatch, error
 		}
 		b.wire.Grants[i] = grantBody{
 			IdempotencyKey: key, Campaign: campaign, Seq: g.Seq, User: g.User,
-			Cents: g.Cents, Amount: hongbao.FormatCents(g.Cents),
+			Cents: g.Cents, Amount: money.FormatCents(g.Cents),
 		}
 	}
 	return b, nil

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/hongbao/hongbao/internal/cli"
+	"github.com/hongbao/hongbao/cmd/hongbao/internal/cli"
 )
 
 func main() {

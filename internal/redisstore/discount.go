@@ -23,21 +23,21 @@ import (
 
 // Outcome codes of the discount scripts.
 const (
-	DiscReserved   = 1  // reserve: reserved now; confirm: confirmed now; cancel: cancelled now
-	DiscAlready    = 2  // the same answer as before: reserved or confirmed; confirmed; cancelled
-	DiscExhausted  = 3  // a one-shard campaign's pool is empty, or the campaign closed exhausted
-	DiscNotOpen    = 4  // before opens_at
-	DiscClosed     = 5  // after closes_at, or closed (not exhausted)
-	DiscNoCampaign = 6  // no such shard, or still loading
-	DiscDry        = 7  // a shard of a sharded campaign is empty
-	DiscLimit      = 8  // the user's count or amount limit is used up
-	DiscCancelled  = 9  // the order's reservation was cancelled
-	DiscExpired    = 10 // the order's reservation expired
-	DiscNotFound   = 11 // no reservation of the order on this shard
-	DiscConfirmed  = 12 // cancel: the order was confirmed, too late
-	DiscMismatch   = 13 // reserve: the order holds a reservation made for another order amount
-	DiscPaused     = 14 // reserve: the campaign is paused (pause.lua) while its window is open
-	DiscBlocked    = 15 // reserve: the user is blocked on this campaign (block.lua)
+	DiscountReserved   = 1  // reserve: reserved now; confirm: confirmed now; cancel: cancelled now
+	DiscountAlready    = 2  // the same answer as before: reserved or confirmed; confirmed; cancelled
+	DiscountExhausted  = 3  // a one-shard campaign's pool is empty, or the campaign closed exhausted
+	DiscountNotOpen    = 4  // before opens_at
+	DiscountClosed     = 5  // after closes_at, or closed (not exhausted)
+	DiscountNoCampaign = 6  // no such shard, or still loading
+	DiscountDry        = 7  // a shard of a sharded campaign is empty
+	DiscountLimit      = 8  // the user's count or amount limit is used up
+	DiscountCancelled  = 9  // the order's reservation was cancelled
+	DiscountExpired    = 10 // the order's reservation expired
+	DiscountNotFound   = 11 // no reservation of the order on this shard
+	DiscountConfirmed  = 12 // cancel: the order was confirmed, too late
+	DiscountMismatch   = 13 // reserve: the order holds a reservation made for another order amount
+	DiscountPaused     = 14 // reserve: the campaign is paused (pause.lua) while its window is open
+	DiscountBlocked    = 15 // reserve: the user is blocked on this campaign (block.lua)
 )
 
 // MaxDiscountBatch is the most requests one discount script call takes.
@@ -65,7 +65,7 @@ func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, token string,
 	}
 	args := append([]string{token, flag}, fields...)
 	keys := []string{k.Meta, k.Staging, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Xfers, k.Applied}
-	vals, err := s.s.discBegin.Exec(ctx, s.c, keys, args).ToArray()
+	vals, err := s.s.discountBegin.Exec(ctx, s.c, keys, args).ToArray()
 	if err != nil {
 		return "", resultError("begin discount load", err)
 	}
@@ -85,27 +85,27 @@ func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, token string,
 // per triple into out. A caller that routed with a stale shard count gets
 // a *ShardsError and nothing was written.
 func (s *Store) Reserve(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return s.discExec(ctx, s.s.discReserve, keys, args, "reserve", out)
+	return s.discountExec(ctx, s.s.discountReserve, keys, args, "reserve", out)
 }
 
 // Confirm runs disc_confirm.lua on one shard: keys are ConfirmKeys, args
 // the shard count and then pairs of user, order.
 func (s *Store) Confirm(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return s.discExec(ctx, s.s.discConfirm, keys, args, "confirm", out)
+	return s.discountExec(ctx, s.s.discountConfirm, keys, args, "confirm", out)
 }
 
 // Cancel runs disc_cancel.lua on one shard: keys are CancelKeys, args the
 // shard count and then pairs of user, order.
 func (s *Store) Cancel(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return s.discExec(ctx, s.s.discCancel, keys, args, "cancel", out)
+	return s.discountExec(ctx, s.s.discountCancel, keys, args, "cancel", out)
 }
 
-// discExec runs a discount batch script, followed under WAIT by WAIT as a
+// discountExec runs a discount batch script, followed under WAIT by WAIT as a
 // grab is (and by the sync of an answer given from earlier writes, see
 // sync.go), and decodes its reply into out: four integers per request. A
 // WAIT that falls short is an *UnknownError, as for a grab.
-func (s *Store) discExec(ctx context.Context, sc *luascript.Script, keys, args []string, op string, out []DiscountResult) error {
-	r, werr := s.execSync(ctx, sc, keys, args, s.syncOf(keys[0], discSilent))
+func (s *Store) discountExec(ctx context.Context, sc *luascript.Script, keys, args []string, op string, out []DiscountResult) error {
+	r, werr := s.execSync(ctx, sc, keys, args, s.syncOf(keys[0], discountSilent))
 	vals, err := r.AsIntSlice()
 	if err == nil {
 		err = werr
@@ -126,7 +126,7 @@ func (s *Store) discExec(ctx context.Context, sc *luascript.Script, keys, args [
 // due holds off the holds list, expires those still reserved, and says
 // whether more may be due.
 func (s *Store) Reap(ctx context.Context, k DiscountKeys, most int) (expired int, more bool, err error) {
-	vals, err := s.s.discReap.Exec(ctx, s.c, k.ReserveKeys()[:5], []string{strconv.Itoa(most)}).AsIntSlice()
+	vals, err := s.s.discountReap.Exec(ctx, s.c, k.ReserveKeys()[:5], []string{strconv.Itoa(most)}).AsIntSlice()
 	if err != nil {
 		return 0, false, resultError("reap "+k.Tag, err)
 	}
@@ -140,7 +140,7 @@ func (s *Store) Reap(ctx context.Context, k DiscountKeys, most int) (expired int
 // compensation hold) and marks it settled; changed is false when it was
 // settled already.
 func (s *Store) DiscountSettle(ctx context.Context, k DiscountKeys, refund int64) (changed bool, err error) {
-	vals, err := s.s.discSettle.Exec(ctx, s.c, []string{k.Meta, k.Pool, k.Xfers, k.Holds},
+	vals, err := s.s.discountSettle.Exec(ctx, s.c, []string{k.Meta, k.Pool, k.Xfers, k.Holds},
 		[]string{strconv.FormatInt(refund, 10)}).ToArray()
 	if err != nil {
 		return false, resultError("settle discount "+k.Tag, err)

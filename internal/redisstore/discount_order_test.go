@@ -22,14 +22,14 @@ func TestReserveMismatchInBatch(t *testing.T) {
 
 	out := make([]redisstore.DiscountResult, 3)
 	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o", "500", "a", "o", "50", "a", "o", "500"}, out))
-	require.Equal(t, redisstore.DiscReserved, out[0].Code)
-	require.Equal(t, redisstore.DiscountResult{Code: redisstore.DiscMismatch}, out[1])
-	require.Equal(t, redisstore.DiscAlready, out[2].Code)
+	require.Equal(t, redisstore.DiscountReserved, out[0].Code)
+	require.Equal(t, redisstore.DiscountResult{Code: redisstore.DiscountMismatch}, out[1])
+	require.Equal(t, redisstore.DiscountAlready, out[2].Code)
 	require.Equal(t, out[0].Seq, out[2].Seq)
 
 	out = out[:1]
 	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o", "499"}, out))
-	require.Equal(t, redisstore.DiscountResult{Code: redisstore.DiscMismatch}, out[0])
+	require.Equal(t, redisstore.DiscountResult{Code: redisstore.DiscountMismatch}, out[0])
 	lens, err := s.PoolLengths(ctx, []redisstore.Keys{k.Keys()})
 	require.NoError(t, err)
 	require.Equal(t, []int64{2}, lens, "one amount taken, by the first request only")

@@ -42,18 +42,18 @@ func TestDiscountScriptsBatchRepeats(t *testing.T) {
 	// One batch: the same order twice, then another user.
 	out := make([]redisstore.DiscountResult, 3)
 	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o", "500", "a", "o", "500", "b", "o", "50"}, out))
-	require.Equal(t, redisstore.DiscReserved, out[0].Code)
-	require.Equal(t, redisstore.DiscAlready, out[1].Code)
+	require.Equal(t, redisstore.DiscountReserved, out[0].Code)
+	require.Equal(t, redisstore.DiscountAlready, out[1].Code)
 	require.Equal(t, out[0].Seq, out[1].Seq)
 	require.EqualValues(t, 100, out[0].Cents)
-	require.Equal(t, redisstore.DiscReserved, out[2].Code)
+	require.Equal(t, redisstore.DiscountReserved, out[2].Code)
 	require.EqualValues(t, 50, out[2].Cents, "clipped to the order; 150 to compensation")
 
 	// Cancel the same order twice in one batch: released once.
 	out2 := make([]redisstore.DiscountResult, 2)
 	require.NoError(t, s.Cancel(ctx, k.ReserveKeys(), []string{"1", "a", "o", "a", "o"}, out2))
-	require.Equal(t, redisstore.DiscReserved, out2[0].Code)
-	require.Equal(t, redisstore.DiscAlready, out2[1].Code)
+	require.Equal(t, redisstore.DiscountReserved, out2[0].Code)
+	require.Equal(t, redisstore.DiscountAlready, out2[1].Code)
 	lens, err := s.PoolLengths(ctx, []redisstore.Keys{k.Keys()})
 	require.NoError(t, err)
 	require.Equal(t, []int64{2}, lens, "one unit back, not two")
@@ -61,7 +61,7 @@ func TestDiscountScriptsBatchRepeats(t *testing.T) {
 	// Confirm b twice in one batch, then a cancelled and an unknown order.
 	out4 := make([]redisstore.DiscountResult, 4)
 	require.NoError(t, s.Confirm(ctx, k.ConfirmKeys(), []string{"1", "b", "o", "b", "o", "a", "o", "c", "o"}, out4))
-	require.Equal(t, []int{redisstore.DiscReserved, redisstore.DiscAlready, redisstore.DiscCancelled, redisstore.DiscNotFound},
+	require.Equal(t, []int{redisstore.DiscountReserved, redisstore.DiscountAlready, redisstore.DiscountCancelled, redisstore.DiscountNotFound},
 		[]int{out4[0].Code, out4[1].Code, out4[2].Code, out4[3].Code})
 	n, err := r.Client.Do(ctx, r.Client.B().Xlen().Key(k.Confirms).Build()).AsInt64()
 	require.NoError(t, err)
@@ -131,7 +131,7 @@ func TestReserveLargestOrder(t *testing.T) {
 	k := newDiscountShard(t, s, []int64{100})
 	out := make([]redisstore.DiscountResult, 1)
 	require.NoError(t, s.Reserve(context.Background(), k.ReserveKeys(), []string{"1", "a", "o", "9007199254740991"}, out))
-	require.Equal(t, redisstore.DiscReserved, out[0].Code)
+	require.Equal(t, redisstore.DiscountReserved, out[0].Code)
 	err := s.Reserve(context.Background(), k.ReserveKeys(), []string{"1", "b", "o", "9007199254740992"}, out)
 	require.ErrorIs(t, err, redisstore.ErrArgs)
 }

@@ -70,20 +70,6 @@ const SettleGroup = "settle"
 // to the ledger (ledger.WithFence). Absent means 0.
 const LedgerFence = "ledger_fence"
 
-// LeasePrefix starts the keys of the leases of package leader. The lease
-// named n lives in <LeasePrefix>{n}:mark (its holder's claim, "c:<token>",
-// expiring with the lease) and <LeasePrefix>{n}:fence (the counter its
-// fencing tokens are drawn from); package atomicop spells the two from
-// this prefix and the name.
-const LeasePrefix = "hb:lease:"
-
-// SchedulerLease names the lease that one serve process of several holds
-// at a time: the holder runs settlement, the closes on time and the
-// refunds. Its keys are hb:lease:{scheduler}:mark and :fence. (Until the
-// lease moved into package leader it was the single key
-// hb:lease:scheduler.)
-const SchedulerLease = "scheduler"
-
 // GlobalRateKey is the key of the service-wide request counter of the
 // second sec (Unix time), shared by every serve process on one Redis.
 func GlobalRateKey(sec int64) string { return "hb:ratelimit:global:" + strconv.FormatInt(sec, 10) }

@@ -50,17 +50,17 @@ var (
 
 	// The discount campaigns' own scripts (discount.go).
 	//go:embed lua/disc_begin.lua
-	discBeginSrc string
+	discountBeginSrc string
 	//go:embed lua/disc_reserve.lua
-	discReserveSrc string
+	discountReserveSrc string
 	//go:embed lua/disc_confirm.lua
-	discConfirmSrc string
+	discountConfirmSrc string
 	//go:embed lua/disc_cancel.lua
-	discCancelSrc string
+	discountCancelSrc string
 	//go:embed lua/disc_reap.lua
-	discReapSrc string
+	discountReapSrc string
 	//go:embed lua/disc_settle.lua
-	discSettleSrc string
+	discountSettleSrc string
 )
 
 // scripts is one set of the campaign scripts, built by luascript (which
@@ -68,12 +68,12 @@ var (
 // has an unknown outcome, which only the caller may resolve by retrying;
 // grab is idempotent per user).
 type scripts struct {
-	begin, load, activate, grab, status, close, dead, settle, redrive     *luascript.Script
-	xferTake, xferApply                                                   *luascript.Script
-	rebuildFreeze, rebuildSwap, rebuildActivate                           *luascript.Script
-	blockPeek, blockOpen                                                  *luascript.Script
-	pause, block                                                          *luascript.Script
-	discBegin, discReserve, discConfirm, discCancel, discReap, discSettle *luascript.Script
+	begin, load, activate, grab, status, close, dead, settle, redrive                             *luascript.Script
+	xferTake, xferApply                                                                           *luascript.Script
+	rebuildFreeze, rebuildSwap, rebuildActivate                                                   *luascript.Script
+	blockPeek, blockOpen                                                                          *luascript.Script
+	pause, block                                                                                  *luascript.Script
+	discountBegin, discountReserve, discountConfirm, discountCancel, discountReap, discountSettle *luascript.Script
 }
 
 func newScripts(legacy bool) *scripts {
@@ -89,8 +89,8 @@ func newScripts(legacy bool) *scripts {
 		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
 		blockPeek: mk(blockPeekSrc), blockOpen: mk(blockOpenSrc),
 		pause: mk(pauseSrc), block: mk(blockSrc),
-		discBegin: mk(discBeginSrc), discReserve: mk(discReserveSrc), discConfirm: mk(discConfirmSrc),
-		discCancel: mk(discCancelSrc), discReap: mk(discReapSrc), discSettle: mk(discSettleSrc),
+		discountBegin: mk(discountBeginSrc), discountReserve: mk(discountReserveSrc), discountConfirm: mk(discountConfirmSrc),
+		discountCancel: mk(discountCancelSrc), discountReap: mk(discountReapSrc), discountSettle: mk(discountSettleSrc),
 	}
 }
 

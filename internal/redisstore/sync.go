@@ -85,12 +85,12 @@ func grabSilent(r rueidis.RedisResult) bool {
 	return already
 }
 
-// discSilent: a discount script answered some request from a record
+// discountSilent: a discount script answered some request from a record
 // written before (ALREADY, CANCELLED, EXPIRED, CONFIRMED) and did nothing
 // now for any (no code 1), so it may have written nothing. (A cancel that
 // finds a reservation past its hold expires it now and answers EXPIRED:
 // then the sync write is one more than needed, which is harmless.)
-func discSilent(r rueidis.RedisResult) bool {
+func discountSilent(r rueidis.RedisResult) bool {
 	vals, err := r.AsIntSlice()
 	if err != nil {
 		return false
@@ -98,9 +98,9 @@ func discSilent(r rueidis.RedisResult) bool {
 	reported := false
 	for i := 0; i+3 < len(vals); i += 4 {
 		switch vals[i] {
-		case DiscReserved:
+		case DiscountReserved:
 			return false
-		case DiscAlready, DiscCancelled, DiscExpired, DiscConfirmed:
+		case DiscountAlready, DiscountCancelled, DiscountExpired, DiscountConfirmed:
 			reported = true
 		}
 	}

@@ -1,7 +1,7 @@
 package main
 
 // The panels, row by row. Every metric named here is one serve exports
-// (httpapi/metrics.go, httpapi/discount_metrics.go, internal/cli/serve.go);
+// (httpapi/metrics.go, httpapi/discount_metrics.go, cmd/hongbao/internal/cli/serve.go);
 // a test of the main module starts serve, scrapes it and fails on a name
 // it does not find. Several serve processes report the same campaign
 // gauges (read from the shared Redis), so those are taken with max, never

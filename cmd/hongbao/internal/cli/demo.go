@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/cmd/hongbao/internal/bench"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
 	"github.com/hongbao/hongbao/split"

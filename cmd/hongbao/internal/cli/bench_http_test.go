@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hongbao/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/cmd/hongbao/internal/bench"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 

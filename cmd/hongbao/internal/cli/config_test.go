@@ -227,7 +227,7 @@ func TestConfigErrors(t *testing.T) {
 // is accepted by serve and settle, and says what the deployment needs.
 func TestSampleConfig(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join("..", "..", "deploy", "hongbao.yaml")
+	path := filepath.Join("..", "..", "..", "..", "deploy", "hongbao.yaml")
 	s := &serveCmd{base: base{env: testIO(nil)}}
 	require.NoError(t, s.parseFlags([]string{"--config", path}))
 	require.False(t, s.f.settle, "the API processes leave settlement to settle")

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/cmd/hongbao/internal/bench"
 )
 
 // benchHTTPRequested reports whether the bench command line asks for

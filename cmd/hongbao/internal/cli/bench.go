@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/cmd/hongbao/internal/bench"
 )
 
 type benchFlags struct {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/cmd/hongbao/internal/bench"
 )
 
 // benchDiscountCmd is "hongbao bench --mode discount": reserve + confirm

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao/client"
-	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/token"
 )
 
 // HTTPOptions configure a benchmark of a running serve over HTTP.
@@ -23,7 +23,7 @@ type HTTPOptions struct {
 	URL string
 	// Secret signs the users' tokens (pre-minted before the clock starts).
 	// Required.
-	Secret httpapi.Secret
+	Secret token.Secret
 	// AdminKey creates the campaign. Required unless Campaign is set.
 	AdminKey string
 	// Campaign grabs from an existing campaign instead of creating one.
@@ -82,8 +82,8 @@ func (o *HTTPOptions) Validate() error {
 	switch {
 	case o.URL == "":
 		return errors.New("the serve URL is required")
-	case len(o.Secret.Key) < httpapi.MinSecretLen:
-		return fmt.Errorf("the token secret must be at least %d bytes", httpapi.MinSecretLen)
+	case len(o.Secret.Key) < token.MinSecretLen:
+		return fmt.Errorf("the token secret must be at least %d bytes", token.MinSecretLen)
 	case o.Campaign == "" && o.AdminKey == "":
 		return errors.New("an admin key (to create the campaign) or a campaign id is required")
 	case o.Users < 1 || o.Concurrency < 1:
@@ -97,11 +97,11 @@ func (o *HTTPOptions) Validate() error {
 }
 
 // MintTokens signs one token per user u1..uN, valid for ttl.
-func MintTokens(secret httpapi.Secret, users int, ttl time.Duration) ([]string, error) {
+func MintTokens(secret token.Secret, users int, ttl time.Duration) ([]string, error) {
 	toks := make([]string, users)
 	now := time.Now()
 	for i := range toks {
-		t, err := httpapi.MintToken(secret, UserName(i), ttl, now)
+		t, err := token.Mint(secret, UserName(i), ttl, now)
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/cmd/hongbao/internal/bench"
 )
 
 // rushCounts are what the simulated clients were told, in all.

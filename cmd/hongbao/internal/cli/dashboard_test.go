@@ -24,8 +24,8 @@ import (
 // The dashboard and the alert rules an operator deploys, as the repository
 // ships them.
 const (
-	dashboardFile = "../../deploy/grafana/hongbao.json"
-	alertsFile    = "../../deploy/prometheus/alerts.yml"
+	dashboardFile = "../../../../deploy/grafana/hongbao.json"
+	alertsFile    = "../../../../deploy/prometheus/alerts.yml"
 )
 
 // TestDashboardAndAlertsQueryExportedSeries starts serve, runs a small

@@ -10,7 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
-	"github.com/hongbao/hongbao/internal/race"
+	"github.com/hongbao/hongbao/cmd/hongbao/internal/race"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 

@@ -1,0 +1,132 @@
+package codecheck
+
+import (
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the module's import path.
+const module = "github.com/hongbao/hongbao"
+
+// toolTier is the part of the module that only the binary may import:
+// the commands and their workloads.
+const toolTier = module + "/cmd/"
+
+// testSupport are the packages that exist for tests: real servers to run
+// against, a browser, checkers. The library's own code must not need them;
+// the binary may (it starts its own redis-server through redisserver).
+var testSupport = []string{
+	module + "/internal/browsertest",
+	module + "/internal/codecheck",
+	module + "/internal/history",
+	module + "/internal/redisserver",
+	module + "/internal/testenv",
+}
+
+// TestImportsRunOneWay holds the layering: tools -> library -> internals.
+// No package outside cmd/ imports the tool tier, not even from its tests,
+// and the library's non-test code imports no test support.
+func TestImportsRunOneWay(t *testing.T) {
+	root := moduleRoot(t)
+	var lower, library []string
+	for _, p := range goList(t, root, "./...") {
+		switch {
+		case strings.HasPrefix(p, toolTier):
+		case isTestSupport(p):
+			lower = append(lower, p)
+		default:
+			lower = append(lower, p)
+			library = append(library, p)
+		}
+	}
+	if len(library) < 10 {
+		t.Fatalf("go list found %d library packages (%v): the check would prove nothing", len(library), library)
+	}
+	var problems []string
+	for _, dep := range goList(t, root, append([]string{"-deps", "-test"}, lower...)...) {
+		if strings.HasPrefix(dep, toolTier) {
+			problems = append(problems, "a package outside cmd/ (or its tests) imports "+dep)
+		}
+	}
+	for _, line := range goList(t, root, append([]string{"-f", "{{.ImportPath}} {{join .Deps \" \"}}"}, library...)...) {
+		fields := strings.Fields(line)
+		for _, dep := range fields[1:] {
+			if strings.HasPrefix(dep, toolTier) || isTestSupport(dep) {
+				problems = append(problems, fields[0]+" imports "+dep)
+			}
+		}
+	}
+	sort.Strings(problems)
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// engineFree are the library's leaves and the packages beside the engine
+// rather than above it: none of them imports the engine (the root
+// package) or its key layout, so a host can take a ledger, a webhook sink,
+// a leader or the client without the engine and Redis scripts coming too.
+var engineFree = []string{
+	"./money", "./split", "./ledger/...", "./webhook", "./leader", "./atomicop", "./client",
+}
+
+// TestLeavesImportNoEngine holds that the engineFree packages stay free
+// of the engine.
+func TestLeavesImportNoEngine(t *testing.T) {
+	root := moduleRoot(t)
+	engine := map[string]bool{module: true, module + "/internal/redisstore": true}
+	lines := goList(t, root, append([]string{"-f", "{{.ImportPath}} {{join .Deps \" \"}}"}, engineFree...)...)
+	if len(lines) < len(engineFree) {
+		t.Fatalf("go list listed %d packages for %v", len(lines), engineFree)
+	}
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		for _, dep := range fields[1:] {
+			if engine[dep] {
+				t.Errorf("%s imports %s", fields[0], dep)
+			}
+		}
+	}
+}
+
+// isTestSupport reports whether p is one of testSupport.
+func isTestSupport(p string) bool {
+	for _, s := range testSupport {
+		if p == s {
+			return true
+		}
+	}
+	return false
+}
+
+// goList runs go list in dir and answers one line per package it lists:
+// its import path (a test variant "p [p.test]" as p), or what a -f in args
+// asks for.
+func goList(t *testing.T, dir string, args ...string) []string {
+	t.Helper()
+	if len(args) == 0 || args[0] != "-f" {
+		args = append([]string{"-f", "{{.ImportPath}}"}, args...)
+	}
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("go list %v: %v\n%s", args, err, msg)
+	}
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if args[1] == "{{.ImportPath}}" {
+			line, _, _ = strings.Cut(line, " ")
+		}
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
