@@ -593,100 +593,45 @@ func idempotentID(key string) (string, error) {
 }
 
 func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin string) {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	spec, err := decodeCreate(body, s.cfg.MaxCount)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if spec.ID, err = idempotentID(key); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 4*s.cfg.Timeout)
-	defer cancel()
-	if spec.ID != "" && s.cfg.Retired != nil {
-		if err := s.checkNotRetired(ctx, spec.ID); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
+	create(s, &createKind[hongbao.Spec, *hongbao.Campaign]{
+		name: "campaign", action: "create",
+		decode:   decodeCreate,
+		id:       func(spec *hongbao.Spec) *string { return &spec.ID },
+		ledgerID: func(id string) string { return id },
+		create:   s.createPackets,
+		status: func(ctx context.Context, id string) (*hongbao.Campaign, error) {
+			st, err := s.cfg.Engine.Status(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return &st.Campaign, nil
+		},
+		same: sameSpec,
+		created: func(ctx context.Context, r *http.Request, admin string, spec hongbao.Spec, c *hongbao.Campaign) {
+			if s.cfg.Fund != nil {
+				if err := s.cfg.Fund(ctx, c); err != nil {
+					s.log.Warn("fund entry not written at create; settlement will write it", "campaign", c.ID, "err", err)
+				}
+			}
+			s.log.Info("admin action", "who", admin, "action", "create", "campaign", c.ID,
+				"total_cents", c.Total, "count", c.Count, "split", c.Split, "funding", c.Funding,
+				"opens_at", c.OpensAt, "closes_at", c.ClosesAt, "idempotency_key", spec.ID != "", "remote", r.RemoteAddr)
+		},
+		json: func(c *hongbao.Campaign) any { return campaignJSON(c) },
+	}, w, r, admin)
+}
+
+// createPackets creates a red-packet campaign. A retired id is answered
+// with the engine's own text: the ledger knows this id (settled, or Redis
+// lost it and it needs a rebuild), and the engine tells the two apart
+// only in its text, written for the operator who sent the create, so that
+// text is the answer here, not errorTable's.
+func (s *Server) createPackets(ctx context.Context, spec hongbao.Spec) (*hongbao.Campaign, error) {
 	c, err := s.cfg.Engine.Create(ctx, spec)
 	if errors.Is(err, hongbao.ErrCampaignRetired) {
-		// The engine's own check, after the one above: the ledger knows
-		// this id (settled, or Redis lost it and it needs a rebuild). The
-		// engine tells the two apart only in its text, written for the
-		// operator who sent the create, so that text is the answer here,
-		// not errorTable's.
-		s.fail(w, r, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()})
-		return
+		return nil, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()}
 	}
-	var exists *hongbao.ExistsError
-	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
-		s.replayCreate(ctx, w, r, admin, spec)
-		return
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if s.cfg.Fund != nil {
-		if err := s.cfg.Fund(ctx, c); err != nil {
-			s.log.Warn("fund entry not written at create; settlement will write it", "campaign", c.ID, "err", err)
-		}
-	}
-	s.log.Info("admin action", "who", admin, "action", "create", "campaign", c.ID,
-		"total_cents", c.Total, "count", c.Count, "split", c.Split, "funding", c.Funding,
-		"opens_at", c.OpensAt, "closes_at", c.ClosesAt, "idempotency_key", spec.ID != "", "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusCreated, campaignJSON(c))
-}
-
-// checkNotRetired refuses an Idempotency-Key whose campaign the ledger
-// knows while Redis does not: it was settled and its keys expired (after
-// the settlement's retention, 7 days by default).
-func (s *Server) checkNotRetired(ctx context.Context, id string) error {
-	known, err := s.cfg.Retired(ctx, id)
-	if err != nil {
-		s.log.Warn("idempotency check: ledger lookup failed", "campaign", id, "err", err)
-		return errLedgerUnread
-	}
-	if !known {
-		return nil
-	}
-	_, err = s.cfg.Engine.Status(ctx, id)
-	switch {
-	case errors.Is(err, hongbao.ErrCampaignNotFound):
-		return errKeyRetired
-	case err != nil:
-		return err
-	}
-	return nil // still in Redis: the create replays it
-}
-
-// replayCreate answers a create whose Idempotency-Key names an existing
-// campaign: that campaign if it is the same spec.
-func (s *Server) replayCreate(ctx context.Context, w http.ResponseWriter, r *http.Request, admin string, spec hongbao.Spec) {
-	st, err := s.cfg.Engine.Status(ctx, spec.ID)
-	if errors.Is(err, hongbao.ErrCampaignNotFound) {
-		// Another request with the same key is still loading the pool.
-		err = errCreateLoading
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !sameSpec(&st.Campaign, spec) {
-		s.fail(w, r, errKeyReused)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "create-replayed", "campaign", st.ID, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, campaignJSON(&st.Campaign))
+	return c, err
 }
 
 // sameSpec says whether campaign c is what spec creates: every field the
