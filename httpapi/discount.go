@@ -78,36 +78,25 @@ func sameDiscount(d *hongbao.Discount, spec hongbao.DiscountSpec) bool {
 }
 
 func (s *Server) getDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	id, err := campaignID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	st, err := s.cfg.Engine.DiscountStatus(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, discountStatusJSON(st))
+	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
+		st, err := s.cfg.Engine.DiscountStatus(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return discountStatusJSON(st), nil
+	})
 }
 
 func (s *Server) closeDiscount(w http.ResponseWriter, r *http.Request, admin string) {
-	id, ok := s.actionTarget(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	st, err := s.cfg.Engine.CloseDiscount(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "close-discount", "discount", id,
-		"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, discountStatusJSON(st))
+	s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
+		st, err := s.cfg.Engine.CloseDiscount(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("admin action", "who", admin, "action", "close-discount", "discount", id,
+			"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
+		return discountStatusJSON(st), nil
+	})
 }
 
 func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ string) {

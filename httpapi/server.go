@@ -655,24 +655,54 @@ func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
 }
 
 func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
-	id, err := campaignID(r)
+	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
+		st, err := s.cfg.Engine.Status(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return s.withBacklog(ctx, id, st)
+	})
+}
+
+// withBacklog is a red-packet campaign's status as the API answers it:
+// with the campaign's settlement backlog.
+func (s *Server) withBacklog(ctx context.Context, id string, st *hongbao.Status) (any, error) {
+	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
 	if err != nil {
-		s.fail(w, r, err)
+		return nil, err
+	}
+	return statusJSON(st, b), nil
+}
+
+// onCampaign answers a route on one campaign of either kind: target reads
+// the id (and has answered if it could not), call runs under the
+// request's timeout, and what it returns is the answer (200), or its
+// error is.
+func (s *Server) onCampaign(w http.ResponseWriter, r *http.Request, target func(http.ResponseWriter, *http.Request) (string, bool),
+	call func(ctx context.Context, id string) (any, error)) {
+	id, ok := target(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	st, err := s.cfg.Engine.Status(ctx, id)
+	out, err := call(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// idTarget reads the campaign id of a route that reads no body; on
+// failure it has answered.
+func (s *Server) idTarget(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, err := campaignID(r)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return "", false
 	}
-	writeJSON(w, http.StatusOK, statusJSON(st, b))
+	return id, true
 }
 
 // actionTarget reads the campaign id of an action that takes no body
@@ -693,25 +723,15 @@ func (s *Server) actionTarget(w http.ResponseWriter, r *http.Request) (string, b
 }
 
 func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin string) {
-	id, ok := s.actionTarget(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	st, err := s.cfg.Engine.Close(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "close", "campaign", id,
-		"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
-	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, statusJSON(st, b))
+	s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
+		st, err := s.cfg.Engine.Close(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("admin action", "who", admin, "action", "close", "campaign", id,
+			"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
+		return s.withBacklog(ctx, id, st)
+	})
 }
 
 // grantBufs recycle the buffers grab answers are encoded into.
