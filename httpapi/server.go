@@ -503,68 +503,70 @@ func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-type userHandler func(w http.ResponseWriter, r *http.Request, user string)
+// authedHandler is a route's handler once its caller is known: the user,
+// the operator or the payment system, by name.
+type authedHandler func(w http.ResponseWriter, r *http.Request, who string)
+
+// authed runs next for the caller check names, within the request budget;
+// check answers a caller it refuses itself.
+func (s *Server) authed(check func(http.ResponseWriter, *http.Request) (string, bool), next authedHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if who, ok := check(w, r); ok && s.spend(w, r) {
+			next(w, r, who)
+		}
+	}
+}
 
 // user authenticates a user and applies the per-user limit.
-func (s *Server) user(next userHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) user(next authedHandler) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		u, err := s.users.user(r)
 		if err != nil {
 			s.authFailed(r, "user", err)
 			s.refuse(w, errNeedUserToken, 0)
-			return
+			return "", false
 		}
 		if ok, wait := s.userLim.allow(u, s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("user").Inc()
 			s.countRefusal(r)
 			s.refuse(w, errUserLimit, wait)
-			return
+			return "", false
 		}
-		if s.spend(w, r) {
-			next(w, r, u)
-		}
-	}
+		return u, true
+	}, next)
 }
 
-type adminHandler func(w http.ResponseWriter, r *http.Request, admin string)
-
 // admin authenticates an operator.
-func (s *Server) admin(next adminHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) admin(next authedHandler) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		who, err := s.admins.match(r)
 		if err != nil {
 			s.authFailed(r, "admin", err)
 			s.refuse(w, errNeedAdminKey, 0)
-			return
+			return "", false
 		}
-		if s.spend(w, r) {
-			next(w, r, who)
-		}
-	}
+		return who, true
+	}, next)
 }
-
-type paymentHandler func(w http.ResponseWriter, r *http.Request, who string)
 
 // payment authenticates the payment system (a payment key or an admin
 // key). A user's own token answers 403: a user who could reserve and
 // confirm discounts would credit themselves for orders never paid.
-func (s *Server) payment(next paymentHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) payment(next authedHandler) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		who, err := s.payments.match(r)
-		if err != nil {
-			if _, uerr := s.users.user(r); uerr == nil {
-				s.authFailed(r, "payment", errors.New("a user token"))
-				s.refuse(w, errUserNotPayment, 0)
-				return
-			}
-			s.authFailed(r, "payment", err)
-			s.refuse(w, errNeedPaymentKey, 0)
-			return
+		if err == nil {
+			return who, true
 		}
-		if s.spend(w, r) {
-			next(w, r, who)
+		if _, uerr := s.users.user(r); uerr == nil {
+			s.authFailed(r, "payment", errors.New("a user token"))
+			s.refuse(w, errUserNotPayment, 0)
+			return "", false
 		}
-	}
+		s.authFailed(r, "payment", err)
+		s.refuse(w, errNeedPaymentKey, 0)
+		return "", false
+	}, next)
 }
 
 // campaignID reads and validates the {id} of the path.
