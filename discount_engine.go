@@ -214,12 +214,9 @@ func (e *Engine) ReserveDiscount(ctx context.Context, id, user, order string, or
 // ErrReservationCancelled, an unknown order ErrNoReservation. Confirms
 // are accepted after the campaign closed, until the hold ends.
 func (e *Engine) ConfirmDiscount(ctx context.Context, id, user, order string) (Reservation, error) {
-	if err := checkOrder(id, user, order); err != nil {
-		return Reservation{}, err
-	}
-	res, err := e.discounts.do(ctx, opConfirm, id, user, discountReq{user: user, order: order})
+	res, err := e.settleOrder(ctx, opConfirm, "confirm", id, user, order)
 	if err != nil {
-		return Reservation{}, discountErr("confirm", id, err)
+		return Reservation{}, err
 	}
 	switch res.Code {
 	case redisstore.DiscountReserved, redisstore.DiscountAlready:
@@ -236,12 +233,9 @@ func (e *Engine) ConfirmDiscount(ctx context.Context, id, user, order string) (R
 // State Expired (its amount went back too). A confirmed one is
 // ErrReservationConfirmed, an unknown order ErrNoReservation.
 func (e *Engine) CancelDiscount(ctx context.Context, id, user, order string) (Reservation, error) {
-	if err := checkOrder(id, user, order); err != nil {
-		return Reservation{}, err
-	}
-	res, err := e.discounts.do(ctx, opCancel, id, user, discountReq{user: user, order: order})
+	res, err := e.settleOrder(ctx, opCancel, "cancel", id, user, order)
 	if err != nil {
-		return Reservation{}, discountErr("cancel", id, err)
+		return Reservation{}, err
 	}
 	r := Reservation{Campaign: id, User: user, Order: order, Seq: res.Seq, Cents: res.Cents}
 	switch res.Code {
@@ -253,6 +247,19 @@ func (e *Engine) CancelDiscount(ctx context.Context, id, user, order string) (Re
 		return Reservation{}, codeErr("cancel", id, res.Code)
 	}
 	return r, nil
+}
+
+// settleOrder runs op, a confirm or a cancel named name, on user's order
+// of campaign id.
+func (e *Engine) settleOrder(ctx context.Context, op opcode, name, id, user, order string) (redisstore.DiscountResult, error) {
+	if err := checkOrder(id, user, order); err != nil {
+		return redisstore.DiscountResult{}, err
+	}
+	res, err := e.discounts.do(ctx, op, id, user, discountReq{user: user, order: order})
+	if err != nil {
+		return redisstore.DiscountResult{}, discountErr(name, id, err)
+	}
+	return res, nil
 }
 
 // codeErr is the error of a script code that is not an answer of op.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
 	"strings"
@@ -69,19 +70,46 @@ func decodeStrict(body []byte, v any, fields map[string]bool) error {
 // createRequest is the body of POST /v1/campaigns. Amounts come either as
 // decimal strings or as integer cents, never as floats.
 type createRequest struct {
-	Total          *string `json:"total"`
-	TotalCents     *int64  `json:"total_cents"`
-	Count          *int    `json:"count"`
-	Split          string  `json:"split"`
+	Total      *string `json:"total"`
+	TotalCents *int64  `json:"total_cents"`
+	Count      *int    `json:"count"`
+	Split      string  `json:"split"`
+	createCommon
+}
+
+// createCommon is what the create bodies of both kinds take alike: the
+// bounds of one amount, the shards, the seed, the open window and the
+// account that funds the campaign.
+type createCommon struct {
 	Min            *string `json:"min"`
 	MinCents       *int64  `json:"min_cents"`
 	Max            *string `json:"max"`
 	MaxCents       *int64  `json:"max_cents"`
+	Shards         *int    `json:"shards"`
+	Seed           *uint64 `json:"seed"`
 	OpensAt        *string `json:"opens_at"`
 	ClosesAt       *string `json:"closes_at"`
 	FundingAccount string  `json:"funding_account"`
-	Seed           *uint64 `json:"seed"`
-	Shards         *int    `json:"shards"`
+}
+
+// window reads the open window and the funding account; after is the
+// refusal of a window that closes before it opens.
+func (req *createCommon) window(after string) (opens, closes time.Time, funding string, err error) {
+	if opens, err = timeField("opens_at", req.OpensAt); err != nil {
+		return
+	}
+	if closes, err = timeField("closes_at", req.ClosesAt); err != nil {
+		return
+	}
+	if !opens.IsZero() && !closes.IsZero() && !closes.After(opens) {
+		return opens, closes, "", badRequest(CodeInvalidRequest, "%s", after)
+	}
+	if req.FundingAccount != "" {
+		if err := hongbao.ValidateAccountID(req.FundingAccount); err != nil {
+			return opens, closes, "", badRequest(CodeInvalidRequest, "funding_account: 1 to 64 of A-Z a-z 0-9 _ - . : @")
+		}
+	}
+	return opens, closes, req.FundingAccount, nil
 }
 
 // createFields are the keys of a create body, exactly as the API spells
@@ -91,7 +119,12 @@ var createFields = jsonFields(reflect.TypeFor[createRequest]())
 func jsonFields(t reflect.Type) map[string]bool {
 	m := map[string]bool{}
 	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f := t.Field(i)
+		if f.Anonymous {
+			maps.Copy(m, jsonFields(f.Type))
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		m[name] = true
 	}
 	return m
@@ -227,21 +260,9 @@ func decodeCreate(body []byte, maxCount int) (hongbao.Spec, error) {
 		return spec, badRequest(CodeInvalidRequest, "min and max must be at most %s", hongbao.FormatCents(split.MaxTotal))
 	}
 	spec.Split = split.Algorithm(req.Split)
-	if spec.OpensAt, err = timeField("opens_at", req.OpensAt); err != nil {
+	if spec.OpensAt, spec.ClosesAt, spec.Funding, err = req.window("closes_at must be after opens_at"); err != nil {
 		return spec, err
 	}
-	if spec.ClosesAt, err = timeField("closes_at", req.ClosesAt); err != nil {
-		return spec, err
-	}
-	if !spec.OpensAt.IsZero() && !spec.ClosesAt.IsZero() && !spec.ClosesAt.After(spec.OpensAt) {
-		return spec, badRequest(CodeInvalidRequest, "closes_at must be after opens_at")
-	}
-	if req.FundingAccount != "" {
-		if err := hongbao.ValidateAccountID(req.FundingAccount); err != nil {
-			return spec, badRequest(CodeInvalidRequest, "funding_account: 1 to 64 of A-Z a-z 0-9 _ - . : @")
-		}
-	}
-	spec.Funding = req.FundingAccount
 	spec.Seed = req.Seed
 	if req.Shards != nil {
 		if *req.Shards < 1 || *req.Shards > hongbao.MaxShards {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -30,89 +29,28 @@ func (s *Server) discountRoutes() {
 }
 
 func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin string) {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	spec, err := decodeDiscount(body, s.cfg.MaxCount)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if spec.ID, err = idempotentID(key); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 4*s.cfg.Timeout)
-	defer cancel()
-	if spec.ID != "" && s.cfg.Retired != nil {
-		if err := s.checkDiscountNotRetired(ctx, spec.ID); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	// The engine refuses a retired id itself (ErrCampaignRetired), after
-	// the check above: the keys expired in between, or the server checks
-	// no Retired of its own.
-	d, err := s.cfg.Engine.CreateDiscount(ctx, spec)
-	var exists *hongbao.ExistsError
-	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
-		s.replayDiscount(ctx, w, r, admin, spec)
-		return
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "create-discount", "discount", d.ID,
-		"budget_cents", d.Budget, "quota", d.Quota, "min_cents", d.Min, "max_cents", d.Max,
-		"per_user_count", d.PerUserCount, "per_user_amount_cents", d.PerUserAmount, "shards", d.Shards,
-		"hold", d.Hold, "funding", d.Funding, "opens_at", d.OpensAt, "closes_at", d.ClosesAt, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusCreated, discountJSON(d))
-}
-
-// checkDiscountNotRetired refuses an Idempotency-Key whose discount
-// campaign the ledger knows (under its ledger id) while Redis does not: it
-// was settled and its keys expired.
-func (s *Server) checkDiscountNotRetired(ctx context.Context, id string) error {
-	known, err := s.cfg.Retired(ctx, ledger.DiscountCampaign(id))
-	if err != nil {
-		s.log.Warn("idempotency check: ledger lookup failed", "discount", id, "err", err)
-		return errLedgerUnread
-	}
-	if !known {
-		return nil
-	}
-	_, err = s.cfg.Engine.DiscountStatus(ctx, id)
-	switch {
-	case errors.Is(err, hongbao.ErrCampaignNotFound):
-		return errKeyRetired
-	case err != nil:
-		return err
-	}
-	return nil // still in Redis: the create replays it
-}
-
-// replayDiscount answers a create whose Idempotency-Key names an existing
-// discount campaign: that campaign if it is the same spec.
-func (s *Server) replayDiscount(ctx context.Context, w http.ResponseWriter, r *http.Request, admin string, spec hongbao.DiscountSpec) {
-	st, err := s.cfg.Engine.DiscountStatus(ctx, spec.ID)
-	if errors.Is(err, hongbao.ErrCampaignNotFound) {
-		err = errCreateLoading
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !sameDiscount(&st.Discount, spec) {
-		s.fail(w, r, errKeyReused)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "create-discount-replayed", "discount", st.ID, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, discountJSON(&st.Discount))
+	create(s, &createKind[hongbao.DiscountSpec, *hongbao.Discount]{
+		name: "discount", action: "create-discount",
+		decode:   decodeDiscount,
+		id:       func(spec *hongbao.DiscountSpec) *string { return &spec.ID },
+		ledgerID: ledger.DiscountCampaign,
+		create:   s.cfg.Engine.CreateDiscount,
+		status: func(ctx context.Context, id string) (*hongbao.Discount, error) {
+			st, err := s.cfg.Engine.DiscountStatus(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return &st.Discount, nil
+		},
+		same: sameDiscount,
+		created: func(_ context.Context, r *http.Request, admin string, _ hongbao.DiscountSpec, d *hongbao.Discount) {
+			s.log.Info("admin action", "who", admin, "action", "create-discount", "discount", d.ID,
+				"budget_cents", d.Budget, "quota", d.Quota, "min_cents", d.Min, "max_cents", d.Max,
+				"per_user_count", d.PerUserCount, "per_user_amount_cents", d.PerUserAmount, "shards", d.Shards,
+				"hold", d.Hold, "funding", d.Funding, "opens_at", d.OpensAt, "closes_at", d.ClosesAt, "remote", r.RemoteAddr)
+		},
+		json: func(d *hongbao.Discount) any { return discountJSON(d) },
+	}, w, r, admin)
 }
 
 // sameDiscount says whether campaign d is what spec creates: every field
@@ -140,36 +78,25 @@ func sameDiscount(d *hongbao.Discount, spec hongbao.DiscountSpec) bool {
 }
 
 func (s *Server) getDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	id, err := campaignID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	st, err := s.cfg.Engine.DiscountStatus(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, discountStatusJSON(st))
+	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
+		st, err := s.cfg.Engine.DiscountStatus(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return discountStatusJSON(st), nil
+	})
 }
 
 func (s *Server) closeDiscount(w http.ResponseWriter, r *http.Request, admin string) {
-	id, ok := s.actionTarget(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	st, err := s.cfg.Engine.CloseDiscount(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "close-discount", "discount", id,
-		"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, discountStatusJSON(st))
+	s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
+		st, err := s.cfg.Engine.CloseDiscount(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("admin action", "who", admin, "action", "close-discount", "discount", id,
+			"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
+		return discountStatusJSON(st), nil
+	})
 }
 
 func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ string) {

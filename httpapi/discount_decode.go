@@ -15,20 +15,12 @@ type discountRequest struct {
 	Budget             *string `json:"budget"`
 	BudgetCents        *int64  `json:"budget_cents"`
 	Quota              *int    `json:"quota"`
-	Min                *string `json:"min"`
-	MinCents           *int64  `json:"min_cents"`
-	Max                *string `json:"max"`
-	MaxCents           *int64  `json:"max_cents"`
 	PerUserCount       *int    `json:"per_user_count"`
 	PerUserAmount      *string `json:"per_user_amount"`
 	PerUserAmountCents *int64  `json:"per_user_amount_cents"`
 	PerUserUnlimited   *bool   `json:"per_user_unlimited"`
-	Shards             *int    `json:"shards"`
 	Hold               *string `json:"hold"`
-	OpensAt            *string `json:"opens_at"`
-	ClosesAt           *string `json:"closes_at"`
-	FundingAccount     string  `json:"funding_account"`
-	Seed               *uint64 `json:"seed"`
+	createCommon
 }
 
 // discountFields are the keys of a discount create body.
@@ -55,7 +47,7 @@ func decodeDiscount(body []byte, maxQuota int) (hongbao.DiscountSpec, error) {
 	if err := checkDiscountAmounts(spec); err != nil {
 		return spec, err
 	}
-	if err := req.window(&spec); err != nil {
+	if spec.OpensAt, spec.ClosesAt, spec.Funding, err = req.window("closes_at: must be after opens_at"); err != nil {
 		return spec, err
 	}
 	spec.Seed = req.Seed
@@ -170,27 +162,6 @@ func (req *discountRequest) perUserDefault(spec *hongbao.DiscountSpec) error {
 	case !unlimited && !limited:
 		spec.PerUserCount = 1
 	}
-	return nil
-}
-
-// window reads the open window and the funding account.
-func (req *discountRequest) window(spec *hongbao.DiscountSpec) error {
-	var err error
-	if spec.OpensAt, err = timeField("opens_at", req.OpensAt); err != nil {
-		return err
-	}
-	if spec.ClosesAt, err = timeField("closes_at", req.ClosesAt); err != nil {
-		return err
-	}
-	if !spec.OpensAt.IsZero() && !spec.ClosesAt.IsZero() && !spec.ClosesAt.After(spec.OpensAt) {
-		return badRequest(CodeInvalidRequest, "closes_at: must be after opens_at")
-	}
-	if req.FundingAccount != "" {
-		if err := hongbao.ValidateAccountID(req.FundingAccount); err != nil {
-			return badRequest(CodeInvalidRequest, "funding_account: 1 to 64 of A-Z a-z 0-9 _ - . : @")
-		}
-	}
-	spec.Funding = req.FundingAccount
 	return nil
 }
 

@@ -60,10 +60,7 @@ type discountCollector struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	cacheFor time.Duration
-	mu       sync.Mutex
-	cachedAt time.Time
-	cached   []prometheus.Metric
+	scrapeCache
 
 	descs map[string]*prometheus.Desc
 }
@@ -80,7 +77,7 @@ var discountGauges = []struct{ name, help string }{
 }
 
 func newDiscountCollector(e Discounts, timeout time.Duration, log *slog.Logger) *discountCollector {
-	c := &discountCollector{engine: e, timeout: timeout, log: log, cacheFor: time.Second, descs: map[string]*prometheus.Desc{}}
+	c := &discountCollector{engine: e, timeout: timeout, log: log, scrapeCache: scrapeCache{cacheFor: time.Second}, descs: map[string]*prometheus.Desc{}}
 	for _, g := range discountGauges {
 		c.descs[g.name] = prometheus.NewDesc("hongbao_discount_"+g.name, g.help, []string{"campaign"}, nil)
 	}
@@ -104,17 +101,18 @@ func (c *discountCollector) Collect(ch chan<- prometheus.Metric) {
 // read returns the gauges, read again when the last reading is older than
 // cacheFor.
 func (c *discountCollector) read() []prometheus.Metric {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cached != nil && time.Since(c.cachedAt) < c.cacheFor {
-		return c.cached
-	}
+	return c.cachedRead(c.readRedis)
+}
+
+// readRedis reads the gauges; it is not ok when the campaigns could not
+// be listed.
+func (c *discountCollector) readRedis() ([]prometheus.Metric, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	ids, _, err := c.engine.DiscountCampaignsPage(ctx, 0, maxScrapedCampaigns)
 	if err != nil {
 		c.log.Warn("metrics: listing discount campaigns failed", "err", err)
-		return c.cached
+		return nil, false
 	}
 	out := []prometheus.Metric{}
 	for _, id := range ids {
@@ -131,6 +129,5 @@ func (c *discountCollector) read() []prometheus.Metric {
 			out = append(out, prometheus.MustNewConstMetric(c.descs[name], prometheus.GaugeValue, float64(v), id))
 		}
 	}
-	c.cached, c.cachedAt = out, time.Now()
-	return out
+	return out, true
 }

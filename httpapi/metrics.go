@@ -80,15 +80,7 @@ type stateCollector struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	// The Redis part of a scrape is reused for cacheFor: /metrics answers
-	// anyone who reaches the listener, and one scrape costs a few Redis
-	// calls per live campaign (up to 200), so a flood of scrapes would
-	// otherwise load the Redis that decides grabs. Scrapes that arrive
-	// together wait for the one reading Redis.
-	cacheFor time.Duration
-	mu       sync.Mutex
-	cachedAt time.Time
-	cached   []prometheus.Metric
+	scrapeCache // the Redis part of a scrape
 
 	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
 	transfers, moved, refused, failures                                           *prometheus.Desc
@@ -99,7 +91,7 @@ type stateCollector struct {
 func newStateCollector(e Engine, store Store, backlog Settlement, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
 	d := prometheus.NewDesc
 	return &stateCollector{
-		engine: e, store: store, backlog: backlog, settle: st, timeout: timeout, log: log, cacheFor: time.Second,
+		engine: e, store: store, backlog: backlog, settle: st, timeout: timeout, log: log, scrapeCache: scrapeCache{cacheFor: time.Second},
 		batch:        d("hongbao_grab_batch_size", "Users per grab script call (the engine's coalescing), since start.", nil, nil),
 		poolPackets:  d("hongbao_campaign_pool_remaining_packets", "Packets still in a live campaign's pool.", []string{"campaign"}, nil),
 		poolCents:    d("hongbao_campaign_pool_remaining_cents", "Cents still in a live campaign's pool.", []string{"campaign"}, nil),
@@ -151,14 +143,43 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// scrapeCache keeps the part of a scrape read from Redis for cacheFor:
+// /metrics answers anyone who reaches the listener, and one scrape costs a
+// few Redis calls per live campaign (up to 200), so a flood of scrapes
+// would otherwise load the Redis that decides grabs. Scrapes that arrive
+// together wait for the one reading Redis.
+type scrapeCache struct {
+	cacheFor time.Duration
+	mu       sync.Mutex
+	cachedAt time.Time
+	cached   []prometheus.Metric
+}
+
+// cachedRead returns the last reading while it is younger than cacheFor,
+// else read's; a read that is not ok leaves the last reading in place
+// and returns it.
+func (c *scrapeCache) cachedRead(read func() ([]prometheus.Metric, bool)) []prometheus.Metric {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cached != nil && time.Since(c.cachedAt) < c.cacheFor {
+		return c.cached
+	}
+	out, ok := read()
+	if !ok {
+		return c.cached
+	}
+	c.cached, c.cachedAt = out, time.Now()
+	return out
+}
+
 // redisState returns the metrics read from Redis, read again when the last
 // reading is older than cacheFor.
 func (s *stateCollector) redisState() []prometheus.Metric {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cached != nil && time.Since(s.cachedAt) < s.cacheFor {
-		return s.cached
-	}
+	return s.cachedRead(s.readRedis)
+}
+
+// readRedis reads the metrics of the Redis part of a scrape.
+func (s *stateCollector) readRedis() ([]prometheus.Metric, bool) {
 	ms := make(chan prometheus.Metric, 16)
 	var out []prometheus.Metric
 	done := make(chan struct{})
@@ -181,8 +202,7 @@ func (s *stateCollector) redisState() []prometheus.Metric {
 	ms <- prometheus.MustNewConstMetric(s.scrapeErr, prometheus.GaugeValue, failed)
 	close(ms)
 	<-done
-	s.cached, s.cachedAt = out, time.Now()
-	return out
+	return out, true
 }
 
 // fsyncAlways reads the persistence settings; ok is false when they

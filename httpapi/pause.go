@@ -39,20 +39,14 @@ func (s *Server) pauseRoute(kind string, pause bool, do pauseOf) func(http.Respo
 		action = "pause"
 	}
 	return func(w http.ResponseWriter, r *http.Request, admin string) {
-		id, ok := s.actionTarget(w, r)
-		if !ok {
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-		defer cancel()
-		out, state, shards, err := do(ctx, id, pause)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		s.log.Info("admin action", "who", admin, "action", action, kind, id,
-			"state", state, "paused_shards", shards, "remote", r.RemoteAddr)
-		writeJSON(w, http.StatusOK, out)
+		s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
+			out, state, shards, err := do(ctx, id, pause)
+			if err == nil {
+				s.log.Info("admin action", "who", admin, "action", action, kind, id,
+					"state", state, "paused_shards", shards, "remote", r.RemoteAddr)
+			}
+			return out, err
+		})
 	}
 }
 
@@ -67,11 +61,11 @@ func (s *Server) pauseCampaign(ctx context.Context, id string, pause bool) (any,
 	if err != nil {
 		return nil, "", 0, err
 	}
-	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
+	out, err := s.withBacklog(ctx, id, st)
 	if err != nil {
 		return nil, "", 0, err
 	}
-	return statusJSON(st, b), st.State, st.PausedShards, nil
+	return out, st.State, st.PausedShards, nil
 }
 
 func (s *Server) pauseDiscount(ctx context.Context, id string, pause bool) (any, hongbao.State, int, error) {
@@ -175,26 +169,20 @@ type blockedUserOut struct {
 
 func (s *Server) listBlocked(discount bool) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, _ string) {
-		id, err := campaignID(r)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-		defer cancel()
-		list := s.cfg.Engine.BlockedUsers
-		if discount {
-			list = s.cfg.Engine.DiscountBlockedUsers
-		}
-		us, err := list(ctx, id)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		out := blockedOut{Campaign: id, Users: make([]blockedUserOut, len(us))}
-		for i, u := range us {
-			out.Users[i] = blockedUserOut{User: u.User, Since: rfc3339(u.Since)}
-		}
-		writeJSON(w, http.StatusOK, out)
+		s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
+			list := s.cfg.Engine.BlockedUsers
+			if discount {
+				list = s.cfg.Engine.DiscountBlockedUsers
+			}
+			us, err := list(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			out := blockedOut{Campaign: id, Users: make([]blockedUserOut, len(us))}
+			for i, u := range us {
+				out.Users[i] = blockedUserOut{User: u.User, Since: rfc3339(u.Since)}
+			}
+			return out, nil
+		})
 	}
 }

@@ -503,68 +503,70 @@ func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-type userHandler func(w http.ResponseWriter, r *http.Request, user string)
+// authedHandler is a route's handler once its caller is known: the user,
+// the operator or the payment system, by name.
+type authedHandler func(w http.ResponseWriter, r *http.Request, who string)
+
+// authed runs next for the caller check names, within the request budget;
+// check answers a caller it refuses itself.
+func (s *Server) authed(check func(http.ResponseWriter, *http.Request) (string, bool), next authedHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if who, ok := check(w, r); ok && s.spend(w, r) {
+			next(w, r, who)
+		}
+	}
+}
 
 // user authenticates a user and applies the per-user limit.
-func (s *Server) user(next userHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) user(next authedHandler) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		u, err := s.users.user(r)
 		if err != nil {
 			s.authFailed(r, "user", err)
 			s.refuse(w, errNeedUserToken, 0)
-			return
+			return "", false
 		}
 		if ok, wait := s.userLim.allow(u, s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("user").Inc()
 			s.countRefusal(r)
 			s.refuse(w, errUserLimit, wait)
-			return
+			return "", false
 		}
-		if s.spend(w, r) {
-			next(w, r, u)
-		}
-	}
+		return u, true
+	}, next)
 }
 
-type adminHandler func(w http.ResponseWriter, r *http.Request, admin string)
-
 // admin authenticates an operator.
-func (s *Server) admin(next adminHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) admin(next authedHandler) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		who, err := s.admins.match(r)
 		if err != nil {
 			s.authFailed(r, "admin", err)
 			s.refuse(w, errNeedAdminKey, 0)
-			return
+			return "", false
 		}
-		if s.spend(w, r) {
-			next(w, r, who)
-		}
-	}
+		return who, true
+	}, next)
 }
-
-type paymentHandler func(w http.ResponseWriter, r *http.Request, who string)
 
 // payment authenticates the payment system (a payment key or an admin
 // key). A user's own token answers 403: a user who could reserve and
 // confirm discounts would credit themselves for orders never paid.
-func (s *Server) payment(next paymentHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) payment(next authedHandler) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		who, err := s.payments.match(r)
-		if err != nil {
-			if _, uerr := s.users.user(r); uerr == nil {
-				s.authFailed(r, "payment", errors.New("a user token"))
-				s.refuse(w, errUserNotPayment, 0)
-				return
-			}
-			s.authFailed(r, "payment", err)
-			s.refuse(w, errNeedPaymentKey, 0)
-			return
+		if err == nil {
+			return who, true
 		}
-		if s.spend(w, r) {
-			next(w, r, who)
+		if _, uerr := s.users.user(r); uerr == nil {
+			s.authFailed(r, "payment", errors.New("a user token"))
+			s.refuse(w, errUserNotPayment, 0)
+			return "", false
 		}
-	}
+		s.authFailed(r, "payment", err)
+		s.refuse(w, errNeedPaymentKey, 0)
+		return "", false
+	}, next)
 }
 
 // campaignID reads and validates the {id} of the path.
@@ -593,100 +595,45 @@ func idempotentID(key string) (string, error) {
 }
 
 func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin string) {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	spec, err := decodeCreate(body, s.cfg.MaxCount)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if spec.ID, err = idempotentID(key); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 4*s.cfg.Timeout)
-	defer cancel()
-	if spec.ID != "" && s.cfg.Retired != nil {
-		if err := s.checkNotRetired(ctx, spec.ID); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
+	create(s, &createKind[hongbao.Spec, *hongbao.Campaign]{
+		name: "campaign", action: "create",
+		decode:   decodeCreate,
+		id:       func(spec *hongbao.Spec) *string { return &spec.ID },
+		ledgerID: func(id string) string { return id },
+		create:   s.createPackets,
+		status: func(ctx context.Context, id string) (*hongbao.Campaign, error) {
+			st, err := s.cfg.Engine.Status(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return &st.Campaign, nil
+		},
+		same: sameSpec,
+		created: func(ctx context.Context, r *http.Request, admin string, spec hongbao.Spec, c *hongbao.Campaign) {
+			if s.cfg.Fund != nil {
+				if err := s.cfg.Fund(ctx, c); err != nil {
+					s.log.Warn("fund entry not written at create; settlement will write it", "campaign", c.ID, "err", err)
+				}
+			}
+			s.log.Info("admin action", "who", admin, "action", "create", "campaign", c.ID,
+				"total_cents", c.Total, "count", c.Count, "split", c.Split, "funding", c.Funding,
+				"opens_at", c.OpensAt, "closes_at", c.ClosesAt, "idempotency_key", spec.ID != "", "remote", r.RemoteAddr)
+		},
+		json: func(c *hongbao.Campaign) any { return campaignJSON(c) },
+	}, w, r, admin)
+}
+
+// createPackets creates a red-packet campaign. A retired id is answered
+// with the engine's own text: the ledger knows this id (settled, or Redis
+// lost it and it needs a rebuild), and the engine tells the two apart
+// only in its text, written for the operator who sent the create, so that
+// text is the answer here, not errorTable's.
+func (s *Server) createPackets(ctx context.Context, spec hongbao.Spec) (*hongbao.Campaign, error) {
 	c, err := s.cfg.Engine.Create(ctx, spec)
 	if errors.Is(err, hongbao.ErrCampaignRetired) {
-		// The engine's own check, after the one above: the ledger knows
-		// this id (settled, or Redis lost it and it needs a rebuild). The
-		// engine tells the two apart only in its text, written for the
-		// operator who sent the create, so that text is the answer here,
-		// not errorTable's.
-		s.fail(w, r, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()})
-		return
+		return nil, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()}
 	}
-	var exists *hongbao.ExistsError
-	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
-		s.replayCreate(ctx, w, r, admin, spec)
-		return
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if s.cfg.Fund != nil {
-		if err := s.cfg.Fund(ctx, c); err != nil {
-			s.log.Warn("fund entry not written at create; settlement will write it", "campaign", c.ID, "err", err)
-		}
-	}
-	s.log.Info("admin action", "who", admin, "action", "create", "campaign", c.ID,
-		"total_cents", c.Total, "count", c.Count, "split", c.Split, "funding", c.Funding,
-		"opens_at", c.OpensAt, "closes_at", c.ClosesAt, "idempotency_key", spec.ID != "", "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusCreated, campaignJSON(c))
-}
-
-// checkNotRetired refuses an Idempotency-Key whose campaign the ledger
-// knows while Redis does not: it was settled and its keys expired (after
-// the settlement's retention, 7 days by default).
-func (s *Server) checkNotRetired(ctx context.Context, id string) error {
-	known, err := s.cfg.Retired(ctx, id)
-	if err != nil {
-		s.log.Warn("idempotency check: ledger lookup failed", "campaign", id, "err", err)
-		return errLedgerUnread
-	}
-	if !known {
-		return nil
-	}
-	_, err = s.cfg.Engine.Status(ctx, id)
-	switch {
-	case errors.Is(err, hongbao.ErrCampaignNotFound):
-		return errKeyRetired
-	case err != nil:
-		return err
-	}
-	return nil // still in Redis: the create replays it
-}
-
-// replayCreate answers a create whose Idempotency-Key names an existing
-// campaign: that campaign if it is the same spec.
-func (s *Server) replayCreate(ctx context.Context, w http.ResponseWriter, r *http.Request, admin string, spec hongbao.Spec) {
-	st, err := s.cfg.Engine.Status(ctx, spec.ID)
-	if errors.Is(err, hongbao.ErrCampaignNotFound) {
-		// Another request with the same key is still loading the pool.
-		err = errCreateLoading
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !sameSpec(&st.Campaign, spec) {
-		s.fail(w, r, errKeyReused)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "create-replayed", "campaign", st.ID, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, campaignJSON(&st.Campaign))
+	return c, err
 }
 
 // sameSpec says whether campaign c is what spec creates: every field the
@@ -710,24 +657,54 @@ func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
 }
 
 func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
-	id, err := campaignID(r)
+	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
+		st, err := s.cfg.Engine.Status(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return s.withBacklog(ctx, id, st)
+	})
+}
+
+// withBacklog is a red-packet campaign's status as the API answers it:
+// with the campaign's settlement backlog.
+func (s *Server) withBacklog(ctx context.Context, id string, st *hongbao.Status) (any, error) {
+	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
 	if err != nil {
-		s.fail(w, r, err)
+		return nil, err
+	}
+	return statusJSON(st, b), nil
+}
+
+// onCampaign answers a route on one campaign of either kind: target reads
+// the id (and has answered if it could not), call runs under the
+// request's timeout, and what it returns is the answer (200), or its
+// error is.
+func (s *Server) onCampaign(w http.ResponseWriter, r *http.Request, target func(http.ResponseWriter, *http.Request) (string, bool),
+	call func(ctx context.Context, id string) (any, error)) {
+	id, ok := target(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	st, err := s.cfg.Engine.Status(ctx, id)
+	out, err := call(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// idTarget reads the campaign id of a route that reads no body; on
+// failure it has answered.
+func (s *Server) idTarget(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, err := campaignID(r)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return "", false
 	}
-	writeJSON(w, http.StatusOK, statusJSON(st, b))
+	return id, true
 }
 
 // actionTarget reads the campaign id of an action that takes no body
@@ -748,25 +725,15 @@ func (s *Server) actionTarget(w http.ResponseWriter, r *http.Request) (string, b
 }
 
 func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin string) {
-	id, ok := s.actionTarget(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	st, err := s.cfg.Engine.Close(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "close", "campaign", id,
-		"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
-	b, err := s.cfg.Settlement.ReadBacklog(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, statusJSON(st, b))
+	s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
+		st, err := s.cfg.Engine.Close(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("admin action", "who", admin, "action", "close", "campaign", id,
+			"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
+		return s.withBacklog(ctx, id, st)
+	})
 }
 
 // grantBufs recycle the buffers grab answers are encoded into.

@@ -2,7 +2,6 @@ package settle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
@@ -67,25 +66,10 @@ func (w *Worker) discount(ctx context.Context, id string) (work int, unsettled i
 		return 0, 0, false, nil
 	}
 	_, root := w.holds(id, 0)
-	v, err := w.store.ReadDiscount(ctx, id)
-	if errors.Is(err, redisstore.ErrNoCampaign) {
-		if !root {
-			return 0, 0, true, nil
-		}
-		w.log.Warn("registered discount campaign has no meta; unregistering", "discount", id)
-		return 1, 0, false, w.store.UnregisterDiscount(ctx, id, nil, 0)
-	}
-	if err != nil {
-		return 0, 0, true, err
-	}
-	switch v.Root().Meta["state"] {
-	case "loading":
-		return 0, 0, true, nil
-	case "settled":
-		if !root {
-			return 0, 0, false, nil
-		}
-		return 1, 0, false, w.retireDiscount(ctx, v)
+	v, work, open, done, err := begin(ctx, w, id, root, "discount", "discount campaign", w.store.ReadDiscount,
+		func(ctx context.Context) error { return w.store.UnregisterDiscount(ctx, id, nil, 0) }, w.retireDiscount)
+	if done {
+		return work, 0, open, err
 	}
 	views := redisstore.ShardViews(v.Shards)
 	work, unsettled, err = w.streams(ctx, id, views, v.Root(), true)

@@ -532,26 +532,10 @@ func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 // shard is closed and drained.
 func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled int64, open bool, err error) {
 	_, root := w.holds(id, 0)
-	v, err := w.store.Read(ctx, id)
-	if errors.Is(err, redisstore.ErrNoCampaign) {
-		if !root {
-			return 0, 0, true, nil
-		}
-		// Gone (expired or deleted) but still registered: drop it.
-		w.log.Warn("registered campaign has no meta; unregistering", "campaign", id)
-		return 1, 0, false, w.store.Unregister(ctx, id, nil, 0)
-	}
-	if err != nil {
-		return 0, 0, true, err
-	}
-	switch v.Root().Meta["state"] {
-	case "loading":
-		return 0, 0, true, nil
-	case "settled":
-		if !root {
-			return 0, 0, false, nil
-		}
-		return 1, 0, false, w.retire(ctx, v)
+	v, work, open, done, err := begin(ctx, w, id, root, "campaign", "campaign", w.store.Read,
+		func(ctx context.Context) error { return w.store.Unregister(ctx, id, nil, 0) }, w.retire)
+	if done {
+		return work, 0, open, err
 	}
 	work, unsettled, err = w.streams(ctx, id, v.Shards, v.Root(), false)
 	if err != nil || !root {
@@ -585,6 +569,39 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 		unsettled += left
 	}
 	return work, unsettled, true, nil
+}
+
+// begin is what a pass does first with a campaign of either kind: read
+// reads it; a registered campaign whose meta is gone (expired or deleted)
+// is unregistered, one still loading waits, and a settled one is retired,
+// each by the worker that holds the root's part (root). When done is
+// false the caller settles v; when it is true, the pass of this campaign
+// is over with work, open and err. kind is the log's key of the id, name
+// its word for the campaign.
+func begin[V interface{ Root() redisstore.Snapshot }](ctx context.Context, w *Worker, id string, root bool, kind, name string,
+	read func(context.Context, string) (V, error), unregister func(context.Context) error,
+	retire func(context.Context, V) error) (v V, work int, open, done bool, err error) {
+	v, err = read(ctx, id)
+	if errors.Is(err, redisstore.ErrNoCampaign) {
+		if !root {
+			return v, 0, true, true, nil
+		}
+		w.log.Warn("registered "+name+" has no meta; unregistering", kind, id)
+		return v, 1, false, true, unregister(ctx)
+	}
+	if err != nil {
+		return v, 0, true, true, err
+	}
+	switch v.Root().Meta["state"] {
+	case "loading":
+		return v, 0, true, true, nil
+	case "settled":
+		if !root {
+			return v, 0, false, true, nil
+		}
+		return v, 1, false, true, retire(ctx, v)
+	}
+	return v, 0, true, false, nil
 }
 
 // streams settles what it can of the streams of a campaign's shards that

@@ -74,27 +74,19 @@ func Classify(grants []ledger.Grant, inserted []Row, stored []Row) (ledger.Apply
 	if inOrder(grants, inserted) {
 		return AllInserted(grants), grants, nil
 	}
-	var res ledger.ApplyResult
-	fresh := make(map[Row]int, len(inserted))
-	for _, r := range inserted {
-		fresh[r]++
+	done, others, extra := Inserted(grants, inserted, RowOf)
+	if len(extra) > 0 {
+		return ledger.ApplyResult{}, nil, fmt.Errorf("ledger: insert returned a row not in the batch: seq %d", extra[0].Seq)
 	}
+	res := AllInserted(done)
 	bySeq := make(map[int64]Row, len(stored))
 	byUser := make(map[string]Row, len(stored))
 	for _, r := range stored {
 		bySeq[r.Seq] = r
 		byUser[r.User] = r
 	}
-	done := make([]ledger.Grant, 0, len(inserted))
-	for _, g := range grants {
+	for _, g := range others {
 		r := RowOf(g)
-		if fresh[r] > 0 {
-			fresh[r]--
-			res.Inserted++
-			res.InsertedCents += g.Cents
-			done = append(done, g)
-			continue
-		}
 		if have, ok := bySeq[g.Seq]; ok {
 			if have == r {
 				res.Replayed++
@@ -109,12 +101,34 @@ func Classify(grants []ledger.Grant, inserted []Row, stored []Row) (ledger.Apply
 		}
 		return ledger.ApplyResult{}, nil, fmt.Errorf("ledger: grant seq %d of campaign %q was neither inserted nor found", g.Seq, g.Campaign)
 	}
+	return res, done, nil
+}
+
+// Inserted splits a batch of either kind by the rows its insert returned
+// (rowOf is an entry's row): the entries whose rows it returned, each row
+// once, and the others, both in batch order; and the rows it returned
+// that match no entry of the batch, which mean something is wrong.
+func Inserted[E any, R comparable](batch []E, rows []R, rowOf func(E) R) (inserted, others []E, extra []R) {
+	fresh := make(map[R]int, len(rows))
+	for _, r := range rows {
+		fresh[r]++
+	}
+	inserted = make([]E, 0, len(rows))
+	for _, e := range batch {
+		r := rowOf(e)
+		if fresh[r] > 0 {
+			fresh[r]--
+			inserted = append(inserted, e)
+			continue
+		}
+		others = append(others, e)
+	}
 	for r, n := range fresh {
-		if n > 0 {
-			return ledger.ApplyResult{}, nil, fmt.Errorf("ledger: insert returned a row not in the batch: seq %d", r.Seq)
+		for ; n > 0; n-- {
+			extra = append(extra, r)
 		}
 	}
-	return res, done, nil
+	return inserted, others, extra
 }
 
 // inOrder reports whether inserted holds the rows of every grant, in
@@ -149,16 +163,8 @@ func Missing(grants []ledger.Grant, inserted []Row) (seqs []int64, users []strin
 	if len(inserted) == len(grants) {
 		return nil, nil
 	}
-	fresh := make(map[Row]int, len(inserted))
-	for _, r := range inserted {
-		fresh[r]++
-	}
-	for _, g := range grants {
-		r := RowOf(g)
-		if fresh[r] > 0 {
-			fresh[r]--
-			continue
-		}
+	_, others, _ := Inserted(grants, inserted, RowOf)
+	for _, g := range others {
 		seqs = append(seqs, g.Seq)
 		users = append(users, g.User)
 	}

@@ -54,16 +54,8 @@ func MissingDiscounts(ds []ledger.Discount, inserted []DiscountRow) (seqs []int6
 	if len(inserted) == len(ds) {
 		return nil, nil, nil
 	}
-	fresh := make(map[DiscountRow]int, len(inserted))
-	for _, r := range inserted {
-		fresh[r]++
-	}
-	for _, d := range ds {
-		r := DiscountRowOf(d)
-		if fresh[r] > 0 {
-			fresh[r]--
-			continue
-		}
+	_, others, _ := Inserted(ds, inserted, DiscountRowOf)
+	for _, d := range others {
 		seqs = append(seqs, d.Seq)
 		users = append(users, d.User)
 		orders = append(orders, d.Order)
@@ -76,10 +68,13 @@ func MissingDiscounts(ds []ledger.Discount, inserted []DiscountRow) (seqs []int6
 // inserted ones, whose balances the caller moves. A discount neither
 // inserted nor matching a stored row is an error, never a silent skip.
 func ClassifyDiscounts(ds []ledger.Discount, inserted, stored []DiscountRow) (ledger.DiscountResult, []ledger.Discount, error) {
-	var res ledger.DiscountResult
-	fresh := make(map[DiscountRow]int, len(inserted))
-	for _, r := range inserted {
-		fresh[r]++
+	done, others, extra := Inserted(ds, inserted, DiscountRowOf)
+	if len(extra) > 0 {
+		return ledger.DiscountResult{}, nil, fmt.Errorf("ledger: insert returned a row not in the batch: %q order %q", extra[0].User, extra[0].Order)
+	}
+	res := ledger.DiscountResult{Inserted: len(done)}
+	for _, d := range done {
+		res.InsertedCents += d.Cents
 	}
 	byKey := make(map[orderKey]DiscountRow, len(stored))
 	bySeq := make(map[int64]DiscountRow, len(stored))
@@ -87,16 +82,8 @@ func ClassifyDiscounts(ds []ledger.Discount, inserted, stored []DiscountRow) (le
 		byKey[orderKey{r.User, r.Order}] = r
 		bySeq[r.Seq] = r
 	}
-	done := make([]ledger.Discount, 0, len(inserted))
-	for _, d := range ds {
+	for _, d := range others {
 		r := DiscountRowOf(d)
-		if fresh[r] > 0 {
-			fresh[r]--
-			res.Inserted++
-			res.InsertedCents += d.Cents
-			done = append(done, d)
-			continue
-		}
 		if have, ok := byKey[orderKey{d.User, d.Order}]; ok {
 			if have == r {
 				res.Replayed++
@@ -110,11 +97,6 @@ func ClassifyDiscounts(ds []ledger.Discount, inserted, stored []DiscountRow) (le
 			continue
 		}
 		return ledger.DiscountResult{}, nil, fmt.Errorf("ledger: discount of %q order %q was neither inserted nor found", d.User, d.Order)
-	}
-	for r, n := range fresh {
-		if n > 0 {
-			return ledger.DiscountResult{}, nil, fmt.Errorf("ledger: insert returned a row not in the batch: %q order %q", r.User, r.Order)
-		}
 	}
 	return res, done, nil
 }
