@@ -587,7 +587,10 @@ func (c *clicker) user(ctx context.Context, u int) {
 	clicks.Wait()
 }
 
-// click is user u's click i: one grab, retried when its reply was lost.
+// click is user u's click i: one grab, retried when its reply was lost
+// or the engine answered busy (it did nothing: a grab shed, or one that
+// waited too long for the next block of packets to open), as a client of
+// the API retries them.
 func (c *clicker) click(ctx context.Context, u, i int) {
 	name := bench.UserName(u)
 	for attempt := 0; ; attempt++ {
@@ -595,6 +598,14 @@ func (c *clicker) click(ctx context.Context, u, i int) {
 		if errors.Is(err, hongbao.ErrOutcomeUnknown) && attempt < 3 && ctx.Err() == nil {
 			// Safe: a retried grab returns the packet the lost call granted.
 			c.retries.Store([2]int{u, i}, attempt+1)
+			continue
+		}
+		if errors.Is(err, hongbao.ErrBusy) && attempt < 20 && ctx.Err() == nil {
+			c.retries.Store([2]int{u, i}, attempt+1)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+			}
 			continue
 		}
 		if err != nil {
@@ -700,7 +711,7 @@ func printDemo(w io.Writer, rep *demoReport, told []toldUser, audit *hongbao.Aud
 	p("  already    %10d  (repeat clicks answered with the user's own packet)\n", rep.Already)
 	p("  sold out   %10d\n", rep.SoldOut)
 	if rep.Retries > 0 {
-		p("  retried    %10d  (lost replies, retried safely)\n", rep.Retries)
+		p("  retried    %10d  (lost replies and busy answers, retried safely)\n", rep.Retries)
 	}
 	p("  grabs/s    %10.0f  (%.2f s)\n", rep.GrabsPerSec, rep.Seconds)
 
