@@ -86,7 +86,7 @@ func (w *Worker) sweep(ctx context.Context, sh shard) (work int, err error) {
 		return 0, nil
 	}
 	w.mu.Lock()
-	done := w.swept[sh.keys.Grants] == sh.term
+	done := w.swept[streamOf(sh)] == sh.term
 	w.mu.Unlock()
 	if done {
 		return 0, nil
@@ -114,7 +114,7 @@ func (w *Worker) sweep(ctx context.Context, sh shard) (work int, err error) {
 		start = next
 	}
 	w.mu.Lock()
-	w.swept[sh.keys.Grants] = sh.term
+	w.swept[streamOf(sh)] = sh.term
 	w.mu.Unlock()
 	return work, nil
 }

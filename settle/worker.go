@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -175,10 +176,13 @@ type Worker struct {
 	sink  Sink
 	log   *slog.Logger
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// What the worker remembers of each campaign between passes, dropped
+	// once the campaign leaves the registry (forget), so that a process
+	// that runs for months holds only the live campaigns.
 	funded  map[string]bool
-	claimAt map[string]string
-	swept   map[string]int64 // per stream: the term of its part when last swept
+	claimAt map[stream]string // where the last reclaim stopped
+	swept   map[stream]int64  // the term of its part when last swept
 
 	draining atomic.Bool // Drain runs: count what other processes' parts hold too
 
@@ -263,7 +267,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	return &Worker{
 		cfg: cfg, store: store, sink: sink, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
-		funded: map[string]bool{}, claimAt: map[string]string{}, swept: map[string]int64{}, wake: make(chan struct{}, 1),
+		funded: map[string]bool{}, claimAt: map[stream]string{}, swept: map[stream]int64{}, wake: make(chan struct{}, 1),
 		rollWake: make(chan struct{}, 1),
 	}, nil
 }
@@ -442,6 +446,7 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 			w.backlog.Store(&p.Backlog)
 		}
 	}()
+	w.forget(ids, dids)
 	type settler func(context.Context, string) (int, int64, bool, error)
 	for _, kind := range []struct {
 		ids  []string
@@ -470,6 +475,34 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 		}
 	}
 	return p, firstErr
+}
+
+// stream names one shard's stream of a campaign, for what the worker
+// remembers of it.
+type stream struct{ campaign, key string }
+
+// streamOf is sh's stream.
+func streamOf(sh shard) stream { return stream{sh.id, sh.keys.Grants} }
+
+// forget drops what the worker remembers of campaigns that are no longer
+// registered (retired, or deleted by an operator): ids and dids are every
+// registered campaign this worker settles, read at the start of a pass,
+// so nothing it drops belongs to a campaign the pass will touch. A
+// campaign registered again later (rebuilt) is funded and swept again,
+// which the ledger makes no-ops.
+func (w *Worker) forget(ids, dids []string) {
+	live := make(map[string]bool, len(ids)+len(dids))
+	for _, id := range ids {
+		live[id] = true
+	}
+	for _, id := range dids {
+		live[id] = true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	maps.DeleteFunc(w.funded, func(id string, _ bool) bool { return !live[id] })
+	maps.DeleteFunc(w.claimAt, func(s stream, _ string) bool { return !live[s.campaign] })
+	maps.DeleteFunc(w.swept, func(s stream, _ int64) bool { return !live[s.campaign] })
 }
 
 // only keeps the ids of Config.Only, when it is set.
@@ -742,7 +775,7 @@ func (w *Worker) streamNew(ctx context.Context, sh shard, count int64) (work int
 // at a consumer that died.
 func (w *Worker) reclaim(ctx context.Context, sh shard) (int, error) {
 	w.mu.Lock()
-	start := w.claimAt[sh.keys.Grants]
+	start := w.claimAt[streamOf(sh)]
 	w.mu.Unlock()
 	if start == "" {
 		start = "0-0"
@@ -752,7 +785,7 @@ func (w *Worker) reclaim(ctx context.Context, sh shard) (int, error) {
 		return 0, err
 	}
 	w.mu.Lock()
-	w.claimAt[sh.keys.Grants] = next
+	w.claimAt[streamOf(sh)] = next
 	w.mu.Unlock()
 	if len(deleted) > 0 {
 		w.deleted.Add(int64(len(deleted)))
