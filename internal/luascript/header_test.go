@@ -347,9 +347,7 @@ func TestParseHeaderRejects(t *testing.T) {
 	_, err := parseHeader("x.lua", good)
 	require.NoError(t, err, "the good header")
 
-	tests := []struct {
-		name, src, want string
-	}{
+	rejects(t, []reject{
 		{"no flags line", strings.TrimPrefix(good, "#!lua\n"), "line 1"},
 		{"bad flags", strings.Replace(good, "#!lua", "#!lua flags=", 1), "line 1"},
 		{"other name", strings.Replace(good, "-- x.lua:", "-- y.lua:", 1), "names y.lua"},
@@ -366,12 +364,22 @@ func TestParseHeaderRejects(t *testing.T) {
 		{"error without code", strings.Replace(good, "error_reply('HBX bad')", "error_reply('bad')", 1), "without an HB code"},
 		{"writes none, no flag", strings.Replace(good, "-- Writes  SET of k", "-- Writes  none", 1), "disagree"},
 		{"no-writes flag, writes", strings.Replace(good, "#!lua", "#!lua flags=no-writes", 1), "disagree"},
-	}
+	}, func(src string) error {
+		_, err := parseHeader("x.lua", src)
+		return err
+	})
+}
+
+// reject is a header that a check refuses, with what the error says.
+type reject struct{ name, src, want string }
+
+// rejects runs each case of tests, in parallel, through parse.
+func rejects(t *testing.T, tests []reject, parse func(src string) error) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := parseHeader("x.lua", tt.src)
-			require.ErrorContains(t, err, tt.want)
+			require.ErrorContains(t, parse(tt.src), tt.want)
 		})
 	}
 }
@@ -384,9 +392,7 @@ func TestParseLibHeaderRejects(t *testing.T) {
 	_, err := parseLibHeader("x.lua", good, good)
 	require.NoError(t, err, "the good header")
 
-	tests := []struct {
-		name, src, want string
-	}{
+	rejects(t, []reject{
 		{"other name", strings.Replace(good, "-- x.lua:", "-- y.lua:", 1), "names y.lua"},
 		{"no Defines", strings.Replace(good, "-- Defines  N, f(a, b)\n", "", 1), "want Defines"},
 		{"no Writes", strings.Replace(good, "-- Writes   none\n", "", 1), "want Writes"},
@@ -394,12 +400,8 @@ func TestParseLibHeaderRejects(t *testing.T) {
 		{"a name too many", strings.Replace(good, "N, f(a, b)", "N, f(a, b), g()", 1), "the file defines [N f]"},
 		{"out of order", strings.Replace(good, "N, f(a, b)", "f(a, b), N", 1), "the file defines [N f]"},
 		{"code not documented", strings.Replace(good, "-- Errors   HBX bad", "-- Errors   none", 1), "raises [HBX]"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := parseLibHeader("x.lua", tt.src, tt.src)
-			require.ErrorContains(t, err, tt.want)
-		})
-	}
+	}, func(src string) error {
+		_, err := parseLibHeader("x.lua", src, src)
+		return err
+	})
 }
