@@ -2,7 +2,7 @@ package atomicop
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"fmt"
 	"strconv"
 	"time"
@@ -21,11 +21,15 @@ var (
 	releaseLua string
 	//go:embed lua/extend.lua
 	extendLua string
+	// The Lua the scripts include (see luascript.Library).
+	//go:embed lua/lib/*.lua
+	libFiles embed.FS
 
-	claimScript   = luascript.New(claimLua)
-	doneScript    = luascript.New(doneLua)
-	releaseScript = luascript.New(releaseLua)
-	extendScript  = luascript.New(extendLua)
+	lib           = luascript.MustLibrary(libFiles, "lua/lib")
+	claimScript   = lib.New(claimLua)
+	doneScript    = lib.New(doneLua)
+	releaseScript = lib.New(releaseLua)
+	extendScript  = lib.New(extendLua)
 )
 
 // DefaultOncePrefix is the key prefix of a Once with no Prefix configured.

@@ -17,10 +17,7 @@
 -- than an earlier one; drawing the token and taking the mark in one script keeps it so.
 local mark, fence = KEYS[1], KEYS[2]
 local lease, fence_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
-
-local function ms(x)
-  return x and x % 1 == 0 and x >= 1
-end
+--@include fence.lua
 
 if not ms(lease) or not ms(fence_ms) then
   return redis.error_reply('HBARGS lease and counter time must be whole ms >= 1')
@@ -40,8 +37,5 @@ end
 local token = redis.call('INCR', fence)
 -- %.0f prints every integer below 2^53 exactly; tostring would use exponents.
 redis.call('SET', mark, 'c:' .. string.format('%.0f', token), 'PX', lease)
-local want = lease + fence_ms
-if redis.call('PTTL', fence) < want then
-  redis.call('PEXPIRE', fence, want)
-end
+outlive(fence, lease + fence_ms)
 return { 1, token, lease }

@@ -18,12 +18,9 @@
 -- so this worker's delivery is the only one and confirming it is safe.
 local mark, fence = KEYS[1], KEYS[2]
 local token, keep, fence_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+--@include fence.lua
 
-local function ms(x)
-  return x and x % 1 == 0 and x >= 1
-end
-
-if not string.match(token or '', '^[1-9]%d*$') or not ms(keep) or not ms(fence_ms) then
+if not is_token(token) or not ms(keep) or not ms(fence_ms) then
   return redis.error_reply('HBARGS want a token and whole ms >= 1')
 end
 
@@ -31,22 +28,8 @@ local cur = redis.call('GET', mark)
 if cur == 'd:' .. token then
   return { 1, 3 }
 end
-local mine = cur == 'c:' .. token
-if not cur then
-  mine = redis.call('GET', fence) == token
-end
-if not mine then
-  if not cur then
-    return { 0, 0 }
-  elseif string.sub(cur, 1, 2) == 'd:' then
-    return { 0, 3 }
-  end
-  return { 0, 2 }
-end
-
-redis.call('SET', mark, 'd:' .. token, 'PX', keep)
-local want = keep + fence_ms
-if redis.call('PTTL', fence) < want then
-  redis.call('PEXPIRE', fence, want)
+local now = mark_held(mark, fence, token, cur, 'd:', keep, fence_ms)
+if now then
+  return { 0, now }
 end
 return { 1, 3 }

@@ -12,22 +12,18 @@
 -- Complexity O(1).
 local mark, fence = KEYS[1], KEYS[2]
 local token = ARGV[1]
+--@include fence.lua
 
-if not string.match(token or '', '^[1-9]%d*$') then
+if not is_token(token) then
   return redis.error_reply('HBARGS want a token')
 end
 
 local cur = redis.call('GET', mark)
-if cur == 'c:' .. token then
+local now = held_by(fence, token, cur)
+if now then
+  return { 0, now }
+end
+if cur then
   redis.call('DEL', mark)
-  return { 1, 0 }
 end
-if not cur then
-  if redis.call('GET', fence) == token then
-    return { 1, 0 }
-  end
-  return { 0, 0 }
-elseif string.sub(cur, 1, 2) == 'd:' then
-  return { 0, 3 }
-end
-return { 0, 2 }
+return { 1, 0 }

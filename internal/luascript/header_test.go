@@ -12,19 +12,42 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao/internal/luascript"
 )
 
-// fieldOrder is the order of the contract fields after a script's summary.
-var fieldOrder = []string{"KEYS", "ARGV", "Reply", "Errors", "Writes", "Complexity"}
+// form is the shape of a header: its fields in order, and where they start.
+type form struct {
+	order []string       // the fields, in order; the header ends at the last one's first line
+	line  *regexp.Regexp // a field's first line; the field's name is the first group
+	start int            // the index of the line after the summary's first
+}
+
+var (
+	// scriptForm is a script's header.
+	scriptForm = form{
+		order: []string{"KEYS", "ARGV", "Reply", "Errors", "Writes", "Complexity"},
+		line:  regexp.MustCompile(`^-- (KEYS|ARGV|Reply|Errors|Writes|Complexity)(?:\[| +\S)`),
+		start: 2,
+	}
+	// libForm is a library file's header.
+	libForm = form{
+		order: []string{"Defines", "Errors", "Writes"},
+		line:  regexp.MustCompile(`^-- (Defines|Errors|Writes) +\S`),
+		start: 1,
+	}
+)
 
 var (
 	flagsLine    = regexp.MustCompile(`^#!lua(?: flags=([a-z-]+(?:,[a-z-]+)*))?$`)
 	summaryLine  = regexp.MustCompile(`^-- ([A-Za-z0-9_]+\.lua): \S`)
-	fieldLine    = regexp.MustCompile(`^-- (KEYS|ARGV|Reply|Errors|Writes|Complexity)(?:\[| +\S)`)
 	continuation = regexp.MustCompile(`^-- {2,}\S`)
 	hbCode       = regexp.MustCompile(`\bHB[A-Z]+\b`)
 	raised       = regexp.MustCompile(`error_reply\(\s*(?:'(HB[A-Z]+)[ ']|"(HB[A-Z]+)[ "])?`)
 	docScript    = regexp.MustCompile(`\*\*([A-Za-z0-9_]+\.lua)\*\*`)
+	docLib       = regexp.MustCompile(`\*\*lib/([A-Za-z0-9_]+\.lua)\*\*`)
+	includes     = regexp.MustCompile(`(?m)^--@include ([A-Za-z0-9_]+\.lua)$`)
+	defined      = regexp.MustCompile(`[A-Za-z_]\w*`)
 )
 
 // header is the contract a script opens with (see the package doc).
@@ -33,7 +56,8 @@ type header struct {
 	fields map[string]string // field -> its text, lines joined
 }
 
-// parseHeader reads and checks the header of the script file name.
+// parseHeader reads and checks the header of the script file name; src is
+// the script as built, its include lines spliced.
 func parseHeader(name, src string) (header, error) {
 	lines := strings.Split(src, "\n")
 	if len(lines) < 2 {
@@ -47,35 +71,64 @@ func parseHeader(name, src string) (header, error) {
 	if m[1] != "" {
 		h.flags = strings.Split(m[1], ",")
 	}
-	m = summaryLine.FindStringSubmatch(lines[1])
-	if m == nil {
-		return header{}, fmt.Errorf("line 2 is %q, want \"-- %s: what it does\"", lines[1], name)
-	}
-	if m[1] != name {
-		return header{}, fmt.Errorf("line 2 names %s, want %s", m[1], name)
-	}
-	if err := h.parseFields(lines); err != nil {
+	if err := h.parseFields(name, lines, scriptForm); err != nil {
 		return header{}, err
 	}
-	return h, h.check(src)
+	if err := h.checkErrors(src); err != nil {
+		return header{}, err
+	}
+	if h.readOnly() != slices.Contains(h.flags, "no-writes") {
+		return header{}, fmt.Errorf("Writes %q and flags %v disagree: a read-only script says Writes none and has flags=no-writes",
+			strings.TrimSpace(h.fields["Writes"]), h.flags)
+	}
+	return h, nil
 }
 
-// parseFields reads the summary's further lines and the fields, in order,
-// up to the first line of Complexity.
-func (h *header) parseFields(lines []string) error {
+// parseLibHeader reads and checks the header of the library file name:
+// src is the file, built is the file as built alone, its includes spliced.
+func parseLibHeader(name, src, built string) (header, error) {
+	h := header{fields: map[string]string{}}
+	if err := h.parseFields(name, strings.Split(src, "\n"), libForm); err != nil {
+		return header{}, err
+	}
+	if err := h.checkErrors(built); err != nil {
+		return header{}, err
+	}
+	// The names Defines gives, without the parameters.
+	names := defined.FindAllString(regexp.MustCompile(`\([^)]*\)`).ReplaceAllString(h.fields["Defines"], ""), -1)
+	if want := luascript.TopLevel(src); !slices.Equal(names, want) {
+		return header{}, fmt.Errorf("Defines names %v, the file defines %v", names, want)
+	}
+	return h, nil
+}
+
+// parseFields reads the summary, which names the file name, and the
+// fields of the header of form f, in order, up to the first line of the
+// last field.
+func (h *header) parseFields(name string, lines []string, f form) error {
+	first := f.start - 1
+	m := summaryLine.FindStringSubmatch(lines[first])
+	if m == nil {
+		return fmt.Errorf("line %d is %q, want \"-- %s: what it does\"", first+1, lines[first], name)
+	}
+	if m[1] != name {
+		return fmt.Errorf("line %d names %s, want %s", first+1, m[1], name)
+	}
 	next, cur := 0, ""
-	for i := 2; i < len(lines); i++ {
+	want := func() string { return f.order[min(next, len(f.order)-1)] }
+	for i := f.start; i < len(lines); i++ {
 		line := lines[i]
-		if f := fieldLine.FindStringSubmatch(line); f != nil {
+		if fl := f.line.FindStringSubmatch(line); fl != nil {
 			switch {
-			case f[1] == cur: // another line of the same field: KEYS[2]
-			case next < len(fieldOrder) && f[1] == fieldOrder[next]:
-				cur = f[1]
+			case fl[1] == cur: // another line of the same field: KEYS[2]
+			case next < len(f.order) && fl[1] == f.order[next]:
+				cur = fl[1]
 				next++
 			default:
-				return fmt.Errorf("line %d starts %s, want %s", i+1, f[1], fieldOrder[min(next, len(fieldOrder)-1)])
+				return fmt.Errorf("line %d starts %s, want %s", i+1, fl[1], want())
 			}
-			if cur == "Complexity" {
+			if next == len(f.order) {
+				h.fields[cur] = strings.TrimPrefix(line, "-- "+cur)
 				return nil
 			}
 			h.fields[cur] += strings.TrimPrefix(line, "-- "+cur) + " "
@@ -86,14 +139,19 @@ func (h *header) parseFields(lines []string) error {
 		case cur != "" && continuation.MatchString(line):
 			h.fields[cur] += strings.TrimPrefix(line, "--") + " "
 		default:
-			return fmt.Errorf("line %d is %q, want %s", i+1, line, fieldOrder[min(next, len(fieldOrder)-1)])
+			return fmt.Errorf("line %d is %q, want %s", i+1, line, want())
 		}
 	}
-	return fmt.Errorf("header without %s", fieldOrder[min(next, len(fieldOrder)-1)])
+	return fmt.Errorf("header without %s", want())
 }
 
-// check compares the Errors and Writes fields with the script.
-func (h *header) check(src string) error {
+// readOnly reports whether the Writes field says none.
+func (h header) readOnly() bool {
+	return strings.HasPrefix(strings.TrimSpace(h.fields["Writes"]), "none")
+}
+
+// checkErrors compares the Errors field with the codes src raises.
+func (h *header) checkErrors(src string) error {
 	var documented, found []string
 	errText := strings.TrimSpace(h.fields["Errors"])
 	if !strings.HasPrefix(errText, "none") {
@@ -114,11 +172,6 @@ func (h *header) check(src string) error {
 	if d, f := slices.Compact(documented), slices.Compact(found); !slices.Equal(d, f) {
 		return fmt.Errorf("Errors names %v, the script raises %v", d, f)
 	}
-	readOnly := strings.HasPrefix(strings.TrimSpace(h.fields["Writes"]), "none")
-	if readOnly != slices.Contains(h.flags, "no-writes") {
-		return fmt.Errorf("Writes %q and flags %v disagree: a read-only script says Writes none and has flags=no-writes",
-			strings.TrimSpace(h.fields["Writes"]), h.flags)
-	}
 	return nil
 }
 
@@ -137,13 +190,20 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-// redisScripts returns the module's Redis scripts, every */lua/*.lua file
-// (a .lua file elsewhere, such as a wrk client script, is not one), by
-// file name, which must be unique: the docs name scripts by it.
-func redisScripts(t *testing.T) map[string]string {
+// luaFiles are the module's Redis scripts, every */lua/*.lua file (a .lua
+// file elsewhere, such as a wrk client script, is not one), and its library
+// files, every */lua/lib/*.lua file, each by file name, which must be
+// unique among both: the docs name them by it.
+type luaFiles struct {
+	root          string
+	scripts, libs map[string]string // file name -> path from root
+}
+
+// findLua walks the module for its Lua files.
+func findLua(t *testing.T) luaFiles {
 	t.Helper()
 	root := moduleRoot(t)
-	out := map[string]string{}
+	out := luaFiles{root: root, scripts: map[string]string{}, libs: map[string]string{}}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -154,51 +214,127 @@ func redisScripts(t *testing.T) map[string]string {
 			}
 			return nil
 		}
-		if filepath.Ext(path) != ".lua" || filepath.Base(filepath.Dir(path)) != "lua" {
+		dir := filepath.Dir(path)
+		set := out.scripts
+		switch {
+		case filepath.Ext(path) != ".lua":
+			return nil
+		case filepath.Base(dir) == "lib" && filepath.Base(filepath.Dir(dir)) == "lua":
+			set = out.libs
+		case filepath.Base(dir) != "lua":
 			return nil
 		}
 		rel, _ := filepath.Rel(root, path)
-		if prev, ok := out[d.Name()]; ok {
-			return fmt.Errorf("two scripts named %s: %s and %s", d.Name(), prev, rel)
+		prev, ok := out.scripts[d.Name()]
+		if !ok {
+			prev, ok = out.libs[d.Name()]
 		}
-		out[d.Name()] = rel
+		if ok {
+			return fmt.Errorf("two Lua files named %s: %s and %s", d.Name(), prev, rel)
+		}
+		set[d.Name()] = rel
 		return nil
 	})
 	require.NoError(t, err)
-	require.Contains(t, out, "grab.lua", "the walk found the campaign scripts")
-	require.Contains(t, out, "update.lua", "the walk found atomicop's scripts")
+	require.Contains(t, out.scripts, "grab.lua", "the walk found the campaign scripts")
+	require.Contains(t, out.scripts, "update.lua", "the walk found atomicop's scripts")
+	require.Contains(t, out.libs, "meta.lua", "the walk found the campaign scripts' library")
+	return out
+}
+
+// read returns the file at rel.
+func (f luaFiles) read(t *testing.T, rel string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(f.root, rel))
+	require.NoError(t, err)
+	return string(src)
+}
+
+// build returns the Lua file at rel (a script, or a library file) as
+// built by the library of its package, lua/lib next to the scripts.
+func (f luaFiles) build(t *testing.T, rel string) string {
+	t.Helper()
+	dir := filepath.Dir(rel)
+	if filepath.Base(dir) == "lib" {
+		dir = filepath.Dir(dir)
+	}
+	lib, err := luascript.NewLibrary(os.DirFS(filepath.Join(f.root, dir)), "lib")
+	require.NoError(t, err, dir)
+	out, err := lib.Build(f.read(t, rel))
+	require.NoError(t, err, rel)
 	return out
 }
 
 // TestScriptHeaders: every Redis script of the module opens with its
-// contract in the format of the package doc.
+// contract in the format of the package doc, which covers what the library
+// files it includes raise; a read-only script includes only read-only
+// library files.
 func TestScriptHeaders(t *testing.T) {
 	t.Parallel()
-	root := moduleRoot(t)
-	for name, rel := range redisScripts(t) {
-		src, err := os.ReadFile(filepath.Join(root, rel))
-		require.NoError(t, err)
-		_, err = parseHeader(name, string(src))
+	files := findLua(t)
+	libs := libHeaders(t, files)
+	for name, rel := range files.scripts {
+		h, err := parseHeader(name, files.build(t, rel))
 		require.NoError(t, err, rel)
+		if h.readOnly() {
+			for _, inc := range includes.FindAllStringSubmatch(files.read(t, rel), -1) {
+				require.True(t, libs[inc[1]].readOnly(), "%s says Writes none and includes %s, which writes", rel, inc[1])
+			}
+		}
 	}
 }
 
+// TestLibraryHeaders: every library file opens with its contract, in the
+// format of the package doc; one that writes nothing includes only files
+// that write nothing.
+func TestLibraryHeaders(t *testing.T) {
+	t.Parallel()
+	files := findLua(t)
+	libs := libHeaders(t, files)
+	for name, rel := range files.libs {
+		if libs[name].readOnly() {
+			for _, inc := range includes.FindAllStringSubmatch(files.read(t, rel), -1) {
+				require.True(t, libs[inc[1]].readOnly(), "%s says Writes none and includes %s, which writes", rel, inc[1])
+			}
+		}
+	}
+}
+
+// libHeaders reads and checks the headers of the library files.
+func libHeaders(t *testing.T, files luaFiles) map[string]header {
+	t.Helper()
+	out := map[string]header{}
+	for name, rel := range files.libs {
+		h, err := parseLibHeader(name, files.read(t, rel), files.build(t, rel))
+		require.NoError(t, err, rel)
+		out[name] = h
+	}
+	return out
+}
+
 // TestScriptsDocumented: docs/scripts.md documents every script, by its
-// file name in bold, and no script that does not exist.
+// file name in bold, and every library file, as **lib/<name>.lua**, and
+// nothing that does not exist.
 func TestScriptsDocumented(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "scripts.md"))
+	files := findLua(t)
+	doc, err := os.ReadFile(filepath.Join(files.root, "docs", "scripts.md"))
 	require.NoError(t, err)
-	documented := map[string]bool{}
-	for _, m := range docScript.FindAllStringSubmatch(string(doc), -1) {
-		documented[m[1]] = true
-	}
-	scripts := redisScripts(t)
-	for name, rel := range scripts {
-		require.True(t, documented[name], "%s is not documented in docs/scripts.md (as **%s**)", rel, name)
-	}
-	for name := range documented {
-		require.Contains(t, scripts, name, "docs/scripts.md documents %s, which no lua/ directory holds", name)
+	for _, kind := range []struct {
+		re    *regexp.Regexp
+		files map[string]string
+		as    string
+	}{{docScript, files.scripts, "**%s**"}, {docLib, files.libs, "**lib/%s**"}} {
+		documented := map[string]bool{}
+		for _, m := range kind.re.FindAllStringSubmatch(string(doc), -1) {
+			documented[m[1]] = true
+		}
+		for name, rel := range kind.files {
+			require.True(t, documented[name], "%s is not documented in docs/scripts.md (as "+kind.as+")", rel, name)
+		}
+		for name := range documented {
+			require.Contains(t, kind.files, name, "docs/scripts.md documents "+kind.as+", which no lua/ directory holds", name)
+		}
 	}
 }
 
@@ -211,9 +347,7 @@ func TestParseHeaderRejects(t *testing.T) {
 	_, err := parseHeader("x.lua", good)
 	require.NoError(t, err, "the good header")
 
-	tests := []struct {
-		name, src, want string
-	}{
+	rejects(t, []reject{
 		{"no flags line", strings.TrimPrefix(good, "#!lua\n"), "line 1"},
 		{"bad flags", strings.Replace(good, "#!lua", "#!lua flags=", 1), "line 1"},
 		{"other name", strings.Replace(good, "-- x.lua:", "-- y.lua:", 1), "names y.lua"},
@@ -230,12 +364,44 @@ func TestParseHeaderRejects(t *testing.T) {
 		{"error without code", strings.Replace(good, "error_reply('HBX bad')", "error_reply('bad')", 1), "without an HB code"},
 		{"writes none, no flag", strings.Replace(good, "-- Writes  SET of k", "-- Writes  none", 1), "disagree"},
 		{"no-writes flag, writes", strings.Replace(good, "#!lua", "#!lua flags=no-writes", 1), "disagree"},
-	}
+	}, func(src string) error {
+		_, err := parseHeader("x.lua", src)
+		return err
+	})
+}
+
+// reject is a header that a check refuses, with what the error says.
+type reject struct{ name, src, want string }
+
+// rejects runs each case of tests, in parallel, through parse.
+func rejects(t *testing.T, tests []reject, parse func(src string) error) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := parseHeader("x.lua", tt.src)
-			require.ErrorContains(t, err, tt.want)
+			require.ErrorContains(t, parse(tt.src), tt.want)
 		})
 	}
+}
+
+// TestParseLibHeaderRejects: the checks of a library file's header can fail.
+func TestParseLibHeaderRejects(t *testing.T) {
+	t.Parallel()
+	const good = "-- x.lua: help a thing.\n-- Defines  N, f(a, b)\n-- Errors   HBX bad\n-- Writes   none\n" +
+		"local N = 1\nlocal function f(a, b)\n  return redis.error_reply('HBX bad')\nend\n"
+	_, err := parseLibHeader("x.lua", good, good)
+	require.NoError(t, err, "the good header")
+
+	rejects(t, []reject{
+		{"other name", strings.Replace(good, "-- x.lua:", "-- y.lua:", 1), "names y.lua"},
+		{"no Defines", strings.Replace(good, "-- Defines  N, f(a, b)\n", "", 1), "want Defines"},
+		{"no Writes", strings.Replace(good, "-- Writes   none\n", "", 1), "want Writes"},
+		{"a name missing", strings.Replace(good, "N, f(a, b)", "f(a, b)", 1), "Defines names [f], the file defines [N f]"},
+		{"a name too many", strings.Replace(good, "N, f(a, b)", "N, f(a, b), g()", 1), "the file defines [N f]"},
+		{"out of order", strings.Replace(good, "N, f(a, b)", "f(a, b), N", 1), "the file defines [N f]"},
+		{"code not documented", strings.Replace(good, "-- Errors   HBX bad", "-- Errors   none", 1), "raises [HBX]"},
+	}, func(src string) error {
+		_, err := parseLibHeader("x.lua", src, src)
+		return err
+	})
 }

@@ -9,13 +9,46 @@
 // Each script is one file, lua/<name>.lua in the package that runs it,
 // embedded into a string with its own directive (//go:embed lua/grab.lua)
 // so a missing file fails the build, and built once, at package
-// initialisation, with New (or NewLegacy, see below). A Script is safe for
-// concurrent use.
+// initialisation, with New (or NewLegacy, see below), or with its
+// package's Library when it includes library files (see below). A Script
+// is safe for concurrent use.
 //
 // Scripts are built with rueidis.NewLuaScript: EVALSHA, then EVAL when the
 // server answers NOSCRIPT. Never with the retryable variant: a write whose
 // reply was lost has an unknown outcome, and only the caller, who knows
 // whether the script is safe to run twice, may decide to retry it.
+//
+// # Library files
+//
+// Scripts share Lua code through library files, lua/lib/<name>.lua next to
+// them, each a few local functions (or constants) of one subject. A script
+// asks for one with an include line, "--@include <name>.lua" alone on its
+// line, placed after the script's header and the locals that name its
+// KEYS and ARGV; a library file may include others the same way. The
+// package embeds its library (//go:embed lua/lib/*.lua), reads it once with
+// MustLibrary, and builds its scripts with the Library's New and NewLegacy,
+// which splice each include line's file in its place, text for text, its
+// own includes first. Only what a script includes is spliced, so a hot
+// script pays for nothing it does not call, and a call to a local
+// function costs next to nothing.
+//
+// The rules, checked when the scripts are built at package initialisation
+// (a violation panics: the files are embedded, so it is a fault of the
+// build, and every test fails on it):
+//
+//   - an include names a file of the package's library;
+//   - includes do not form a cycle; a file included twice into one script
+//     (by two files that both need it) is spliced once;
+//   - a name that a library file defines at top level ("local function f",
+//     "local NAME =") is defined by no other file of the library, nor at
+//     top level by a script that includes it;
+//   - any other line starting "--@" is an error, not a comment.
+//
+// A library function takes what it works on as parameters (keys, values,
+// the meta it needs), never a script's locals; one that may fail before
+// any write returns nil and the error reply, which the script returns. A
+// script's error names a line of the script as built (SHA): with includes,
+// not the line of its file.
 //
 // # Legacy servers
 //
@@ -75,10 +108,28 @@
 //     with a code.
 //   - Writes starts with "none" exactly when the flags include no-writes.
 //
+// Errors and Writes describe the script as built: the codes its library
+// files raise count as its own, and a script with Writes none includes only
+// library files that write nothing.
+//
+// A library file opens with its own contract:
+//
+//	-- <name>.lua: <what it is for>            the file's own name
+//	-- <more lines of the summary, if needed>
+//	-- Defines  f(a, b), g(x), NAME            every top-level name it defines, in order
+//	-- Errors   HB<CODE> when ...              or: none
+//	-- Writes   ...                            or: none
+//	-- <notes, free>
+//
+// with the same rules for fields (Writes is the last; the comments after
+// its first line are free), and one comment above each function saying
+// what it takes and returns.
+//
 // The package's tests check every lua/*.lua file of the module against
-// this format, and that docs/scripts.md documents exactly the scripts that
-// exist (each by its file name in bold, **grab.lua**). File names are
-// unique across the module for that reason.
+// this format, every lua/lib/*.lua file against the library's, and that
+// docs/scripts.md documents exactly the scripts and library files that
+// exist (each by its file name in bold, **grab.lua**, **lib/meta.lua**).
+// File names are unique across the module for that reason.
 package luascript
 
 import (
@@ -99,18 +150,20 @@ type Script struct {
 // SHA is the script's SHA-1, as EVALSHA and the slow log name it.
 func (s *Script) SHA() string { return s.sha }
 
-// New builds the script src as written, for Redis 7 and later.
-func New(src string) *Script {
-	return &Script{lua: rueidis.NewLuaScript(src), src: src, sha: sha(src)}
-}
+// New builds the script src as written, for Redis 7 and later. A script
+// with include lines is built by its package's Library instead; New panics
+// on one.
+func New(src string) *Script { return noLibrary.New(src) }
 
 // NewLegacy builds src for servers that cannot parse the "#!lua" line
 // (Redis before 7, the in-process emulator): the line is replaced by a
 // comment, so every other line keeps its number. Such a server may fail a
 // script at its first write when it is out of memory, instead of refusing
-// it up front.
-func NewLegacy(src string) *Script {
-	src = stripFlags(src)
+// it up front. It panics on include lines, as New does.
+func NewLegacy(src string) *Script { return noLibrary.NewLegacy(src) }
+
+// built makes the Script of src, spliced and with its flags as sent.
+func built(src string) *Script {
 	return &Script{lua: rueidis.NewLuaScript(src), src: src, sha: sha(src)}
 }
 

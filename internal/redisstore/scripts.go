@@ -4,7 +4,7 @@
 package redisstore
 
 import (
-	_ "embed"
+	"embed"
 	"errors"
 
 	"github.com/hongbao/hongbao/internal/luascript"
@@ -61,6 +61,11 @@ var (
 	discountReapSrc string
 	//go:embed lua/disc_settle.lua
 	discountSettleSrc string
+
+	// The Lua the scripts include (see luascript.Library).
+	//go:embed lua/lib/*.lua
+	libFiles embed.FS
+	lib      = luascript.MustLibrary(libFiles, "lua/lib")
 )
 
 // scripts is one set of the campaign scripts, built by luascript (which
@@ -77,9 +82,9 @@ type scripts struct {
 }
 
 func newScripts(legacy bool) *scripts {
-	mk := luascript.New
+	mk := lib.New
 	if legacy {
-		mk = luascript.NewLegacy
+		mk = lib.NewLegacy
 	}
 	return &scripts{
 		begin: mk(beginSrc), load: mk(loadSrc), activate: mk(activateSrc),

@@ -17,6 +17,7 @@
 local meta, blocked = KEYS[1], KEYS[2]
 local add = ARGV[1]
 local n = #ARGV - 1
+--@include meta.lua
 if add ~= '0' and add ~= '1' then
   return redis.error_reply('HBARGS want 0 or 1, not ' .. tostring(add))
 end
@@ -28,9 +29,9 @@ for i = 2, n + 1 do
     return redis.error_reply('HBARGS an empty user id')
   end
 end
-local state = redis.call('HGET', meta, 'state')
-if not state or state == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such campaign')
+local live, err = live_meta(meta, 'campaign')
+if not live then
+  return err
 end
 local changed = 0
 redis.call('HSETNX', blocked, '', '0')

@@ -16,15 +16,14 @@
 -- every other packet back.
 local meta, pool = KEYS[1], KEYS[2]
 local n, low = tonumber(ARGV[1]), tonumber(ARGV[3])
+--@include blocks.lua
 if not n or n < 1 or n ~= math.floor(n) or not low then
   return redis.error_reply('HBARGS block count ' .. tostring(ARGV[1]) .. ', low ' .. tostring(ARGV[3]))
 end
-local m = redis.call('HMGET', meta, 'state', 'sealed')
-if not m[1] or m[1] == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such shard')
+local len, sealed, err = frontier(meta, pool)
+if not len then
+  return err
 end
-local len = redis.call('LLEN', pool)
-local sealed = math.min(tonumber(m[2] or '0'), len)
 if sealed < n or len - sealed >= low then
   return 0
 end

@@ -14,15 +14,14 @@
 -- what this script read.
 local meta, pool = KEYS[1], KEYS[2]
 local size, low = tonumber(ARGV[1]), tonumber(ARGV[2])
+--@include blocks.lua
 if not size or size < 1 or size > 100000 or not low then
   return redis.error_reply('HBARGS block size ' .. tostring(ARGV[1]) .. ', low ' .. tostring(ARGV[2]))
 end
-local m = redis.call('HMGET', meta, 'state', 'sealed')
-if not m[1] or m[1] == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such shard')
+local len, sealed, err = frontier(meta, pool)
+if not len then
+  return err
 end
-local len = redis.call('LLEN', pool)
-local sealed = math.min(tonumber(m[2] or '0'), len)
 if sealed <= 0 or len - sealed >= low then
   return {}
 end

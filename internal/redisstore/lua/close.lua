@@ -9,11 +9,12 @@
 -- Complexity O(1). A campaign closed before it opened is 'cancelled'; one whose
 -- window has passed records 'time'.
 local meta = KEYS[1]
-local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_reason')
-local state = m[1]
-if not state or state == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such campaign')
+--@include meta.lua
+local m, err = live_meta(meta, 'campaign', 'opens_at', 'closes_at', 'close_reason')
+if not m then
+  return err
 end
+local state = m[1]
 if state ~= 'scheduled' and state ~= 'open' then
   return {state, m[4] or '', 0}
 end

@@ -20,28 +20,14 @@
 --         back to the pool) in meta. The hold's entry stays in the holds list until
 --         the reaper drops it.
 -- Complexity O(n).
--- The amount returns to the pool, not to compensation: it holds a unit of quota,
--- and only the pool holds units, so confirmed + reserved + remaining stays equal to
--- the quota as well as to the budget. At the head it is served next.
+-- The amount returns to the pool, not to compensation (lib/disc_release.lua says why).
 local meta, pool, usage, resv = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local n = (#ARGV - 1) / 2
-
-if n < 1 or n > 1000 or n ~= math.floor(n) then
-  return redis.error_reply('HBBATCH want 1..1000 pairs of user, order')
-end
-local out = {}
-local function answer(i, code, seq, cents)
-  out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = code, seq, cents, 0
-end
-local m = redis.call('HMGET', meta, 'state', 'shards')
-if not m[1] or m[1] == 'loading' then
-  for i = 1, n do
-    answer(i, 6, 0, 0)
-  end
-  return out
-end
-if (m[2] or '1') ~= ARGV[1] then
-  return redis.error_reply('HBSHARDS ' .. (m[2] or '1'))
+--@include disc_batch.lua
+--@include disc_record.lua
+--@include disc_release.lua
+local stop, n, _, out, answer = disc_batch(2, 'pairs of user, order', meta)
+if stop then
+  return stop
 end
 local keys, parsed, users = {}, {}, {}
 for i = 1, n do
@@ -54,7 +40,7 @@ for i = 1, n do
   if byKey[keys[i]] then
     parsed[i] = byKey[keys[i]]
   elseif recs[i] then
-    local st, seq, a, d, exp, oc = string.match(recs[i], '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+    local st, seq, a, d, exp, oc = string.match(recs[i], RECORD)
     if not st then
       return redis.error_reply('HBCORRUPT record of ' .. keys[i])
     end
@@ -66,32 +52,14 @@ for i = 1, n do
   end
 end
 -- The usage of the users who may release, read and checked before any write.
-local used = {}
-if #users > 0 then
-  local have = redis.call('HMGET', usage, unpack(users))
-  for j = 1, #users do
-    local c, a = string.match(have[j] or '0:0', '^(%d+):(%d+)$')
-    if not c then
-      return redis.error_reply('HBCORRUPT usage of ' .. users[j])
-    end
-    used[users[j]] = {tonumber(c), tonumber(a)}
-  end
+local used, err = usage_of(usage, users)
+if not used then
+  return err
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- release returns reservation p of user to the pool and the usage, as state st.
-local count, cents_sum, comp_add, back, dirty = 0, 0, 0, 0, {}
-local function release(key, user, p, st)
-  local r = math.min(p[3], p[4])
-  redis.call('LPUSH', pool, p[2] .. ':' .. string.format('%d', r))
-  comp_add, back = comp_add + p[4] - r, back + r
-  local u = used[user]
-  u[1], u[2] = math.max(u[1] - 1, 0), math.max(u[2] - p[4], 0)
-  dirty[user] = true
-  redis.call('HSET', resv, key, st .. '|' .. p[2] .. string.format('|%d|%d|', p[3], p[4]) .. p[5] .. '|' .. p[6])
-  count, cents_sum = count + 1, cents_sum + p[4]
-end
+local release, finish = releaser(meta, pool, usage, resv, used)
 
 for i = 1, n do
   local p = parsed[i]
@@ -113,20 +81,5 @@ for i = 1, n do
     answer(i, 10, tonumber(p[2]), p[4])
   end
 end
-if count > 0 then
-  for user in pairs(dirty) do
-    local u = used[user]
-    if u[1] == 0 and u[2] == 0 then
-      redis.call('HDEL', usage, user)
-    else
-      redis.call('HSET', usage, user, string.format('%d:%d', u[1], u[2]))
-    end
-  end
-  redis.call('HINCRBY', meta, 'reserved_count', -count)
-  redis.call('HINCRBY', meta, 'reserved_cents', string.format('%d', -cents_sum))
-  redis.call('HINCRBY', meta, 'returned_cents', string.format('%d', back))
-  if comp_add > 0 then
-    redis.call('HINCRBY', meta, 'comp_cents', string.format('%d', comp_add))
-  end
-end
+finish()
 return out

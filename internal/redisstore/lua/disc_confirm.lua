@@ -22,24 +22,11 @@
 -- A reservation past its expiry is answered EXPIRED and left to the reaper, which
 -- returns its amount: a confirm never writes a release, so a release is one script.
 local meta, resv, confirms = KEYS[1], KEYS[2], KEYS[3]
-local n = (#ARGV - 1) / 2
-
-if n < 1 or n > 1000 or n ~= math.floor(n) then
-  return redis.error_reply('HBBATCH want 1..1000 pairs of user, order')
-end
-local out = {}
-local function answer(i, code, seq, cents, exp)
-  out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = code, seq, cents, exp
-end
-local m = redis.call('HMGET', meta, 'state', 'shards')
-if not m[1] or m[1] == 'loading' then
-  for i = 1, n do
-    answer(i, 6, 0, 0, 0)
-  end
-  return out
-end
-if (m[2] or '1') ~= ARGV[1] then
-  return redis.error_reply('HBSHARDS ' .. (m[2] or '1'))
+--@include disc_batch.lua
+--@include disc_record.lua
+local stop, n, _, out, answer = disc_batch(2, 'pairs of user, order', meta)
+if stop then
+  return stop
 end
 local keys = {}
 for i = 1, n do
@@ -56,7 +43,7 @@ for i = 1, n do
   if not rec then
     answer(i, 11, 0, 0, 0)
   else
-    local st, seq, rest, cents, exp = string.match(rec, '^(%a)|(%d+)(|%d+|(%d+)|(%d+)|%d+)$')
+    local st, seq, a, cents, exp, oc = string.match(rec, RECORD)
     if not st then
       return redis.error_reply('HBCORRUPT record of ' .. keys[i])
     end
@@ -67,7 +54,7 @@ for i = 1, n do
     elseif st == 'e' or now >= tonumber(exp) then
       answer(i, 10, 0, 0, 0)
     else
-      rec = 'c|' .. seq .. rest
+      rec = string.format(RECORD_FORMAT, 'c', seq, tonumber(a), tonumber(cents), exp, oc)
       done[keys[i]] = rec
       sets[#sets + 1], sets[#sets + 2] = keys[i], rec
       entry[#entry + 1], entry[#entry + 2] = keys[i], seq .. ':' .. cents

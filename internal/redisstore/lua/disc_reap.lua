@@ -20,6 +20,8 @@
 -- Running it twice changes nothing the second time: a due hold leaves the list in
 -- the step that releases its reservation, and only a reservation still held is.
 local meta, pool, usage, resv, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+--@include disc_record.lua
+--@include disc_release.lua
 local most = tonumber(ARGV[1])
 if not most or most < 1 or most > 1000 or most ~= math.floor(most) then
   return redis.error_reply('HBARGS want a count in 1..1000')
@@ -51,7 +53,7 @@ local recs = redis.call('HMGET', resv, unpack(keys))
 local parsed, users = {}, {}
 for i = 1, due do
   if recs[i] then
-    local st, seq, a, d, exp, oc = string.match(recs[i], '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+    local st, seq, a, d, exp, oc = string.match(recs[i], RECORD)
     local user = string.match(keys[i], '^(.*)/[^/]*$')
     if not st or not user then
       return redis.error_reply('HBCORRUPT record of ' .. keys[i])
@@ -62,49 +64,20 @@ for i = 1, due do
     end
   end
 end
-local used = {}
-if #users > 0 then
-  local have = redis.call('HMGET', usage, unpack(users))
-  for j = 1, #users do
-    local c, a = string.match(have[j] or '0:0', '^(%d+):(%d+)$')
-    if not c then
-      return redis.error_reply('HBCORRUPT usage of ' .. users[j])
-    end
-    used[users[j]] = {tonumber(c), tonumber(a)}
-  end
+local used, err = usage_of(usage, users)
+if not used then
+  return err
 end
 
 redis.call('LTRIM', holds, due, -1)
-local count, cents_sum, comp_add, back, dirty = 0, 0, 0, 0, {}
+local release, finish = releaser(meta, pool, usage, resv, used)
 for i = 1, due do
   local p = parsed[i]
   if p then
-    local r = math.min(p[3], p[4])
-    redis.call('LPUSH', pool, p[2] .. ':' .. string.format('%d', r))
-    comp_add, back = comp_add + p[4] - r, back + r
-    local u = used[p[1]]
-    u[1], u[2] = math.max(u[1] - 1, 0), math.max(u[2] - p[4], 0)
-    dirty[p[1]] = true
-    redis.call('HSET', resv, keys[i], 'e|' .. p[2] .. string.format('|%d|%d|', p[3], p[4]) .. p[5] .. '|' .. p[6])
-    count, cents_sum = count + 1, cents_sum + p[4]
+    release(keys[i], p[1], p, 'e')
   end
 end
-for user in pairs(dirty) do
-  local u = used[user]
-  if u[1] == 0 and u[2] == 0 then
-    redis.call('HDEL', usage, user)
-  else
-    redis.call('HSET', usage, user, string.format('%d:%d', u[1], u[2]))
-  end
-end
-if count > 0 then
-  redis.call('HINCRBY', meta, 'reserved_count', -count)
-  redis.call('HINCRBY', meta, 'reserved_cents', string.format('%d', -cents_sum))
-  redis.call('HINCRBY', meta, 'returned_cents', string.format('%d', back))
-  if comp_add > 0 then
-    redis.call('HINCRBY', meta, 'comp_cents', string.format('%d', comp_add))
-  end
-end
+local count = finish()
 local more = 0
 if due == most then
   more = 1

@@ -43,29 +43,16 @@
 -- Numbers go back to Redis through string.format('%d'): a bare Lua number may be
 -- printed with 14 significant digits, which would round amounts near 2^53.
 local meta, pool, usage, resv, holds, blocked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local n = (#ARGV - 1) / 3
-
-if n < 1 or n > 1000 or n ~= math.floor(n) then
-  return redis.error_reply('HBBATCH want 1..1000 triples of user, order, amount')
+--@include disc_batch.lua
+--@include disc_record.lua
+--@include window.lua
+local stop, n, m, out, answer = disc_batch(3, 'triples of user, order, amount', meta,
+  'opens_at', 'closes_at', 'max', 'per_user_count', 'per_user_amount', 'hold_ms', 'comp_cents',
+  'close_reason', 'paused', 'blocked')
+if stop then
+  return stop
 end
-local out = {}
-local function answer(i, code, seq, cents, exp)
-  out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = code, seq, cents, exp
-end
-
-local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'shards', 'max',
-  'per_user_count', 'per_user_amount', 'hold_ms', 'comp_cents', 'close_reason',
-  'paused', 'blocked')
-if not m[1] or m[1] == 'loading' then
-  for i = 1, n do
-    answer(i, 6, 0, 0, 0)
-  end
-  return out
-end
-local shards = m[4] or '1'
-if shards ~= ARGV[1] then
-  return redis.error_reply('HBSHARDS ' .. shards)
-end
+local shards = m[2] or '1'
 local keys, users = {}, {}
 for i = 1, n do
   local c = ARGV[3 * i + 1]
@@ -78,20 +65,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- gate is the answer to a new reservation when the window is not open.
-local gate = false
-if m[1] == 'scheduled' or m[1] == 'open' then
-  if now < tonumber(m[2]) then
-    gate = 4
-  elseif now >= tonumber(m[3]) then
-    gate = 5
-  elseif m[11] == '1' then
-    gate = 14
-  end
-elseif m[10] == 'exhausted' then
-  gate = 3
-else
-  gate = 5
-end
+local gate = window(now, m[1], m[3], m[4], m[11], m[10], 'exhausted', 14)
 
 local recs = redis.call('HMGET', resv, unpack(keys))
 -- Usage by user, in two tables: count and cents (no table per user).
@@ -141,7 +115,7 @@ for i = 1, n do
   local key, user = keys[i], users[i]
   local rec = made[key] or recs[i]
   if rec then
-    local st, seq, _, cents, rexp, oc = string.match(rec, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+    local st, seq, _, cents, rexp, oc = string.match(rec, RECORD)
     if not st then
       return redis.error_reply('HBCORRUPT record of ' .. key)
     end
@@ -184,7 +158,7 @@ for i = 1, n do
         d = allow
       end
       comp = comp - (d - a)
-      rec = string.format('r|%s|%d|%d|%s|%s', gseq[taken], a, d, exps, ARGV[3 * i + 1])
+      rec = string.format(RECORD_FORMAT, 'r', gseq[taken], a, d, exps, ARGV[3 * i + 1])
       made[key] = rec
       newrecs[#newrecs + 1], newrecs[#newrecs + 2] = key, rec
       holdsAdd[#holdsAdd + 1] = exps .. '|' .. key

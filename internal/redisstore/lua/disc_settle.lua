@@ -16,22 +16,16 @@
 -- base + in - out = confirmed + reserved + pool + compensation + refunded holds
 -- before and after.
 local meta, pool, xfers, holds = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local m = redis.call('HMGET', meta, 'state', 'refunded_cents', 'base_cents', 'in_cents', 'out_cents',
+--@include meta.lua
+--@include refund.lua
+local m, err = live_meta(meta, 'shard', 'refunded_cents', 'base_cents', 'in_cents', 'out_cents',
   'confirmed_cents', 'reserved_count')
-if not m[1] or m[1] == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such shard')
+if not m then
+  return err
 end
-if m[1] == 'settled' then
-  return {'settled', m[2], 0}
-end
-if m[1] ~= 'closed' then
-  return redis.error_reply('HBSTATE shard is ' .. m[1] .. ', not closed')
-end
-if tonumber(m[7] or '0') > 0 then
-  return redis.error_reply('HBSTATE reservations are still held')
-end
-if redis.call('HLEN', xfers) > 0 then
-  return redis.error_reply('HBSTATE a transfer out of this shard is in flight')
+local stop = refund_gate('shard', m[1], m[2], tonumber(m[7] or '0') > 0 and 'reservations are still held', xfers)
+if stop then
+  return stop
 end
 local held = tonumber(m[3]) + tonumber(m[4] or '0') - tonumber(m[5] or '0') - tonumber(m[6] or '0')
 if held ~= tonumber(ARGV[1]) then

@@ -40,6 +40,7 @@
 -- A pause or a block is decided here, from meta read in this call: no grab that
 -- runs after the write of paused or of the blocked hash is granted.
 local meta, pool, claims, grants, blocked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+--@include window.lua
 local n = #ARGV - 1
 
 if n < 1 or n > 3000 then
@@ -68,21 +69,11 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- closed_code is the answer for users without a packet once grabbing has ended,
--- or while an operator paused it (pause.lua).
-local closed_code = false
-if state == 'scheduled' or state == 'open' then
-  if now < tonumber(m[2]) then
-    return answer_all(4)
-  end
-  if now >= tonumber(m[3]) then
-    closed_code = 5
-  elseif m[8] == '1' then
-    closed_code = 9
-  end
-elseif m[4] == 'sold_out' then
-  closed_code = 3
-else
-  closed_code = 5
+-- or while an operator paused it (pause.lua); before the window every user is
+-- answered NOT_OPEN.
+local closed_code = window(now, state, m[2], m[3], m[8], m[4], 'sold_out', 9)
+if closed_code == 4 then
+  return answer_all(4)
 end
 
 local held = redis.call('HMGET', claims, unpack(ARGV, 2))

@@ -12,14 +12,15 @@
 -- apply: a paused campaign closes on time, and closing one works.
 local meta = KEYS[1]
 local want = ARGV[1]
+--@include meta.lua
 if want ~= '0' and want ~= '1' then
   return redis.error_reply('HBARGS want 0 or 1, not ' .. tostring(want))
 end
-local m = redis.call('HMGET', meta, 'state', 'paused')
-local state = m[1]
-if not state or state == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such campaign')
+local m, err = live_meta(meta, 'campaign', 'paused')
+if not m then
+  return err
 end
+local state = m[1]
 local was = m[2] or '0'
 if was == want then
   return {state, tonumber(want), 0}

@@ -14,19 +14,16 @@
 -- The pool leaves Redis in the same step as refunded_cents is set, so
 -- total = granted + pool + refunded holds before and after.
 local meta, pool, xfers = KEYS[1], KEYS[2], KEYS[3]
-local m = redis.call('HMGET', meta, 'state', 'total', 'granted_cents', 'refunded_cents',
+--@include meta.lua
+--@include refund.lua
+local m, err = live_meta(meta, 'campaign', 'total', 'granted_cents', 'refunded_cents',
   'base_cents', 'in_cents', 'out_cents')
-if not m[1] or m[1] == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such campaign')
+if not m then
+  return err
 end
-if m[1] == 'settled' then
-  return {'settled', m[4], 0}
-end
-if m[1] ~= 'closed' then
-  return redis.error_reply('HBSTATE campaign is ' .. m[1] .. ', not closed')
-end
-if redis.call('HLEN', xfers) > 0 then
-  return redis.error_reply('HBSTATE a transfer out of this shard is in flight')
+local stop = refund_gate('campaign', m[1], m[4], false, xfers)
+if stop then
+  return stop
 end
 local held = tonumber(m[5] or m[2]) + tonumber(m[6] or '0') - tonumber(m[7] or '0') - tonumber(m[3])
 if held ~= tonumber(ARGV[1]) then

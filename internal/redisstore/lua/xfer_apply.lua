@@ -23,15 +23,16 @@
 local meta, pool, applied = KEYS[1], KEYS[2], KEYS[3]
 local xid = ARGV[1]
 local n = #ARGV - 1
+--@include meta.lua
 
 if n < 1 or n > 3000 then
   return redis.error_reply('HBARGS want 1..3000 packets')
 end
-local mf = redis.call('HMGET', meta, 'state', 'ledger_fence')
-local state = mf[1]
-if not state or state == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such shard')
+local mf, err = live_meta(meta, 'shard', 'ledger_fence')
+if not mf then
+  return err
 end
+local state = mf[1]
 local took = string.match(xid, '@(%d+)$') or '0'
 if took ~= (mf[2] or '0') then
   return redis.error_reply('HBXSTALE transfer ' .. xid .. ' was taken under fence ' .. took ..

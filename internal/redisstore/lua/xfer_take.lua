@@ -25,6 +25,7 @@
 -- hand across a rebuild would put the packets in a pool a second time).
 local meta, pool, xfers = KEYS[1], KEYS[2], KEYS[3]
 local dest, want, nonce = ARGV[1], tonumber(ARGV[2]), ARGV[3] or ''
+--@include meta.lua
 
 if not want or want < 1 or want > 3000 or not string.match(dest, '^%d+$') then
   return redis.error_reply('HBARGS want a destination shard and a count in 1..3000')
@@ -32,9 +33,9 @@ end
 if #nonce < 16 or #nonce > 64 or not string.match(nonce, '^%x+$') then
   return redis.error_reply('HBARGS want a nonce of 16..64 hex digits')
 end
-local m = redis.call('HMGET', meta, 'state', 'shard', 'ledger_fence')
-if not m[1] or m[1] == 'loading' then
-  return redis.error_reply('HBNOCAMPAIGN no such shard')
+local m, err = live_meta(meta, 'shard', 'shard', 'ledger_fence')
+if not m then
+  return err
 end
 local xid = (m[2] or '0') .. '-' .. nonce
 if m[3] and m[3] ~= '0' then
