@@ -18,6 +18,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
@@ -118,7 +119,7 @@ func (ts *testServer) do(t testing.TB, method, path, auth string, body string, h
 }
 
 // try is do without assertions, for goroutines other than the test's.
-// Every reply is checked against openapi.json (see checkOpenAPI).
+// Every reply is checked against openapi.json (see openapitest.Check).
 func (ts *testServer) try(method, path, auth string, body string, hdr ...string) (reply, error) {
 	var rd io.Reader
 	if body != "" {
@@ -143,7 +144,7 @@ func (ts *testServer) try(method, path, auth string, body string, hdr ...string)
 	if err != nil {
 		return reply{}, err
 	}
-	if err := checkOpenAPI(req, []byte(body), res.StatusCode, res.Header, b); err != nil {
+	if err := openapitest.Check(req, []byte(body), res.StatusCode, res.Header, b); err != nil {
 		return reply{}, err
 	}
 	return reply{Status: res.StatusCode, Header: res.Header, Body: b}, nil

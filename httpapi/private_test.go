@@ -19,6 +19,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/settle"
@@ -140,7 +141,7 @@ func TestFailedAuthLimitedPerAddress(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		ts.Server.ServeHTTP(w, req)
-		require.NoError(t, checkOpenAPI(req, nil, w.Code, w.Result().Header, w.Body.Bytes()))
+		require.NoError(t, openapitest.Check(req, nil, w.Code, w.Result().Header, w.Body.Bytes()))
 		return w.Code
 	}
 	for i := range 5 {
