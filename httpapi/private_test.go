@@ -47,7 +47,7 @@ func TestMetricsArePrivate(t *testing.T) {
 	}
 	private := httptest.NewServer(ts.Server.Metrics())
 	defer private.Close()
-	res, err := http.Get(private.URL)
+	res, err := ts.Client.Get(private.URL)
 	require.NoError(t, err)
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(res.Body)

@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// replyCheckedDirs hold tests that talk HTTP to the real service (the Go
-// client against the API, serve started in-process or as a binary):
-// every reply they receive must be checked against openapi.json, as
-// httpapi's own tests check theirs.
-var replyCheckedDirs = []string{"cmd/hongbao/internal/cli", "client"}
+// replyCheckedDirs hold tests that talk HTTP to the service (the
+// handler's own tests, the Go client against the API, serve started
+// in-process or as a binary): every reply they receive must be checked
+// against openapi.json.
+var replyCheckedDirs = []string{"httpapi", "cmd/hongbao/internal/cli", "client"}
 
 // uncheckedSenders are net/http's package-level ways to send a request,
 // none of which checks its reply.
@@ -29,7 +29,8 @@ var uncheckedSenders = map[string]bool{
 // package-level send of net/http, an http.Client whose Transport is not
 // openapitest.Transport, or a client.Options without an HTTPClient (the
 // client's own default), except in a file whose service is wrapped in
-// openapitest.Handler, which checks on the server's side.
+// openapitest.Handler, which checks on the server's side. (A handler test
+// that calls ServeHTTP with a recorder calls openapitest.Check itself.)
 func TestAPITestsCheckReplies(t *testing.T) {
 	root := moduleRoot(t)
 	files := 0
