@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/client"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/testenv"
 )
 
@@ -203,6 +204,7 @@ func TestNonJSONError(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
 	svc.fault.set(func(w http.ResponseWriter, r *http.Request, n int) bool {
+		w.Header().Set(openapitest.Foreign, "a gateway's reply, not the service's")
 		http.Error(w, "bad gateway", http.StatusBadGateway)
 		return true
 	})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -14,6 +15,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/client"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/settle"
 )
@@ -39,8 +41,23 @@ func exampleService() (url string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	hs := httptest.NewServer(s)
-	return hs.URL, func() { hs.Close(); rc.Close() }
+	// Every reply is checked against openapi.json on the service's side
+	// (the examples use the client as a user makes it); a mismatch fails
+	// the example when it stops.
+	var mu sync.Mutex
+	var mismatches []error
+	hs := httptest.NewServer(openapitest.Handler(s, func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		mismatches = append(mismatches, err)
+	}))
+	return hs.URL, func() {
+		hs.Close()
+		rc.Close()
+		if err := errors.Join(mismatches...); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // exampleToken is a user's token, as the platform's token issuer signs it.

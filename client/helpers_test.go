@@ -18,6 +18,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/client"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/ledger/open"
 	"github.com/hongbao/hongbao/settle"
@@ -135,7 +136,8 @@ func (d *dropFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // newClient is a client of svc with credential token, over rt when not
-// nil. The retries start fast, so the tests do.
+// nil, whose every reply is checked against openapi.json. The retries
+// start fast, so the tests do.
 func newClient(t *testing.T, svc *service, token string, rt http.RoundTripper) *client.Client {
 	t.Helper()
 	tr := &http.Transport{}
@@ -148,7 +150,7 @@ func newClient(t *testing.T, svc *service, token string, rt http.RoundTripper) *
 	}
 	c, err := client.New(svc.URL, client.Options{
 		Token:      token,
-		HTTPClient: &http.Client{Transport: rt, Timeout: 10 * time.Second},
+		HTTPClient: &http.Client{Transport: openapitest.Transport(t, rt), Timeout: 10 * time.Second},
 		Retry:      client.Retry{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
 	})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao/client"
+	"github.com/hongbao/hongbao/internal/openapitest"
 )
 
 // TestRetryAfterLostGrab: the first grab's reply is lost after the
@@ -183,7 +184,7 @@ func TestRetryBounded(t *testing.T) {
 		_, _ = w.Write([]byte(`{"error":{"code":"outcome_unknown","message":"lost"}}`))
 		return true
 	})
-	c, err := client.New(svc.URL, client.Options{Token: userToken(t, "hal"),
+	c, err := client.New(svc.URL, client.Options{Token: userToken(t, "hal"), HTTPClient: openapitest.Client(t),
 		Retry: client.Retry{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}})
 	require.NoError(t, err)
 	_, err = c.Grab(context.Background(), "any")
@@ -205,7 +206,7 @@ func TestRetryNotSent(t *testing.T) {
 		dials++
 		return (&net.Dialer{}).DialContext(ctx, network, a)
 	}}
-	c, err := client.New("http://"+addr, client.Options{Token: adminKey, HTTPClient: &http.Client{Transport: tr},
+	c, err := client.New("http://"+addr, client.Options{Token: adminKey, HTTPClient: &http.Client{Transport: openapitest.Transport(t, tr)},
 		Retry: client.Retry{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}})
 	require.NoError(t, err)
 	_, err = c.Redrive(context.Background(), "any")

@@ -37,6 +37,7 @@ const (
 	CodeCancelled           = "cancelled"            // 409: the order's reservation was cancelled; use a new order id
 	CodeConfirmed           = "confirmed"            // 409: the order's discount is confirmed; it cannot be cancelled
 	CodeOrderMismatch       = "order_mismatch"       // 409: the order was reserved for another order amount; use a new order id
+	CodeMisdirected         = "misdirected"          // 421: a serve bound to loopback was asked under a Host name that is not loopback (serve's guard, in front of the Server)
 )
 
 // requestError is an answer of the error shape: a status, a code and a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -162,7 +163,7 @@ func newFakeServer(t *testing.T, e *fakeEngine, st *fakeSettlement) *testServer 
 	t.Cleanup(hs.Close)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &testServer{URL: hs.URL, Server: s, Client: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	return &testServer{URL: hs.URL, Server: s, Client: &http.Client{Transport: openapitest.Transport(t, tr), Timeout: 10 * time.Second}}
 }
 
 // errorCase is an error of the engine's and its reply: status, code and

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/settle"
@@ -46,7 +47,7 @@ func TestMetricsArePrivate(t *testing.T) {
 	}
 	private := httptest.NewServer(ts.Server.Metrics())
 	defer private.Close()
-	res, err := http.Get(private.URL)
+	res, err := ts.Client.Get(private.URL)
 	require.NoError(t, err)
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(res.Body)
@@ -140,7 +141,7 @@ func TestFailedAuthLimitedPerAddress(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		ts.Server.ServeHTTP(w, req)
-		require.NoError(t, checkOpenAPI(req, nil, w.Code, w.Result().Header, w.Body.Bytes()))
+		require.NoError(t, openapitest.Check(req, nil, w.Code, w.Result().Header, w.Body.Bytes()))
 		return w.Code
 	}
 	for i := range 5 {

@@ -21,6 +21,7 @@ var testSupport = []string{
 	module + "/internal/browsertest",
 	module + "/internal/codecheck",
 	module + "/internal/history",
+	module + "/internal/openapitest",
 	module + "/internal/redisserver",
 	module + "/internal/testenv",
 }

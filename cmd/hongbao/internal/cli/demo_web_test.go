@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/internal/browsertest"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
@@ -26,6 +27,7 @@ type webDemo struct {
 	out, errb      *syncBuffer
 	base, play     string
 	console, admin string
+	hc             *http.Client // checks every reply against openapi.json
 }
 
 var (
@@ -44,7 +46,7 @@ func startWebDemo(t *testing.T, args ...string) *webDemo {
 		t.Skip("redis-server is not installed")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &webDemo{cancel: cancel, done: make(chan int, 1), out: &syncBuffer{}, errb: &syncBuffer{}}
+	d := &webDemo{cancel: cancel, done: make(chan int, 1), out: &syncBuffer{}, errb: &syncBuffer{}, hc: openapitest.Client(t)}
 	go func() {
 		d.done <- Run(ctx, append([]string{"demo", "--web", "--listen", "127.0.0.1:0"}, args...),
 			&IO{Stdout: d.out, Stderr: d.errb, Getenv: func(string) string { return "" }})
@@ -97,7 +99,7 @@ func (d *webDemo) call(t *testing.T, method, path, auth string) (int, []byte) {
 	if auth != "" {
 		req.Header.Set("Authorization", "Bearer "+auth)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := d.hc.Do(req)
 	require.NoError(t, err)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
@@ -122,7 +124,7 @@ func TestDemoWeb(t *testing.T) {
 	t.Parallel()
 	d := startWebDemo(t, "--packets", "3", "--total", "0.30", "--crowd", "0")
 	for _, u := range []string{d.play, d.console} {
-		res, err := http.Get(u)
+		res, err := d.hc.Get(u)
 		require.NoError(t, err)
 		_ = res.Body.Close()
 		require.Equal(t, http.StatusOK, res.StatusCode, u)
@@ -218,12 +220,13 @@ func TestServePlayEmbedder(t *testing.T) {
 	t.Parallel()
 	f := newServeFixture(t, redisserver.Options{AOF: "off"})
 	p := startServe(t, f.args("--play-embedder", "https://app.example.com,https://other.example.com")...)
-	res, err := http.Get(p.URL + "/play/some-rain")
+	hc := openapitest.Client(t)
+	res, err := hc.Get(p.URL + "/play/some-rain")
 	require.NoError(t, err)
 	_ = res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Contains(t, res.Header.Get("Content-Security-Policy"), "frame-ancestors https://app.example.com https://other.example.com")
-	res, err = http.Get(p.URL + "/console/")
+	res, err = hc.Get(p.URL + "/console/")
 	require.NoError(t, err)
 	_ = res.Body.Close()
 	require.Contains(t, res.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")

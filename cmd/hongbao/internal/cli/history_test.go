@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -186,7 +185,7 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 		return err == nil && dst["state"] == "settled"
 	})
 
-	t.Logf("transfers between shards (counted since each serve's last start): %d", transfers(serves))
+	t.Logf("transfers between shards (counted since each serve's last start): %d", transfers(api, serves))
 	ops := h.rec.Ops()
 	dumpHistory(t, ops)
 	final := readFinal(t, pg.DSN, ops, claims, cfg, id, did, dst)
@@ -891,17 +890,14 @@ func dumpHistory(t *testing.T, ops []history.Op) {
 }
 
 // transfers sums hongbao_shard_transfers_total over the serves.
-func transfers(serves []*serveBin) int64 {
+func transfers(api *apiClient, serves []*serveBin) int64 {
 	var sum int64
 	for _, p := range serves {
-		res, err := http.Get(p.URL + "/metrics")
-		if err != nil {
+		code, body, err := api.raw("GET", p.URL+"/metrics", api.admin)
+		if err != nil || code != http.StatusOK {
 			continue
 		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		http.DefaultClient.CloseIdleConnections()
-		for _, line := range strings.Split(string(body), "\n") {
+		for _, line := range strings.Split(body, "\n") {
 			if v, ok := strings.CutPrefix(line, "hongbao_shard_transfers_total "); ok {
 				f, _ := strconv.ParseFloat(v, 64)
 				sum += int64(f)

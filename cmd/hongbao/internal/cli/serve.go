@@ -501,7 +501,7 @@ func loopbackOnly(next http.Handler) http.Handler {
 		if !isLoopbackHost(host) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusMisdirectedRequest)
-			fmt.Fprintln(w, `{"error":{"code":"misdirected","message":"this server answers loopback names only (localhost, 127.0.0.1, [::1])"}}`)
+			fmt.Fprintf(w, `{"error":{"code":%q,"message":"this server answers loopback names only (localhost, 127.0.0.1, [::1])"}}`+"\n", httpapi.CodeMisdirected)
 			return
 		}
 		next.ServeHTTP(w, r)

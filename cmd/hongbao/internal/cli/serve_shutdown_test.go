@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
@@ -60,7 +61,7 @@ func TestServeShutdownFinishesInFlightGrab(t *testing.T) {
 			return
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
-		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+		c := &http.Client{Transport: openapitest.Transport(t, &http.Transport{DisableKeepAlives: true}), Timeout: 30 * time.Second}
 		res, err := c.Do(req)
 		if err != nil {
 			answered <- answer{err: err}

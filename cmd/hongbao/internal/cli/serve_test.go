@@ -29,6 +29,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
@@ -161,7 +162,8 @@ func (f *serveFixture) api(t *testing.T, url string) *apiClient {
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// apiClient speaks to a serve over HTTP.
+// apiClient speaks to a serve over HTTP; every reply is checked against
+// openapi.json.
 type apiClient struct {
 	url, admin string
 	secret     httpapi.Secret
@@ -177,7 +179,7 @@ func newAPIClient(t *testing.T, url, adminFile, secretFile string) *apiClient {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &apiClient{url: url, admin: strings.TrimSpace(string(a)), secret: httpapi.Secret{Key: bytes.TrimSpace(s)},
-		c: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+		c: &http.Client{Transport: openapitest.Transport(t, tr), Timeout: 30 * time.Second}}
 }
 
 // raw answers a call's status and body as text.
@@ -460,13 +462,14 @@ func TestServeTwoProcesses(t *testing.T) {
 	require.Contains(t, outR, "OK")
 
 	// pprof is on its own listener, not on the API.
-	res, err := http.Get(a.URL + "/debug/pprof/")
+	hc := openapitest.Client(t)
+	res, err := hc.Get(a.URL + "/debug/pprof/")
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 	m := regexp.MustCompile(`msg="pprof listening" addr=([0-9.:]+)`).FindStringSubmatch(a.stderr.String())
 	require.NotNil(t, m, a.stderr.String())
-	res, err = http.Get("http://" + m[1] + "/debug/pprof/")
+	res, err = hc.Get("http://" + m[1] + "/debug/pprof/")
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
@@ -474,7 +477,7 @@ func TestServeTwoProcesses(t *testing.T) {
 	// /metrics names every campaign and its money: on the API address it
 	// takes the admin key (or a metrics key); on --metrics-listen, a
 	// private address, it takes nothing, and pprof is there when asked.
-	res, err = http.Get(a.URL + "/metrics")
+	res, err = hc.Get(a.URL + "/metrics")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
@@ -483,7 +486,7 @@ func TestServeTwoProcesses(t *testing.T) {
 	mm := regexp.MustCompile(`msg="metrics listening" addr=([0-9.:]+)`).FindStringSubmatch(a.stderr.String())
 	require.NotNil(t, mm, a.stderr.String())
 	for path, want := range map[string]string{"/metrics": "hongbao_grabs_total{", "/debug/pprof/": "goroutine"} {
-		res, err = http.Get("http://" + mm[1] + path)
+		res, err = hc.Get("http://" + mm[1] + path)
 		require.NoError(t, err)
 		body, _ = io.ReadAll(res.Body)
 		res.Body.Close()
@@ -521,8 +524,6 @@ func TestServeTwoProcesses(t *testing.T) {
 	require.Contains(t, body1, "\nhongbao_scheduler_parts_held 1\n")
 	first.stop(t)
 	waitFor(t, "the other process to take the lease", 10*time.Second, func() bool { return held(second) })
-
-	http.DefaultClient.CloseIdleConnections()
 }
 
 func TestServeRefuses(t *testing.T) {
@@ -673,6 +674,7 @@ func TestServeLoopbackRefusesOtherHosts(t *testing.T) {
 	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
 	p := startServe(t, fx.args()...)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.URL, "http://"))
+	hc := openapitest.Client(t)
 	for host, want := range map[string]int{
 		"evil.example:" + port: http.StatusMisdirectedRequest,
 		"evil.example":         http.StatusMisdirectedRequest,
@@ -684,7 +686,7 @@ func TestServeLoopbackRefusesOtherHosts(t *testing.T) {
 		req, err := http.NewRequest("GET", p.URL+"/healthz", nil)
 		require.NoError(t, err)
 		req.Host = host
-		res, err := http.DefaultClient.Do(req)
+		res, err := hc.Do(req)
 		require.NoError(t, err)
 		res.Body.Close()
 		require.Equal(t, want, res.StatusCode, host)

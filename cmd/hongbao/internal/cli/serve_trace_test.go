@@ -63,7 +63,7 @@ func TestServeTraces(t *testing.T) {
 	api := fx.api(t, p.URL)
 	id := api.create(t, p.URL, `{"total_cents":300,"count":3}`)
 
-	c, err := client.New(p.URL, client.Options{Token: api.userToken(t, "wes")})
+	c, err := client.New(p.URL, client.Options{Token: api.userToken(t, "wes"), HTTPClient: api.c})
 	require.NoError(t, err)
 	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
