@@ -18,28 +18,40 @@ import (
 // every grant carries the campaign id (an empty Campaign field means "this
 // batch's campaign").
 func Check(campaign string, grants []ledger.Grant) ([]ledger.Grant, error) {
+	return checkBatch(campaign, grants, func(g *ledger.Grant) *string { return &g.Campaign }, func(g *ledger.Grant) error {
+		switch {
+		case g.Campaign != campaign:
+			return fmt.Errorf("%w: grant seq %d of campaign %q in a batch of campaign %q",
+				ledger.ErrInvalid, g.Seq, g.Campaign, campaign)
+		case g.User == "":
+			return fmt.Errorf("%w: grant seq %d has no user", ledger.ErrInvalid, g.Seq)
+		case !IsText(g.User):
+			return fmt.Errorf("%w: grant seq %d: user %q is not text", ledger.ErrInvalid, g.Seq, g.User)
+		case g.Seq < 0:
+			return fmt.Errorf("%w: grant seq %d is negative", ledger.ErrInvalid, g.Seq)
+		case g.Cents <= 0:
+			return fmt.Errorf("%w: grant seq %d has %d cents", ledger.ErrInvalid, g.Seq, g.Cents)
+		}
+		return nil
+	})
+}
+
+// checkBatch validates a batch of either kind for campaign: it returns a
+// copy of es in which every entry whose campaign (campaignOf) is empty
+// has the batch's, each checked by check, the kind's own rules.
+func checkBatch[E any](campaign string, es []E, campaignOf func(*E) *string, check func(*E) error) ([]E, error) {
 	if campaign == "" {
 		return nil, fmt.Errorf("%w: empty campaign id", ledger.ErrInvalid)
 	}
-	out := make([]ledger.Grant, len(grants))
-	for i, g := range grants {
-		if g.Campaign == "" {
-			g.Campaign = campaign
+	out := make([]E, len(es))
+	copy(out, es)
+	for i := range out {
+		if c := campaignOf(&out[i]); *c == "" {
+			*c = campaign
 		}
-		switch {
-		case g.Campaign != campaign:
-			return nil, fmt.Errorf("%w: grant seq %d of campaign %q in a batch of campaign %q",
-				ledger.ErrInvalid, g.Seq, g.Campaign, campaign)
-		case g.User == "":
-			return nil, fmt.Errorf("%w: grant seq %d has no user", ledger.ErrInvalid, g.Seq)
-		case !IsText(g.User):
-			return nil, fmt.Errorf("%w: grant seq %d: user %q is not text", ledger.ErrInvalid, g.Seq, g.User)
-		case g.Seq < 0:
-			return nil, fmt.Errorf("%w: grant seq %d is negative", ledger.ErrInvalid, g.Seq)
-		case g.Cents <= 0:
-			return nil, fmt.Errorf("%w: grant seq %d has %d cents", ledger.ErrInvalid, g.Seq, g.Cents)
+		if err := check(&out[i]); err != nil {
+			return nil, err
 		}
-		out[i] = g
 	}
 	return out, nil
 }

@@ -23,29 +23,21 @@ type orderKey struct{ user, order string }
 // CheckDiscounts validates a batch of one campaign and returns a copy in
 // which every discount carries the campaign id.
 func CheckDiscounts(campaign string, ds []ledger.Discount) ([]ledger.Discount, error) {
-	if campaign == "" {
-		return nil, fmt.Errorf("%w: empty campaign id", ledger.ErrInvalid)
-	}
-	out := make([]ledger.Discount, len(ds))
-	for i, d := range ds {
-		if d.Campaign == "" {
-			d.Campaign = campaign
-		}
+	return checkBatch(campaign, ds, func(d *ledger.Discount) *string { return &d.Campaign }, func(d *ledger.Discount) error {
 		switch {
 		case d.Campaign != campaign:
-			return nil, fmt.Errorf("%w: discount of campaign %q in a batch of campaign %q", ledger.ErrInvalid, d.Campaign, campaign)
+			return fmt.Errorf("%w: discount of campaign %q in a batch of campaign %q", ledger.ErrInvalid, d.Campaign, campaign)
 		case d.User == "" || d.Order == "":
-			return nil, fmt.Errorf("%w: discount seq %d has no user or no order", ledger.ErrInvalid, d.Seq)
+			return fmt.Errorf("%w: discount seq %d has no user or no order", ledger.ErrInvalid, d.Seq)
 		case !IsText(d.User) || !IsText(d.Order):
-			return nil, fmt.Errorf("%w: discount seq %d: user %q or order %q is not text", ledger.ErrInvalid, d.Seq, d.User, d.Order)
+			return fmt.Errorf("%w: discount seq %d: user %q or order %q is not text", ledger.ErrInvalid, d.Seq, d.User, d.Order)
 		case d.Seq < 1:
-			return nil, fmt.Errorf("%w: discount seq %d", ledger.ErrInvalid, d.Seq)
+			return fmt.Errorf("%w: discount seq %d", ledger.ErrInvalid, d.Seq)
 		case d.Cents <= 0:
-			return nil, fmt.Errorf("%w: discount seq %d has %d cents", ledger.ErrInvalid, d.Seq, d.Cents)
+			return fmt.Errorf("%w: discount seq %d has %d cents", ledger.ErrInvalid, d.Seq, d.Cents)
 		}
-		out[i] = d
-	}
-	return out, nil
+		return nil
+	})
 }
 
 // MissingDiscounts returns the keys of the discounts the insert did not
