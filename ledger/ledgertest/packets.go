@@ -78,13 +78,11 @@ func totals(t *testing.T, l ledger.Ledger, campaign string) ledger.Totals {
 	return tot
 }
 
-// requirePacketsConflict checks that err is a conflict over campaign's
-// entry ("packets" or "fund").
-func requirePacketsConflict(t *testing.T, err error, entry, campaign string) {
+// requireConflict checks that err is a conflict over campaign's
+// entry ("packets", "fund", "refund").
+func requireConflict(t *testing.T, err error, entry, campaign string) {
 	t.Helper()
-	require.ErrorIs(t, err, ledger.ErrConflict)
-	var ce *ledger.ConflictError
-	require.ErrorAs(t, err, &ce)
+	ce := requireAs[*ledger.ConflictError](t, err, ledger.ErrConflict)
 	require.Equal(t, entry, ce.Entry)
 	require.Equal(t, campaign, ce.Campaign)
 }
@@ -108,7 +106,7 @@ func testPacketsIdempotent(t *testing.T, open func(t *testing.T) ledger.Ledger) 
 		{"same amounts, other order", []int64{1, 5, 7, 3}},
 		{"same count and sum", []int64{5, 2, 6, 3}},
 	} {
-		requirePacketsConflict(t, l.WritePackets(ctx, "c", tc.cents), "packets", "c")
+		requireConflict(t, l.WritePackets(ctx, "c", tc.cents), "packets", "c")
 		require.Equal(t, packetsOf(cents), readPackets(t, l, "c"), "%s changed nothing", tc.name)
 		require.Equal(t, want, totals(t, l, "c"), tc.name)
 	}
@@ -121,7 +119,7 @@ func testPacketsIdempotent(t *testing.T, open func(t *testing.T) ledger.Ledger) 
 func testPacketsFund(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	l := open(t)
 	fund(t, l, "f", 100)
-	requirePacketsConflict(t, l.WritePackets(ctx, "f", []int64{50, 49}), "packets", "f")
+	requireConflict(t, l.WritePackets(ctx, "f", []int64{50, 49}), "packets", "f")
 	require.ErrorIs(t, l.Packets(ctx, "f", func(ledger.Packet) error { return nil }), ledger.ErrNoPackets,
 		"a refused set writes no packet")
 	require.NoError(t, l.WritePackets(ctx, "f", []int64{50, 50}))
@@ -129,7 +127,7 @@ func testPacketsFund(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	require.Equal(t, ledger.Totals{Funded: 100, Funding: "ops", Escrow: 100, PacketCount: 2, PacketCents: 100}, totals(t, l, "f"))
 
 	require.NoError(t, l.WritePackets(ctx, "p", []int64{20, 30}))
-	requirePacketsConflict(t, l.Fund(ctx, ledger.Campaign{ID: "p", Funding: "ops", Total: 49}), "fund", "p")
+	requireConflict(t, l.Fund(ctx, ledger.Campaign{ID: "p", Funding: "ops", Total: 49}), "fund", "p")
 	require.Equal(t, ledger.Totals{PacketCount: 2, PacketCents: 50}, totals(t, l, "p"), "a refused fund entry writes nothing")
 	require.Equal(t, map[string]int64{"escrow:p": 0, "funding:ops": -100}, balances(t, l, "escrow:p", "funding:ops"))
 	fund(t, l, "p", 50)

@@ -10,111 +10,159 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 )
 
+// requireAs checks that err is sentinel and, behind it, an E, which it
+// returns.
+func requireAs[E error](t *testing.T, err, sentinel error) E {
+	t.Helper()
+	require.ErrorIs(t, err, sentinel)
+	var e E
+	require.ErrorAs(t, err, &e)
+	return e
+}
+
 // requireRefused checks that err is a *RefusedError of entry, for reason.
 func requireRefused(t *testing.T, err error, entry string, reason ledger.Refusal) *ledger.RefusedError {
 	t.Helper()
-	require.ErrorIs(t, err, ledger.ErrRefused)
-	var re *ledger.RefusedError
-	require.ErrorAs(t, err, &re)
+	re := requireAs[*ledger.RefusedError](t, err, ledger.ErrRefused)
 	require.Equal(t, entry, re.Entry)
 	require.Equal(t, reason, re.Reason)
 	return re
 }
 
-// requireUnchanged checks that a refused call wrote nothing: the
-// campaign's totals and the accounts are what they were.
-func requireUnchanged(t *testing.T, l ledger.Ledger, campaign string, before ledger.Totals, accounts map[string]int64) {
+// snapshot is a campaign's totals and some accounts' balances, taken
+// before calls that must write nothing.
+type snapshot struct {
+	campaign string
+	totals   ledger.Totals
+	accounts map[string]int64
+}
+
+// snap takes a snapshot of the campaign and the accounts.
+func snap(t *testing.T, l ledger.Ledger, campaign string, accounts ...string) snapshot {
 	t.Helper()
 	tot, err := l.Totals(ctx, campaign)
 	require.NoError(t, err)
-	require.Equal(t, before, tot)
-	names := make([]string, 0, len(accounts))
-	for a := range accounts {
+	return snapshot{campaign: campaign, totals: tot, accounts: balances(t, l, accounts...)}
+}
+
+// requireUnchanged checks that refused calls wrote nothing: the
+// campaign's totals and the accounts are what they were at s.
+func (s snapshot) requireUnchanged(t *testing.T, l ledger.Ledger) {
+	t.Helper()
+	tot, err := l.Totals(ctx, s.campaign)
+	require.NoError(t, err)
+	require.Equal(t, s.totals, tot)
+	names := make([]string, 0, len(s.accounts))
+	for a := range s.accounts {
 		names = append(names, a)
 	}
-	require.Equal(t, accounts, balances(t, l, names...))
+	require.Equal(t, s.accounts, balances(t, l, names...))
+}
+
+// requireRefused checks that err is a *RefusedError of entry, for reason,
+// and that nothing changed since s: a refusal writes nothing.
+func (s snapshot) requireRefused(t *testing.T, l ledger.Ledger, err error, entry string, reason ledger.Refusal) *ledger.RefusedError {
+	t.Helper()
+	re := requireRefused(t, err, entry, reason)
+	s.requireUnchanged(t, l)
+	return re
+}
+
+// entry is a grant or a discount in the refusal tests, which run the
+// same for both kinds.
+type entry struct {
+	seq   int64
+	user  string
+	cents int64
+}
+
+// entryKind writes entries of one kind: grants of campaign "c", or
+// confirmed discounts of dc (order "o1" of each user).
+type entryKind struct {
+	name, campaign string
+	apply          func(l ledger.Ledger, es ...entry) (outcome, error)
+}
+
+// outcome is what a batch of either kind did.
+type outcome struct{ inserted, replayed, conflicts int }
+
+var (
+	grantKind = entryKind{name: "grant", campaign: "c", apply: func(l ledger.Ledger, es ...entry) (outcome, error) {
+		gs := make([]ledger.Grant, len(es))
+		for i, e := range es {
+			gs[i] = g("c", e.seq, e.user, e.cents)
+		}
+		res, err := l.ApplyGrants(ctx, "c", gs)
+		return outcome{res.Inserted, res.Replayed, len(res.Conflicts)}, err
+	}}
+	discountKind = entryKind{name: "discount", campaign: dc, apply: func(l ledger.Ledger, es ...entry) (outcome, error) {
+		ds := make([]ledger.Discount, len(es))
+		for i, e := range es {
+			ds[i] = dsc(e.user, "o1", e.seq, e.cents)
+		}
+		res, err := l.ApplyDiscounts(ctx, dc, ds)
+		return outcome{res.Inserted, res.Replayed, len(res.Conflicts)}, err
+	}}
+)
+
+// write applies es, which must go in with outcome want.
+func (k entryKind) write(t *testing.T, l ledger.Ledger, want outcome, es ...entry) {
+	t.Helper()
+	got, err := k.apply(l, es...)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
+// refused applies es, which must be refused for reason and write nothing
+// since s.
+func (k entryKind) refused(t *testing.T, l ledger.Ledger, s snapshot, reason ledger.Refusal, es ...entry) *ledger.RefusedError {
+	t.Helper()
+	_, err := k.apply(l, es...)
+	re := s.requireRefused(t, l, err, k.name, reason)
+	require.Equal(t, k.campaign, re.Campaign)
+	return re
 }
 
 // testRefuseAfterRefund: once a campaign's refund is recorded its escrow
-// is closed: a replay of a stored grant is still a no-op, a new grant
-// (alone or beside replays) is refused and writes nothing.
-func testRefuseAfterRefund(t *testing.T, open func(t *testing.T) ledger.Ledger) {
-	l := open(t)
-	fund(t, l, "c", 1000)
-	apply(t, l, "c", g("c", 1, "a", 300))
-	require.NoError(t, l.Refund(ctx, "c", 700))
-	before, err := l.Totals(ctx, "c")
-	require.NoError(t, err)
-	accts := balances(t, l, "escrow:c", "funding:ops", "user:a", "user:b")
+// is closed: a replay of a stored entry is still a no-op, a new one
+// (alone or beside replays) is refused and writes nothing, and a
+// conflict is still reported as one, not refused.
+func testRefuseAfterRefund(k entryKind) func(t *testing.T, open func(t *testing.T) ledger.Ledger) {
+	return func(t *testing.T, open func(t *testing.T) ledger.Ledger) {
+		l := open(t)
+		fund(t, l, k.campaign, 1000)
+		k.write(t, l, outcome{inserted: 1}, entry{1, "a", 300})
+		require.NoError(t, l.Refund(ctx, k.campaign, 700))
+		was := snap(t, l, k.campaign, ledger.EscrowAccount(k.campaign), "funding:ops", "user:a", "user:b")
 
-	require.Equal(t, ledger.ApplyResult{Replayed: 1}, apply(t, l, "c", g("c", 1, "a", 300)), "a replay after the refund is a no-op")
-	_, err = l.ApplyGrants(ctx, "c", []ledger.Grant{g("c", 2, "b", 50)})
-	re := requireRefused(t, err, "grant", ledger.RefusedAfterRefund)
-	require.Equal(t, "c", re.Campaign)
-	require.EqualValues(t, 50, re.Cents)
-	_, err = l.ApplyGrants(ctx, "c", []ledger.Grant{g("c", 1, "a", 300), g("c", 2, "b", 50)})
-	requireRefused(t, err, "grant", ledger.RefusedAfterRefund)
-	requireUnchanged(t, l, "c", before, accts)
-
-	// A conflict is still reported as one, not refused: it writes nothing.
-	res := apply(t, l, "c", g("c", 1, "x", 300))
-	require.Len(t, res.Conflicts, 1)
-	requireUnchanged(t, l, "c", before, accts)
-}
-
-// testRefuseDiscountAfterRefund: the same for confirmed discounts.
-func testRefuseDiscountAfterRefund(t *testing.T, open func(t *testing.T) ledger.Ledger) {
-	l := open(t)
-	fund(t, l, dc, 1000)
-	applyDiscounts(t, l, dsc("a", "o1", 1, 100))
-	require.NoError(t, l.Refund(ctx, dc, 900))
-	before, err := l.Totals(ctx, dc)
-	require.NoError(t, err)
-	accts := balances(t, l, "escrow:"+dc, "funding:ops", "user:a", "user:b")
-
-	require.Equal(t, ledger.DiscountResult{Replayed: 1}, applyDiscounts(t, l, dsc("a", "o1", 1, 100)))
-	_, err = l.ApplyDiscounts(ctx, dc, []ledger.Discount{dsc("a", "o1", 1, 100), dsc("b", "o1", 2, 10)})
-	re := requireRefused(t, err, "discount", ledger.RefusedAfterRefund)
-	require.EqualValues(t, 10, re.Cents)
-	requireUnchanged(t, l, dc, before, accts)
+		k.write(t, l, outcome{replayed: 1}, entry{1, "a", 300})
+		re := k.refused(t, l, was, ledger.RefusedAfterRefund, entry{2, "b", 50})
+		require.EqualValues(t, 50, re.Cents)
+		k.refused(t, l, was, ledger.RefusedAfterRefund, entry{1, "a", 300}, entry{2, "b", 50})
+		k.write(t, l, outcome{conflicts: 1}, entry{1, "x", 300})
+		was.requireUnchanged(t, l)
+	}
 }
 
 // testRefuseOverdraw: a batch that would take the escrow below zero is
 // refused as a whole; what fits goes in, to exactly zero.
-func testRefuseOverdraw(t *testing.T, open func(t *testing.T) ledger.Ledger) {
-	l := open(t)
-	fund(t, l, "c", 100)
-	apply(t, l, "c", g("c", 1, "a", 60))
-	before, err := l.Totals(ctx, "c")
-	require.NoError(t, err)
-	accts := balances(t, l, "escrow:c", "user:a", "user:b", "user:c")
+func testRefuseOverdraw(k entryKind) func(t *testing.T, open func(t *testing.T) ledger.Ledger) {
+	return func(t *testing.T, open func(t *testing.T) ledger.Ledger) {
+		l := open(t)
+		fund(t, l, k.campaign, 100)
+		k.write(t, l, outcome{inserted: 1}, entry{1, "a", 60})
+		was := snap(t, l, k.campaign, ledger.EscrowAccount(k.campaign), "user:a", "user:b", "user:c")
 
-	_, err = l.ApplyGrants(ctx, "c", []ledger.Grant{g("c", 2, "b", 30), g("c", 3, "c", 20)})
-	re := requireRefused(t, err, "grant", ledger.RefusedOverdraw)
-	require.EqualValues(t, 40, re.Escrow)
-	require.EqualValues(t, 50, re.Cents)
-	requireUnchanged(t, l, "c", before, accts)
+		re := k.refused(t, l, was, ledger.RefusedOverdraw, entry{2, "b", 30}, entry{3, "c", 20})
+		require.EqualValues(t, 40, re.Escrow)
+		require.EqualValues(t, 50, re.Cents)
 
-	require.Equal(t, 2, apply(t, l, "c", g("c", 2, "b", 30), g("c", 3, "c", 10)).Inserted, "to exactly zero")
-	_, err = l.ApplyGrants(ctx, "c", []ledger.Grant{g("c", 4, "d", 1)})
-	requireRefused(t, err, "grant", ledger.RefusedOverdraw)
-	b, err := l.Balance(ctx, "escrow:c")
-	require.NoError(t, err)
-	require.Zero(t, b)
-}
-
-// testRefuseDiscountOverdraw: the same for confirmed discounts.
-func testRefuseDiscountOverdraw(t *testing.T, open func(t *testing.T) ledger.Ledger) {
-	l := open(t)
-	fund(t, l, dc, 100)
-	applyDiscounts(t, l, dsc("a", "o1", 1, 90))
-	before, err := l.Totals(ctx, dc)
-	require.NoError(t, err)
-	accts := balances(t, l, "escrow:"+dc, "user:a", "user:b")
-	_, err = l.ApplyDiscounts(ctx, dc, []ledger.Discount{dsc("b", "o1", 2, 11)})
-	re := requireRefused(t, err, "discount", ledger.RefusedOverdraw)
-	require.EqualValues(t, 10, re.Escrow)
-	requireUnchanged(t, l, dc, before, accts)
+		k.write(t, l, outcome{inserted: 2}, entry{2, "b", 30}, entry{3, "c", 10})
+		k.refused(t, l, snap(t, l, k.campaign, ledger.EscrowAccount(k.campaign)), ledger.RefusedOverdraw, entry{4, "d", 1})
+		b, err := l.Balance(ctx, ledger.EscrowAccount(k.campaign))
+		require.NoError(t, err)
+		require.Zero(t, b, "to exactly zero")
+	}
 }
 
 // testRefuseRefund: the refund must empty the escrow exactly. One that
@@ -125,16 +173,13 @@ func testRefuseRefund(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	l := open(t)
 	fund(t, l, "c", 1000)
 	apply(t, l, "c", g("c", 1, "a", 300))
-	before, err := l.Totals(ctx, "c")
-	require.NoError(t, err)
-	accts := balances(t, l, "escrow:c", "funding:ops")
+	was := snap(t, l, "c", "escrow:c", "funding:ops")
 
-	re := requireRefused(t, l.Refund(ctx, "c", 600), "refund", ledger.RefusedOutstanding)
+	re := was.requireRefused(t, l, l.Refund(ctx, "c", 600), "refund", ledger.RefusedOutstanding)
 	require.EqualValues(t, 700, re.Escrow)
 	require.EqualValues(t, 600, re.Cents)
-	requireRefused(t, l.Refund(ctx, "c", 0), "refund", ledger.RefusedOutstanding)
-	requireRefused(t, l.Refund(ctx, "c", 701), "refund", ledger.RefusedOverdraw)
-	requireUnchanged(t, l, "c", before, accts)
+	was.requireRefused(t, l, l.Refund(ctx, "c", 0), "refund", ledger.RefusedOutstanding)
+	was.requireRefused(t, l, l.Refund(ctx, "c", 701), "refund", ledger.RefusedOverdraw)
 
 	require.NoError(t, l.Refund(ctx, "c", 700))
 	tot, err := l.Totals(ctx, "c")
@@ -211,9 +256,7 @@ func testFence(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	f, err = l.Fence(ctx, "c")
 	require.NoError(t, err)
 	require.EqualValues(t, 2, f)
-	before, err := l.Totals(ctx, "c")
-	require.NoError(t, err)
-	accts := balances(t, l, "escrow:c", "user:b", "funding:ops")
+	was := snap(t, l, "c", "escrow:c", "user:b", "funding:ops")
 
 	for _, stale := range []int64{0, 1} {
 		sctx := ledger.WithFence(ctx, stale)
@@ -222,7 +265,7 @@ func testFence(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		require.NotErrorIs(t, err, ledger.ErrRefused, "a fenced batch is retried, not dead-lettered")
 		require.ErrorIs(t, l.Refund(sctx, "c", 900), ledger.ErrFenced)
 	}
-	requireUnchanged(t, l, "c", before, accts)
+	was.requireUnchanged(t, l)
 
 	now := ledger.WithFence(ctx, 2)
 	require.Equal(t, 1, apply(t, l, "c", g("c", 2, "b", 100)).Inserted, "no fence: not checked")

@@ -21,6 +21,7 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/batch"
 	"github.com/hongbao/hongbao/ledger/internal/migrate"
+	"github.com/hongbao/hongbao/ledger/internal/query"
 )
 
 //go:embed migrations/*.sql
@@ -38,6 +39,7 @@ const maxAttempts = 5
 
 // Ledger is a ledger.Ledger on PostgreSQL.
 type Ledger struct {
+	reads
 	pool *pgxpool.Pool
 	// beforeDebit, when set (tests), is called by a grant batch after its
 	// inserts and before its debit, with its transaction open.
@@ -60,7 +62,7 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: postgres connect: %w", err)
 	}
-	l := &Ledger{pool: pool}
+	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, statements, wrap), pool: pool}
 	if err := l.migrate(ctx, firstSchema(cfg.ConnConfig.RuntimeParams["search_path"])); err != nil {
 		pool.Close()
 		return nil, err
@@ -159,19 +161,14 @@ func (l *Ledger) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 // wrap names the operation on database errors and leaves the ledger's
-// own errors as they are. A violation of the escrow guard (migration
-// 0005) is a refusal, as the ledger's own check is.
-func wrap(op string, err error) error {
-	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
-		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) ||
-		errors.Is(err, ledger.ErrRefused) || errors.Is(err, ledger.ErrFenced) {
-		return err
-	}
+// own errors as they are (query.Wrap).
+func wrap(op string, err error) error { return query.Wrap(op, err, escrowGuard) }
+
+// escrowGuard reports whether err is a violation of the escrow guard, the
+// CHECK of migration 0005.
+func escrowGuard(err error) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == batch.EscrowNotNegative {
-		return fmt.Errorf("ledger: %s: %w: escrow below zero (%v)", op, ledger.ErrRefused, err)
-	}
-	return fmt.Errorf("ledger: %s: %w", op, err)
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == batch.EscrowNotNegative
 }
 
 // turnLockClass is the first key of the per-campaign advisory lock
@@ -235,13 +232,10 @@ func shareCampaignRow(ctx context.Context, tx pgx.Tx, entry, campaign string) (n
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-	}
 	if err == nil {
 		err = batch.Fenced(ctx, entry, campaign, fence)
 	}
-	return num, refunded, err
+	return num, refunded, query.Funded(campaign, err)
 }
 
 // addCounts adds a batch to one of the campaign's counter rows
@@ -308,26 +302,19 @@ func refusal(ctx context.Context, tx pgx.Tx, entry, campaign string, reason ledg
 // (shareCampaignRow), so the writes before it have committed and those
 // after it see the new fence.
 func (l *Ledger) Fence(ctx context.Context, campaign string) (int64, error) {
-	var fence int64
-	err := l.tx(ctx, func(tx pgx.Tx) error {
+	return query.Fence(ctx, l.writes(), campaign, func(tx pgx.Tx, fence *int64) error {
 		if err := takeTurn(ctx, tx, campaign, true); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, `UPDATE ledger_campaigns SET fence = fence + 1 WHERE id = $1 RETURNING fence`,
-			campaign).Scan(&fence)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
-		return err
+		return tx.QueryRow(ctx, `UPDATE ledger_campaigns SET fence = fence + 1 WHERE id = $1 RETURNING fence`, campaign).Scan(fence)
 	})
-	return fence, wrap("fence", err)
 }
 
 // Fund implements ledger.Ledger. It takes the campaign's advisory lock,
 // as WritePackets does, so the two check each other's rows.
 func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
-	if c.ID == "" || c.Funding == "" || c.Total < 0 {
-		return fmt.Errorf("%w: fund campaign %q from %q with %d cents", ledger.ErrInvalid, c.ID, c.Funding, c.Total)
+	if err := batch.CheckFund(c); err != nil {
+		return err
 	}
 	escrow, funding := ledger.EscrowAccount(c.ID), ledger.FundingAccount(c.Funding)
 	return wrap("fund", l.tx(ctx, func(tx pgx.Tx) error {
@@ -340,24 +327,9 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			var have ledger.Campaign
-			if err := tx.QueryRow(ctx, `SELECT funding, total FROM ledger_campaigns WHERE id = $1`, c.ID).
-				Scan(&have.Funding, &have.Total); err != nil {
-				return err
-			}
-			if have.Funding == c.Funding && have.Total == c.Total {
-				return nil
-			}
-			return &ledger.ConflictError{Entry: "fund", Campaign: c.ID,
-				Existing: fmt.Sprintf("funding %q total %d", have.Funding, have.Total),
-				Attempt:  fmt.Sprintf("funding %q total %d", c.Funding, c.Total)}
+			return query.SameFund(c, tx.QueryRow(ctx, `SELECT funding, total FROM ledger_campaigns WHERE id = $1`, c.ID))
 		}
-		var packetCents int64
-		err = tx.QueryRow(ctx, `SELECT cents FROM ledger_packet_sets WHERE id = $1`, c.ID).Scan(&packetCents)
-		switch {
-		case err == nil && packetCents != c.Total:
-			return batch.FundPacketsConflict(c, packetCents)
-		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		if err := query.FundMatchesPackets(c, tx.QueryRow(ctx, `SELECT cents FROM ledger_packet_sets WHERE id = $1`, c.ID)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO ledger_entries (campaign, kind, from_account, to_account, cents)
@@ -390,36 +362,29 @@ RETURNING seq, user_id, cents`
 // User balances are not touched: RollUp adds them after the refund. An
 // empty batch is a no-op.
 func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error) {
-	gs, err := batch.Check(campaign, grants)
-	if err != nil || len(gs) == 0 {
-		return ledger.ApplyResult{}, err
-	}
-	var res ledger.ApplyResult
-	err = l.tx(ctx, func(tx pgx.Tx) error {
-		num, refunded, err := shareCampaignRow(ctx, tx, "grant", campaign)
-		if err != nil {
-			return err
-		}
+	return query.Apply(ctx, l.writes(), query.Grants, campaign, grants, func(tx pgx.Tx, num int64, gs []ledger.Grant) (ledger.ApplyResult, error) {
 		copied, err := copyGrants(ctx, tx, num, gs)
 		if err != nil {
-			return err
+			return ledger.ApplyResult{}, err
 		}
 		r := batch.AllInserted(gs)
 		if !copied {
 			if r, _, err = insertGrantsClassified(ctx, tx, num, gs); err != nil {
-				return err
+				return ledger.ApplyResult{}, err
 			}
 		}
-		res = r
 		if l.beforeDebit != nil {
 			l.beforeDebit()
 		}
-		return debit(ctx, tx, "grant", campaign, num, refunded, r.Inserted, r.InsertedCents)
+		return r, nil
 	})
-	if err != nil {
-		return ledger.ApplyResult{}, wrap("apply grants", err)
-	}
-	return res, nil
+}
+
+// writes is this backend's part in the shared writes (query.Apply,
+// query.Fence): a transaction retried on deadlocks, the campaign's row
+// read FOR SHARE under its shared turn, and the debit.
+func (l *Ledger) writes() query.Writes[pgx.Tx] {
+	return query.Writes[pgx.Tx]{Tx: l.tx, Campaign: shareCampaignRow, Debit: debit, Wrap: wrap}
 }
 
 // insertGrantsClassified writes the grants of a batch that holds stored
@@ -433,7 +398,7 @@ func insertGrantsClassified(ctx context.Context, tx pgx.Tx, num int64, gs []ledg
 		seqs[i], users[i], cents[i] = g.Seq, g.User, g.Cents
 	}
 	rows, _ := tx.Query(ctx, insertGrants, num, seqs, users, cents)
-	inserted, err := pgx.CollectRows(rows, scanRow)
+	inserted, err := query.Append(rows, query.GrantRows(), nil)
 	if err != nil {
 		return ledger.ApplyResult{}, nil, err
 	}
@@ -441,7 +406,7 @@ func insertGrantsClassified(ctx context.Context, tx pgx.Tx, num int64, gs []ledg
 	if ms, mu := batch.Missing(gs, inserted); ms != nil {
 		rows, _ := tx.Query(ctx, `SELECT seq, user_id, cents FROM ledger_grants
 			WHERE campaign = $1 AND (seq = ANY($2) OR user_id = ANY($3))`, num, ms, mu)
-		if stored, err = pgx.CollectRows(rows, scanRow); err != nil {
+		if stored, err = query.Append(rows, query.GrantRows(), nil); err != nil {
 			return ledger.ApplyResult{}, nil, err
 		}
 	}
@@ -490,12 +455,6 @@ func copyGrants(ctx context.Context, tx pgx.Tx, num int64, gs []ledger.Grant) (c
 	return err == nil, err
 }
 
-func scanRow(row pgx.CollectableRow) (batch.Row, error) {
-	var r batch.Row
-	err := row.Scan(&r.Seq, &r.User, &r.Cents)
-	return r, err
-}
-
 // Refund implements ledger.Ledger. It takes the campaign's turn
 // exclusively and locks its row FOR UPDATE, so it waits for every batch
 // in flight (each holds both shared until its commit) and later batches
@@ -506,8 +465,8 @@ func scanRow(row pgx.CollectableRow) (batch.Row, error) {
 // Stopping anywhere before the commit leaves nothing; a retry writes the
 // refund. A retry after the commit (a lost reply) is a replay: a no-op.
 func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error {
-	if campaign == "" || cents < 0 {
-		return fmt.Errorf("%w: refund %d cents of campaign %q", ledger.ErrInvalid, cents, campaign)
+	if err := batch.CheckRefund(campaign, cents); err != nil {
+		return err
 	}
 	return wrap("refund", l.tx(ctx, func(tx pgx.Tx) error {
 		var funding string
@@ -518,21 +477,8 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 		}
 		err := tx.QueryRow(ctx, `SELECT num, funding, refunded, total, fence FROM ledger_campaigns
 			WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &funding, &refunded, &total, &fence)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
-		if err != nil {
+		if done, err := query.Refunded(ctx, campaign, cents, err, fence, refunded); done || err != nil {
 			return err
-		}
-		if err := batch.Fenced(ctx, "refund", campaign, fence); err != nil {
-			return err
-		}
-		if refunded != nil {
-			if *refunded == cents {
-				return nil
-			}
-			return &ledger.ConflictError{Entry: "refund", Campaign: campaign,
-				Existing: fmt.Sprintf("%d cents", *refunded), Attempt: fmt.Sprintf("%d cents", cents)}
 		}
 		// A statement of its own, after the lock: its snapshot then holds
 		// every batch that committed while the lock was awaited, which
@@ -577,11 +523,8 @@ func (l *Ledger) RollUp(ctx context.Context, campaign string) (bool, error) {
 		}
 		err := tx.QueryRow(ctx, `SELECT num, refunded IS NOT NULL, rolled_up FROM ledger_campaigns
 			WHERE id = $1 FOR UPDATE`, campaign).Scan(&num, &refunded, &rolledUp)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
 		if err != nil || !refunded || rolledUp {
-			return err
+			return query.Funded(campaign, err)
 		}
 		b := &pgx.Batch{}
 		b.Queue(rollUpGrants, num, ledger.UserPrefix)
@@ -591,22 +534,6 @@ func (l *Ledger) RollUp(ctx context.Context, campaign string) (bool, error) {
 		return tx.SendBatch(ctx, b).Close()
 	})
 	return done && err == nil, wrap("roll up", err)
-}
-
-// PendingRollUps implements ledger.Ledger. The campaigns not rolled up
-// are few and have a partial index; the refunded ones among them come in
-// the order they were created.
-func (l *Ledger) PendingRollUps(ctx context.Context, limit int) ([]string, error) {
-	if limit <= 0 {
-		return nil, fmt.Errorf("%w: pending roll-ups limit %d", ledger.ErrInvalid, limit)
-	}
-	rows, err := l.pool.Query(ctx, `SELECT id FROM ledger_campaigns
-		WHERE NOT rolled_up AND refunded IS NOT NULL ORDER BY num LIMIT $1`, limit)
-	if err != nil {
-		return nil, wrap("pending roll-ups", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return ids, wrap("pending roll-ups", err)
 }
 
 // rollUpGrants and rollUpDiscounts add every user's entries of campaign
@@ -624,82 +551,6 @@ ON CONFLICT (id) DO UPDATE SET balance = a.balance + excluded.balance`
 SELECT $2::text || user_id, sum(cents) FROM ledger_discounts WHERE campaign = $1 GROUP BY user_id ORDER BY user_id
 ON CONFLICT (id) DO UPDATE SET balance = a.balance + excluded.balance`
 )
-
-// Totals implements ledger.Ledger. One statement reads everything, so the
-// values come from one snapshot; it answers one row whether the campaign
-// has a fund entry, packets, both or neither.
-func (l *Ledger) Totals(ctx context.Context, campaign string) (ledger.Totals, error) {
-	var t ledger.Totals
-	var refunded *int64
-	err := l.pool.QueryRow(ctx, `SELECT coalesce(c.funding, ''), coalesce(c.total, 0), coalesce(k.count, 0),
-			coalesce(k.cents, 0), c.refunded, coalesce(a.balance, 0), coalesce(s.count, 0), coalesce(s.cents, 0)
-		FROM (SELECT $1::text AS id) q
-		LEFT JOIN ledger_campaigns c ON c.id = q.id
-		LEFT JOIN LATERAL (SELECT sum(count)::bigint AS count, sum(cents)::bigint AS cents
-			FROM ledger_campaign_counts WHERE campaign = c.num) k ON true
-		LEFT JOIN ledger_accounts a ON a.id = $2
-		LEFT JOIN ledger_packet_sets s ON s.id = q.id`,
-		campaign, ledger.EscrowAccount(campaign)).
-		Scan(&t.Funding, &t.Funded, &t.GrantCount, &t.GrantCents, &refunded, &t.Escrow, &t.PacketCount, &t.PacketCents)
-	if err != nil {
-		return ledger.Totals{}, wrap("totals", err)
-	}
-	if refunded != nil {
-		t.Refunded, t.RefundDone = *refunded, true
-	}
-	return t, nil
-}
-
-// Grants implements ledger.Ledger. It streams the rows, so a campaign of
-// any size is read in constant memory.
-func (l *Ledger) Grants(ctx context.Context, campaign string, fn func(ledger.Grant) error) error {
-	rows, err := l.pool.Query(ctx, `SELECT g.seq, g.user_id, g.cents
-		FROM ledger_grants g JOIN ledger_campaigns c ON c.num = g.campaign
-		WHERE c.id = $1 ORDER BY g.seq`, campaign)
-	if err != nil {
-		return wrap("grants", err)
-	}
-	defer rows.Close()
-	// Scanned into locals, not into a Grant's fields: their addresses
-	// would move every row's Grant to the heap.
-	var seq, cents int64
-	var user string
-	for rows.Next() {
-		if err := rows.Scan(&seq, &user, &cents); err != nil {
-			return wrap("grants", err)
-		}
-		if err := fn(ledger.Grant{Campaign: campaign, Seq: seq, User: user, Cents: cents}); err != nil {
-			return err
-		}
-	}
-	return wrap("grants", rows.Err())
-}
-
-// Balance implements ledger.Ledger. A user's balance is the stored one
-// (campaigns rolled up after their refund) plus the user's entries of
-// the campaigns not rolled up yet, read from the journal in the same
-// statement, so from one snapshot: RollUp commits the stored balance and
-// the campaign's flag together, and no entry is counted twice or missed.
-// The few live campaigns are found by their partial index,
-// and each is probed by its (campaign, user_id) key.
-func (l *Ledger) Balance(ctx context.Context, account string) (int64, error) {
-	var b int64
-	var err error
-	if user, ok := strings.CutPrefix(account, ledger.UserPrefix); ok {
-		err = l.pool.QueryRow(ctx, `SELECT (coalesce((SELECT balance FROM ledger_accounts WHERE id = $1), 0)
-			+ coalesce((SELECT sum(g.cents) FROM ledger_campaigns c JOIN ledger_grants g
-				ON g.campaign = c.num AND g.user_id = $2 WHERE NOT c.rolled_up), 0)
-			+ coalesce((SELECT sum(d.cents) FROM ledger_campaigns c JOIN ledger_discounts d
-				ON d.campaign = c.num AND d.user_id = $2 WHERE NOT c.rolled_up), 0))::bigint`,
-			account, user).Scan(&b)
-		return b, wrap("balance", err)
-	}
-	err = l.pool.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, account).Scan(&b)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	return b, wrap("balance", err)
-}
 
 // Ping implements ledger.Ledger.
 func (l *Ledger) Ping(ctx context.Context) error { return wrap("ping", l.pool.Ping(ctx)) }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/batch"
+	"github.com/hongbao/hongbao/ledger/internal/query"
 )
 
 // OpenBlock implements ledger.Ledger: the check against the packet set
@@ -17,11 +17,8 @@ import (
 func (l *Ledger) OpenBlock(ctx context.Context, campaign string, b ledger.Block) error {
 	return wrap("open block", l.txAs(ctx, true, func(tx *sql.Tx) error {
 		var count int64
-		err := tx.QueryRowContext(ctx, `SELECT count FROM ledger_packet_sets WHERE id = ?`, campaign).Scan(&count)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: campaign %q", ledger.ErrNoPackets, campaign)
-		}
-		if err != nil {
+		row := tx.QueryRowContext(ctx, `SELECT count FROM ledger_packet_sets WHERE id = ?`, campaign)
+		if err := query.PacketSet(row, campaign, &count); err != nil {
 			return err
 		}
 		seqs, err := batch.CheckBlock(campaign, b, count)
@@ -42,35 +39,4 @@ func (l *Ledger) OpenBlock(ctx context.Context, campaign string, b ledger.Block)
 			campaign, b.ID, b.Shard, seqs, len(b.Seqs))
 		return err
 	}))
-}
-
-// Blocks implements ledger.Ledger.
-func (l *Ledger) Blocks(ctx context.Context, campaign string, fn func(ledger.Block) error) error {
-	rows, err := l.db.QueryContext(ctx, `SELECT id, shard, seqs FROM ledger_blocks WHERE campaign = ? ORDER BY id`, campaign)
-	if err != nil {
-		return wrap("blocks", err)
-	}
-	defer rows.Close()
-	var bs []ledger.Block
-	for rows.Next() {
-		var b ledger.Block
-		var seqs string
-		if err := rows.Scan(&b.ID, &b.Shard, &seqs); err != nil {
-			return wrap("blocks", err)
-		}
-		if b.Seqs, err = batch.DecodeSeqs(seqs); err != nil {
-			return err
-		}
-		bs = append(bs, b)
-	}
-	if err := rows.Err(); err != nil {
-		return wrap("blocks", err)
-	}
-	rows.Close()
-	for _, b := range bs {
-		if err := fn(b); err != nil {
-			return err
-		}
-	}
-	return nil
 }

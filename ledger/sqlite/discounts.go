@@ -7,6 +7,7 @@ import (
 
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/batch"
+	"github.com/hongbao/hongbao/ledger/internal/query"
 )
 
 // ApplyDiscounts implements ledger.Ledger, as ApplyGrants does grants: the
@@ -14,38 +15,22 @@ import (
 // finds the row it collided with. User balances are rolled up by the
 // refund. An empty batch is a no-op.
 func (l *Ledger) ApplyDiscounts(ctx context.Context, campaign string, discounts []ledger.Discount) (ledger.DiscountResult, error) {
-	ds, err := batch.CheckDiscounts(campaign, discounts)
-	if err != nil || len(ds) == 0 {
-		return ledger.DiscountResult{}, err
-	}
-	var res ledger.DiscountResult
-	err = l.tx(ctx, func(tx *sql.Tx) error {
-		num, refunded, err := campaignRow(ctx, tx, "discount", campaign)
-		if err != nil {
-			return err
-		}
+	return query.Apply(ctx, l.writes(), query.Discounts, campaign, discounts, func(tx *sql.Tx, num int64, ds []ledger.Discount) (ledger.DiscountResult, error) {
 		var inserted, stored []batch.DiscountRow
+		var err error
 		for start := 0; start < len(ds); start += rowsPerInsert {
 			if inserted, err = insertDiscounts(ctx, tx, num, ds[start:min(start+rowsPerInsert, len(ds))], inserted); err != nil {
-				return err
+				return ledger.DiscountResult{}, err
 			}
 		}
 		if seqs, users, orders := batch.MissingDiscounts(ds, inserted); seqs != nil {
 			if stored, err = lookupDiscounts(ctx, tx, num, seqs, users, orders); err != nil {
-				return err
+				return ledger.DiscountResult{}, err
 			}
 		}
 		r, _, err := batch.ClassifyDiscounts(ds, inserted, stored)
-		if err != nil {
-			return err
-		}
-		res = r
-		return debit(ctx, tx, "discount", campaign, num, refunded, r.Inserted, r.InsertedCents)
+		return r, err
 	})
-	if err != nil {
-		return ledger.DiscountResult{}, wrap("apply discounts", err)
-	}
-	return res, nil
 }
 
 // insertDiscounts inserts discounts with one multi-row statement, in batch
@@ -66,7 +51,7 @@ func insertDiscounts(ctx context.Context, tx *sql.Tx, num int64, ds []ledger.Dis
 	if err != nil {
 		return nil, err
 	}
-	return scanDiscounts(rows, into)
+	return query.Append(rows, query.DiscountRows(), into)
 }
 
 // lookupDiscounts reads the stored discounts holding any of the given
@@ -87,38 +72,5 @@ func lookupDiscounts(ctx context.Context, tx *sql.Tx, num int64, seqs []int64, u
 	if err != nil {
 		return nil, err
 	}
-	return scanDiscounts(rows, nil)
-}
-
-func scanDiscounts(rows *sql.Rows, into []batch.DiscountRow) ([]batch.DiscountRow, error) {
-	defer rows.Close()
-	for rows.Next() {
-		var r batch.DiscountRow
-		if err := rows.Scan(&r.User, &r.Order, &r.Seq, &r.Cents); err != nil {
-			return nil, err
-		}
-		into = append(into, r)
-	}
-	return into, rows.Err()
-}
-
-// Discounts implements ledger.Ledger. It streams the rows.
-func (l *Ledger) Discounts(ctx context.Context, campaign string, fn func(ledger.Discount) error) error {
-	rows, err := l.db.QueryContext(ctx, `SELECT d.user_id, d.order_id, d.seq, d.cents
-		FROM ledger_discounts d JOIN ledger_campaigns c ON c.num = d.campaign
-		WHERE c.id = ? ORDER BY d.seq`, campaign)
-	if err != nil {
-		return wrap("discounts", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		d := ledger.Discount{Campaign: campaign}
-		if err := rows.Scan(&d.User, &d.Order, &d.Seq, &d.Cents); err != nil {
-			return wrap("discounts", err)
-		}
-		if err := fn(d); err != nil {
-			return err
-		}
-	}
-	return wrap("discounts", rows.Err())
+	return query.Append(rows, query.DiscountRows(), nil)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/batch"
 	"github.com/hongbao/hongbao/ledger/internal/migrate"
+	"github.com/hongbao/hongbao/ledger/internal/query"
 )
 
 //go:embed migrations/*.sql
@@ -64,6 +65,7 @@ type stmtKey struct {
 
 // Ledger is a ledger.Ledger in a SQLite file.
 type Ledger struct {
+	reads
 	db *sql.DB
 	// write admits one writer of this process at a time, OpenBlock first
 	// (see gate).
@@ -132,7 +134,7 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	}
 	// Each new connection runs the pragmas again; keep a few idle.
 	db.SetMaxIdleConns(8)
-	l := &Ledger{db: db}
+	l := &Ledger{reads: query.NewReads(db.QueryContext, db.QueryRowContext, statements, wrap), db: db}
 	if err := l.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -207,19 +209,12 @@ func (l *Ledger) txAs(ctx context.Context, urgent bool, fn func(*sql.Tx) error) 
 }
 
 // wrap names the operation on database errors and leaves the ledger's
-// own errors as they are. The escrow guard's trigger (migration 0005)
-// aborting the statement is a refusal, as the ledger's own check is.
-func wrap(op string, err error) error {
-	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
-		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) ||
-		errors.Is(err, ledger.ErrRefused) || errors.Is(err, ledger.ErrFenced) {
-		return err
-	}
-	if strings.Contains(err.Error(), batch.EscrowNotNegative) {
-		return fmt.Errorf("ledger: %s: %w: escrow below zero (%v)", op, ledger.ErrRefused, err)
-	}
-	return fmt.Errorf("ledger: %s: %w", op, err)
-}
+// own errors as they are (query.Wrap).
+func wrap(op string, err error) error { return query.Wrap(op, err, escrowGuard) }
+
+// escrowGuard reports whether err is the escrow guard's trigger (migration
+// 0005) aborting the statement.
+func escrowGuard(err error) bool { return strings.Contains(err.Error(), batch.EscrowNotNegative) }
 
 // campaignRow reads what a batch of entry checks first: the campaign's
 // short key, whether its refund is recorded, and its fence (a batch
@@ -229,13 +224,10 @@ func campaignRow(ctx context.Context, tx *sql.Tx, entry, campaign string) (num i
 	var fence int64
 	err = tx.QueryRowContext(ctx, `SELECT num, refunded IS NOT NULL, fence FROM ledger_campaigns WHERE id = ?`,
 		campaign).Scan(&num, &refunded, &fence)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-	}
 	if err == nil {
 		err = batch.Fenced(ctx, entry, campaign, fence)
 	}
-	return num, refunded, err
+	return num, refunded, query.Funded(campaign, err)
 }
 
 // debit ends a batch of entry ("grant" or "discount") that inserted n
@@ -275,44 +267,23 @@ func debit(ctx context.Context, tx *sql.Tx, entry, campaign string, num int64, r
 // Fence implements ledger.Ledger. The write lock is held from BEGIN, so
 // every write of the campaign before it has committed.
 func (l *Ledger) Fence(ctx context.Context, campaign string) (int64, error) {
-	var fence int64
-	err := l.tx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `UPDATE ledger_campaigns SET fence = fence + 1 WHERE id = ? RETURNING fence`,
-			campaign).Scan(&fence)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
-		return err
+	return query.Fence(ctx, l.writes(), campaign, func(tx *sql.Tx, fence *int64) error {
+		return tx.QueryRowContext(ctx, `UPDATE ledger_campaigns SET fence = fence + 1 WHERE id = ? RETURNING fence`, campaign).Scan(fence)
 	})
-	return fence, wrap("fence", err)
 }
 
 // Fund implements ledger.Ledger.
 func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
-	if c.ID == "" || c.Funding == "" || c.Total < 0 {
-		return fmt.Errorf("%w: fund campaign %q from %q with %d cents", ledger.ErrInvalid, c.ID, c.Funding, c.Total)
+	if err := batch.CheckFund(c); err != nil {
+		return err
 	}
 	escrow, funding := ledger.EscrowAccount(c.ID), ledger.FundingAccount(c.Funding)
 	return wrap("fund", l.tx(ctx, func(tx *sql.Tx) error {
-		var have ledger.Campaign
-		err := tx.QueryRowContext(ctx, `SELECT funding, total FROM ledger_campaigns WHERE id = ?`, c.ID).
-			Scan(&have.Funding, &have.Total)
-		switch {
-		case err == nil && have.Funding == c.Funding && have.Total == c.Total:
-			return nil
-		case err == nil:
-			return &ledger.ConflictError{Entry: "fund", Campaign: c.ID,
-				Existing: fmt.Sprintf("funding %q total %d", have.Funding, have.Total),
-				Attempt:  fmt.Sprintf("funding %q total %d", c.Funding, c.Total)}
-		case !errors.Is(err, sql.ErrNoRows):
+		err := query.SameFund(c, tx.QueryRowContext(ctx, `SELECT funding, total FROM ledger_campaigns WHERE id = ?`, c.ID))
+		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		var packetCents int64
-		err = tx.QueryRowContext(ctx, `SELECT cents FROM ledger_packet_sets WHERE id = ?`, c.ID).Scan(&packetCents)
-		switch {
-		case err == nil && packetCents != c.Total:
-			return batch.FundPacketsConflict(c, packetCents)
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
+		if err := query.FundMatchesPackets(c, tx.QueryRowContext(ctx, `SELECT cents FROM ledger_packet_sets WHERE id = ?`, c.ID)); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_campaigns (id, funding, total, rolled_up) VALUES (?, ?, ?, 0)`,
@@ -334,41 +305,32 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 // balances are not touched: RollUp adds them after the refund. An empty
 // batch is a no-op.
 func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledger.Grant) (ledger.ApplyResult, error) {
-	gs, err := batch.Check(campaign, grants)
-	if err != nil || len(gs) == 0 {
-		return ledger.ApplyResult{}, err
-	}
-	var res ledger.ApplyResult
-	err = l.tx(ctx, func(tx *sql.Tx) error {
-		num, refunded, err := campaignRow(ctx, tx, "grant", campaign)
-		if err != nil {
-			return err
-		}
+	return query.Apply(ctx, l.writes(), query.Grants, campaign, grants, func(tx *sql.Tx, num int64, gs []ledger.Grant) (ledger.ApplyResult, error) {
 		inserted := make([]batch.Row, 0, len(gs))
+		var err error
 		for start := 0; start < len(gs); {
 			n := nextChunk(len(gs) - start)
 			if inserted, err = l.insertChunk(ctx, tx, num, gs[start:start+n], inserted); err != nil {
-				return err
+				return ledger.ApplyResult{}, err
 			}
 			start += n
 		}
 		var stored []batch.Row
 		if ms, mu := batch.Missing(gs, inserted); ms != nil {
 			if stored, err = lookup(ctx, tx, num, ms, mu); err != nil {
-				return err
+				return ledger.ApplyResult{}, err
 			}
 		}
 		r, _, err := batch.Classify(gs, inserted, stored)
-		if err != nil {
-			return err
-		}
-		res = r
-		return debit(ctx, tx, "grant", campaign, num, refunded, r.Inserted, r.InsertedCents)
+		return r, err
 	})
-	if err != nil {
-		return ledger.ApplyResult{}, wrap("apply grants", err)
-	}
-	return res, nil
+}
+
+// writes is this backend's part in the shared writes (query.Apply,
+// query.Fence): a write transaction, which holds the write lock from
+// BEGIN, the campaign's row and the debit.
+func (l *Ledger) writes() query.Writes[*sql.Tx] {
+	return query.Writes[*sql.Tx]{Tx: l.tx, Campaign: campaignRow, Debit: debit, Wrap: wrap}
 }
 
 // insertChunk inserts grants with one multi-row statement, in batch order
@@ -394,7 +356,7 @@ func (l *Ledger) insertChunk(ctx context.Context, tx *sql.Tx, num int64, gs []le
 	if err != nil {
 		return nil, err
 	}
-	return scanRows(rows, into)
+	return query.Append(rows, query.GrantRows(), into)
 }
 
 // lookup reads the stored grants holding any of the given seqs or users.
@@ -413,19 +375,7 @@ func lookup(ctx context.Context, tx *sql.Tx, num int64, seqs []int64, users []st
 	if err != nil {
 		return nil, err
 	}
-	return scanRows(rows, nil)
-}
-
-func scanRows(rows *sql.Rows, into []batch.Row) ([]batch.Row, error) {
-	defer rows.Close()
-	for rows.Next() {
-		var r batch.Row
-		if err := rows.Scan(&r.Seq, &r.User, &r.Cents); err != nil {
-			return nil, err
-		}
-		into = append(into, r)
-	}
-	return into, rows.Err()
+	return query.Append(rows, query.GrantRows(), nil)
 }
 
 // Refund implements ledger.Ledger. It leaves the users' balances to
@@ -433,32 +383,19 @@ func scanRows(rows *sql.Rows, into []batch.Row) ([]batch.Row, error) {
 // entries from the journal. Stopping before the commit leaves nothing; a
 // retry after it is a replay, a no-op.
 func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error {
-	if campaign == "" || cents < 0 {
-		return fmt.Errorf("%w: refund %d cents of campaign %q", ledger.ErrInvalid, cents, campaign)
+	if err := batch.CheckRefund(campaign, cents); err != nil {
+		return err
 	}
 	return wrap("refund", l.tx(ctx, func(tx *sql.Tx) error {
 		var funding string
-		var refunded sql.NullInt64
+		var refunded *int64
 		var escrowCents, fence int64
 		err := tx.QueryRowContext(ctx, `SELECT funding, refunded, total - coalesce((SELECT sum(k.cents)
 				FROM ledger_campaign_counts k WHERE k.campaign = c.num), 0), fence
 			FROM ledger_campaigns c WHERE id = ?`, campaign).
 			Scan(&funding, &refunded, &escrowCents, &fence)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
-		if err != nil {
+		if done, err := query.Refunded(ctx, campaign, cents, err, fence, refunded); done || err != nil {
 			return err
-		}
-		if err := batch.Fenced(ctx, "refund", campaign, fence); err != nil {
-			return err
-		}
-		if refunded.Valid {
-			if refunded.Int64 == cents {
-				return nil
-			}
-			return &ledger.ConflictError{Entry: "refund", Campaign: campaign,
-				Existing: fmt.Sprintf("%d cents", refunded.Int64), Attempt: fmt.Sprintf("%d cents", cents)}
 		}
 		if err := batch.Refund(campaign, escrowCents, cents); err != nil {
 			return err
@@ -498,11 +435,8 @@ func (l *Ledger) RollUp(ctx context.Context, campaign string) (bool, error) {
 		var refunded, rolledUp bool
 		err := tx.QueryRowContext(ctx, `SELECT num, refunded IS NOT NULL, rolled_up FROM ledger_campaigns WHERE id = ?`,
 			campaign).Scan(&num, &refunded, &rolledUp)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ledger.ErrNotFunded, campaign)
-		}
 		if err != nil || !refunded || rolledUp {
-			return err
+			return query.Funded(campaign, err)
 		}
 		if _, err := tx.ExecContext(ctx, rollUp, num, ledger.UserPrefix); err != nil {
 			return err
@@ -516,30 +450,6 @@ func (l *Ledger) RollUp(ctx context.Context, campaign string) (bool, error) {
 	return done && err == nil, wrap("roll up", err)
 }
 
-// PendingRollUps implements ledger.Ledger. The campaigns not rolled up
-// are few and have a partial index; the refunded ones among them come in
-// the order they were created.
-func (l *Ledger) PendingRollUps(ctx context.Context, limit int) ([]string, error) {
-	if limit <= 0 {
-		return nil, fmt.Errorf("%w: pending roll-ups limit %d", ledger.ErrInvalid, limit)
-	}
-	rows, err := l.db.QueryContext(ctx, `SELECT id FROM ledger_campaigns
-		WHERE rolled_up = 0 AND refunded IS NOT NULL ORDER BY num LIMIT ?`, limit)
-	if err != nil {
-		return nil, wrap("pending roll-ups", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, wrap("pending roll-ups", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, wrap("pending roll-ups", rows.Err())
-}
-
 // rollUp adds every user's entries of campaign ?1 to their balance, one
 // row per user (a user may have several discounts). "WHERE true" keeps
 // SQLite's parser from reading ON CONFLICT as a join's ON.
@@ -550,76 +460,6 @@ SELECT ?2 || e.user_id, sum(e.cents) FROM (
 	SELECT user_id, cents FROM ledger_discounts WHERE campaign = ?1) AS e
 WHERE true GROUP BY e.user_id
 ON CONFLICT (id) DO UPDATE SET balance = balance + excluded.balance`
-
-// Totals implements ledger.Ledger. One statement reads everything, so the
-// values come from one snapshot; it answers one row whether the campaign
-// has a fund entry, packets, both or neither.
-func (l *Ledger) Totals(ctx context.Context, campaign string) (ledger.Totals, error) {
-	var t ledger.Totals
-	var refunded sql.NullInt64
-	err := l.db.QueryRowContext(ctx, `SELECT coalesce(c.funding, ''), coalesce(c.total, 0),
-			coalesce((SELECT sum(count) FROM ledger_campaign_counts WHERE campaign = c.num), 0),
-			coalesce((SELECT sum(cents) FROM ledger_campaign_counts WHERE campaign = c.num), 0),
-			c.refunded, coalesce(a.balance, 0), coalesce(s.count, 0), coalesce(s.cents, 0)
-		FROM (SELECT ?1 AS id) k
-		LEFT JOIN ledger_campaigns c ON c.id = k.id
-		LEFT JOIN ledger_accounts a ON a.id = ?2
-		LEFT JOIN ledger_packet_sets s ON s.id = k.id`,
-		campaign, ledger.EscrowAccount(campaign)).
-		Scan(&t.Funding, &t.Funded, &t.GrantCount, &t.GrantCents, &refunded, &t.Escrow, &t.PacketCount, &t.PacketCents)
-	if err != nil {
-		return ledger.Totals{}, wrap("totals", err)
-	}
-	t.Refunded, t.RefundDone = refunded.Int64, refunded.Valid
-	return t, nil
-}
-
-// Grants implements ledger.Ledger. It streams the rows, so a campaign of
-// any size is read in constant memory.
-func (l *Ledger) Grants(ctx context.Context, campaign string, fn func(ledger.Grant) error) error {
-	rows, err := l.db.QueryContext(ctx, `SELECT g.seq, g.user_id, g.cents
-		FROM ledger_grants g JOIN ledger_campaigns c ON c.num = g.campaign
-		WHERE c.id = ? ORDER BY g.seq`, campaign)
-	if err != nil {
-		return wrap("grants", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		g := ledger.Grant{Campaign: campaign}
-		if err := rows.Scan(&g.Seq, &g.User, &g.Cents); err != nil {
-			return wrap("grants", err)
-		}
-		if err := fn(g); err != nil {
-			return err
-		}
-	}
-	return wrap("grants", rows.Err())
-}
-
-// Balance implements ledger.Ledger. A user's balance is the stored one
-// (campaigns rolled up after their refund) plus the user's entries of
-// the campaigns not rolled up yet, read from the journal in the same
-// statement, so from one snapshot. CROSS JOIN keeps SQLite looping over
-// the few live campaigns (their partial index) and probing each by its
-// (campaign, user_id) key.
-func (l *Ledger) Balance(ctx context.Context, account string) (int64, error) {
-	var b int64
-	var err error
-	if user, ok := strings.CutPrefix(account, ledger.UserPrefix); ok {
-		err = l.db.QueryRowContext(ctx, `SELECT coalesce((SELECT balance FROM ledger_accounts WHERE id = ?1), 0)
-			+ coalesce((SELECT sum(g.cents) FROM ledger_campaigns c CROSS JOIN ledger_grants g
-				WHERE c.rolled_up = 0 AND g.campaign = c.num AND g.user_id = ?2), 0)
-			+ coalesce((SELECT sum(d.cents) FROM ledger_campaigns c CROSS JOIN ledger_discounts d
-				WHERE c.rolled_up = 0 AND d.campaign = c.num AND d.user_id = ?2), 0)`,
-			account, user).Scan(&b)
-		return b, wrap("balance", err)
-	}
-	err = l.db.QueryRowContext(ctx, `SELECT balance FROM ledger_accounts WHERE id = ?`, account).Scan(&b)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return b, wrap("balance", err)
-}
 
 // Ping implements ledger.Ledger.
 func (l *Ledger) Ping(ctx context.Context) error { return wrap("ping", l.db.PingContext(ctx)) }

@@ -3,11 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/batch"
+	"github.com/hongbao/hongbao/ledger/internal/query"
 )
 
 // WriteTerms implements ledger.Ledger: the check against the packet set
@@ -15,11 +14,8 @@ import (
 func (l *Ledger) WriteTerms(ctx context.Context, campaign string, t ledger.Terms) error {
 	return wrap("write terms", l.tx(ctx, func(tx *sql.Tx) error {
 		var count, cents int64
-		err := tx.QueryRowContext(ctx, `SELECT count, cents FROM ledger_packet_sets WHERE id = ?`, campaign).Scan(&count, &cents)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: campaign %q", ledger.ErrNoPackets, campaign)
-		}
-		if err != nil {
+		row := tx.QueryRowContext(ctx, `SELECT count, cents FROM ledger_packet_sets WHERE id = ?`, campaign)
+		if err := query.PacketSet(row, campaign, &count, &cents); err != nil {
 			return err
 		}
 		b, err := batch.CheckTerms(campaign, t, count, cents)
@@ -29,17 +25,4 @@ func (l *Ledger) WriteTerms(ctx context.Context, campaign string, t ledger.Terms
 		_, err = tx.ExecContext(ctx, `UPDATE ledger_packet_sets SET terms = ? WHERE id = ?`, string(b), campaign)
 		return err
 	}))
-}
-
-// Terms implements ledger.Ledger.
-func (l *Ledger) Terms(ctx context.Context, campaign string) (ledger.Terms, error) {
-	var stored *string
-	err := l.db.QueryRowContext(ctx, `SELECT terms FROM ledger_packet_sets WHERE id = ?`, campaign).Scan(&stored)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.Terms{}, fmt.Errorf("%w: campaign %q", ledger.ErrNoPackets, campaign)
-	}
-	if err != nil {
-		return ledger.Terms{}, wrap("terms", err)
-	}
-	return batch.DecodeTerms(campaign, stored)
 }

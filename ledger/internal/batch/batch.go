@@ -18,28 +18,40 @@ import (
 // every grant carries the campaign id (an empty Campaign field means "this
 // batch's campaign").
 func Check(campaign string, grants []ledger.Grant) ([]ledger.Grant, error) {
+	return checkBatch(campaign, grants, func(g *ledger.Grant) *string { return &g.Campaign }, func(g *ledger.Grant) error {
+		switch {
+		case g.Campaign != campaign:
+			return fmt.Errorf("%w: grant seq %d of campaign %q in a batch of campaign %q",
+				ledger.ErrInvalid, g.Seq, g.Campaign, campaign)
+		case g.User == "":
+			return fmt.Errorf("%w: grant seq %d has no user", ledger.ErrInvalid, g.Seq)
+		case !IsText(g.User):
+			return fmt.Errorf("%w: grant seq %d: user %q is not text", ledger.ErrInvalid, g.Seq, g.User)
+		case g.Seq < 0:
+			return fmt.Errorf("%w: grant seq %d is negative", ledger.ErrInvalid, g.Seq)
+		case g.Cents <= 0:
+			return fmt.Errorf("%w: grant seq %d has %d cents", ledger.ErrInvalid, g.Seq, g.Cents)
+		}
+		return nil
+	})
+}
+
+// checkBatch validates a batch of either kind for campaign: it returns a
+// copy of es in which every entry whose campaign (campaignOf) is empty
+// has the batch's, each checked by check, the kind's own rules.
+func checkBatch[E any](campaign string, es []E, campaignOf func(*E) *string, check func(*E) error) ([]E, error) {
 	if campaign == "" {
 		return nil, fmt.Errorf("%w: empty campaign id", ledger.ErrInvalid)
 	}
-	out := make([]ledger.Grant, len(grants))
-	for i, g := range grants {
-		if g.Campaign == "" {
-			g.Campaign = campaign
+	out := make([]E, len(es))
+	copy(out, es)
+	for i := range out {
+		if c := campaignOf(&out[i]); *c == "" {
+			*c = campaign
 		}
-		switch {
-		case g.Campaign != campaign:
-			return nil, fmt.Errorf("%w: grant seq %d of campaign %q in a batch of campaign %q",
-				ledger.ErrInvalid, g.Seq, g.Campaign, campaign)
-		case g.User == "":
-			return nil, fmt.Errorf("%w: grant seq %d has no user", ledger.ErrInvalid, g.Seq)
-		case !IsText(g.User):
-			return nil, fmt.Errorf("%w: grant seq %d: user %q is not text", ledger.ErrInvalid, g.Seq, g.User)
-		case g.Seq < 0:
-			return nil, fmt.Errorf("%w: grant seq %d is negative", ledger.ErrInvalid, g.Seq)
-		case g.Cents <= 0:
-			return nil, fmt.Errorf("%w: grant seq %d has %d cents", ledger.ErrInvalid, g.Seq, g.Cents)
+		if err := check(&out[i]); err != nil {
+			return nil, err
 		}
-		out[i] = g
 	}
 	return out, nil
 }
@@ -74,34 +86,27 @@ func Classify(grants []ledger.Grant, inserted []Row, stored []Row) (ledger.Apply
 	if inOrder(grants, inserted) {
 		return AllInserted(grants), grants, nil
 	}
-	done, others, extra := Inserted(grants, inserted, RowOf)
-	if len(extra) > 0 {
-		return ledger.ApplyResult{}, nil, fmt.Errorf("ledger: insert returned a row not in the batch: seq %d", extra[0].Seq)
-	}
-	res := AllInserted(done)
-	bySeq := make(map[int64]Row, len(stored))
-	byUser := make(map[string]Row, len(stored))
-	for _, r := range stored {
-		bySeq[r.Seq] = r
-		byUser[r.User] = r
-	}
-	for _, g := range others {
-		r := RowOf(g)
-		if have, ok := bySeq[g.Seq]; ok {
-			if have == r {
-				res.Replayed++
-				continue
-			}
-			res.Conflicts = append(res.Conflicts, ledger.Conflict{Grant: g, Kind: ledger.PacketTaken, Existing: grantOf(g.Campaign, have)})
-			continue
-		}
-		if have, ok := byUser[g.User]; ok {
-			res.Conflicts = append(res.Conflicts, ledger.Conflict{Grant: g, Kind: ledger.UserHasOther, Existing: grantOf(g.Campaign, have)})
-			continue
-		}
-		return ledger.ApplyResult{}, nil, fmt.Errorf("ledger: grant seq %d of campaign %q was neither inserted nor found", g.Seq, g.Campaign)
-	}
-	return res, done, nil
+	return classify(grantKind, grants, inserted, stored)
+}
+
+// grantKind: a grant's seq is its first key, its user its second.
+var grantKind = kind[ledger.Grant, Row, int64, string, ledger.Conflict, ledger.ApplyResult]{
+	row:    RowOf,
+	cents:  func(g ledger.Grant) int64 { return g.Cents },
+	key1:   func(r Row) int64 { return r.Seq },
+	key2:   func(r Row) string { return r.User },
+	first:  ledger.PacketTaken,
+	second: ledger.UserHasOther,
+	conflict: func(g ledger.Grant, k ledger.ConflictKind, have Row) ledger.Conflict {
+		return ledger.Conflict{Grant: g, Kind: k, Existing: grantOf(g.Campaign, have)}
+	},
+	extra: func(r Row) error { return fmt.Errorf("ledger: insert returned a row not in the batch: seq %d", r.Seq) },
+	missing: func(g ledger.Grant) error {
+		return fmt.Errorf("ledger: grant seq %d of campaign %q was neither inserted nor found", g.Seq, g.Campaign)
+	},
+	result: func(s sorted[ledger.Grant, ledger.Conflict]) ledger.ApplyResult {
+		return ledger.ApplyResult{Inserted: len(s.done), Replayed: s.replayed, InsertedCents: s.cents, Conflicts: s.conflicts}
+	},
 }
 
 // Inserted splits a batch of either kind by the rows its insert returned

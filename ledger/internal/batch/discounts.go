@@ -23,29 +23,21 @@ type orderKey struct{ user, order string }
 // CheckDiscounts validates a batch of one campaign and returns a copy in
 // which every discount carries the campaign id.
 func CheckDiscounts(campaign string, ds []ledger.Discount) ([]ledger.Discount, error) {
-	if campaign == "" {
-		return nil, fmt.Errorf("%w: empty campaign id", ledger.ErrInvalid)
-	}
-	out := make([]ledger.Discount, len(ds))
-	for i, d := range ds {
-		if d.Campaign == "" {
-			d.Campaign = campaign
-		}
+	return checkBatch(campaign, ds, func(d *ledger.Discount) *string { return &d.Campaign }, func(d *ledger.Discount) error {
 		switch {
 		case d.Campaign != campaign:
-			return nil, fmt.Errorf("%w: discount of campaign %q in a batch of campaign %q", ledger.ErrInvalid, d.Campaign, campaign)
+			return fmt.Errorf("%w: discount of campaign %q in a batch of campaign %q", ledger.ErrInvalid, d.Campaign, campaign)
 		case d.User == "" || d.Order == "":
-			return nil, fmt.Errorf("%w: discount seq %d has no user or no order", ledger.ErrInvalid, d.Seq)
+			return fmt.Errorf("%w: discount seq %d has no user or no order", ledger.ErrInvalid, d.Seq)
 		case !IsText(d.User) || !IsText(d.Order):
-			return nil, fmt.Errorf("%w: discount seq %d: user %q or order %q is not text", ledger.ErrInvalid, d.Seq, d.User, d.Order)
+			return fmt.Errorf("%w: discount seq %d: user %q or order %q is not text", ledger.ErrInvalid, d.Seq, d.User, d.Order)
 		case d.Seq < 1:
-			return nil, fmt.Errorf("%w: discount seq %d", ledger.ErrInvalid, d.Seq)
+			return fmt.Errorf("%w: discount seq %d", ledger.ErrInvalid, d.Seq)
 		case d.Cents <= 0:
-			return nil, fmt.Errorf("%w: discount seq %d has %d cents", ledger.ErrInvalid, d.Seq, d.Cents)
+			return fmt.Errorf("%w: discount seq %d has %d cents", ledger.ErrInvalid, d.Seq, d.Cents)
 		}
-		out[i] = d
-	}
-	return out, nil
+		return nil
+	})
 }
 
 // MissingDiscounts returns the keys of the discounts the insert did not
@@ -68,37 +60,30 @@ func MissingDiscounts(ds []ledger.Discount, inserted []DiscountRow) (seqs []int6
 // inserted ones, whose balances the caller moves. A discount neither
 // inserted nor matching a stored row is an error, never a silent skip.
 func ClassifyDiscounts(ds []ledger.Discount, inserted, stored []DiscountRow) (ledger.DiscountResult, []ledger.Discount, error) {
-	done, others, extra := Inserted(ds, inserted, DiscountRowOf)
-	if len(extra) > 0 {
-		return ledger.DiscountResult{}, nil, fmt.Errorf("ledger: insert returned a row not in the batch: %q order %q", extra[0].User, extra[0].Order)
-	}
-	res := ledger.DiscountResult{Inserted: len(done)}
-	for _, d := range done {
-		res.InsertedCents += d.Cents
-	}
-	byKey := make(map[orderKey]DiscountRow, len(stored))
-	bySeq := make(map[int64]DiscountRow, len(stored))
-	for _, r := range stored {
-		byKey[orderKey{r.User, r.Order}] = r
-		bySeq[r.Seq] = r
-	}
-	for _, d := range others {
-		r := DiscountRowOf(d)
-		if have, ok := byKey[orderKey{d.User, d.Order}]; ok {
-			if have == r {
-				res.Replayed++
-				continue
-			}
-			res.Conflicts = append(res.Conflicts, ledger.DiscountConflict{Discount: d, Kind: ledger.OrderDiffers, Existing: discountOf(d.Campaign, have)})
-			continue
-		}
-		if have, ok := bySeq[d.Seq]; ok {
-			res.Conflicts = append(res.Conflicts, ledger.DiscountConflict{Discount: d, Kind: ledger.UnitTaken, Existing: discountOf(d.Campaign, have)})
-			continue
-		}
-		return ledger.DiscountResult{}, nil, fmt.Errorf("ledger: discount of %q order %q was neither inserted nor found", d.User, d.Order)
-	}
-	return res, done, nil
+	return classify(discountKind, ds, inserted, stored)
+}
+
+// discountKind: a discount's (user, order) is its first key, its unit
+// (seq) its second.
+var discountKind = kind[ledger.Discount, DiscountRow, orderKey, int64, ledger.DiscountConflict, ledger.DiscountResult]{
+	row:    DiscountRowOf,
+	cents:  func(d ledger.Discount) int64 { return d.Cents },
+	key1:   func(r DiscountRow) orderKey { return orderKey{r.User, r.Order} },
+	key2:   func(r DiscountRow) int64 { return r.Seq },
+	first:  ledger.OrderDiffers,
+	second: ledger.UnitTaken,
+	conflict: func(d ledger.Discount, k ledger.ConflictKind, have DiscountRow) ledger.DiscountConflict {
+		return ledger.DiscountConflict{Discount: d, Kind: k, Existing: discountOf(d.Campaign, have)}
+	},
+	extra: func(r DiscountRow) error {
+		return fmt.Errorf("ledger: insert returned a row not in the batch: %q order %q", r.User, r.Order)
+	},
+	missing: func(d ledger.Discount) error {
+		return fmt.Errorf("ledger: discount of %q order %q was neither inserted nor found", d.User, d.Order)
+	},
+	result: func(s sorted[ledger.Discount, ledger.DiscountConflict]) ledger.DiscountResult {
+		return ledger.DiscountResult{Inserted: len(s.done), Replayed: s.replayed, InsertedCents: s.cents, Conflicts: s.conflicts}
+	},
 }
 
 func discountOf(campaign string, r DiscountRow) ledger.Discount {

@@ -21,6 +21,22 @@ func Refund(campaign string, escrow, cents int64) error {
 	return nil
 }
 
+// CheckFund validates a fund entry.
+func CheckFund(c ledger.Campaign) error {
+	if c.ID == "" || c.Funding == "" || c.Total < 0 {
+		return fmt.Errorf("%w: fund campaign %q from %q with %d cents", ledger.ErrInvalid, c.ID, c.Funding, c.Total)
+	}
+	return nil
+}
+
+// CheckRefund validates a refund entry.
+func CheckRefund(campaign string, cents int64) error {
+	if campaign == "" || cents < 0 {
+		return fmt.Errorf("%w: refund %d cents of campaign %q", ledger.ErrInvalid, cents, campaign)
+	}
+	return nil
+}
+
 // EscrowNotNegative is the name of the database's own guard (a CHECK
 // constraint on PostgreSQL, a trigger on SQLite) that no escrow account
 // goes below zero, whatever writes it: the backstop behind the backends'
