@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 )
@@ -97,12 +98,7 @@ func (d *discounter) execShard(ctx context.Context, op opcode, r *route, k int, 
 }
 
 func anyCode(out []redisstore.DiscountResult, code int) bool {
-	for _, o := range out {
-		if o.Code == code {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(out, func(o redisstore.DiscountResult) bool { return o.Code == code })
 }
 
 // call runs op's script once on shard k of route r.

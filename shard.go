@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 )
@@ -71,12 +72,7 @@ func (c *coalescer) execShard(ctx context.Context, r *route, k int, users []stri
 }
 
 func anyOutcome(out []redisstore.GrabResult, code int) bool {
-	for _, o := range out {
-		if o.Outcome == code {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(out, func(o redisstore.GrabResult) bool { return o.Outcome == code })
 }
 
 // serveDry refills dry shard k and asks again for the users it answered
