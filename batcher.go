@@ -69,10 +69,9 @@ type lane[Q, R any] struct {
 	inflight bool
 }
 
-// execFunc runs one batch of lane l: reqs holds the batcher's head slots,
-// for exec to fill (grab.lua's shard count before its users), then the
-// batch's requests; out gets their answers. err fails the whole batch;
-// each, when not nil, fails single requests.
+// execFunc runs one batch of lane l: reqs holds the batch's requests, out
+// gets their answers. err fails the whole batch; each, when not nil, fails
+// single requests.
 type execFunc[Q, R any] func(ctx context.Context, l *lane[Q, R], reqs []Q, out []R) (each []error, err error)
 
 // batcher owns the lanes and routes of one kind of campaign.
@@ -80,7 +79,6 @@ type batcher[Q, R any] struct {
 	router // its mu guards the lanes too: a request takes one lock
 	counters
 	maxBatch, maxQueue int
-	head               int // slots before the requests of each batch, for exec
 	timeout            time.Duration
 	exec               execFunc[Q, R]
 	tracer             trace.Tracer // nil: no spans
@@ -111,11 +109,11 @@ func (c *counters) borrowed(moved int) {
 }
 
 // init readies b: build lays out a campaign of a number of shards, exec
-// runs a batch with head slots before its requests.
-func (b *batcher[Q, R]) init(cfg Config, maxBatch int, build func(id string, shards int) *route, head int, exec execFunc[Q, R]) {
+// runs a batch.
+func (b *batcher[Q, R]) init(cfg Config, maxBatch int, build func(id string, shards int) *route, exec execFunc[Q, R]) {
 	b.routes, b.build = map[string]*route{}, build
 	b.maxBatch, b.maxQueue, b.timeout = maxBatch, cfg.MaxQueue, cfg.BatchTimeout
-	b.head, b.exec = head, exec
+	b.exec = exec
 	b.tracer = cfg.Tracer
 	b.lanes = map[laneKey]*lane[Q, R]{}
 	b.pool.New = func() any { return &waiter[Q, R]{done: make(chan struct{}, 1)} }
@@ -202,7 +200,7 @@ func (b *batcher[Q, R]) wait(ctx context.Context, sc trace.SpanContext, op opcod
 // its own context: a caller that gives up does not cancel the others'.
 func (b *batcher[Q, R]) run(l *lane[Q, R]) {
 	batch := make([]*waiter[Q, R], 0, b.maxBatch)
-	reqs := make([]Q, b.head, b.head+b.maxBatch)
+	reqs := make([]Q, 0, b.maxBatch)
 	results := make([]R, b.maxBatch)
 	for {
 		var done bool
@@ -214,7 +212,7 @@ func (b *batcher[Q, R]) run(l *lane[Q, R]) {
 		if len(batch) == 0 {
 			continue
 		}
-		reqs = reqs[:b.head]
+		reqs = reqs[:0]
 		for _, w := range batch {
 			reqs = append(reqs, w.req)
 		}

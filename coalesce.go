@@ -29,8 +29,7 @@ type coalescer struct {
 func newCoalescer(store *redisstore.Store, cfg Config) *coalescer {
 	c := &coalescer{store: store, blockSize: cfg.BlockSize}
 	c.blocks, _ = cfg.Packets.(ledger.BlockRecorder)
-	// One head slot: grab.lua's ARGV is the shard count, then the users.
-	c.init(cfg, cfg.MaxBatch, newRoute, 1, c.exec)
+	c.init(cfg, cfg.MaxBatch, newRoute, c.exec)
 	c.ops = []string{opGrab: "grab"}
 	return c
 }
@@ -40,16 +39,15 @@ func (c *coalescer) grab(ctx context.Context, id, user string) (redisstore.GrabR
 	return c.do(ctx, opGrab, id, user, user)
 }
 
-// exec runs one batch of lane l: args[0] is left for the shard count,
-// args[1:] are the users, out their answers. err fails the whole batch;
-// each, when not nil, fails single users (those a refill could not serve).
-func (c *coalescer) exec(ctx context.Context, l *lane[string, redisstore.GrabResult], args []string, out []redisstore.GrabResult) (each []error, err error) {
-	args[0] = l.route.arg
+// exec runs one batch of lane l: users, out their answers. err fails the
+// whole batch; each, when not nil, fails single users (those a refill
+// could not serve).
+func (c *coalescer) exec(ctx context.Context, l *lane[string, redisstore.GrabResult], users []string, out []redisstore.GrabResult) (each []error, err error) {
 	if l.key.shards == 1 {
 		// The hot path of every one-shard campaign: one script call.
-		low, err := c.store.GrabHinted(ctx, l.route.calls[opGrab][0], args, out)
+		low, err := c.store.GrabHinted(ctx, l.route.calls[opGrab][0], l.route.shards, users, out)
 		if err == nil && anyOutcome(out, redisstore.Sealed) {
-			return c.serveDry(ctx, l.route, 0, args[1:], out), nil
+			return c.serveDry(ctx, l.route, 0, users, out), nil
 		}
 		if low {
 			c.prefetch(l.key.id, 0, l.route.keys[0])
@@ -59,12 +57,12 @@ func (c *coalescer) exec(ctx context.Context, l *lane[string, redisstore.GrabRes
 			return nil, err
 		}
 		// The campaign has shards: learn the layout, route each user home.
-		return c.execRouted(ctx, c.learn(l.key.id, se.Shards), args[1:], out, 0)
+		return c.execRouted(ctx, c.learn(l.key.id, se.Shards), users, out, 0)
 	}
 	if r := c.current(l.key.id); r != l.route {
-		return c.execRouted(ctx, r, args[1:], out, 0)
+		return c.execRouted(ctx, r, users, out, 0)
 	}
-	return c.execShard(ctx, l.route, l.key.shard, args, out, 0)
+	return c.execShard(ctx, l.route, l.key.shard, users, out, 0)
 }
 
 // Stats are counters of the engine's batching since it started.

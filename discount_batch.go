@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 )
@@ -22,18 +22,12 @@ const (
 	opCancel
 )
 
-// discountReq is one request: a reserve carries the order amount.
-type discountReq struct {
-	user, order string
-	cents       int64
-}
-
 // newDiscountRoute lays out a discount campaign: its keys are the shards'
 // campaign views (what transfers and the audit read), its calls the KEYS
 // of disc_reserve.lua, disc_confirm.lua and disc_cancel.lua.
 func newDiscountRoute(id string, shards int) *route {
 	layout := redisstore.DiscountLayout(id, shards)
-	r := &route{id: id, shards: shards, arg: redisstore.ShardsArg(shards), keys: redisstore.ShardViews(layout)}
+	r := &route{id: id, shards: shards, keys: redisstore.ShardViews(layout)}
 	r.calls = make([][][]string, opCancel+1)
 	for op := range r.calls {
 		r.calls[op] = make([][]string, shards)
@@ -48,20 +42,20 @@ func newDiscountRoute(id string, shards int) *route {
 
 // discounter coalesces the calls of discount campaigns.
 type discounter struct {
-	batcher[discountReq, redisstore.DiscountResult]
+	batcher[redisstore.DiscountCall, redisstore.DiscountResult]
 	store *redisstore.Store
 }
 
 func newDiscounter(store *redisstore.Store, cfg Config) *discounter {
 	d := &discounter{store: store}
-	d.init(cfg, min(cfg.MaxBatch, redisstore.MaxDiscountBatch), newDiscountRoute, 0, d.exec)
+	d.init(cfg, min(cfg.MaxBatch, redisstore.MaxDiscountBatch), newDiscountRoute, d.exec)
 	d.ops = []string{opReserve: "reserve", opConfirm: "confirm", opCancel: "cancel"}
 	return d
 }
 
 // exec runs one batch of lane l. err fails the whole batch; each, when
 // not nil, fails single requests.
-func (d *discounter) exec(ctx context.Context, l *lane[discountReq, redisstore.DiscountResult], reqs []discountReq, out []redisstore.DiscountResult) (each []error, err error) {
+func (d *discounter) exec(ctx context.Context, l *lane[redisstore.DiscountCall, redisstore.DiscountResult], reqs []redisstore.DiscountCall, out []redisstore.DiscountResult) (each []error, err error) {
 	if r := d.current(l.key.id); r != l.route {
 		return d.execRouted(ctx, l.key.op, r, reqs, out, 0)
 	}
@@ -70,24 +64,20 @@ func (d *discounter) exec(ctx context.Context, l *lane[discountReq, redisstore.D
 
 // execRouted serves requests by their users' home shards under route r,
 // one script call per shard that has some.
-func (d *discounter) execRouted(ctx context.Context, op opcode, r *route, reqs []discountReq, out []redisstore.DiscountResult, depth int) (each []error, err error) {
+func (d *discounter) execRouted(ctx context.Context, op opcode, r *route, reqs []redisstore.DiscountCall, out []redisstore.DiscountResult, depth int) (each []error, err error) {
 	if depth > maxReroutes {
 		return nil, fmt.Errorf("discount %s: its shard count keeps changing", r.id)
 	}
-	home := func(i int) string { return reqs[i].user }
+	home := func(i int) string { return reqs[i].User }
 	return fanOut(r, out, home, func(k int, is []int, sub []redisstore.DiscountResult) ([]error, error) {
-		part := make([]discountReq, len(is))
-		for j, i := range is {
-			part[j] = reqs[i]
-		}
-		return d.execShard(ctx, op, r, k, part, sub, depth)
+		return d.execShard(ctx, op, r, k, pick(reqs, is), sub, depth)
 	}), nil
 }
 
 // execShard runs op's script on shard k of route r and handles what a
 // sharded campaign can answer beyond a one-shard one: a stale layout, a
 // shard that does not exist, a dry shard.
-func (d *discounter) execShard(ctx context.Context, op opcode, r *route, k int, reqs []discountReq, out []redisstore.DiscountResult, depth int) (each []error, err error) {
+func (d *discounter) execShard(ctx context.Context, op opcode, r *route, k int, reqs []redisstore.DiscountCall, out []redisstore.DiscountResult, depth int) (each []error, err error) {
 	err = d.call(ctx, op, r, k, reqs, out)
 	var se *redisstore.ShardsError
 	if errors.As(err, &se) {
@@ -108,35 +98,18 @@ func (d *discounter) execShard(ctx context.Context, op opcode, r *route, k int, 
 }
 
 func anyCode(out []redisstore.DiscountResult, code int) bool {
-	for _, o := range out {
-		if o.Code == code {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(out, func(o redisstore.DiscountResult) bool { return o.Code == code })
 }
 
 // call runs op's script once on shard k of route r.
-func (d *discounter) call(ctx context.Context, op opcode, r *route, k int, reqs []discountReq, out []redisstore.DiscountResult) error {
-	per := 2
-	if op == opReserve {
-		per = 3
-	}
-	args := make([]string, 0, 1+per*len(reqs))
-	args = append(args, r.arg)
-	for _, q := range reqs {
-		args = append(args, q.user, q.order)
-		if op == opReserve {
-			args = append(args, strconv.FormatInt(q.cents, 10))
-		}
-	}
+func (d *discounter) call(ctx context.Context, op opcode, r *route, k int, reqs []redisstore.DiscountCall, out []redisstore.DiscountResult) error {
 	switch op {
 	case opReserve:
-		return d.store.Reserve(ctx, r.calls[op][k], args, out)
+		return d.store.Reserve(ctx, r.calls[op][k], r.shards, reqs, out)
 	case opConfirm:
-		return d.store.Confirm(ctx, r.calls[op][k], args, out)
+		return d.store.Confirm(ctx, r.calls[op][k], r.shards, reqs, out)
 	default:
-		return d.store.Cancel(ctx, r.calls[op][k], args, out)
+		return d.store.Cancel(ctx, r.calls[op][k], r.shards, reqs, out)
 	}
 }
 

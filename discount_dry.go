@@ -25,16 +25,12 @@ import (
 // serveDry refills dry shard k and asks again for the requests it answered
 // DRY, until none is left dry (see serveDry). When nothing is left
 // anywhere they are answered EXHAUSTED.
-func (d *discounter) serveDry(ctx context.Context, r *route, k int, reqs []discountReq, out []redisstore.DiscountResult) []error {
+func (d *discounter) serveDry(ctx context.Context, r *route, k int, reqs []redisstore.DiscountCall, out []redisstore.DiscountResult) []error {
 	dry := func(o redisstore.DiscountResult) bool { return o.Code == redisstore.DiscountDry }
 	exhausted := redisstore.DiscountResult{Code: redisstore.DiscountExhausted}
 	refill := func(need int) error { return d.refill(ctx, r, k, need) }
 	return serveDry(out, dry, &exhausted, refill, func(idx []int, again []redisstore.DiscountResult) error {
-		part := make([]discountReq, len(idx))
-		for j, i := range idx {
-			part[j] = reqs[i]
-		}
-		return d.call(ctx, opReserve, r, k, part, again)
+		return d.call(ctx, opReserve, r, k, pick(reqs, idx), again)
 	})
 }
 

@@ -54,7 +54,7 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 	layout := redisstore.DiscountLayout(d.ID, d.Shards)
 	token := newToken()
 	for k, keys := range layout {
-		existing, err := e.store.DiscountBegin(ctx, keys, token, k > 0, discountFields(d, k, queues[k]))
+		existing, err := e.store.DiscountBegin(ctx, keys, token, k > 0, discountMeta(d, k, queues[k]))
 		if err != nil {
 			return nil, opErr("create discount", d.ID, mapStoreErr(err))
 		}
@@ -133,26 +133,15 @@ func prepareDiscount(spec DiscountSpec) (*Discount, [][]int64, error) {
 	return d, lists.Deal(d.Shards, d.Seed), nil
 }
 
-// discountFields are the meta fields of shard k: the spec (every shard
-// needs the limits; the root is the campaign's record), the layout, its
-// share and its zeroed counters.
-func discountFields(d *Discount, k int, share []int64) []string {
-	var cents int64
-	for _, a := range share {
-		cents += a
-	}
-	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
-	return []string{
-		"kind", "discount",
-		"budget", i64(d.Budget), "quota", strconv.Itoa(d.Quota),
-		"min", i64(d.Min), "max", i64(d.Max),
-		"per_user_count", strconv.Itoa(d.PerUserCount), "per_user_amount", i64(d.PerUserAmount),
-		"hold_ms", i64(d.Hold.Milliseconds()), "funding", d.Funding,
-		"seed", strconv.FormatUint(d.Seed, 10), "tail_count", strconv.Itoa(d.TailCount),
-		"shards", strconv.Itoa(d.Shards), "shard", strconv.Itoa(k),
-		"base_count", strconv.Itoa(len(share)), "base_cents", i64(cents),
-		"comp_cents", "0", "reserved_count", "0", "reserved_cents", "0",
-		"confirmed_count", "0", "confirmed_cents", "0", "taken_cents", "0", "returned_cents", "0",
+// discountMeta is the meta of shard k, dealt share: the spec (every
+// shard needs the limits; the root is the campaign's record), the layout
+// and its share.
+func discountMeta(d *Discount, k int, share []int64) redisstore.DiscountMeta {
+	return redisstore.DiscountMeta{
+		Budget: d.Budget, Quota: int64(d.Quota), Min: d.Min, Max: d.Max,
+		PerUserCount: int64(d.PerUserCount), PerUserAmount: d.PerUserAmount,
+		HoldMs: d.Hold.Milliseconds(), Funding: d.Funding, Seed: d.Seed, TailCount: int64(d.TailCount),
+		ShardShare: dealt(d.Shards, k, share),
 	}
 }
 
@@ -184,7 +173,7 @@ func (e *Engine) ReserveDiscount(ctx context.Context, id, user, order string, or
 	if orderCents < 1 || orderCents > split.MaxTotal {
 		return Reservation{}, &AmountError{Input: strconv.FormatInt(orderCents, 10), Reason: "an order amount must be within 0.01 and the largest budget"}
 	}
-	res, err := e.discounts.do(ctx, opReserve, id, user, discountReq{user: user, order: order, cents: orderCents})
+	res, err := e.discounts.do(ctx, opReserve, id, user, redisstore.DiscountCall{User: user, Order: order, Cents: orderCents})
 	if err != nil {
 		return Reservation{}, discountErr("reserve", id, err)
 	}
@@ -255,7 +244,7 @@ func (e *Engine) settleOrder(ctx context.Context, op opcode, name, id, user, ord
 	if err := checkOrder(id, user, order); err != nil {
 		return redisstore.DiscountResult{}, err
 	}
-	res, err := e.discounts.do(ctx, op, id, user, discountReq{user: user, order: order})
+	res, err := e.discounts.do(ctx, op, id, user, redisstore.DiscountCall{User: user, Order: order})
 	if err != nil {
 		return redisstore.DiscountResult{}, discountErr(name, id, err)
 	}

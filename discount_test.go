@@ -220,9 +220,9 @@ func TestDiscountInterruptedCreate(t *testing.T) {
 	layout := redisstore.DiscountLayout(id, 3)
 	// The root was loading; shard 2 alone went live, with a share of a
 	// campaign that never existed.
-	_, err := store.DiscountBegin(ctx, layout[0], "crashed", false, []string{"shards", "3", "shard", "0"})
+	_, err := store.DiscountBegin(ctx, layout[0], "crashed", false, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 3, Shard: 0}})
 	require.NoError(t, err)
-	_, err = store.DiscountBegin(ctx, layout[2], "crashed", true, []string{"shards", "3", "shard", "2", "base_count", "2", "base_cents", "200"})
+	_, err = store.DiscountBegin(ctx, layout[2], "crashed", true, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 3, Shard: 2, BaseCount: 2, BaseCents: 200}})
 	require.NoError(t, err)
 	require.NoError(t, store.Load(ctx, layout[2].Keys(), "crashed", 3, 3, []int64{100, 100}, nil))
 	_, err = store.Activate(ctx, layout[2].Keys(), "crashed", 0, 0, 60_000)
@@ -241,7 +241,7 @@ func TestDiscountInterruptedCreate(t *testing.T) {
 	r2, err := eng.ReserveDiscount(ctx, id, usersHomedOn("i", 1, 3, 2)[0], "o", 100)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Reserved, r2.Outcome)
-	existing, err := store.DiscountBegin(ctx, layout[2], "again", true, nil)
+	existing, err := store.DiscountBegin(ctx, layout[2], "again", true, redisstore.DiscountMeta{})
 	require.NoError(t, err)
 	require.Equal(t, "open", existing)
 	requireAudit(t, eng, id)

@@ -243,7 +243,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (redisstore.Activation, error) {
 	k := redisstore.CampaignKeys(c.ID)
 	token := newToken()
-	existing, err := e.store.Begin(ctx, k, token, false, append(metaFields(c), e.frontierFields(c.Count)...))
+	existing, err := e.store.Begin(ctx, k, token, false, redisstore.Meta{Terms: terms(c), Frontier: e.frontier(c.Count)})
 	if err != nil {
 		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
 	}
@@ -421,16 +421,10 @@ func (e *Engine) prepare(spec Spec) (*Campaign, []int64, error) {
 	return c, amounts, nil
 }
 
-func metaFields(c *Campaign) []string {
-	return []string{
-		"total", strconv.FormatInt(c.Total, 10),
-		"count", strconv.Itoa(c.Count),
-		"min", strconv.FormatInt(c.Min, 10),
-		"max", strconv.FormatInt(c.Max, 10),
-		"split", string(c.Split),
-		"seed", strconv.FormatUint(c.Seed, 10),
-		"funding", c.Funding,
-	}
+// terms are the campaign's terms, as its root's meta holds them.
+func terms(c *Campaign) *redisstore.Terms {
+	return &redisstore.Terms{Total: c.Total, Count: int64(c.Count), Min: c.Min, Max: c.Max,
+		Split: string(c.Split), Seed: c.Seed, Funding: c.Funding}
 }
 
 func unixMs(t time.Time) int64 {

@@ -289,7 +289,7 @@ func TestBatchWithRepeatedUser(t *testing.T) {
 	c := create(t, eng, hongbao.Spec{Total: 300, Count: 3, Split: split.Fixed})
 	users := []string{"a", "b", "a", "a", "b"}
 	out := make([]redisstore.GrabResult, len(users))
-	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), append([]string{"1"}, users...), out))
+	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), 1, users, out))
 	require.Equal(t, redisstore.Granted, out[0].Outcome)
 	require.Equal(t, redisstore.Granted, out[1].Outcome)
 	require.NotEqual(t, out[0].Seq, out[1].Seq)
@@ -302,7 +302,7 @@ func TestBatchWithRepeatedUser(t *testing.T) {
 	// and a repeat of each gets the same answer.
 	users = []string{"c", "d", "c", "d", "a"}
 	out = make([]redisstore.GrabResult, len(users))
-	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), append([]string{"1"}, users...), out))
+	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), 1, users, out))
 	require.Equal(t, redisstore.Granted, out[0].Outcome)
 	require.Equal(t, redisstore.SoldOut, out[1].Outcome)
 	require.Equal(t, redisstore.Already, out[2].Outcome)
@@ -316,7 +316,7 @@ func TestBatchWithRepeatedUser(t *testing.T) {
 	require.EqualValues(t, 3, a.StreamCount)
 
 	// Batch size limits are checked before anything is written.
-	err = store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), make([]string, redisstore.MaxBatch+2), make([]redisstore.GrabResult, redisstore.MaxBatch+1))
+	err = store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), 1, make([]string, redisstore.MaxBatch+1), make([]redisstore.GrabResult, redisstore.MaxBatch+1))
 	require.ErrorIs(t, err, redisstore.ErrArgs)
 }
 
@@ -330,7 +330,7 @@ func TestInterruptedCreate(t *testing.T) {
 	id := testenv.UniqueID(t)
 
 	// A create that crashed after loading part of its pool.
-	existing, err := store.Begin(ctx, redisstore.CampaignKeys(id), "crashed-loader", false, []string{"total", "10000", "count", "5000"})
+	existing, err := store.Begin(ctx, redisstore.CampaignKeys(id), "crashed-loader", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10000, Count: 5000}})
 	require.NoError(t, err)
 	require.Empty(t, existing)
 	part := make([]int64, 4000)
@@ -378,7 +378,7 @@ func TestActivateChecksContents(t *testing.T) {
 	ctx := context.Background()
 	store := redisstore.New(r.Client)
 	id := testenv.UniqueID(t)
-	_, err := store.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, []string{"total", "100", "count", "3"})
+	_, err := store.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
 	require.NoError(t, err)
 	require.NoError(t, store.Load(ctx, redisstore.CampaignKeys(id), "tok", 1, 1, []int64{50, 50}, nil))
 	_, err = store.Activate(ctx, redisstore.CampaignKeys(id), "tok", 0, 0, 60000)
@@ -386,13 +386,13 @@ func TestActivateChecksContents(t *testing.T) {
 	// A chunk that does not start where the staged list ends is refused.
 	require.ErrorIs(t, store.Load(ctx, redisstore.CampaignKeys(id), "tok", 1, 1, []int64{1}, nil), redisstore.ErrStale)
 
-	_, err = store.Begin(ctx, redisstore.CampaignKeys(id), "tok2", false, []string{"total", "100", "count", "3"})
+	_, err = store.Begin(ctx, redisstore.CampaignKeys(id), "tok2", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
 	require.NoError(t, err)
 	require.NoError(t, store.Load(ctx, redisstore.CampaignKeys(id), "tok2", 1, 1, []int64{50, 49, 2}, nil))
 	_, err = store.Activate(ctx, redisstore.CampaignKeys(id), "tok2", 0, 0, 60000)
 	require.ErrorIs(t, err, redisstore.ErrContents, "wrong sum")
 
-	_, err = store.Begin(ctx, redisstore.CampaignKeys(id), "tok3", false, []string{"total", "100", "count", "2"})
+	_, err = store.Begin(ctx, redisstore.CampaignKeys(id), "tok3", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 2}})
 	require.NoError(t, err)
 	require.ErrorIs(t, store.Load(ctx, redisstore.CampaignKeys(id), "tok3", 1, 1, []int64{100, 0}, nil), redisstore.ErrContents, "zero amount")
 	_, err = eng.Grab(ctx, id, "x")

@@ -32,13 +32,13 @@ const DefaultBlockSize = 10000
 // errNoRecorder: a pool is sealed and this engine records no blocks.
 var errNoRecorder = errors.New("the pool is sealed and this engine has no block recorder (Config.Packets) to open it")
 
-// frontierFields are the meta fields of a shard of count packets: sealed
-// whole under the frontier, none without it.
-func (e *Engine) frontierFields(count int) []string {
+// frontier puts a shard of count packets sealed whole under the frontier;
+// nil without it.
+func (e *Engine) frontier(count int) *redisstore.Frontier {
 	if e.co.blocks == nil {
 		return nil
 	}
-	return redisstore.FrontierFields(e.cfg.BlockSize, count)
+	return &redisstore.Frontier{Block: int64(e.cfg.BlockSize), Sealed: int64(count)}
 }
 
 // openNext opens the next block of shard k of campaign id, when the

@@ -299,7 +299,7 @@ func TestBlockedInOneBatch(t *testing.T) {
 	store := redisstore.New(r.Client)
 	users := []string{"x", "a", "h", "x", "b", "a", "y"}
 	out := make([]redisstore.GrabResult, len(users))
-	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), append([]string{"1"}, users...), out))
+	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), 1, users, out))
 	want := []int{redisstore.Blocked, redisstore.Granted, redisstore.Already, redisstore.Blocked, redisstore.Granted, redisstore.Already, redisstore.Blocked}
 	for i, o := range out {
 		require.Equal(t, want[i], o.Outcome, "user %d %s", i, users[i])

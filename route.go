@@ -12,14 +12,13 @@ import (
 type route struct {
 	id     string
 	shards int
-	arg    string            // the scripts' first argument: the shard count
 	keys   []redisstore.Keys // per shard (a discount shard's campaign view)
 	calls  [][][]string      // per opcode, per shard: the script's KEYS
 }
 
 // newRoute lays out a red packet campaign: grab.lua is its one script.
 func newRoute(id string, shards int) *route {
-	r := &route{id: id, shards: shards, arg: redisstore.ShardsArg(shards), keys: redisstore.Layout(id, shards)}
+	r := &route{id: id, shards: shards, keys: redisstore.Layout(id, shards)}
 	grab := make([][]string, shards)
 	for k, keys := range r.keys {
 		grab[k] = redisstore.GrabKeys(keys)
@@ -123,6 +122,16 @@ func fanOut[R any](r *route, out []R, user func(i int) string, shard func(k int,
 		}
 	}
 	return each
+}
+
+// pick returns the requests of reqs at indexes is, in that order: a
+// shard's part of a batch.
+func pick[Q any](reqs []Q, is []int) []Q {
+	part := make([]Q, len(is))
+	for j, i := range is {
+		part[j] = reqs[i]
+	}
+	return part
 }
 
 // maxRefills bounds the refills one batch waits for: other processes may

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 )
@@ -37,29 +37,24 @@ func (c *coalescer) execRouted(ctx context.Context, r *route, users []string, ou
 	}
 	home := func(i int) string { return users[i] }
 	return fanOut(r, out, home, func(k int, is []int, sub []redisstore.GrabResult) ([]error, error) {
-		args := make([]string, 0, len(is)+1)
-		args = append(args, r.arg)
-		for _, i := range is {
-			args = append(args, users[i])
-		}
-		return c.execShard(ctx, r, k, args, sub, depth)
+		return c.execShard(ctx, r, k, pick(users, is), sub, depth)
 	}), nil
 }
 
-// execShard runs grab.lua on shard k of route r for args (the shard count,
-// then users), and handles what a sharded campaign can answer beyond a
-// one-shard one: a stale layout, a shard that does not exist, a dry shard.
-func (c *coalescer) execShard(ctx context.Context, r *route, k int, args []string, out []redisstore.GrabResult, depth int) (each []error, err error) {
-	low, err := c.store.GrabHinted(ctx, r.calls[opGrab][k], args, out)
+// execShard runs grab.lua on shard k of route r for users, and handles
+// what a sharded campaign can answer beyond a one-shard one: a stale
+// layout, a shard that does not exist, a dry shard.
+func (c *coalescer) execShard(ctx context.Context, r *route, k int, users []string, out []redisstore.GrabResult, depth int) (each []error, err error) {
+	low, err := c.store.GrabHinted(ctx, r.calls[opGrab][k], r.shards, users, out)
 	if low && err == nil && !anyOutcome(out, redisstore.Sealed) {
 		c.prefetch(r.id, k, r.keys[k])
 	}
 	var se *redisstore.ShardsError
 	if errors.As(err, &se) {
-		return c.execRouted(ctx, c.learn(r.id, se.Shards), args[1:], out, depth+1)
+		return c.execRouted(ctx, c.learn(r.id, se.Shards), users, out, depth+1)
 	}
 	if err == nil && r.shards == 1 && anyOutcome(out, redisstore.Sealed) {
-		return c.serveDry(ctx, r, k, args[1:], out), nil
+		return c.serveDry(ctx, r, k, users, out), nil
 	}
 	if err != nil || r.shards == 1 {
 		return nil, err
@@ -68,21 +63,16 @@ func (c *coalescer) execShard(ctx context.Context, r *route, k int, args []strin
 		// A shard that does not exist: the campaign is gone, or was made
 		// again with fewer shards. Ask its root.
 		c.forget(r)
-		return c.execRouted(ctx, c.current(r.id), args[1:], out, depth+1)
+		return c.execRouted(ctx, c.current(r.id), users, out, depth+1)
 	}
 	if !anyOutcome(out, redisstore.Dry) && !anyOutcome(out, redisstore.Sealed) {
 		return nil, nil
 	}
-	return c.serveDry(ctx, r, k, args[1:], out), nil
+	return c.serveDry(ctx, r, k, users, out), nil
 }
 
 func anyOutcome(out []redisstore.GrabResult, code int) bool {
-	for _, o := range out {
-		if o.Outcome == code {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(out, func(o redisstore.GrabResult) bool { return o.Outcome == code })
 }
 
 // serveDry refills dry shard k and asks again for the users it answered
@@ -95,12 +85,7 @@ func (c *coalescer) serveDry(ctx context.Context, r *route, k int, users []strin
 	}
 	refill := func(need int) error { return c.refill(ctx, r, k, need) }
 	return serveDry(out, dry, nil, refill, func(idx []int, again []redisstore.GrabResult) error {
-		args := make([]string, 0, len(idx)+1)
-		args = append(args, r.arg)
-		for _, i := range idx {
-			args = append(args, users[i])
-		}
-		return c.store.Grab(ctx, r.calls[opGrab][k], args, again)
+		return c.store.Grab(ctx, r.calls[opGrab][k], r.shards, pick(users, idx), again)
 	})
 }
 
@@ -169,7 +154,7 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 	token := newToken()
 	shares := deal(amounts, c.Shards)
 	for k, keys := range r.keys {
-		existing, err := e.store.Begin(ctx, keys, token, k > 0, append(shardFields(c, k, shares[k]), e.frontierFields(len(shares[k]))...))
+		existing, err := e.store.Begin(ctx, keys, token, k > 0, e.shardMeta(c, k, shares[k]))
 		if err != nil {
 			return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
 		}
@@ -236,21 +221,22 @@ func deal(amounts []int64, shards int) [][]int64 {
 	return out
 }
 
-// shardFields are the meta fields of shard k: the spec on the root, and on
-// every shard the layout and its share.
-func shardFields(c *Campaign, k int, share []int64) []string {
+// shardMeta is the meta of shard k, dealt share: on every shard the
+// layout and its share, on the root the terms.
+func (e *Engine) shardMeta(c *Campaign, k int, share []int64) redisstore.Meta {
+	sh := dealt(c.Shards, k, share)
+	m := redisstore.Meta{Share: &sh, Frontier: e.frontier(len(share))}
+	if k == 0 {
+		m.Terms = terms(c)
+	}
+	return m
+}
+
+// dealt is shard k's part of a campaign of shards shards, dealt share.
+func dealt(shards, k int, share []int64) redisstore.ShardShare {
 	var cents int64
 	for _, a := range share {
 		cents += a
 	}
-	f := []string{
-		"shards", strconv.Itoa(c.Shards),
-		"shard", strconv.Itoa(k),
-		"base_count", strconv.Itoa(len(share)),
-		"base_cents", strconv.FormatInt(cents, 10),
-	}
-	if k == 0 {
-		f = append(f, metaFields(c)...)
-	}
-	return f
+	return redisstore.ShardShare{Shards: shards, Shard: k, BaseCount: int64(len(share)), BaseCents: cents}
 }

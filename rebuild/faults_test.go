@@ -166,7 +166,7 @@ func TestRebuildRefuses(t *testing.T) {
 	// A create that is loading it.
 	id := testenv.UniqueID(t)
 	require.NoError(t, e.l.WritePackets(ctx, id, []int64{5, 5}))
-	existing, err := redisstore.New(e.r.Client).Begin(ctx, redisstore.CampaignKeys(id), "tok", false, []string{"total", "10", "count", "2"})
+	existing, err := redisstore.New(e.r.Client).Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10, Count: 2}})
 	require.NoError(t, err)
 	require.Empty(t, existing)
 	_, err = e.rebuild(e.r.Client, id, true)

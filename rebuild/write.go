@@ -149,7 +149,7 @@ func (r *run) write(ctx context.Context) error {
 		if err := r.store.Stage(ctx, keys, r.token, r.plan.shards[k].img); err != nil {
 			return err
 		}
-		if _, err := r.store.Swap(ctx, keys, r.token, r.fenceN, r.fields(k)); err != nil {
+		if _, err := r.store.Swap(ctx, keys, r.token, r.fenceN, r.meta(k)); err != nil {
 			return err
 		}
 		if testHookSwapped != nil {
@@ -178,42 +178,44 @@ var owned = func() map[string]bool {
 	return m
 }()
 
-// fields is shard k's new meta, as field, value pairs.
-func (r *run) fields(k int) []string {
-	var f []string
+// meta is shard k's new meta.
+func (r *run) meta(k int) redisstore.RebuiltMeta {
+	kept := map[string]string{}
 	for name, v := range r.ev.redis[k].Meta {
 		if !owned[name] {
-			f = append(f, name, v)
+			kept[name] = v
 		}
 	}
 	sh, t := r.plan.shards[k], r.terms
-	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	created := r.rootMeta["created_at"]
 	if created == "" {
-		created = i64(t.OpensAt)
+		created = strconv.FormatInt(t.OpensAt, 10)
 	}
-	f = append(f, "granted_count", i64(sh.grantedCount), "granted_cents", i64(sh.grantedCents), "refunded_cents", "0",
-		"lost_count", i64(sh.lostCount), "lost_cents", i64(sh.lostCents),
-		"opens_at", i64(t.OpensAt), "closes_at", i64(t.ClosesAt), "created_at", created,
-		"rebuilt_at", i64(r.now), "rebuild_from", r.prior)
+	m := redisstore.RebuiltMeta{
+		Kept:         kept,
+		GrantedCount: sh.grantedCount, GrantedCents: sh.grantedCents,
+		LostCount: sh.lostCount, LostCents: sh.lostCents,
+		OpensAt: t.OpensAt, ClosesAt: t.ClosesAt, CreatedAt: created,
+		RebuiltAt: r.now, RebuildFrom: r.prior,
+	}
 	if r.state == "closed" {
-		f = append(f, "close_reason", r.reason, "closed_at", i64(r.closedAt))
+		m.CloseReason, m.ClosedAt = r.reason, r.closedAt
 	}
 	if t.Block > 0 {
 		// The pools go back sealed: the engine opens them again, block by
 		// block, each recorded before its packets can be popped.
-		f = append(f, "block", i64(t.Block), "sealed", i64(sh.poolCount))
+		m.Frontier = &redisstore.Frontier{Block: t.Block, Sealed: sh.poolCount}
 	}
 	if len(r.shards) > 1 {
-		f = append(f, "shards", strconv.Itoa(len(r.shards)), "shard", strconv.Itoa(k),
-			"base_count", i64(sh.grantedCount+sh.poolCount+sh.lostCount),
-			"base_cents", i64(sh.grantedCents+sh.poolCents+sh.lostCents))
+		m.Share = &redisstore.ShardShare{Shards: len(r.shards), Shard: k,
+			BaseCount: sh.grantedCount + sh.poolCount + sh.lostCount,
+			BaseCents: sh.grantedCents + sh.poolCents + sh.lostCents}
 	}
 	if k == 0 {
-		f = append(f, "total", i64(t.Total), "count", i64(t.Count), "min", i64(t.Min), "max", i64(t.Max),
-			"split", t.Split, "seed", strconv.FormatUint(t.Seed, 10), "funding", t.Funding)
+		m.Terms = &redisstore.Terms{Total: t.Total, Count: t.Count, Min: t.Min, Max: t.Max,
+			Split: t.Split, Seed: t.Seed, Funding: t.Funding}
 	}
-	return f
+	return m
 }
 
 // activate makes every shard live, the root last, registers the

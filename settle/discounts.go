@@ -169,7 +169,7 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 	}
 	w.discounts.Add(int64(res.Inserted))
 	w.replayed.Add(int64(res.Replayed))
-	bad := map[string][]string{}
+	bad := map[string][]redisstore.DeadGrant{}
 	for _, c := range res.Conflicts {
 		w.conflicts.Add(1)
 		w.log.Error("INCIDENT: conflicting discount", "discount", sh.id, "kind", c.Kind,
@@ -177,7 +177,7 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 			"existing_order", c.Existing.Order, "existing_seq", c.Existing.Seq)
 		key := redisstore.OrderKey(c.Discount.User, c.Discount.Order)
 		entry := entryOf(es, func(g redisstore.StreamGrant) bool { return g.User == key })
-		bad[entry] = append(bad[entry], key, redisstore.FormatPacket(c.Discount.Seq, c.Discount.Cents))
+		bad[entry] = append(bad[entry], redisstore.DeadGrant{User: key, Packet: redisstore.FormatPacket(c.Discount.Seq, c.Discount.Cents)})
 	}
 	return w.ackOrBury(ctx, sh, es, bad)
 }

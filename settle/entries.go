@@ -142,14 +142,14 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 
 	// Conflicts are incidents: each goes to the dead stream with its
 	// entry's acknowledgement; entries without conflicts are acknowledged.
-	bad := map[string][]string{}
+	bad := map[string][]redisstore.DeadGrant{}
 	for _, c := range res.Conflicts {
 		w.conflicts.Add(1)
 		w.log.Error("INCIDENT: conflicting grant", "campaign", id, "kind", c.Kind,
 			"user", c.Grant.User, "seq", c.Grant.Seq, "cents", c.Grant.Cents,
 			"existing_user", c.Existing.User, "existing_seq", c.Existing.Seq)
 		entry := entryOf(es, func(g redisstore.StreamGrant) bool { return g.Seq == c.Grant.Seq && g.User == c.Grant.User })
-		bad[entry] = append(bad[entry], c.Grant.User, redisstore.FormatPacket(c.Grant.Seq, c.Grant.Cents))
+		bad[entry] = append(bad[entry], redisstore.DeadGrant{User: c.Grant.User, Packet: redisstore.FormatPacket(c.Grant.Seq, c.Grant.Cents)})
 	}
 	return w.ackOrBury(ctx, sh, es, bad)
 }
@@ -222,13 +222,13 @@ func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entr
 }
 
 // ackOrBury acknowledges entries, moving those with conflicts (bad, by
-// entry id: the conflicting items as field, value pairs) to the dead
-// stream with their acknowledgement.
-func (w *Worker) ackOrBury(ctx context.Context, sh shard, es []redisstore.Entry, bad map[string][]string) error {
+// entry id: the conflicting items) to the dead stream with their
+// acknowledgement.
+func (w *Worker) ackOrBury(ctx context.Context, sh shard, es []redisstore.Entry, bad map[string][]redisstore.DeadGrant) error {
 	var ack []string
 	for _, e := range es {
-		if pairs, ok := bad[e.ID]; ok {
-			if err := w.store.Dead(ctx, sh.keys, e.ID, "conflict", pairs); err != nil {
+		if items, ok := bad[e.ID]; ok {
+			if err := w.store.Dead(ctx, sh.keys, e.ID, "conflict", items); err != nil {
 				return err
 			}
 			w.entries.Add(1)

@@ -20,7 +20,7 @@ func BenchmarkStoreGrab(b *testing.B) {
 	ctx := context.Background()
 	id := testenv.UniqueID(b)
 	const batch = 16
-	if _, err := s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, []string{"total", strconv.Itoa(batch * 100), "count", strconv.Itoa(batch)}); err != nil {
+	if _, err := s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: batch * 100, Count: batch}}); err != nil {
 		b.Fatal(err)
 	}
 	amounts := make([]int64, batch)
@@ -39,14 +39,13 @@ func BenchmarkStoreGrab(b *testing.B) {
 		users[i] = "u" + strconv.Itoa(i)
 	}
 	out := make([]redisstore.GrabResult, batch)
-	args := append([]string{"1"}, users...)
-	if err := s.Grab(ctx, keys, args, out); err != nil || out[0].Outcome != redisstore.Granted {
+	if err := s.Grab(ctx, keys, 1, users, out); err != nil || out[0].Outcome != redisstore.Granted {
 		b.Fatalf("first grab: %v %v", out[0], err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := s.Grab(ctx, keys, args, out); err != nil {
+		if err := s.Grab(ctx, keys, 1, users, out); err != nil {
 			b.Fatal(err)
 		}
 		if out[batch-1].Outcome != redisstore.Already {

@@ -23,12 +23,6 @@ import (
 // Transfers take from the head, so they move sealed packets first, and
 // the destination adds what it receives to its sealed part.
 
-// FrontierFields are the meta fields that put a shard of count packets
-// under the pop frontier with blocks of size packets: all sealed.
-func FrontierFields(size, count int) []string {
-	return []string{"block", strconv.Itoa(size), "sealed", strconv.Itoa(count)}
-}
-
 // Block is the next block of a shard's pool, as PeekBlock read it.
 type Block struct {
 	Packets []string // "<seq>:<cents>", in pool order

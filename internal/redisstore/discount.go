@@ -54,58 +54,67 @@ type DiscountResult struct {
 	ExpiresMs int64 // when the reservation's hold ends, Redis clock
 }
 
-// DiscountBegin starts loading one shard of a discount campaign with the
-// given meta fields. If it already exists past loading, it returns its
-// state and nothing is changed, unless restartUnused is set and the shard
-// never reserved, lent or borrowed anything: then it is loaded afresh.
-func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, token string, restartUnused bool, fields []string) (existing string, err error) {
-	flag := "0"
-	if restartUnused {
-		flag = "1"
-	}
-	args := append([]string{token, flag}, fields...)
-	keys := []string{k.Meta, k.Staging, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Xfers, k.Applied}
-	vals, err := s.s.discountBegin.Exec(ctx, s.c, keys, args).ToArray()
-	if err != nil {
-		return "", resultError("begin discount load", err)
-	}
-	if len(vals) != 2 {
-		return "", fmt.Errorf("begin discount load: reply of %d elements", len(vals))
-	}
-	if code, _ := vals[0].AsInt64(); code == 1 {
-		st, _ := vals[1].ToString()
-		return st, nil
-	}
-	return "", nil
+// DiscountCall is one request of a discount batch script: a user's
+// order, and for a reserve the order's amount.
+type DiscountCall struct {
+	User, Order string
+	Cents       int64 // the order amount (reserve only)
 }
 
-// Reserve runs disc_reserve.lua on one shard: keys are ReserveKeys, args
-// the shard count as the caller knows it (ShardsArg) and then triples of
-// user, order, order cents (1..MaxDiscountBatch). It writes one result
-// per triple into out. A caller that routed with a stale shard count gets
-// a *ShardsError and nothing was written.
-func (s *Store) Reserve(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return s.discountExec(ctx, s.s.discountReserve, keys, args, "reserve", out)
+// Reserve runs disc_reserve.lua on one shard: keys are its ReserveKeys,
+// shards the campaign's shard count as the caller routed with it, calls a
+// batch (1..MaxDiscountBatch). It writes one result per call into out. A
+// caller that routed with a stale shard count gets a *ShardsError and
+// nothing was written.
+func (s *Store) Reserve(ctx context.Context, keys []string, shards int, calls []DiscountCall, out []DiscountResult) error {
+	return s.discountExec(ctx, s.s.discountReserve, "reserve", keys, shards, calls, true, out)
 }
 
-// Confirm runs disc_confirm.lua on one shard: keys are ConfirmKeys, args
-// the shard count and then pairs of user, order.
-func (s *Store) Confirm(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return s.discountExec(ctx, s.s.discountConfirm, keys, args, "confirm", out)
+// Confirm runs disc_confirm.lua on one shard, as Reserve: keys are its
+// ConfirmKeys; the calls' Cents are not sent.
+func (s *Store) Confirm(ctx context.Context, keys []string, shards int, calls []DiscountCall, out []DiscountResult) error {
+	return s.discountExec(ctx, s.s.discountConfirm, "confirm", keys, shards, calls, false, out)
 }
 
-// Cancel runs disc_cancel.lua on one shard: keys are CancelKeys, args the
-// shard count and then pairs of user, order.
-func (s *Store) Cancel(ctx context.Context, keys, args []string, out []DiscountResult) error {
-	return s.discountExec(ctx, s.s.discountCancel, keys, args, "cancel", out)
+// Cancel runs disc_cancel.lua on one shard, as Reserve: keys are its
+// CancelKeys; the calls' Cents are not sent.
+func (s *Store) Cancel(ctx context.Context, keys []string, shards int, calls []DiscountCall, out []DiscountResult) error {
+	return s.discountExec(ctx, s.s.discountCancel, "cancel", keys, shards, calls, false, out)
 }
 
-// discountExec runs a discount batch script, followed under WAIT by WAIT as a
-// grab is (and by the sync of an answer given from earlier writes, see
+// discountExec encodes a discount batch into its script's ARGV (the shard
+// count, then user, order and, with cents (a reserve), the order cents
+// per call) and runs it.
+func (s *Store) discountExec(ctx context.Context, sc *luascript.Script, op string, keys []string, shards int, calls []DiscountCall, cents bool, out []DiscountResult) error {
+	per := 2
+	if cents {
+		per = 3
+	}
+	argv := getArgv(1 + per*len(calls))
+	*argv = appendDiscountArgv(*argv, shards, calls, cents)
+	err := s.discountRun(ctx, sc, op, keys, *argv, out)
+	putArgv(argv)
+	return err
+}
+
+// appendDiscountArgv appends a discount batch script's ARGV to a.
+func appendDiscountArgv(a []string, shards int, calls []DiscountCall, cents bool) []string {
+	a = append(a, shardsArg(shards))
+	for _, c := range calls {
+		a = append(a, c.User, c.Order)
+		if cents {
+			a = append(a, strconv.FormatInt(c.Cents, 10))
+		}
+	}
+	return a
+}
+
+// discountRun runs a discount batch script, followed under WAIT by WAIT as
+// a grab is (and by the sync of an answer given from earlier writes, see
 // sync.go), and decodes its reply into out: four integers per request. A
 // WAIT that falls short is an *UnknownError, as for a grab.
-func (s *Store) discountExec(ctx context.Context, sc *luascript.Script, keys, args []string, op string, out []DiscountResult) error {
-	r, werr := s.execSync(ctx, sc, keys, args, s.syncOf(keys[0], discountSilent))
+func (s *Store) discountRun(ctx context.Context, sc *luascript.Script, op string, keys, argv []string, out []DiscountResult) error {
+	r, werr := s.execSync(ctx, sc, keys, argv, s.syncOf(keys[0], discountSilent))
 	vals, err := r.AsIntSlice()
 	if err == nil {
 		err = werr

@@ -21,14 +21,14 @@ func TestReserveMismatchInBatch(t *testing.T) {
 	k := newDiscountShard(t, s, []int64{100, 200, 300})
 
 	out := make([]redisstore.DiscountResult, 3)
-	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o", "500", "a", "o", "50", "a", "o", "500"}, out))
+	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), 1, []redisstore.DiscountCall{{User: "a", Order: "o", Cents: 500}, {User: "a", Order: "o", Cents: 50}, {User: "a", Order: "o", Cents: 500}}, out))
 	require.Equal(t, redisstore.DiscountReserved, out[0].Code)
 	require.Equal(t, redisstore.DiscountResult{Code: redisstore.DiscountMismatch}, out[1])
 	require.Equal(t, redisstore.DiscountAlready, out[2].Code)
 	require.Equal(t, out[0].Seq, out[2].Seq)
 
 	out = out[:1]
-	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o", "499"}, out))
+	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), 1, []redisstore.DiscountCall{{User: "a", Order: "o", Cents: 499}}, out))
 	require.Equal(t, redisstore.DiscountResult{Code: redisstore.DiscountMismatch}, out[0])
 	lens, err := s.PoolLengths(ctx, []redisstore.Keys{k.Keys()})
 	require.NoError(t, err)

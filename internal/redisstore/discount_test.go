@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,8 +11,8 @@ import (
 )
 
 // newDiscountShard loads and activates a one-shard discount campaign of
-// the given amounts, with limits, straight through the store.
-func newDiscountShard(t *testing.T, s *redisstore.Store, amounts []int64, fields ...string) redisstore.DiscountKeys {
+// the given amounts, straight through the store.
+func newDiscountShard(t *testing.T, s *redisstore.Store, amounts []int64) redisstore.DiscountKeys {
 	t.Helper()
 	ctx := context.Background()
 	k := redisstore.DiscountShardKeys(testenv.UniqueID(t), 1, 0)
@@ -21,9 +20,9 @@ func newDiscountShard(t *testing.T, s *redisstore.Store, amounts []int64, fields
 	for _, a := range amounts {
 		sum += a
 	}
-	base := []string{"kind", "discount", "shards", "1", "shard", "0", "max", "1000", "hold_ms", "60000",
-		"base_count", strconv.Itoa(len(amounts)), "base_cents", strconv.FormatInt(sum, 10)}
-	existing, err := s.DiscountBegin(ctx, k, "tok", false, append(base, fields...))
+	m := redisstore.DiscountMeta{Max: 1000, HoldMs: 60000,
+		ShardShare: redisstore.ShardShare{Shards: 1, Shard: 0, BaseCount: int64(len(amounts)), BaseCents: sum}}
+	existing, err := s.DiscountBegin(ctx, k, "tok", false, m)
 	require.NoError(t, err)
 	require.Empty(t, existing)
 	require.NoError(t, s.Load(ctx, k.Keys(), "tok", 1, 1, amounts, nil))
@@ -41,7 +40,7 @@ func TestDiscountScriptsBatchRepeats(t *testing.T) {
 
 	// One batch: the same order twice, then another user.
 	out := make([]redisstore.DiscountResult, 3)
-	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o", "500", "a", "o", "500", "b", "o", "50"}, out))
+	require.NoError(t, s.Reserve(ctx, k.ReserveKeys(), 1, []redisstore.DiscountCall{{User: "a", Order: "o", Cents: 500}, {User: "a", Order: "o", Cents: 500}, {User: "b", Order: "o", Cents: 50}}, out))
 	require.Equal(t, redisstore.DiscountReserved, out[0].Code)
 	require.Equal(t, redisstore.DiscountAlready, out[1].Code)
 	require.Equal(t, out[0].Seq, out[1].Seq)
@@ -51,7 +50,7 @@ func TestDiscountScriptsBatchRepeats(t *testing.T) {
 
 	// Cancel the same order twice in one batch: released once.
 	out2 := make([]redisstore.DiscountResult, 2)
-	require.NoError(t, s.Cancel(ctx, k.ReserveKeys(), []string{"1", "a", "o", "a", "o"}, out2))
+	require.NoError(t, s.Cancel(ctx, k.CancelKeys(), 1, []redisstore.DiscountCall{{User: "a", Order: "o"}, {User: "a", Order: "o"}}, out2))
 	require.Equal(t, redisstore.DiscountReserved, out2[0].Code)
 	require.Equal(t, redisstore.DiscountAlready, out2[1].Code)
 	lens, err := s.PoolLengths(ctx, []redisstore.Keys{k.Keys()})
@@ -60,7 +59,7 @@ func TestDiscountScriptsBatchRepeats(t *testing.T) {
 
 	// Confirm b twice in one batch, then a cancelled and an unknown order.
 	out4 := make([]redisstore.DiscountResult, 4)
-	require.NoError(t, s.Confirm(ctx, k.ConfirmKeys(), []string{"1", "b", "o", "b", "o", "a", "o", "c", "o"}, out4))
+	require.NoError(t, s.Confirm(ctx, k.ConfirmKeys(), 1, []redisstore.DiscountCall{{User: "b", Order: "o"}, {User: "b", Order: "o"}, {User: "a", Order: "o"}, {User: "c", Order: "o"}}, out4))
 	require.Equal(t, []int{redisstore.DiscountReserved, redisstore.DiscountAlready, redisstore.DiscountCancelled, redisstore.DiscountNotFound},
 		[]int{out4[0].Code, out4[1].Code, out4[2].Code, out4[3].Code})
 	n, err := r.Client.Do(ctx, r.Client.B().Xlen().Key(k.Confirms).Build()).AsInt64()
@@ -76,18 +75,18 @@ func TestDiscountScriptsRefuseBeforeWriting(t *testing.T) {
 	k := newDiscountShard(t, s, []int64{100, 200})
 	out := make([]redisstore.DiscountResult, 2)
 
-	err := s.Reserve(ctx, k.ReserveKeys(), []string{"4", "a", "o", "5"}, out[:1])
+	err := s.Reserve(ctx, k.ReserveKeys(), 4, []redisstore.DiscountCall{{User: "a", Order: "o", Cents: 5}}, out[:1])
 	var se *redisstore.ShardsError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, 1, se.Shards)
-	err = s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o", "5", "b", "o", "0"}, out)
+	err = s.Reserve(ctx, k.ReserveKeys(), 1, []redisstore.DiscountCall{{User: "a", Order: "o", Cents: 5}, {User: "b", Order: "o", Cents: 0}}, out)
 	require.ErrorIs(t, err, redisstore.ErrArgs, "an order of 0 cents")
-	err = s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o"}, out[:1])
+	err = redisstore.ReserveArgv(ctx, s, k.ReserveKeys(), []string{"1", "a", "o"}, out[:1])
 	require.ErrorIs(t, err, redisstore.ErrArgs, "not a triple")
 
 	// A corrupt pool entry behind a good one: refused, nothing written.
 	require.NoError(t, r.Client.Do(ctx, r.Client.B().Lset().Key(k.Pool).Index(1).Element("bad").Build()).Error())
-	err = s.Reserve(ctx, k.ReserveKeys(), []string{"1", "a", "o", "500", "b", "o", "500"}, out)
+	err = s.Reserve(ctx, k.ReserveKeys(), 1, []redisstore.DiscountCall{{User: "a", Order: "o", Cents: 500}, {User: "b", Order: "o", Cents: 500}}, out)
 	require.ErrorIs(t, err, redisstore.ErrCorrupt)
 	n, err := r.Client.Do(ctx, r.Client.B().Hlen().Key(k.Resv).Build()).AsInt64()
 	require.NoError(t, err)
@@ -130,8 +129,8 @@ func TestReserveLargestOrder(t *testing.T) {
 	s := redisstore.New(r.Client)
 	k := newDiscountShard(t, s, []int64{100})
 	out := make([]redisstore.DiscountResult, 1)
-	require.NoError(t, s.Reserve(context.Background(), k.ReserveKeys(), []string{"1", "a", "o", "9007199254740991"}, out))
+	require.NoError(t, s.Reserve(context.Background(), k.ReserveKeys(), 1, []redisstore.DiscountCall{{User: "a", Order: "o", Cents: 9007199254740991}}, out))
 	require.Equal(t, redisstore.DiscountReserved, out[0].Code)
-	err := s.Reserve(context.Background(), k.ReserveKeys(), []string{"1", "b", "o", "9007199254740992"}, out)
+	err := s.Reserve(context.Background(), k.ReserveKeys(), 1, []redisstore.DiscountCall{{User: "b", Order: "o", Cents: 9007199254740992}}, out)
 	require.ErrorIs(t, err, redisstore.ErrArgs)
 }

@@ -17,7 +17,7 @@ import (
 func activate(t *testing.T, s *redisstore.Store, id string, count int) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, []string{"total", strconv.Itoa(10 * count), "count", strconv.Itoa(count)})
+	_, err := s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10 * int64(count), Count: int64(count)}})
 	require.NoError(t, err)
 	amounts := make([]int64, count)
 	for i := range amounts {
@@ -48,7 +48,7 @@ func TestBacklog(t *testing.T) {
 
 	_, err := s.Backlog(ctx, redisstore.CampaignKeys(id))
 	require.ErrorIs(t, err, redisstore.ErrNoCampaign, "no campaign")
-	_, err = s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, []string{"total", "30", "count", "3"})
+	_, err = s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 30, Count: 3}})
 	require.NoError(t, err)
 	_, err = s.Backlog(ctx, redisstore.CampaignKeys(id))
 	require.ErrorIs(t, err, redisstore.ErrNoCampaign, "still loading")
@@ -110,10 +110,10 @@ func TestBacklog(t *testing.T) {
 	age(b, 60) // the oldest pending one
 
 	// It goes to the dead stream; the third is delivered and pending.
-	require.NoError(t, s.Dead(ctx, redisstore.CampaignKeys(id), es[0].ID, "test", []string{"u2", "2:10"}))
+	require.NoError(t, s.Dead(ctx, redisstore.CampaignKeys(id), es[0].ID, "test", []redisstore.DeadGrant{{User: "u2", Packet: "2:10"}}))
 	// A second settler burying it too (a part's previous holder) writes
 	// nothing: it is no longer pending.
-	require.NoError(t, s.Dead(ctx, redisstore.CampaignKeys(id), es[0].ID, "test", []string{"u2", "2:10"}))
+	require.NoError(t, s.Dead(ctx, redisstore.CampaignKeys(id), es[0].ID, "test", []redisstore.DeadGrant{{User: "u2", Packet: "2:10"}}))
 	_, err = s.ReadGroup(ctx, redisstore.CampaignKeys(id), "w1", 1, false)
 	require.NoError(t, err)
 	b = backlog()

@@ -208,17 +208,49 @@ func chunks(v []string, n int) [][]string {
 	return out
 }
 
+// RebuiltMeta is the whole new meta of a rebuilt shard, as Swap stores
+// it; the script sets the state (loading), the token and LedgerFence.
+type RebuiltMeta struct {
+	// Kept are the fields of the old meta the rebuild does not decide, as
+	// they were.
+	Kept                       map[string]string
+	GrantedCount, GrantedCents int64  // packets granted on the shard
+	LostCount, LostCents       int64  // packets found lost
+	OpensAt, ClosesAt          int64  // ms
+	CreatedAt                  string // ms, as the root's meta held it
+	RebuiltAt                  int64  // ms, Redis clock
+	RebuildFrom                string // the state before the first rebuild froze it
+	CloseReason                string // "" unless the shard is restored closed
+	ClosedAt                   int64  // ms, when closed
+	Meta                              // the shard's share, the terms on the root, the frontier
+}
+
+// argv is rebuild_swap.lua's ARGV: the rebuild's token, the ledger fence,
+// then the meta fields.
+func (m *RebuiltMeta) argv(token string, fence int64) []string {
+	a := append(make([]string, 0, 2+2*(len(m.Kept)+26)), token, i64(fence))
+	for name, v := range m.Kept {
+		a = append(a, name, v)
+	}
+	a = append(a, "granted_count", i64(m.GrantedCount), "granted_cents", i64(m.GrantedCents), "refunded_cents", "0",
+		"lost_count", i64(m.LostCount), "lost_cents", i64(m.LostCents),
+		"opens_at", i64(m.OpensAt), "closes_at", i64(m.ClosesAt), "created_at", m.CreatedAt,
+		"rebuilt_at", i64(m.RebuiltAt), "rebuild_from", m.RebuildFrom)
+	if m.CloseReason != "" {
+		a = append(a, "close_reason", m.CloseReason, "closed_at", i64(m.ClosedAt))
+	}
+	return m.Terms.appendTo(m.Share.appendTo(m.Frontier.appendTo(a)))
+}
+
 // Swap is step 4a: the staged keys of token replace shard k's, and meta
-// becomes fields (pairs) with LedgerFence set to fence (the ledger's
-// fence, which the rebuild raised before it read the ledger: settlement
-// passes it with every write, and a batch read before the rebuild carries
-// an older one), the shard still loading. swapped is false when token
-// swapped it before.
-func (s *Store) Swap(ctx context.Context, k Keys, token string, fence int64, fields []string) (swapped bool, err error) {
+// becomes m with LedgerFence set to fence (the ledger's fence, which the
+// rebuild raised before it read the ledger: settlement passes it with
+// every write, and a batch read before the rebuild carries an older one),
+// the shard still loading. swapped is false when token swapped it before.
+func (s *Store) Swap(ctx context.Context, k Keys, token string, fence int64, m RebuiltMeta) (swapped bool, err error) {
 	st := k.Staged(token)
 	keys := []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Xfers, k.Applied, k.Lost, st.Pool, st.Claims, st.Grants, st.Lost}
-	args := append([]string{token, strconv.FormatInt(fence, 10)}, fields...)
-	n, err := s.s.rebuildSwap.Exec(ctx, s.c, keys, args).AsInt64()
+	n, err := s.s.rebuildSwap.Exec(ctx, s.c, keys, m.argv(token, fence)).AsInt64()
 	if err != nil {
 		return false, resultError("swap "+k.Tag, err)
 	}

@@ -1,6 +1,9 @@
 // Package redisstore keeps campaigns in Redis: the key layout, the Lua
 // scripts and the Go calls that run them. Every decision about money is one
 // script; this package turns their replies into Go values.
+//
+// Each script's Go call takes typed values (never raw ARGV strings) and
+// encodes its KEYS and ARGV in the file that decodes its reply.
 package redisstore
 
 import (

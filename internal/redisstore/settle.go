@@ -16,7 +16,7 @@ type Entry struct {
 	ID     string
 	Grants []StreamGrant
 	// Raw holds the fields as stored, for the dead stream.
-	Raw []string
+	Raw []DeadGrant
 	// Deleted is true when the entry was trimmed or deleted while pending
 	// (Redis returns its id with no fields): an alarm, never normal.
 	Deleted bool
@@ -41,10 +41,10 @@ func toEntries(slices []rueidis.XRangeSlice) []Entry {
 			seen = make(map[string]bool, len(s.FieldValues))
 		}
 		clear(seen)
-		e.Raw = make([]string, 0, 2*len(s.FieldValues))
+		e.Raw = make([]DeadGrant, 0, len(s.FieldValues))
 		e.Grants = make([]StreamGrant, 0, len(s.FieldValues))
 		for _, fv := range s.FieldValues {
-			e.Raw = append(e.Raw, fv.Field, fv.Value)
+			e.Raw = append(e.Raw, DeadGrant{User: fv.Field, Packet: fv.Value})
 			if e.Err != nil {
 				continue
 			}
@@ -122,12 +122,26 @@ func (s *Store) Ack(ctx context.Context, k Keys, entryIDs ...string) error {
 	return s.c.Do(ctx, s.c.B().Xack().Key(k.Grants).Group(SettleGroup).Id(entryIDs...).Build()).Error()
 }
 
-// Dead records grants that cannot settle (pairs of user, packet; the raw
-// fields of a malformed entry) in the dead stream and acknowledges their
-// entry, in one script.
-func (s *Store) Dead(ctx context.Context, k Keys, entryID, reason string, pairs []string) error {
-	args := append([]string{entryID, reason}, pairs...)
-	return resultError("dead-letter", s.s.dead.Exec(ctx, s.c, []string{k.Grants, k.Dead}, args).Error())
+// DeadGrant is a grant that cannot settle, as the dead stream records it:
+// a grants stream entry's field and value, raw (a malformed entry's may
+// not parse; a discount's user is its OrderKey).
+type DeadGrant struct{ User, Packet string }
+
+// Dead records grants that cannot settle (for a malformed entry, its raw
+// fields) in the dead stream and acknowledges their entry, in one script.
+func (s *Store) Dead(ctx context.Context, k Keys, entryID, reason string, grants []DeadGrant) error {
+	return resultError("dead-letter", s.s.dead.Exec(ctx, s.c, []string{k.Grants, k.Dead}, deadArgv(entryID, reason, grants)).Error())
+}
+
+// deadArgv is dead.lua's ARGV: the entry id, the reason, then user, packet
+// pairs.
+func deadArgv(entryID, reason string, grants []DeadGrant) []string {
+	a := make([]string, 0, 2+2*len(grants))
+	a = append(a, entryID, reason)
+	for _, g := range grants {
+		a = append(a, g.User, g.Packet)
+	}
+	return a
 }
 
 // DeadNote records in shard k's dead stream an incident that is no entry

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -14,25 +15,6 @@ import (
 
 	"github.com/hongbao/hongbao/internal/luascript"
 )
-
-// Outcome codes of grab.lua.
-const (
-	Granted    = 1
-	Already    = 2
-	SoldOut    = 3
-	NotOpen    = 4
-	Closed     = 5
-	NoCampaign = 6
-	Dry        = 7  // a shard of a sharded campaign is empty while open
-	Sealed     = 8  // the opened part of the pool is empty, a sealed part remains (blocks.go)
-	Paused     = 9  // the campaign is paused (pause.lua) while its window is open
-	Blocked    = 10 // the user is blocked on this campaign (block.lua)
-)
-
-// MaxBatch is the most users one grab.lua call takes. The script accepts
-// 3000; unpack of the claims HSET needs 2 arguments per user and Lua stops
-// near 8000.
-const MaxBatch = 3000
 
 // LoadChunk is how many packets one load.lua call appends.
 const LoadChunk = 2000
@@ -113,34 +95,31 @@ func (s *Store) execSync(ctx context.Context, sc *luascript.Script, keys, args [
 	return res, werr
 }
 
+// argvPool recycles the ARGV of batch script calls (grab.lua and the
+// discount scripts): each call encodes its batch into one, which goes back
+// as soon as the call returns, since the client copies it into the
+// command. A batch then costs no allocation of its own for its ARGV.
+var argvPool = sync.Pool{New: func() any { return new([]string) }}
+
+// getArgv returns an empty ARGV with room for n arguments; putArgv gives it
+// back after the call.
+func getArgv(n int) *[]string {
+	a := argvPool.Get().(*[]string)
+	if cap(*a) < n {
+		*a = make([]string, 0, n)
+	}
+	return a
+}
+
+// putArgv returns a to argvPool, dropping the strings it refers to.
+func putArgv(a *[]string) {
+	clear(*a)
+	*a = (*a)[:0]
+	argvPool.Put(a)
+}
+
 // Client is the Redis client of the store.
 func (s *Store) Client() rueidis.Client { return s.c }
-
-// Begin starts loading a campaign (or one shard of it) with the given meta
-// fields. If it already exists past loading, it returns its state and
-// nothing is changed, unless restartUnused is set and the shard never
-// granted, lent or borrowed a packet: then it is loaded afresh.
-func (s *Store) Begin(ctx context.Context, k Keys, token string, restartUnused bool, fields []string) (existing string, err error) {
-	flag := "0"
-	if restartUnused {
-		flag = "1"
-	}
-	args := append([]string{token, flag}, fields...)
-	keys := []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied}
-	vals, err := s.s.begin.Exec(ctx, s.c, keys, args).ToArray()
-	if err != nil {
-		return "", resultError("begin load", err)
-	}
-	if len(vals) != 2 {
-		return "", fmt.Errorf("begin load: reply of %d elements", len(vals))
-	}
-	code, _ := vals[0].AsInt64()
-	if code == 1 {
-		st, _ := vals[1].ToString()
-		return st, nil
-	}
-	return "", nil
-}
 
 // FormatPacket writes a packet as the scripts carry it: "<seq>:<cents>".
 func FormatPacket(seq, cents int64) string {
@@ -213,104 +192,6 @@ func (s *Store) Activate(ctx context.Context, k Keys, token string, opensAt, clo
 	a.OpensAt, _ = vals[1].AsInt64()
 	a.ClosesAt, _ = vals[2].AsInt64()
 	return a, nil
-}
-
-// GrabResult is one user's answer from grab.lua.
-type GrabResult struct {
-	Outcome int
-	Seq     int64
-	Cents   int64
-}
-
-// Grab runs grab.lua on one shard: args[0] is the campaign's shard count
-// as the caller knows it (ShardsArg), args[1:] a batch of users
-// (1..MaxBatch). It writes one result per user into out, which must have
-// len(args)-1 elements. A caller that routed with a stale shard count gets
-// a *ShardsError and nothing was written.
-func (s *Store) Grab(ctx context.Context, keys []string, args []string, out []GrabResult) error {
-	_, err := s.GrabHinted(ctx, keys, args, out)
-	return err
-}
-
-// GrabHinted is Grab, and says whether grab.lua hinted that the opened
-// part of the pool runs low while a sealed part remains (blocks.go): the
-// caller may open the next block ahead of need.
-func (s *Store) GrabHinted(ctx context.Context, keys []string, args []string, out []GrabResult) (low bool, err error) {
-	r, werr := s.execSync(ctx, s.s.grab, keys, args, s.syncOf(keys[0], grabSilent))
-	resp, err := r.ToArray()
-	if err == nil {
-		err = werr
-	}
-	if err != nil {
-		return false, shardsError(resultError("grab", err))
-	}
-	users := args[1:]
-	if len(resp) == len(users)+1 {
-		low, resp = true, resp[:len(users)]
-	}
-	if len(resp) != len(users) {
-		return false, fmt.Errorf("grab: reply of %d values for %d users", len(resp), len(users))
-	}
-	for i := range resp {
-		r, err := decodeGrab(&resp[i])
-		if err != nil {
-			return false, fmt.Errorf("grab: user %d: %w", i, err)
-		}
-		out[i] = r
-	}
-	return low, nil
-}
-
-// decodeGrab reads one user's element of grab.lua's reply: a packet string
-// (GRANTED), a one-element array holding one (ALREADY) or an outcome code.
-func decodeGrab(m *rueidis.RedisMessage) (GrabResult, error) {
-	if code, err := m.AsInt64(); err == nil {
-		return GrabResult{Outcome: int(code)}, nil
-	}
-	outcome := Granted
-	if arr, err := m.ToArray(); err == nil {
-		if len(arr) != 1 {
-			return GrabResult{}, fmt.Errorf("%w: ALREADY reply of %d elements", ErrCorrupt, len(arr))
-		}
-		m, outcome = &arr[0], Already
-	}
-	v, err := m.ToString()
-	if err != nil {
-		return GrabResult{}, fmt.Errorf("%w: unexpected reply element", ErrCorrupt)
-	}
-	seq, cents, err := ParseClaim(v)
-	if err != nil {
-		return GrabResult{}, err
-	}
-	return GrabResult{Outcome: outcome, Seq: seq, Cents: cents}, nil
-}
-
-// GrabKeys are the KEYS of grab.lua for one shard, built once per
-// campaign by callers on the hot path.
-func GrabKeys(k Keys) []string {
-	return []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Blocked}
-}
-
-// ShardsArg is grab.lua's first argument for a campaign of shards shards.
-func ShardsArg(shards int) string { return strconv.Itoa(shards) }
-
-// ShardsError says that a campaign has another shard count than the
-// caller routed with: nothing was written, and the caller routes again.
-type ShardsError struct{ Shards int }
-
-func (e *ShardsError) Error() string {
-	return "campaign has " + strconv.Itoa(e.Shards) + " shards"
-}
-
-// shardsError turns grab.lua's HBSHARDS reply into a *ShardsError.
-func shardsError(err error) error {
-	var se *ScriptError
-	if errors.As(err, &se) && se.Code == "HBSHARDS" {
-		if n, perr := strconv.Atoi(se.Message); perr == nil && n >= 1 && n <= MaxShards {
-			return &ShardsError{Shards: n}
-		}
-	}
-	return err
 }
 
 // Snapshot is a consistent read of one shard's meta and pool length.
