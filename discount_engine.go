@@ -251,21 +251,21 @@ func (e *Engine) settleOrder(ctx context.Context, op opcode, name, id, user, ord
 	return res, nil
 }
 
+// codeErrs are the errors of the script codes that are not an answer of
+// the operation that got them.
+var codeErrs = map[int]error{
+	redisstore.DiscountNoCampaign: ErrCampaignNotFound,
+	redisstore.DiscountNotFound:   ErrNoReservation,
+	redisstore.DiscountCancelled:  ErrReservationCancelled,
+	redisstore.DiscountExpired:    ErrReservationExpired,
+	redisstore.DiscountConfirmed:  ErrReservationConfirmed,
+	redisstore.DiscountMismatch:   ErrOrderMismatch,
+}
+
 // codeErr is the error of a script code that is not an answer of op.
 func codeErr(op, id string, code int) error {
-	switch code {
-	case redisstore.DiscountNoCampaign:
-		return opErr(op, id, ErrCampaignNotFound)
-	case redisstore.DiscountNotFound:
-		return opErr(op, id, ErrNoReservation)
-	case redisstore.DiscountCancelled:
-		return opErr(op, id, ErrReservationCancelled)
-	case redisstore.DiscountExpired:
-		return opErr(op, id, ErrReservationExpired)
-	case redisstore.DiscountConfirmed:
-		return opErr(op, id, ErrReservationConfirmed)
-	case redisstore.DiscountMismatch:
-		return opErr(op, id, ErrOrderMismatch)
+	if err, ok := codeErrs[code]; ok {
+		return opErr(op, id, err)
 	}
 	return opErr(op, id, fmt.Errorf("unknown outcome code %d", code))
 }
