@@ -1,6 +1,7 @@
 package atomicop
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"fmt"
@@ -109,12 +110,8 @@ func NewOnce(client rueidis.Client, cfg *OnceConfig) (*Once, error) {
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.Prefix == "" {
-		c.Prefix = DefaultOncePrefix
-	}
-	if c.FenceTTL == 0 {
-		c.FenceTTL = DefaultFenceTTL
-	}
+	c.Prefix = cmp.Or(c.Prefix, DefaultOncePrefix)
+	c.FenceTTL = cmp.Or(c.FenceTTL, DefaultFenceTTL)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

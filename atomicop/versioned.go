@@ -1,6 +1,7 @@
 package atomicop
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"fmt"
@@ -77,9 +78,7 @@ func NewVersioned(client rueidis.Client, cfg *VersionedConfig) (*Versioned, erro
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.Prefix == "" {
-		c.Prefix = DefaultVersionedPrefix
-	}
+	c.Prefix = cmp.Or(c.Prefix, DefaultVersionedPrefix)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -302,42 +303,18 @@ func isStore(e Engine) bool {
 
 // setDefaults fills the documented defaults into cfg.
 func setDefaults(cfg *Config) {
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = 16 << 10
-	}
-	if cfg.MaxCount == 0 {
-		cfg.MaxCount = 1_000_000
-	}
-	if cfg.Leeway == 0 {
-		cfg.Leeway = 30 * time.Second
-	}
-	if cfg.Token.MaxAge == 0 {
-		cfg.Token.MaxAge = 24 * time.Hour
-	}
-	if cfg.UserRate == 0 {
-		cfg.UserRate = 5
-	}
-	if cfg.UserBurst == 0 {
-		cfg.UserBurst = 10
-	}
-	if cfg.AuthFailRate == 0 {
-		cfg.AuthFailRate = 5
-	}
-	if cfg.AuthFailBurst == 0 {
-		cfg.AuthFailBurst = 50
-	}
-	if cfg.IPBurst == 0 {
-		cfg.IPBurst = max(int(cfg.IPRate), 1)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.RetryAfter == 0 {
-		cfg.RetryAfter = time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 16<<10)
+	cfg.MaxCount = cmp.Or(cfg.MaxCount, 1_000_000)
+	cfg.Leeway = cmp.Or(cfg.Leeway, 30*time.Second)
+	cfg.Token.MaxAge = cmp.Or(cfg.Token.MaxAge, 24*time.Hour)
+	cfg.UserRate = cmp.Or(cfg.UserRate, 5)
+	cfg.UserBurst = cmp.Or(cfg.UserBurst, 10)
+	cfg.AuthFailRate = cmp.Or(cfg.AuthFailRate, 5)
+	cfg.AuthFailBurst = cmp.Or(cfg.AuthFailBurst, 50)
+	cfg.IPBurst = cmp.Or(cfg.IPBurst, max(int(cfg.IPRate), 1))
+	cfg.Timeout = cmp.Or(cfg.Timeout, 5*time.Second)
+	cfg.RetryAfter = cmp.Or(cfg.RetryAfter, time.Second)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -382,16 +359,12 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
+	w.code = cmp.Or(w.code, code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
+	w.code = cmp.Or(w.code, http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
@@ -459,9 +432,7 @@ type routeCode struct {
 // count records a request. The labelled series are looked up once and
 // kept: the label hashing would otherwise run on every request.
 func (s *Server) count(route string, code int, start time.Time) {
-	if code == 0 {
-		code = http.StatusOK
-	}
+	code = cmp.Or(code, http.StatusOK)
 	key := routeCode{route, code}
 	c, ok := s.counters.Load(key)
 	if !ok {
@@ -642,9 +613,7 @@ func (s *Server) createPackets(ctx context.Context, spec hongbao.Spec) (*hongbao
 // out (it was drawn at random).
 func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
 	funding := spec.Funding
-	if funding == "" {
-		funding = hongbao.DefaultFunding
-	}
+	funding = cmp.Or(funding, hongbao.DefaultFunding)
 	sp, err := split.Spec{Total: spec.Total, Count: spec.Count, Min: spec.Min, Max: spec.Max, Algorithm: spec.Split}.Normalize()
 	if err != nil {
 		return false

@@ -12,6 +12,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -110,33 +111,15 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.LeaseName == "" {
-		c.LeaseName = leader.DefaultName
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = leader.DefaultTTL
-	}
-	if c.Parts == 0 {
-		c.Parts = 1
-	}
-	if c.ReapEvery == 0 {
-		c.ReapEvery = time.Second
-	}
-	if c.StopGrace == 0 {
-		c.StopGrace = 10 * time.Second
-	}
-	if c.BacklogEvery == 0 {
-		c.BacklogEvery = time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Settle.IdlePoll == 0 {
-		c.Settle.IdlePoll = time.Second
-	}
-	if c.Settle.Logger == nil {
-		c.Settle.Logger = c.Logger
-	}
+	c.LeaseName = cmp.Or(c.LeaseName, leader.DefaultName)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, leader.DefaultTTL)
+	c.Parts = cmp.Or(c.Parts, 1)
+	c.ReapEvery = cmp.Or(c.ReapEvery, time.Second)
+	c.StopGrace = cmp.Or(c.StopGrace, 10*time.Second)
+	c.BacklogEvery = cmp.Or(c.BacklogEvery, time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Settle.IdlePoll = cmp.Or(c.Settle.IdlePoll, time.Second)
+	c.Settle.Logger = cmp.Or(c.Settle.Logger, c.Logger)
 	return c
 }
 
