@@ -519,6 +519,27 @@ type toldUser struct {
 	answers []answer
 }
 
+// forUsers hands the users 0..n-1 to workers goroutines, each running
+// work on the users it receives, and waits for them; it hands out no more
+// users once ctx ends.
+func forUsers(ctx context.Context, n, workers int, work func(w int, users <-chan int)) {
+	users := make(chan int, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { work(w, users) })
+	}
+feed:
+	for u := range n {
+		select {
+		case users <- u:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(users)
+	wg.Wait()
+}
+
 // rain lets every user click concurrently and records every answer.
 func rain(ctx context.Context, env *IO, eng *hongbao.Engine, camp *hongbao.Campaign, f demoFlags) (*demoReport, []toldUser, error) {
 	told := make([]toldUser, f.users)
@@ -535,26 +556,12 @@ func rain(ctx context.Context, env *IO, eng *hongbao.Engine, camp *hongbao.Campa
 	defer cancel()
 	c := &clicker{eng: eng, campaign: camp.ID, told: told, bar: bar}
 	c.fail = func(err error) { c.errOnce.Do(func() { c.err = err; cancel() }) }
-	users := make(chan int, f.concurrency)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range f.concurrency {
-		wg.Go(func() {
-			for u := range users {
-				c.user(ctx, u)
-			}
-		})
-	}
-feed:
-	for u := 0; u < f.users; u++ {
-		select {
-		case users <- u:
-		case <-ctx.Done():
-			break feed
+	forUsers(ctx, f.users, f.concurrency, func(_ int, users <-chan int) {
+		for u := range users {
+			c.user(ctx, u)
 		}
-	}
-	close(users)
-	wg.Wait()
+	})
 	rep.Seconds = time.Since(start).Seconds()
 	if c.err != nil {
 		return nil, nil, c.err
