@@ -792,19 +792,13 @@ func (s *Server) grabCounter(outcome string) prometheus.Counter {
 }
 
 func (s *Server) myGrant(w http.ResponseWriter, r *http.Request, user string) {
-	id, err := campaignID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	g, err := s.cfg.Engine.Held(ctx, id, user)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, grantJSON(g, ""))
+	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
+		g, err := s.cfg.Engine.Held(ctx, id, user)
+		if err != nil {
+			return nil, err
+		}
+		return grantJSON(g, ""), nil
+	})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
