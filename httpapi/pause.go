@@ -90,10 +90,7 @@ var blockFields = jsonFields(reflect.TypeFor[blockRequest]())
 // decodeBlock reads a block or unblock body: 1..MaxBlockUsers valid ids.
 func decodeBlock(body []byte) ([]string, error) {
 	var req blockRequest
-	if err := decodeStrict(body, &req, blockFields); err != nil {
-		return nil, err
-	}
-	if err := exactKeys(body, blockFields); err != nil {
+	if err := decodeObject(body, &req, blockFields); err != nil {
 		return nil, err
 	}
 	if len(req.Users) < 1 || len(req.Users) > hongbao.MaxBlockUsers {
