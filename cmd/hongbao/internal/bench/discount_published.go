@@ -60,14 +60,10 @@ func runPublished(ctx context.Context, t *target, o DiscountOptions, amounts []i
 		return nil, fmt.Errorf("load the pop script: %w", err)
 	}
 	conns, err := dialClassic(t, o.BaselineWorkers)
-	defer func() {
-		for _, rc := range conns {
-			rc.Close()
-		}
-	}()
 	if err != nil {
 		return nil, err
 	}
+	defer closeAll(conns)
 	counts := make([]pubCounts, o.BaselineWorkers)
 	var probs problems
 	ds, err := measureWorkers(ctx, t, o, label, o.BaselineWorkers, func(w, from, to int, lat *latencies, bar Progress) {
