@@ -73,8 +73,7 @@ func sameDiscount(d *hongbao.Discount, spec hongbao.DiscountSpec) bool {
 	return d.Budget == spec.Budget && d.Quota == spec.Quota && d.Min == def(spec.Min, 1) && d.Max == def(spec.Max, spec.Budget) &&
 		d.PerUserCount == spec.PerUserCount && d.PerUserAmount == spec.PerUserAmount && d.Shards == max(spec.Shards, 1) &&
 		d.Hold == hold && d.Funding == funding && (spec.Seed == nil || *spec.Seed == d.Seed) &&
-		(spec.OpensAt.IsZero() || spec.OpensAt.UnixMilli() == d.OpensAt.UnixMilli()) &&
-		(spec.ClosesAt.IsZero() || spec.ClosesAt.UnixMilli() == d.ClosesAt.UnixMilli())
+		sameWindow(spec.OpensAt, spec.ClosesAt, d.OpensAt, d.ClosesAt)
 }
 
 func (s *Server) getDiscount(w http.ResponseWriter, r *http.Request, _ string) {
@@ -100,19 +99,8 @@ func (s *Server) closeDiscount(w http.ResponseWriter, r *http.Request, admin str
 }
 
 func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	id, err := campaignID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	rv, err := decodeReserve(body)
-	if err != nil {
-		s.fail(w, r, err)
+	id, rv, ok := bodyTarget(s, w, r, decodeReserve)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)

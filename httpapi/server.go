@@ -652,8 +652,15 @@ func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
 	return c.Total == sp.Total && c.Count == sp.Count && c.Funding == funding &&
 		c.Split == sp.Algorithm && c.Min == sp.Min && c.Max == sp.Max &&
 		(spec.Seed == nil || *spec.Seed == c.Seed) && max(spec.Shards, 1) == c.Shards &&
-		(spec.OpensAt.IsZero() || spec.OpensAt.UnixMilli() == c.OpensAt.UnixMilli()) &&
-		(spec.ClosesAt.IsZero() || spec.ClosesAt.UnixMilli() == c.ClosesAt.UnixMilli())
+		sameWindow(spec.OpensAt, spec.ClosesAt, c.OpensAt, c.ClosesAt)
+}
+
+// sameWindow says whether a campaign opens and closes when a create asked
+// (to the millisecond, as stored); a time the create left out was "now"
+// at the first create and matches any.
+func sameWindow(opens, closes, gotOpens, gotCloses time.Time) bool {
+	return (opens.IsZero() || opens.UnixMilli() == gotOpens.UnixMilli()) &&
+		(closes.IsZero() || closes.UnixMilli() == gotCloses.UnixMilli())
 }
 
 func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
@@ -710,18 +717,25 @@ func (s *Server) idTarget(w http.ResponseWriter, r *http.Request) (string, bool)
 // actionTarget reads the campaign id of an action that takes no body
 // (close, grab) and checks that no body came; on failure it has answered.
 func (s *Server) actionTarget(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, _, ok := bodyTarget(s, w, r, func(body []byte) (struct{}, error) { return struct{}{}, decodeEmpty(body) })
+	return id, ok
+}
+
+// bodyTarget reads the campaign id of a route and its body, which decode
+// reads; on failure it has answered.
+func bodyTarget[T any](s *Server, w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (id string, v T, ok bool) {
 	id, err := campaignID(r)
 	if err == nil {
 		var body []byte
 		if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
-			err = decodeEmpty(body)
+			v, err = decode(body)
 		}
 	}
 	if err != nil {
 		s.fail(w, r, err)
-		return "", false
+		return "", v, false
 	}
-	return id, true
+	return id, v, true
 }
 
 func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin string) {
