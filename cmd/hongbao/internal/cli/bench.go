@@ -182,11 +182,8 @@ Flags:`
 
 // parseFlags checks everything before anything starts.
 func (b *benchDesignsCmd) parseFlags(args []string) error {
-	fs := newFlagSet("bench", b.env)
-	b.declareCommon(fs)
-	b.f.declare(fs)
-	setUsage(fs, b.env, benchUsage)
-	if err := parseFlags(fs, b.env, args); err != nil {
+	fs, err := b.parseCommand("bench", benchUsage, args, b.declareCommon, b.f.declare)
+	if err != nil {
 		return err
 	}
 	b.set = given(fs)

@@ -68,11 +68,8 @@ func (b *benchDiscountCmd) declare(fs *flag.FlagSet) {
 
 // parseFlags checks everything before anything starts.
 func (b *benchDiscountCmd) parseFlags(args []string) error {
-	fs := newFlagSet("bench", b.env)
-	b.declareCommon(fs)
-	b.declare(fs)
-	setUsage(fs, b.env, benchDiscountUsage)
-	if err := parseFlags(fs, b.env, args); err != nil {
+	fs, err := b.parseCommand("bench", benchDiscountUsage, args, b.declareCommon, b.declare)
+	if err != nil {
 		return err
 	}
 	b.o = bench.DiscountOptions{

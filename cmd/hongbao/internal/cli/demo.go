@@ -126,10 +126,9 @@ func (f *demoFlags) declare(fs *flag.FlagSet) {
 
 // parseFlags checks everything before anything starts.
 func (d *demoCmd) parseFlags(args []string) error {
-	fs := newFlagSet("demo", d.env)
-	d.f.declare(fs)
-	setUsage(fs, d.env, "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:")
-	if err := parseFlags(fs, d.env, args); err != nil {
+	fs, err := d.parseCommand("demo", "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:",
+		args, d.f.declare)
+	if err != nil {
 		return err
 	}
 	f, set := &d.f, given(fs)
