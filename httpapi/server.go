@@ -522,9 +522,7 @@ func (s *Server) user(next authedHandler) http.HandlerFunc {
 	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		u, err := s.users.user(r)
 		if err != nil {
-			s.authFailed(r, "user", err)
-			s.refuse(w, errNeedUserToken, 0)
-			return "", false
+			return s.authFailed(w, r, "user", err, errNeedUserToken)
 		}
 		if ok, wait := s.userLim.allow(u, s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("user").Inc()
@@ -541,9 +539,7 @@ func (s *Server) admin(next authedHandler) http.HandlerFunc {
 	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		who, err := s.admins.match(r)
 		if err != nil {
-			s.authFailed(r, "admin", err)
-			s.refuse(w, errNeedAdminKey, 0)
-			return "", false
+			return s.authFailed(w, r, "admin", err, errNeedAdminKey)
 		}
 		return who, true
 	}, next)
@@ -559,13 +555,9 @@ func (s *Server) payment(next authedHandler) http.HandlerFunc {
 			return who, true
 		}
 		if _, uerr := s.users.user(r); uerr == nil {
-			s.authFailed(r, "payment", errors.New("a user token"))
-			s.refuse(w, errUserNotPayment, 0)
-			return "", false
+			return s.authFailed(w, r, "payment", errors.New("a user token"), errUserNotPayment)
 		}
-		s.authFailed(r, "payment", err)
-		s.refuse(w, errNeedPaymentKey, 0)
-		return "", false
+		return s.authFailed(w, r, "payment", err, errNeedPaymentKey)
 	}, next)
 }
 
@@ -830,8 +822,7 @@ func (s *Server) privateMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := s.scrapers.match(r); err != nil {
-		s.authFailed(r, "metrics", err)
-		s.refuse(w, errNeedMetricsKey, 0)
+		s.authFailed(w, r, "metrics", err, errNeedMetricsKey)
 		return
 	}
 	s.promh.ServeHTTP(w, r)
