@@ -16,6 +16,16 @@ func send[T any](ctx context.Context, c *Client, k call) (*T, error) {
 	return out, nil
 }
 
+// create posts a create body under its Idempotency-Key, so that retries
+// answer the same campaign; without a key from the caller it draws one,
+// which makes this call's own retries safe.
+func create[T any](ctx context.Context, c *Client, path string, spec any, key string) (*T, error) {
+	if key == "" {
+		key = newKey()
+	}
+	return send[T](ctx, c, call{method: http.MethodPost, path: path, idempotent: true, body: spec, key: key})
+}
+
 func campaignPath(id, action string) string {
 	return "/v1/campaigns/" + url.PathEscape(id) + action
 }
@@ -27,11 +37,7 @@ func discountPath(id, action string) string {
 // CreateCampaign creates a red packet campaign (admin). With the same
 // IdempotencyKey and spec it answers the campaign created before.
 func (c *Client) CreateCampaign(ctx context.Context, spec CampaignSpec) (*Campaign, error) {
-	key := spec.IdempotencyKey
-	if key == "" {
-		key = newKey()
-	}
-	return send[Campaign](ctx, c, call{method: http.MethodPost, path: "/v1/campaigns", idempotent: true, body: spec, key: key})
+	return create[Campaign](ctx, c, "/v1/campaigns", spec, spec.IdempotencyKey)
 }
 
 // Campaign reads a campaign's status (admin).
@@ -73,11 +79,7 @@ func (c *Client) Redrive(ctx context.Context, id string) (*Redrive, error) {
 // CreateDiscount creates a discount campaign (admin), idempotent as
 // CreateCampaign.
 func (c *Client) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discount, error) {
-	key := spec.IdempotencyKey
-	if key == "" {
-		key = newKey()
-	}
-	return send[Discount](ctx, c, call{method: http.MethodPost, path: "/v1/discounts", idempotent: true, body: spec, key: key})
+	return create[Discount](ctx, c, "/v1/discounts", spec, spec.IdempotencyKey)
 }
 
 // Discount reads a discount campaign's status (admin).

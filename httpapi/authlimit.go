@@ -45,9 +45,11 @@ func (s *Server) failGate(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// authFailed spends one of the address's failed authentications and logs
-// the failure, sampled.
-func (s *Server) authFailed(r *http.Request, class string, err error) {
+// authFailed refuses a request whose credentials for class failed (err):
+// it spends one of the address's failed authentications, logs the failure,
+// sampled, and answers refusal. It returns what an authenticator returns
+// for a refused request.
+func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, class string, err error, refusal *requestError) (string, bool) {
 	now := s.cfg.Now()
 	s.failLim.allow(addrKey(r), now)
 	s.metrics.authFailures.WithLabelValues(class).Inc()
@@ -55,6 +57,8 @@ func (s *Server) authFailed(r *http.Request, class string, err error) {
 		s.log.Warn("authentications failed", "count", n, "last_class", class, "last_route", r.Pattern,
 			"last_remote", r.RemoteAddr, "last_err", err, "every", failLogEvery)
 	}
+	s.refuse(w, refusal, 0)
+	return "", false
 }
 
 // failLogEvery is the most often failed authentications are logged.

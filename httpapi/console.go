@@ -209,19 +209,14 @@ type redriveOut struct {
 // an operator who fixed their cause; the settlement worker settles them
 // on its next pass.
 func (s *Server) redrive(w http.ResponseWriter, r *http.Request, admin string) {
-	id, ok := s.actionTarget(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	n, err := s.cfg.Settlement.Redrive(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("admin action", "who", admin, "action", "redrive", "campaign", id, "entries", n, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, redriveOut{Campaign: id, Redriven: n})
+	s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
+		n, err := s.cfg.Settlement.Redrive(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("admin action", "who", admin, "action", "redrive", "campaign", id, "entries", n, "remote", r.RemoteAddr)
+		return redriveOut{Campaign: id, Redriven: n}, nil
+	})
 }
 
 // demoOut answers GET /v1/demo.

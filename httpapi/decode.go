@@ -92,6 +92,17 @@ type createCommon struct {
 	FundingAccount string  `json:"funding_account"`
 }
 
+// bounds reads the bounds of one amount, each optional (0 when absent).
+func (req *createCommon) bounds() (min, max int64, err error) {
+	if min, err = amount("min", req.Min, req.MinCents, false); err != nil {
+		return 0, 0, err
+	}
+	if max, err = amount("max", req.Max, req.MaxCents, false); err != nil {
+		return min, 0, err
+	}
+	return min, max, nil
+}
+
 // window reads the open window and the funding account; after is the
 // refusal of a window that closes before it opens.
 func (req *createCommon) window(after string) (opens, closes time.Time, funding string, err error) {
@@ -158,6 +169,16 @@ func unknownKey(body []byte, fields map[string]bool) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// decodeObject decodes a body that must be one JSON object into v, a
+// struct whose keys are fields, refusing what decodeStrict and exactKeys
+// refuse.
+func decodeObject(body []byte, v any, fields map[string]bool) error {
+	if err := decodeStrict(body, v, fields); err != nil {
+		return err
+	}
+	return exactKeys(body, fields)
 }
 
 // exactKeys refuses what encoding/json lets through and a strict reader
@@ -229,10 +250,7 @@ func timeField(name string, s *string) (time.Time, error) {
 // be checked without Redis. maxCount caps the number of packets.
 func decodeCreate(body []byte, maxCount int) (hongbao.Spec, error) {
 	var req createRequest
-	if err := decodeStrict(body, &req, createFields); err != nil {
-		return hongbao.Spec{}, err
-	}
-	if err := exactKeys(body, createFields); err != nil {
+	if err := decodeObject(body, &req, createFields); err != nil {
 		return hongbao.Spec{}, err
 	}
 	var spec hongbao.Spec
@@ -250,10 +268,7 @@ func decodeCreate(body []byte, maxCount int) (hongbao.Spec, error) {
 		return spec, badRequest(CodeInvalidRequest, "count must be within 1 and %d", maxCount)
 	}
 	spec.Count = *req.Count
-	if spec.Min, err = amount("min", req.Min, req.MinCents, false); err != nil {
-		return spec, err
-	}
-	if spec.Max, err = amount("max", req.Max, req.MaxCents, false); err != nil {
+	if spec.Min, spec.Max, err = req.bounds(); err != nil {
 		return spec, err
 	}
 	if spec.Min > split.MaxTotal || spec.Max > split.MaxTotal {

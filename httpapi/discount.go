@@ -73,8 +73,7 @@ func sameDiscount(d *hongbao.Discount, spec hongbao.DiscountSpec) bool {
 	return d.Budget == spec.Budget && d.Quota == spec.Quota && d.Min == def(spec.Min, 1) && d.Max == def(spec.Max, spec.Budget) &&
 		d.PerUserCount == spec.PerUserCount && d.PerUserAmount == spec.PerUserAmount && d.Shards == max(spec.Shards, 1) &&
 		d.Hold == hold && d.Funding == funding && (spec.Seed == nil || *spec.Seed == d.Seed) &&
-		(spec.OpensAt.IsZero() || spec.OpensAt.UnixMilli() == d.OpensAt.UnixMilli()) &&
-		(spec.ClosesAt.IsZero() || spec.ClosesAt.UnixMilli() == d.ClosesAt.UnixMilli())
+		sameWindow(spec.OpensAt, spec.ClosesAt, d.OpensAt, d.ClosesAt)
 }
 
 func (s *Server) getDiscount(w http.ResponseWriter, r *http.Request, _ string) {
@@ -100,19 +99,8 @@ func (s *Server) closeDiscount(w http.ResponseWriter, r *http.Request, admin str
 }
 
 func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	id, err := campaignID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	rv, err := decodeReserve(body)
-	if err != nil {
-		s.fail(w, r, err)
+	id, rv, ok := bodyTarget(s, w, r, decodeReserve)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
@@ -151,37 +139,32 @@ func (s *Server) orderTarget(w http.ResponseWriter, r *http.Request) (id, order,
 }
 
 func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	id, order, user, ok := s.orderTarget(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	res, err := s.cfg.Engine.ConfirmDiscount(ctx, id, user, order)
-	if err != nil {
-		s.dmetrics.count("confirm", errorLabel(err))
-		s.fail(w, r, err)
-		return
-	}
-	s.dmetrics.count("confirm", again(res.Again, "confirmed"))
-	writeJSON(w, http.StatusOK, confirmJSON(res))
+	s.endOrder(w, r, "confirm", s.cfg.Engine.ConfirmDiscount, confirmJSON)
 }
 
 func (s *Server) cancelDiscount(w http.ResponseWriter, r *http.Request, _ string) {
+	s.endOrder(w, r, "cancel", s.cfg.Engine.CancelDiscount, cancelJSON)
+}
+
+// endOrder answers a confirm or a cancel (op) of an order's reservation:
+// call runs under the request's timeout, answer spells its result, and
+// the outcome is counted under op.
+func (s *Server) endOrder(w http.ResponseWriter, r *http.Request, op string,
+	call func(ctx context.Context, id, user, order string) (hongbao.Reservation, error), answer func(hongbao.Reservation) orderOut) {
 	id, order, user, ok := s.orderTarget(w, r)
 	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	res, err := s.cfg.Engine.CancelDiscount(ctx, id, user, order)
+	res, err := call(ctx, id, user, order)
 	if err != nil {
-		s.dmetrics.count("cancel", errorLabel(err))
+		s.dmetrics.count(op, errorLabel(err))
 		s.fail(w, r, err)
 		return
 	}
-	out := cancelJSON(res)
-	s.dmetrics.count("cancel", again(res.Again, out.Outcome))
+	out := answer(res)
+	s.dmetrics.count(op, again(res.Again, out.Outcome))
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -31,10 +31,7 @@ var discountFields = jsonFields(reflect.TypeFor[discountRequest]())
 // with amounts as the client wrote them (decimals).
 func decodeDiscount(body []byte, maxQuota int) (hongbao.DiscountSpec, error) {
 	var req discountRequest
-	if err := decodeStrict(body, &req, discountFields); err != nil {
-		return hongbao.DiscountSpec{}, err
-	}
-	if err := exactKeys(body, discountFields); err != nil {
+	if err := decodeObject(body, &req, discountFields); err != nil {
 		return hongbao.DiscountSpec{}, err
 	}
 	spec, err := req.amounts()
@@ -66,10 +63,7 @@ func (req *discountRequest) amounts() (hongbao.DiscountSpec, error) {
 	if spec.Budget < 1 || spec.Budget > split.MaxTotal {
 		return spec, badRequest(CodeInvalidRequest, "budget: must be within 0.01 and %s", hongbao.FormatCents(split.MaxTotal))
 	}
-	if spec.Min, err = amount("min", req.Min, req.MinCents, false); err != nil {
-		return spec, err
-	}
-	if spec.Max, err = amount("max", req.Max, req.MaxCents, false); err != nil {
+	if spec.Min, spec.Max, err = req.bounds(); err != nil {
 		return spec, err
 	}
 	if spec.PerUserAmount, err = amount("per_user_amount", req.PerUserAmount, req.PerUserAmountCents, false); err != nil {
@@ -184,10 +178,7 @@ type reservation struct {
 // decodeReserve reads a reserve body: the user, the order id and amount.
 func decodeReserve(body []byte) (reservation, error) {
 	var req reserveRequest
-	if err := decodeStrict(body, &req, reserveFields); err != nil {
-		return reservation{}, err
-	}
-	if err := exactKeys(body, reserveFields); err != nil {
+	if err := decodeObject(body, &req, reserveFields); err != nil {
 		return reservation{}, err
 	}
 	user, err := checkUserField(req.UserID)
@@ -221,10 +212,7 @@ var orderUserFields = jsonFields(reflect.TypeFor[orderUserRequest]())
 // decodeOrderUser reads the body of confirm and cancel.
 func decodeOrderUser(body []byte) (string, error) {
 	var req orderUserRequest
-	if err := decodeStrict(body, &req, orderUserFields); err != nil {
-		return "", err
-	}
-	if err := exactKeys(body, orderUserFields); err != nil {
+	if err := decodeObject(body, &req, orderUserFields); err != nil {
 		return "", err
 	}
 	return checkUserField(req.UserID)

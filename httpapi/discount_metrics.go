@@ -36,7 +36,7 @@ func newDiscountMetrics(reg prometheus.Registerer, e Discounts, timeout time.Dur
 	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "hongbao_discount_reserve_duration_seconds",
 		Help:    "Time the engine took to answer a discount reservation, queueing and batching included.",
-		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
+		Buckets: latencyBuckets,
 	})
 	reg.MustRegister(m.latency, newDiscountCollector(e, timeout, log))
 	return m

@@ -57,7 +57,7 @@ func (l *bucketLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
-	sh := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	b := sh.m[key]
@@ -81,15 +81,14 @@ func (l *bucketLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 		b = &bucket{tokens: l.burst, at: now}
 		sh.m[key] = b
 	}
-	if el := now.Sub(b.at).Seconds(); el > 0 {
-		b.tokens = min(l.burst, b.tokens+el*l.rate)
-		b.at = now
+	if now.After(b.at) {
+		b.tokens, b.at = l.refilled(b, now), now
 	}
 	if b.tokens >= 1 {
 		b.tokens--
 		return true, 0
 	}
-	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	return false, l.wait(b.tokens)
 }
 
 // blocked says whether key has no token now (and how long until one is
@@ -98,18 +97,33 @@ func (l *bucketLimiter) blocked(key string, now time.Time) (bool, time.Duration)
 	if l == nil {
 		return false, 0
 	}
-	sh := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	b := sh.m[key]
 	if b == nil {
 		return false, 0
 	}
-	tokens := min(l.burst, b.tokens+max(now.Sub(b.at).Seconds(), 0)*l.rate)
-	if tokens >= 1 {
-		return false, 0
+	if tokens := l.refilled(b, now); tokens < 1 {
+		return true, l.wait(tokens)
 	}
-	return true, time.Duration((1 - tokens) / l.rate * float64(time.Second))
+	return false, 0
+}
+
+// shard is the shard that holds key's bucket.
+func (l *bucketLimiter) shard(key string) *bucketShard {
+	return &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+}
+
+// refilled is what bucket b holds at now: its tokens and those it gained
+// since, up to the burst (a clock that went back gains nothing).
+func (l *bucketLimiter) refilled(b *bucket, now time.Time) float64 {
+	return min(l.burst, b.tokens+max(now.Sub(b.at).Seconds(), 0)*l.rate)
+}
+
+// wait is how long a bucket holding tokens (less than one) waits for one.
+func (l *bucketLimiter) wait(tokens float64) time.Duration {
+	return time.Duration((1 - tokens) / l.rate * float64(time.Second))
 }
 
 // sweep forgets the buckets that are full again: forgetting them changes

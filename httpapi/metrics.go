@@ -19,6 +19,11 @@ import (
 // the page of the index it reads at a time.
 const maxScrapedCampaigns = 200
 
+// latencyBuckets are the bounds, in seconds, of every latency histogram
+// of the API: the engine's answers and the requests alike, so that they
+// compare bucket by bucket.
+var latencyBuckets = []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
+
 // metrics are the service's own counters; the campaign and settlement
 // gauges are read from Redis at scrape time by stateCollector.
 type metrics struct {
@@ -40,7 +45,7 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 		grabLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hongbao_grab_duration_seconds",
 			Help:    "Time the engine took to answer a grab, queueing and batching included.",
-			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
+			Buckets: latencyBuckets,
 		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_http_requests_total",
@@ -49,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, sc *stateCollector) *metrics {
 		reqLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hongbao_http_request_duration_seconds",
 			Help:    "Time to answer an HTTP request, by route pattern.",
-			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
+			Buckets: latencyBuckets,
 		}, []string{"route"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_rate_limited_total",

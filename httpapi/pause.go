@@ -90,10 +90,7 @@ var blockFields = jsonFields(reflect.TypeFor[blockRequest]())
 // decodeBlock reads a block or unblock body: 1..MaxBlockUsers valid ids.
 func decodeBlock(body []byte) ([]string, error) {
 	var req blockRequest
-	if err := decodeStrict(body, &req, blockFields); err != nil {
-		return nil, err
-	}
-	if err := exactKeys(body, blockFields); err != nil {
+	if err := decodeObject(body, &req, blockFields); err != nil {
 		return nil, err
 	}
 	if len(req.Users) < 1 || len(req.Users) > hongbao.MaxBlockUsers {
@@ -117,42 +114,34 @@ type blockOut struct {
 
 func (s *Server) blockUsers(discount, add bool) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, admin string) {
-		id, err := campaignID(r)
 		var users []string
-		if err == nil {
-			var body []byte
-			if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
-				users, err = decodeBlock(body)
+		target := func(w http.ResponseWriter, r *http.Request) (id string, ok bool) {
+			id, users, ok = bodyTarget(s, w, r, decodeBlock)
+			return id, ok
+		}
+		s.onCampaign(w, r, target, func(ctx context.Context, id string) (any, error) {
+			e := s.cfg.Engine
+			do, action := e.Unblock, "unblock"
+			switch {
+			case discount && add:
+				do, action = e.BlockDiscount, "block"
+			case discount:
+				do = e.UnblockDiscount
+			case add:
+				do, action = e.Block, "block"
 			}
-		}
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-		defer cancel()
-		e := s.cfg.Engine
-		do, action := e.Unblock, "unblock"
-		switch {
-		case discount && add:
-			do, action = e.BlockDiscount, "block"
-		case discount:
-			do = e.UnblockDiscount
-		case add:
-			do, action = e.Block, "block"
-		}
-		n, err := do(ctx, id, users)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		s.log.Info("admin action", "who", admin, "action", action, "campaign", id, "discount", discount,
-			"users", len(users), "changed", n, "remote", r.RemoteAddr)
-		out := blockOut{Campaign: id, Removed: &n}
-		if add {
-			out.Added, out.Removed = &n, nil
-		}
-		writeJSON(w, http.StatusOK, out)
+			n, err := do(ctx, id, users)
+			if err != nil {
+				return nil, err
+			}
+			s.log.Info("admin action", "who", admin, "action", action, "campaign", id, "discount", discount,
+				"users", len(users), "changed", n, "remote", r.RemoteAddr)
+			out := blockOut{Campaign: id, Removed: &n}
+			if add {
+				out.Added, out.Removed = &n, nil
+			}
+			return out, nil
+		})
 	}
 }
 

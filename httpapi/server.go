@@ -493,9 +493,7 @@ func (s *Server) user(next authedHandler) http.HandlerFunc {
 	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		u, err := s.users.user(r)
 		if err != nil {
-			s.authFailed(r, "user", err)
-			s.refuse(w, errNeedUserToken, 0)
-			return "", false
+			return s.authFailed(w, r, "user", err, errNeedUserToken)
 		}
 		if ok, wait := s.userLim.allow(u, s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("user").Inc()
@@ -512,9 +510,7 @@ func (s *Server) admin(next authedHandler) http.HandlerFunc {
 	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		who, err := s.admins.match(r)
 		if err != nil {
-			s.authFailed(r, "admin", err)
-			s.refuse(w, errNeedAdminKey, 0)
-			return "", false
+			return s.authFailed(w, r, "admin", err, errNeedAdminKey)
 		}
 		return who, true
 	}, next)
@@ -530,13 +526,9 @@ func (s *Server) payment(next authedHandler) http.HandlerFunc {
 			return who, true
 		}
 		if _, uerr := s.users.user(r); uerr == nil {
-			s.authFailed(r, "payment", errors.New("a user token"))
-			s.refuse(w, errUserNotPayment, 0)
-			return "", false
+			return s.authFailed(w, r, "payment", errors.New("a user token"), errUserNotPayment)
 		}
-		s.authFailed(r, "payment", err)
-		s.refuse(w, errNeedPaymentKey, 0)
-		return "", false
+		return s.authFailed(w, r, "payment", err, errNeedPaymentKey)
 	}, next)
 }
 
@@ -621,8 +613,15 @@ func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
 	return c.Total == sp.Total && c.Count == sp.Count && c.Funding == funding &&
 		c.Split == sp.Algorithm && c.Min == sp.Min && c.Max == sp.Max &&
 		(spec.Seed == nil || *spec.Seed == c.Seed) && max(spec.Shards, 1) == c.Shards &&
-		(spec.OpensAt.IsZero() || spec.OpensAt.UnixMilli() == c.OpensAt.UnixMilli()) &&
-		(spec.ClosesAt.IsZero() || spec.ClosesAt.UnixMilli() == c.ClosesAt.UnixMilli())
+		sameWindow(spec.OpensAt, spec.ClosesAt, c.OpensAt, c.ClosesAt)
+}
+
+// sameWindow says whether a campaign opens and closes when a create asked
+// (to the millisecond, as stored); a time the create left out was "now"
+// at the first create and matches any.
+func sameWindow(opens, closes, gotOpens, gotCloses time.Time) bool {
+	return (opens.IsZero() || opens.UnixMilli() == gotOpens.UnixMilli()) &&
+		(closes.IsZero() || closes.UnixMilli() == gotCloses.UnixMilli())
 }
 
 func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, _ string) {
@@ -679,18 +678,25 @@ func (s *Server) idTarget(w http.ResponseWriter, r *http.Request) (string, bool)
 // actionTarget reads the campaign id of an action that takes no body
 // (close, grab) and checks that no body came; on failure it has answered.
 func (s *Server) actionTarget(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, _, ok := bodyTarget(s, w, r, func(body []byte) (struct{}, error) { return struct{}{}, decodeEmpty(body) })
+	return id, ok
+}
+
+// bodyTarget reads the campaign id of a route and its body, which decode
+// reads; on failure it has answered.
+func bodyTarget[T any](s *Server, w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (id string, v T, ok bool) {
 	id, err := campaignID(r)
 	if err == nil {
 		var body []byte
 		if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err == nil {
-			err = decodeEmpty(body)
+			v, err = decode(body)
 		}
 	}
 	if err != nil {
 		s.fail(w, r, err)
-		return "", false
+		return "", v, false
 	}
-	return id, true
+	return id, v, true
 }
 
 func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin string) {
@@ -761,19 +767,13 @@ func (s *Server) grabCounter(outcome string) prometheus.Counter {
 }
 
 func (s *Server) myGrant(w http.ResponseWriter, r *http.Request, user string) {
-	id, err := campaignID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	g, err := s.cfg.Engine.Held(ctx, id, user)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, grantJSON(g, ""))
+	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
+		g, err := s.cfg.Engine.Held(ctx, id, user)
+		if err != nil {
+			return nil, err
+		}
+		return grantJSON(g, ""), nil
+	})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -791,8 +791,7 @@ func (s *Server) privateMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := s.scrapers.match(r); err != nil {
-		s.authFailed(r, "metrics", err)
-		s.refuse(w, errNeedMetricsKey, 0)
+		s.authFailed(w, r, "metrics", err, errNeedMetricsKey)
 		return
 	}
 	s.promh.ServeHTTP(w, r)

@@ -58,19 +58,8 @@ type DiscountSpec struct {
 // [Min, Max]. Its error is a *SpecError naming "budget", "quota", "min"
 // or "max"; products are checked by division, never computed.
 func (s DiscountSpec) Normalize() (DiscountSpec, error) {
-	switch {
-	case s.Quota < 1:
-		return DiscountSpec{}, specErr("quota", "must be at least 1, got %d", s.Quota)
-	case s.Quota > MaxCount:
-		return DiscountSpec{}, specErr("quota", "must be at most %d, got %d", MaxCount, s.Quota)
-	case s.Budget < 1:
-		return DiscountSpec{}, specErr("budget", "must be at least 1 cent, got %d", s.Budget)
-	case s.Budget > MaxTotal:
-		return DiscountSpec{}, specErr("budget", "must be at most %d cents (2^53-1), got %d", MaxTotal, s.Budget)
-	case s.Min < 0:
-		return DiscountSpec{}, specErr("min", "must not be negative, got %d", s.Min)
-	case s.Max < 0:
-		return DiscountSpec{}, specErr("max", "must not be negative, got %d", s.Max)
+	if err := checkBounds("quota", s.Quota, "budget", s.Budget, s.Min, s.Max); err != nil {
+		return DiscountSpec{}, err
 	}
 	if s.Min == 0 {
 		s.Min = 1

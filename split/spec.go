@@ -95,6 +95,29 @@ func specErr(field, format string, args ...any) error {
 	return &SpecError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
+// checkBounds checks what every spec asks alike: 1 to MaxCount amounts, a
+// sum of 1 cent to MaxTotal, and bounds that are not negative. countField
+// and totalField are the spec's own names for the count and the sum.
+func checkBounds(countField string, count int, totalField string, total, min, max int64) error {
+	switch {
+	case count < 1:
+		return specErr(countField, "must be at least 1, got %d", count)
+	case count > MaxCount:
+		return specErr(countField, "must be at most %d, got %d", MaxCount, count)
+	case total < 1:
+		return specErr(totalField, "must be at least 1 cent, got %d", total)
+	case total > MaxTotal:
+		return specErr(totalField,
+			"must be at most %d cents (2^53-1, the largest integer a Lua number holds exactly), got %d",
+			MaxTotal, total)
+	case min < 0:
+		return specErr("min", "must not be negative, got %d", min)
+	case max < 0:
+		return specErr("max", "must not be negative, got %d", max)
+	}
+	return nil
+}
+
 // cents spells an amount for error messages, singular for one cent.
 func cents(v int64) string {
 	if v == 1 {
@@ -114,21 +137,8 @@ func (s Spec) Normalize() (Spec, error) {
 		return Spec{}, err
 	}
 	s.Algorithm = alg
-	switch {
-	case s.Count < 1:
-		return Spec{}, specErr("count", "must be at least 1, got %d", s.Count)
-	case s.Count > MaxCount:
-		return Spec{}, specErr("count", "must be at most %d, got %d", MaxCount, s.Count)
-	case s.Total < 1:
-		return Spec{}, specErr("total", "must be at least 1 cent, got %d", s.Total)
-	case s.Total > MaxTotal:
-		return Spec{}, specErr("total",
-			"must be at most %d cents (2^53-1, the largest integer a Lua number holds exactly), got %d",
-			MaxTotal, s.Total)
-	case s.Min < 0:
-		return Spec{}, specErr("min", "must not be negative, got %d", s.Min)
-	case s.Max < 0:
-		return Spec{}, specErr("max", "must not be negative, got %d", s.Max)
+	if err := checkBounds("count", s.Count, "total", s.Total, s.Min, s.Max); err != nil {
+		return Spec{}, err
 	}
 	if s.Min == 0 {
 		s.Min = 1

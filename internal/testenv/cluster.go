@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,24 +49,13 @@ func (o ClusterOptions) Validate() error {
 	case o.NodeTimeout < 0 || (o.NodeTimeout > 0 && o.NodeTimeout < 100*time.Millisecond):
 		return fmt.Errorf("testenv: NodeTimeout must be at least 100ms (0 for 2s), not %v", o.NodeTimeout)
 	}
-	switch o.AOF {
-	case "", "always", "everysec", "no", "off":
-	default:
-		return fmt.Errorf("testenv: AOF must be always, everysec, no or off, not %q", o.AOF)
-	}
-	return nil
+	return checkAOF(o.AOF)
 }
 
 func (o ClusterOptions) withDefaults() ClusterOptions {
-	if o.Masters == 0 {
-		o.Masters = 3
-	}
-	if o.AOF == "" {
-		o.AOF = "off"
-	}
-	if o.NodeTimeout == 0 {
-		o.NodeTimeout = 2 * time.Second
-	}
+	o.Masters = cmp.Or(o.Masters, 3)
+	o.AOF = cmp.Or(o.AOF, "off")
+	o.NodeTimeout = cmp.Or(o.NodeTimeout, 2*time.Second)
 	return o
 }
 
@@ -101,11 +91,7 @@ type Cluster struct {
 // slots and the roles. The nodes stop when the test ends.
 func NewCluster(t testing.TB, opt ClusterOptions) *Cluster {
 	t.Helper()
-	need(t)
-	if err := opt.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	opt = opt.withDefaults()
+	opt = topologyOptions(t, opt)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	opts := make([]redisserver.Options, opt.Masters*(1+opt.ReplicasPerMaster))

@@ -34,6 +34,35 @@ type Node struct {
 	opt redisserver.Options
 }
 
+// options are the options of a topology (ClusterOptions,
+// SentinelOptions).
+type options[O any] interface {
+	Validate() error
+	withDefaults() O
+}
+
+// topologyOptions begins a topology's start: it skips the test where no
+// redis-server is installed, fails it on options that cannot make the
+// topology, and returns the options with their defaults.
+func topologyOptions[O options[O]](t testing.TB, opt O) O {
+	t.Helper()
+	need(t)
+	if err := opt.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return opt.withDefaults()
+}
+
+// checkAOF checks a topology's AOF option: a persistence redisserver
+// takes, or empty for "off".
+func checkAOF(aof string) error {
+	switch aof {
+	case "", "always", "everysec", "no", "off":
+		return nil
+	}
+	return fmt.Errorf("testenv: AOF must be always, everysec, no or off, not %q", aof)
+}
+
 // startNodes starts one server per option in parallel. Every server that
 // started is stopped when the test ends, also when another failed.
 func startNodes(ctx context.Context, t testing.TB, opts []redisserver.Options) ([]*Node, error) {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -59,36 +60,17 @@ func (o SentinelOptions) Validate() error {
 	case strings.ContainsAny(o.MasterName, " \t\r\n\"'&?#/"):
 		return fmt.Errorf("testenv: MasterName %q must be a plain word", o.MasterName)
 	}
-	switch o.AOF {
-	case "", "always", "everysec", "no", "off":
-	default:
-		return fmt.Errorf("testenv: AOF must be always, everysec, no or off, not %q", o.AOF)
-	}
-	return nil
+	return checkAOF(o.AOF)
 }
 
 func (o SentinelOptions) withDefaults() SentinelOptions {
-	if o.MasterName == "" {
-		o.MasterName = "hb"
-	}
-	if o.Replicas == 0 {
-		o.Replicas = 1
-	}
-	if o.Sentinels == 0 {
-		o.Sentinels = 3
-	}
-	if o.Quorum == 0 {
-		o.Quorum = o.Sentinels/2 + 1
-	}
-	if o.DownAfter == 0 {
-		o.DownAfter = time.Second
-	}
-	if o.FailoverTimeout == 0 {
-		o.FailoverTimeout = 3 * time.Second
-	}
-	if o.AOF == "" {
-		o.AOF = "off"
-	}
+	o.MasterName = cmp.Or(o.MasterName, "hb")
+	o.Replicas = cmp.Or(o.Replicas, 1)
+	o.Sentinels = cmp.Or(o.Sentinels, 3)
+	o.Quorum = cmp.Or(o.Quorum, o.Sentinels/2+1)
+	o.DownAfter = cmp.Or(o.DownAfter, time.Second)
+	o.FailoverTimeout = cmp.Or(o.FailoverTimeout, 3*time.Second)
+	o.AOF = cmp.Or(o.AOF, "off")
 	return o
 }
 
@@ -122,11 +104,7 @@ type Sentinel struct {
 // the test ends, sentinels first so that no failover starts meanwhile.
 func NewSentinel(t testing.TB, opt SentinelOptions) *Sentinel {
 	t.Helper()
-	need(t)
-	if err := opt.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	opt = opt.withDefaults()
+	opt = topologyOptions(t, opt)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	s := &Sentinel{Name: opt.MasterName, opt: opt}

@@ -354,7 +354,7 @@ func grabPhase(ctx context.Context, t *target, rs *runStats, start chan struct{}
 func summarize(mode Mode, o Options, aof string, runs []*runStats) *Result {
 	r := &Result{
 		Mode: mode, Packets: o.Packets, Users: o.Users, TotalCents: o.Total, Concurrency: o.Concurrency,
-		Runs: len(runs), Redis: "own", AOF: aof, RedisCPUReliable: o.RedisURL == "", OK: true,
+		Runs: len(runs), Redis: "own", AOF: aof, RedisCPUReliable: o.RedisURL == "",
 		Replicas: o.Replicas,
 	}
 	if mode == Engine {
@@ -364,32 +364,15 @@ func summarize(mode Mode, o Options, aof string, runs []*runStats) *Result {
 		r.Redis = "given"
 		r.Notes = append(r.Notes, "--redis given: Redis CPU per grant counts whatever else that server did meanwhile; it is reliable only on a Redis of our own")
 	}
-	perSec := func(s *runStats) float64 {
-		if s.seconds <= 0 {
-			return 0
-		}
-		return float64(s.granted) / s.seconds
-	}
-	for i, s := range runs {
-		r.RunsPerSec = append(r.RunsPerSec, round(perSec(s), 1))
-		for _, p := range s.problems {
-			r.OK = false
-			if len(r.Problems) < 20 {
-				r.Problems = append(r.Problems, fmt.Sprintf("run %d: %s", i+1, p))
-			}
-		}
-	}
-	order := make([]*runStats, len(runs))
-	copy(order, runs)
-	sort.SliceStable(order, func(i, j int) bool { return perSec(order[i]) < perSec(order[j]) })
-	m := order[(len(order)-1)/2]
+	perSec := func(s *runStats) float64 { return perSecond(s.granted, s.seconds) }
+	var m *runStats
+	r.RunsPerSec, r.Problems, m = medianRun(runs, perSec, func(s *runStats) []string { return s.problems })
+	r.OK = len(r.Problems) == 0
 
 	r.Grabs, r.Granted, r.SoldOut, r.Busy, r.Unknown = m.grabs, m.granted, m.soldOut, m.busy, m.unknown
 	r.Seconds = round(m.seconds, 4)
 	r.GrantsPerSec = round(perSec(m), 1)
-	if m.seconds > 0 {
-		r.GrabsPerSec = round(float64(m.grabs)/m.seconds, 1)
-	}
+	r.GrabsPerSec = round(perSecond(m.grabs, m.seconds), 1)
 	ms := func(q float64) float64 { return round(float64(m.hist.ValueAtQuantile(q))/1000, 3) }
 	r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms = ms(50), ms(90), ms(99), ms(99.9)
 	r.MaxMs = round(float64(m.hist.Max())/1000, 3)
@@ -414,6 +397,32 @@ func summarize(mode Mode, o Options, aof string, runs []*runStats) *Result {
 		r.PeakRSSChecksMB = max(r.PeakRSSChecksMB, round(s.peakRSSChecks, 1))
 	}
 	return r
+}
+
+// medianRun reads the runs of a measurement as every benchmark reports
+// them: each run's rate (rounded), the problems of all runs (at most 20,
+// each naming its run) and the median run by rate, the lower one of the
+// middle two for an even count.
+func medianRun[S any](runs []S, rate func(S) float64, problems func(S) []string) (rates []float64, probs []string, median S) {
+	for i, s := range runs {
+		rates = append(rates, round(rate(s), 1))
+		for _, p := range problems(s) {
+			if len(probs) < 20 {
+				probs = append(probs, fmt.Sprintf("run %d: %s", i+1, p))
+			}
+		}
+	}
+	order := append([]S(nil), runs...)
+	sort.SliceStable(order, func(i, j int) bool { return rate(order[i]) < rate(order[j]) })
+	return rates, probs, order[(len(order)-1)/2]
+}
+
+// perSecond is n over seconds, 0 for a phase that took no time.
+func perSecond(n int64, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(n) / seconds
 }
 
 func round(v float64, places int) float64 {

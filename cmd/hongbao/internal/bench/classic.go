@@ -69,14 +69,10 @@ func runClassic(ctx context.Context, t *target, o Options, amounts []int64, labe
 	}
 	// Connections are opened before the clock starts.
 	conns, err := dialClassic(t, o.Concurrency)
-	defer func() {
-		for _, rc := range conns {
-			rc.Close()
-		}
-	}()
 	if err != nil {
 		return nil, err
 	}
+	defer closeAll(conns)
 
 	p := newPhase(o, amounts, label, int64(min(o.Users, o.Packets)))
 	p.spawn(func(w, from, to int) { p.classicWorker(conns[w], k, w, from, to) })
@@ -106,17 +102,25 @@ func runClassic(ctx context.Context, t *target, o Options, amounts []int64, labe
 }
 
 // dialClassic opens n connections of the classic design; on an error it
-// returns those it opened, for the caller to close.
+// closes those it opened.
 func dialClassic(t *target, n int) ([]*respConn, error) {
 	conns := make([]*respConn, 0, n)
 	for w := range n {
 		rc, err := dialRESP(t.addr, t.user, t.password, t.db)
 		if err != nil {
-			return conns, fmt.Errorf("connection %d: %w", w+1, err)
+			closeAll(conns)
+			return nil, fmt.Errorf("connection %d: %w", w+1, err)
 		}
 		conns = append(conns, rc)
 	}
 	return conns, nil
+}
+
+// closeAll closes the connections.
+func closeAll(conns []*respConn) {
+	for _, rc := range conns {
+		rc.Close()
+	}
 }
 
 // classicWorker is worker w: one blocking EVAL per user in [from, to) on

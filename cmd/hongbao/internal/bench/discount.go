@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -181,25 +180,11 @@ func RunDiscount(ctx context.Context, o DiscountOptions) (*DiscountComparison, e
 
 // summarizeDiscount picks the median run by payments/s.
 func summarizeDiscount(design string, runs []*dstats) *DiscountResult {
-	r := &DiscountResult{Design: design, OK: true}
-	perSec := func(s *dstats) float64 {
-		if s.seconds <= 0 {
-			return 0
-		}
-		return float64(s.payments) / s.seconds
-	}
-	for i, s := range runs {
-		r.RunsPerSec = append(r.RunsPerSec, round(perSec(s), 1))
-		for _, p := range s.problems {
-			r.OK = false
-			if len(r.Problems) < 20 {
-				r.Problems = append(r.Problems, fmt.Sprintf("run %d: %s", i+1, p))
-			}
-		}
-	}
-	order := append([]*dstats(nil), runs...)
-	sort.SliceStable(order, func(i, j int) bool { return perSec(order[i]) < perSec(order[j]) })
-	m := order[(len(order)-1)/2]
+	r := &DiscountResult{Design: design}
+	perSec := func(s *dstats) float64 { return perSecond(s.payments, s.seconds) }
+	var m *dstats
+	r.RunsPerSec, r.Problems, m = medianRun(runs, perSec, func(s *dstats) []string { return s.problems })
+	r.OK = len(r.Problems) == 0
 	r.Payments, r.Refused, r.Seconds = m.payments, m.refused, round(m.seconds, 4)
 	r.PaymentsPerSec = round(perSec(m), 1)
 	h := histogramOf(m.lats)
@@ -213,15 +198,28 @@ func summarizeDiscount(design string, runs []*dstats) *DiscountResult {
 	return r
 }
 
-// measurePhase opens start to the workers, waits for them and records
-// the wall clock and Redis's CPU of the phase.
-func measurePhase(ctx context.Context, t *target, ds *dstats, start chan struct{}, wg *sync.WaitGroup, bar Progress) error {
+// measureWorkers splits the users among n workers, starts them all at
+// once, waits for them and records the wall clock and Redis's CPU of the
+// phase. work pays for the users from..to-1, timing each into lat.
+func measureWorkers(ctx context.Context, t *target, o DiscountOptions, label string, n int,
+	work func(w, from, to int, lat *latencies, bar Progress)) (*dstats, error) {
+	ds := &dstats{lats: make([]latencies, n)}
+	start := make(chan struct{})
+	bar := o.progress(label, int64(o.Users))
+	var wg sync.WaitGroup
+	for w := range n {
+		from, to := userRange(w, n, o.Users)
+		wg.Go(func() {
+			<-start
+			work(w, from, to, &ds.lats[w], bar)
+		})
+	}
 	cpu0, err := t.cpuSeconds(ctx)
 	if err != nil {
 		close(start)
 		wg.Wait()
 		bar.Done()
-		return err
+		return nil, err
 	}
 	t0 := time.Now()
 	close(start)
@@ -230,10 +228,10 @@ func measurePhase(ctx context.Context, t *target, ds *dstats, start chan struct{
 	bar.Done()
 	cpu1, err := t.cpuSeconds(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ds.cpuSeconds = cpu1 - cpu0
-	return nil
+	return ds, nil
 }
 
 // runHongbaoDiscount measures hongbao: CreateDiscount loads the amounts
@@ -255,37 +253,29 @@ func runHongbaoDiscount(ctx context.Context, t *target, o DiscountOptions, label
 	if err != nil {
 		return nil, err
 	}
-	ds := &dstats{lats: make([]latencies, o.Concurrency)}
 	counts := make([]struct{ payments, refused, cents int64 }, o.Concurrency)
-	start := make(chan struct{})
-	bar := o.progress(label, int64(o.Users))
-	var wg sync.WaitGroup
 	var probs problems
-	for w := range o.Concurrency {
-		from, to := userRange(w, o.Concurrency, o.Users)
-		wg.Go(func() {
-			<-start
-			tk := ticker{bar: bar}
-			defer tk.flush()
-			for u := from; u < to; u++ {
-				t0 := time.Now()
-				cents, paid, err := payHongbao(ctx, eng, d.ID, UserName(u), 10*o.Max)
-				ds.lats[w].add(time.Since(t0))
-				if err != nil {
-					probs.add("%s: %v", UserName(u), err)
-					return
-				}
-				if paid {
-					counts[w].payments++
-					counts[w].cents += cents
-				} else {
-					counts[w].refused++
-				}
-				tk.tick()
+	ds, err := measureWorkers(ctx, t, o, label, o.Concurrency, func(w, from, to int, lat *latencies, bar Progress) {
+		tk := ticker{bar: bar}
+		defer tk.flush()
+		for u := from; u < to; u++ {
+			t0 := time.Now()
+			cents, paid, err := payHongbao(ctx, eng, d.ID, UserName(u), 10*o.Max)
+			lat.add(time.Since(t0))
+			if err != nil {
+				probs.add("%s: %v", UserName(u), err)
+				return
 			}
-		})
-	}
-	if err := measurePhase(ctx, t, ds, start, &wg, bar); err != nil {
+			if paid {
+				counts[w].payments++
+				counts[w].cents += cents
+			} else {
+				counts[w].refused++
+			}
+			tk.tick()
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	var cents int64

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -61,31 +60,19 @@ func runPublished(ctx context.Context, t *target, o DiscountOptions, amounts []i
 		return nil, fmt.Errorf("load the pop script: %w", err)
 	}
 	conns, err := dialClassic(t, o.BaselineWorkers)
-	defer func() {
-		for _, rc := range conns {
-			rc.Close()
-		}
-	}()
 	if err != nil {
 		return nil, err
 	}
-	ds := &dstats{lats: make([]latencies, o.BaselineWorkers)}
+	defer closeAll(conns)
 	counts := make([]pubCounts, o.BaselineWorkers)
-	start := make(chan struct{})
-	bar := o.progress(label, int64(o.Users))
-	var wg sync.WaitGroup
 	var probs problems
-	for w := range o.BaselineWorkers {
-		from, to := userRange(w, o.BaselineWorkers, o.Users)
-		wg.Go(func() {
-			<-start
-			pw := &pubWorker{rc: conns[w], k: k, sha: sha, o: o, c: &counts[w], lat: &ds.lats[w], w: w}
-			if err := pw.run(from, to, bar); err != nil {
-				probs.add("worker %d: %v", w, err)
-			}
-		})
-	}
-	if err := measurePhase(ctx, t, ds, start, &wg, bar); err != nil {
+	ds, err := measureWorkers(ctx, t, o, label, o.BaselineWorkers, func(w, from, to int, lat *latencies, bar Progress) {
+		pw := &pubWorker{rc: conns[w], k: k, sha: sha, o: o, c: &counts[w], lat: lat, w: w}
+		if err := pw.run(from, to, bar); err != nil {
+			probs.add("worker %d: %v", w, err)
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	var cents int64

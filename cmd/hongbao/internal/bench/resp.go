@@ -101,12 +101,9 @@ func (rc *respConn) read() ([]byte, error) {
 	case '-':
 		return nil, respError(body)
 	case '$':
-		n, err := strconv.Atoi(string(body))
+		n, err := respLength(body, "bulk")
 		if err != nil {
-			return nil, fmt.Errorf("bench: malformed bulk length %q", body)
-		}
-		if n < 0 {
-			return nil, errNil
+			return nil, err
 		}
 		out := make([]byte, n+2)
 		if _, err := io.ReadFull(rc.r, out); err != nil {
@@ -114,12 +111,9 @@ func (rc *respConn) read() ([]byte, error) {
 		}
 		return out[:n], nil
 	case '*':
-		n, err := strconv.Atoi(string(body))
+		n, err := respLength(body, "array")
 		if err != nil {
-			return nil, fmt.Errorf("bench: malformed array length %q", body)
-		}
-		if n < 0 {
-			return nil, errNil
+			return nil, err
 		}
 		for i := 0; i < n; i++ {
 			if _, err := rc.read(); err != nil && !errors.Is(err, errNil) {
@@ -131,4 +125,17 @@ func (rc *respConn) read() ([]byte, error) {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("bench: unexpected reply type %q", kind)
+}
+
+// respLength reads the length of a bulk string or an array (what); a
+// negative one is the nil reply, errNil.
+func respLength(body []byte, what string) (int, error) {
+	n, err := strconv.Atoi(string(body))
+	if err != nil {
+		return 0, fmt.Errorf("bench: malformed %s length %q", what, body)
+	}
+	if n < 0 {
+		return 0, errNil
+	}
+	return n, nil
 }

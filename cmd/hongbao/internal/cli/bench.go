@@ -20,7 +20,6 @@ import (
 
 type benchFlags struct {
 	mode        string
-	redis       redisFlags
 	aof         string
 	packets     int
 	users       int
@@ -30,11 +29,8 @@ type benchFlags struct {
 	concurrency int
 	classic     int
 	runs        int
-	maxBatch    int
-	pin         bool
 	sweep       string
 	svg         string
-	json        bool
 	replicas    int
 	waitN       int
 	waitTimeout time.Duration
@@ -79,9 +75,9 @@ func (b *benchCmd) parseFlags(args []string) error {
 	case benchHTTPRequested(b.env, args):
 		b.command = &benchHTTPCmd{base: base{env: b.env}}
 	case benchMode(b.env, args) == "discount":
-		b.command = &benchDiscountCmd{base: base{env: b.env}}
+		b.command = &benchDiscountCmd{benchBase: benchBase{base: base{env: b.env}}}
 	default:
-		b.command = &benchDesignsCmd{base: base{env: b.env}}
+		b.command = &benchDesignsCmd{benchBase: benchBase{base: base{env: b.env}}}
 	}
 	return b.command.parseFlags(args)
 }
@@ -89,18 +85,68 @@ func (b *benchCmd) parseFlags(args []string) error {
 // benchDesignsCmd measures the engine against the classic design (package
 // bench).
 type benchDesignsCmd struct {
-	base
+	benchBase
 	f      benchFlags
 	set    map[string]bool // the flags given on the command line
 	o      bench.Options
 	modes  []bench.Mode
-	levels []int  // --sweep's concurrencies
-	pinned string // where open pinned Redis and the bench, if it did
+	levels []int // --sweep's concurrencies
+}
+
+// benchBase is what both bench modes (the designs, --mode discount) have
+// alike: the Redis the runs use, the CPUs Redis and the bench run on, the
+// engine's batch cap and JSON output.
+type benchBase struct {
+	base
+	redis    redisFlags
+	maxBatch int
+	pin      bool
+	json     bool
+	pinned   string // where open pinned Redis and the bench, if it did
+}
+
+// declareCommon declares the flags of benchBase.
+func (b *benchBase) declareCommon(fs *flag.FlagSet) {
+	b.redis.declare(fs, "shared by every run, keys of their own; default: a fresh private redis-server per run", true)
+	fs.IntVar(&b.maxBatch, "max-batch", 0, "the engine's MaxBatch; 0: the engine's default")
+	fs.BoolVar(&b.pin, "pin", true, "when starting our own redis-server on 2+ cores: Redis on the first CPU, the bench on the others (taskset)")
+	fs.BoolVar(&b.json, "json", false, "print one JSON object instead of the report")
+}
+
+// say prints a line of the report, which --json leaves out.
+func (b *benchBase) say(format string, a ...any) {
+	if !b.json {
+		fmt.Fprintf(b.env.Stdout, format, a...)
+	}
+}
+
+// progress shows a phase's progress, which --json leaves out.
+func (b *benchBase) progress(label string, total int64) bench.Progress {
+	return startProgress(b.env, !b.json, label, total)
+}
+
+// pinOwn pins our own Redis and the bench to CPUs of their own
+// (bench.Pin) until the command closes, when the runs start their own
+// Redis and --pin asks for it, and returns Redis's CPUs ("" when not
+// pinned); say tells what happened. A bench that could not be pinned runs
+// anyway, unpinned.
+func (b *benchBase) pinOwn() (redisCPUs string) {
+	if b.redis.url != "" || !b.pin {
+		return ""
+	}
+	p, err := bench.Pin()
+	if err != nil {
+		b.say("not pinned: %v\n", err)
+		return ""
+	}
+	b.deferClose(p.Restore)
+	b.pinned = p.String()
+	b.say("pinned: %s\n", b.pinned)
+	return p.RedisCPUs
 }
 
 func (f *benchFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "both", "engine (hongbao in-process), classic (one EVAL per grab), or both, one after the other; http and discount are benchmarks of their own (see --mode http -h, --mode discount -h)")
-	f.redis.declare(fs, "shared by every run, keys of their own; default: a fresh private redis-server per run", true)
 	fs.StringVar(&f.aof, "aof", "off", "persistence of our own redis-server: off, everysec or always (appendfsync); automatic AOF rewrite is off")
 	fs.IntVar(&f.packets, "packets", 200000, "packets in the pool")
 	fs.IntVar(&f.users, "users", 200000, "users u1..uN; each grabs once")
@@ -110,11 +156,8 @@ func (f *benchFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 256, "users grabbing at once through the engine (goroutines)")
 	fs.IntVar(&f.classic, "classic-workers", 20, "workers of the classic design (one blocking connection each); 20 is the design as teams run it")
 	fs.IntVar(&f.runs, "runs", 3, "runs per measurement; the run with the median grants/s is reported (a sweep defaults to 1)")
-	fs.IntVar(&f.maxBatch, "max-batch", 0, "the engine's MaxBatch; 0: the engine's default")
-	fs.BoolVar(&f.pin, "pin", true, "when starting our own redis-server on 2+ cores: Redis on the first CPU, the bench on the others (taskset)")
 	fs.StringVar(&f.sweep, "sweep", "", "comma-separated concurrencies: measure both designs at each (e.g. 16,32,64,128,256,512,1024)")
 	fs.StringVar(&f.svg, "svg", "", "with --sweep: write the plot (throughput and p99 against concurrency) to this SVG file")
-	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
 	fs.IntVar(&f.replicas, "replicas", 0, "replicas of our own redis-server per run (loopback, no persistence), for --wait-replicas")
 	fs.IntVar(&f.waitN, "wait-replicas", 0, "the engine waits after each batch until this many replicas hold it (WAIT); 0: no waiting")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT may take")
@@ -139,10 +182,8 @@ Flags:`
 
 // parseFlags checks everything before anything starts.
 func (b *benchDesignsCmd) parseFlags(args []string) error {
-	fs := newFlagSet("bench", b.env)
-	b.f.declare(fs)
-	setUsage(fs, b.env, benchUsage)
-	if err := parseFlags(fs, b.env, args); err != nil {
+	fs, err := b.parseCommand("bench", benchUsage, args, b.declareCommon, b.f.declare)
+	if err != nil {
 		return err
 	}
 	b.set = given(fs)
@@ -173,13 +214,13 @@ func (b *benchDesignsCmd) checkModes() error {
 	default:
 		return usageErrorf("--aof must be off, everysec or always, not %q", f.aof)
 	}
-	if f.redis.url == "" && f.waitN > f.replicas {
+	if b.redis.url == "" && f.waitN > f.replicas {
 		return usageErrorf("--wait-replicas %d needs as many replicas of bench's own redis-server: --replicas %d", f.waitN, f.waitN)
 	}
-	if f.redis.url != "" && b.set["replicas"] {
+	if b.redis.url != "" && b.set["replicas"] {
 		return usageErrorf("--replicas starts replicas of bench's own redis-server; give the replicas of the server given with --redis there")
 	}
-	if f.redis.url != "" && b.set["aof"] {
+	if b.redis.url != "" && b.set["aof"] {
 		return usageErrorf("--aof applies only when bench starts its own redis-server; set the persistence of the server given with --redis there")
 	}
 	if f.classic < 1 {
@@ -196,17 +237,15 @@ func (b *benchDesignsCmd) checkSizes() error {
 	f := &b.f
 	b.o = bench.Options{
 		Packets: f.packets, Users: f.users, Seed: f.seed, Concurrency: f.concurrency, Runs: f.runs,
-		RedisURL: f.redis.url, RedisServer: f.redis.server, AOF: f.aof, MaxBatch: f.maxBatch,
+		RedisURL: b.redis.url, RedisServer: b.redis.server, AOF: f.aof, MaxBatch: b.maxBatch,
 		Replicas: f.replicas, WaitReplicas: f.waitN, WaitTimeout: f.waitTimeout,
 		Shards: f.shards, Skew: f.skew, ScriptTimes: f.scriptTimes,
-		Progress: func(label string, total int64) bench.Progress {
-			return startProgress(b.env, !f.json, label, total)
-		},
+		Progress: b.progress,
 	}
 	if f.runs < 1 {
 		return usageErrorf("--runs must be at least 1, not %d", f.runs)
 	}
-	if f.maxBatch < 0 || f.maxBatch > 3000 {
+	if b.maxBatch < 0 || b.maxBatch > 3000 {
 		return usageErrorf("--max-batch must be within 0..3000")
 	}
 	b.o.Total = int64(f.packets) * 100
@@ -253,19 +292,12 @@ func (b *benchDesignsCmd) checkSweep() error {
 	return nil
 }
 
-// say prints a line of the report, which --json leaves out.
-func (b *benchDesignsCmd) say(format string, a ...any) {
-	if !b.f.json {
-		fmt.Fprintf(b.env.Stdout, format, a...)
-	}
-}
-
 // open checks that the runs can start and write their plot, says what
 // will run, and pins Redis and the bench to CPUs of their own when it
 // starts its own Redis.
 func (b *benchDesignsCmd) open(context.Context) error {
 	f, o := &b.f, &b.o
-	if err := f.redis.needServer(); err != nil {
+	if err := b.redis.needServer(); err != nil {
 		return err
 	}
 	if f.svg != "" {
@@ -281,8 +313,8 @@ func (b *benchDesignsCmd) open(context.Context) error {
 	if f.waitN > 0 {
 		where += fmt.Sprintf("; the engine waits for %d replica(s) after each batch (WAIT, timeout %s)", f.waitN, f.waitTimeout)
 	}
-	if f.redis.url != "" {
-		where = "the given Redis " + f.redis.url + " (shared by every run; Redis CPU per grant is unreliable there)"
+	if b.redis.url != "" {
+		where = "the given Redis " + b.redis.url + " (shared by every run; Redis CPU per grant is unreliable there)"
 	}
 	runs := "1 run per measurement"
 	if o.Runs > 1 {
@@ -290,25 +322,8 @@ func (b *benchDesignsCmd) open(context.Context) error {
 	}
 	b.say("hongbao bench: %d packets (%s, %s, seed %d), %d users, %s\nRedis: %s\n",
 		o.Packets, hongbao.FormatCents(o.Total), o.Split, o.Seed, o.Users, runs, where)
-	if f.redis.url == "" && f.pin {
-		o.RedisCPUs, b.pinned = b.pinBench(b.say)
-	}
+	o.RedisCPUs = b.pinOwn()
 	return nil
-}
-
-// pinBench pins our own Redis and the bench to CPUs of their own
-// (bench.Pin) until the command closes, and returns Redis's CPUs and
-// where it pinned them, for the report; say tells what happened. A bench
-// that could not be pinned runs anyway, unpinned.
-func (b *base) pinBench(say func(format string, a ...any)) (redisCPUs, pinned string) {
-	p, err := bench.Pin()
-	if err != nil {
-		say("not pinned: %v\n", err)
-		return "", ""
-	}
-	b.deferClose(p.Restore)
-	say("pinned: %s\n", p.String())
-	return p.RedisCPUs, p.String()
 }
 
 func (b *benchDesignsCmd) run(ctx context.Context) error {
@@ -326,7 +341,7 @@ func (b *benchDesignsCmd) run(ctx context.Context) error {
 			return err
 		}
 		results = append(results, r)
-		if !b.f.json {
+		if !b.json {
 			printBenchResult(b.env.Stdout, r)
 		}
 	}
@@ -337,7 +352,7 @@ func (b *benchDesignsCmd) run(ctx context.Context) error {
 // failed check into the exit status.
 func (b *benchDesignsCmd) report(results []*bench.Result) error {
 	out := b.env.Stdout
-	if b.f.json {
+	if b.json {
 		var v any = benchSingle{Result: results[0], Pinned: b.pinned}
 		if len(results) == 2 {
 			v = benchPair{Engine: results[0], Classic: results[1], Ratio: bench.Ratio(results[0], results[1]), Pinned: b.pinned}
@@ -373,7 +388,7 @@ func (b *benchDesignsCmd) runSweep(ctx context.Context) error {
 			return err
 		}
 	}
-	if b.f.json {
+	if b.json {
 		if err := json.NewEncoder(b.env.Stdout).Encode(benchSweep{Sweep: points, Pinned: b.pinned}); err != nil {
 			return err
 		}

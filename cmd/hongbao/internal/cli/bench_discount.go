@@ -17,15 +17,12 @@ import (
 // multi-script version of the published design, in the same run on the
 // same Redis (package bench, RunDiscount).
 type benchDiscountCmd struct {
-	base
-	redis                               redisFlags
-	aof, budget, min, max, perUserAmt   string
-	quota, users, perUserCount, shards  int
-	concurrency, baseline, runs, maxBat int
-	seed                                uint64
-	pin, asJSON                         bool
-	o                                   bench.DiscountOptions
-	pinned                              string
+	benchBase
+	aof, budget, min, max, perUserAmt  string
+	quota, users, perUserCount, shards int
+	concurrency, baseline, runs        int
+	seed                               uint64
+	o                                  bench.DiscountOptions
 }
 
 // benchDiscountOut is the --json output of --mode discount.
@@ -54,7 +51,6 @@ Flags:`
 
 func (b *benchDiscountCmd) declare(fs *flag.FlagSet) {
 	fs.String("mode", "discount", "discount: this benchmark")
-	b.redis.declare(fs, "shared by every run, keys of their own; default: a fresh private redis-server per run", true)
 	fs.StringVar(&b.aof, "aof", "off", "persistence of our own redis-server: off, everysec or always")
 	fs.IntVar(&b.quota, "quota", 200000, "discounts in the campaign")
 	fs.IntVar(&b.users, "users", 200000, "users u1..uN; each pays one order")
@@ -68,24 +64,19 @@ func (b *benchDiscountCmd) declare(fs *flag.FlagSet) {
 	fs.IntVar(&b.concurrency, "concurrency", 256, "hongbao: payments in flight (goroutines)")
 	fs.IntVar(&b.baseline, "baseline-workers", 20, "the published design: workers, one blocking connection each")
 	fs.IntVar(&b.runs, "runs", 3, "runs; the median of each design is reported")
-	fs.IntVar(&b.maxBat, "max-batch", 0, "the engine's MaxBatch; 0: the engine's default")
-	fs.BoolVar(&b.pin, "pin", true, "when starting our own redis-server on 2+ cores: Redis on the first CPU, the bench on the others (taskset)")
-	fs.BoolVar(&b.asJSON, "json", false, "print one JSON object instead of the report")
 }
 
 // parseFlags checks everything before anything starts.
 func (b *benchDiscountCmd) parseFlags(args []string) error {
-	fs := newFlagSet("bench", b.env)
-	b.declare(fs)
-	setUsage(fs, b.env, benchDiscountUsage)
-	if err := parseFlags(fs, b.env, args); err != nil {
+	fs, err := b.parseCommand("bench", benchDiscountUsage, args, b.declareCommon, b.declare)
+	if err != nil {
 		return err
 	}
 	b.o = bench.DiscountOptions{
 		Quota: b.quota, Users: b.users, PerUserCount: b.perUserCount, Shards: b.shards, Seed: b.seed,
-		Concurrency: b.concurrency, BaselineWorkers: b.baseline, Runs: b.runs, MaxBatch: b.maxBat,
+		Concurrency: b.concurrency, BaselineWorkers: b.baseline, Runs: b.runs, MaxBatch: b.maxBatch,
 		RedisURL: b.redis.url, RedisServer: b.redis.server, AOF: b.aof,
-		Progress: func(label string, total int64) bench.Progress { return startProgress(b.env, !b.asJSON, label, total) },
+		Progress: b.progress,
 	}
 	b.o.Budget = int64(b.quota) * 100
 	for _, a := range []struct {
@@ -101,7 +92,7 @@ func (b *benchDiscountCmd) parseFlags(args []string) error {
 		}
 		*a.to = c
 	}
-	if b.runs < 1 || b.maxBat < 0 || b.maxBat > 1000 {
+	if b.runs < 1 || b.maxBatch < 0 || b.maxBatch > 1000 {
 		return usageErrorf("--runs must be at least 1 and --max-batch within 0..1000")
 	}
 	if b.redis.url != "" && given(fs)["aof"] {
@@ -119,16 +110,8 @@ func (b *benchDiscountCmd) open(context.Context) error {
 	if err := b.redis.needServer(); err != nil {
 		return err
 	}
-	if b.redis.url == "" && b.pin {
-		b.o.RedisCPUs, b.pinned = b.pinBench(b.say)
-	}
+	b.o.RedisCPUs = b.pinOwn()
 	return nil
-}
-
-func (b *benchDiscountCmd) say(format string, a ...any) {
-	if !b.asJSON {
-		fmt.Fprintf(b.env.Stdout, format, a...)
-	}
 }
 
 func (b *benchDiscountCmd) run(ctx context.Context) error {
@@ -139,7 +122,7 @@ func (b *benchDiscountCmd) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if b.asJSON {
+	if b.json {
 		if err := json.NewEncoder(b.env.Stdout).Encode(benchDiscountOut{DiscountComparison: c, Pinned: b.pinned}); err != nil {
 			return err
 		}

@@ -82,10 +82,7 @@ func (b *benchHTTPCmd) declare(fs *flag.FlagSet) {
 }
 
 func (b *benchHTTPCmd) parseFlags(args []string) error {
-	fs := newFlagSet("bench", b.env)
-	b.declare(fs)
-	setUsage(fs, b.env, benchHTTPUsage)
-	if err := parseFlags(fs, b.env, args); err != nil {
+	if _, err := b.parseCommand("bench", benchHTTPUsage, args, b.declare); err != nil {
 		return err
 	}
 	if b.listen != "" {

@@ -194,6 +194,18 @@ func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 	return err
 }
 
+// parseCommand makes the flag set of command name with the flags that
+// declare adds, in order, and the usage text, and parses args into it
+// (parseFlags: the environment fills the flags not given).
+func (b *base) parseCommand(name, usage string, args []string, declare ...func(*flag.FlagSet)) (*flag.FlagSet, error) {
+	fs := newFlagSet(name, b.env)
+	for _, d := range declare {
+		d(fs)
+	}
+	setUsage(fs, b.env, usage)
+	return fs, parseFlags(fs, b.env, args)
+}
+
 // setUsage makes fs's usage text, then the flags.
 func setUsage(fs *flag.FlagSet, env *IO, text string) {
 	fs.Usage = func() {

@@ -126,10 +126,9 @@ func (f *demoFlags) declare(fs *flag.FlagSet) {
 
 // parseFlags checks everything before anything starts.
 func (d *demoCmd) parseFlags(args []string) error {
-	fs := newFlagSet("demo", d.env)
-	d.f.declare(fs)
-	setUsage(fs, d.env, "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:")
-	if err := parseFlags(fs, d.env, args); err != nil {
+	fs, err := d.parseCommand("demo", "Usage: hongbao demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_PACKETS=100.\n\nFlags:",
+		args, d.f.declare)
+	if err != nil {
 		return err
 	}
 	f, set := &d.f, given(fs)
@@ -519,6 +518,27 @@ type toldUser struct {
 	answers []answer
 }
 
+// forUsers hands the users 0..n-1 to workers goroutines, each running
+// work on the users it receives, and waits for them; it hands out no more
+// users once ctx ends.
+func forUsers(ctx context.Context, n, workers int, work func(w int, users <-chan int)) {
+	users := make(chan int, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { work(w, users) })
+	}
+feed:
+	for u := range n {
+		select {
+		case users <- u:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(users)
+	wg.Wait()
+}
+
 // rain lets every user click concurrently and records every answer.
 func rain(ctx context.Context, env *IO, eng *hongbao.Engine, camp *hongbao.Campaign, f demoFlags) (*demoReport, []toldUser, error) {
 	told := make([]toldUser, f.users)
@@ -535,26 +555,12 @@ func rain(ctx context.Context, env *IO, eng *hongbao.Engine, camp *hongbao.Campa
 	defer cancel()
 	c := &clicker{eng: eng, campaign: camp.ID, told: told, bar: bar}
 	c.fail = func(err error) { c.errOnce.Do(func() { c.err = err; cancel() }) }
-	users := make(chan int, f.concurrency)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range f.concurrency {
-		wg.Go(func() {
-			for u := range users {
-				c.user(ctx, u)
-			}
-		})
-	}
-feed:
-	for u := 0; u < f.users; u++ {
-		select {
-		case users <- u:
-		case <-ctx.Done():
-			break feed
+	forUsers(ctx, f.users, f.concurrency, func(_ int, users <-chan int) {
+		for u := range users {
+			c.user(ctx, u)
 		}
-	}
-	close(users)
-	wg.Wait()
+	})
 	rep.Seconds = time.Since(start).Seconds()
 	if c.err != nil {
 		return nil, nil, c.err

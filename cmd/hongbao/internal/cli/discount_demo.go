@@ -102,10 +102,8 @@ func (f *discountDemoFlags) declare(fs *flag.FlagSet) {
 
 // parseFlags checks everything before anything starts.
 func (d *discountDemoCmd) parseFlags(args []string) error {
-	fs := newFlagSet("discount-demo", d.env)
-	d.f.declare(fs)
-	setUsage(fs, d.env, "Usage: hongbao discount-demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_QUOTA=100.\n\nFlags:")
-	if err := parseFlags(fs, d.env, args); err != nil {
+	if _, err := d.parseCommand("discount-demo", "Usage: hongbao discount-demo [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_QUOTA=100.\n\nFlags:",
+		args, d.f.declare); err != nil {
 		return err
 	}
 	f := &d.f

@@ -32,29 +32,15 @@ func (d *discountDemoCmd) rush(ctx context.Context) (*discountDemoReport, *rushC
 	var errOnce sync.Once
 	var firstErr error
 	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
-	users := make(chan int, f.concurrency)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for w := range f.concurrency {
-		wg.Go(func() {
-			rnd := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(w)))
-			for u := range users {
-				if err := d.payUser(ctx, bench.UserName(u), rnd, c, bar); err != nil {
-					fail(err)
-				}
+	forUsers(ctx, f.users, f.concurrency, func(w int, users <-chan int) {
+		rnd := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(w)))
+		for u := range users {
+			if err := d.payUser(ctx, bench.UserName(u), rnd, c, bar); err != nil {
+				fail(err)
 			}
-		})
-	}
-feed:
-	for u := range f.users {
-		select {
-		case users <- u:
-		case <-ctx.Done():
-			break feed
 		}
-	}
-	close(users)
-	wg.Wait()
+	})
 	if firstErr != nil {
 		return nil, nil, firstErr
 	}

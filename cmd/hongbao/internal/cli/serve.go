@@ -524,18 +524,29 @@ func (s *serveCmd) listenPprof(context.Context) error {
 	if s.f.pprof == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", s.f.pprof)
-	if err != nil {
-		return fmt.Errorf("--pprof-listen: %w", err)
-	}
 	mux := http.NewServeMux()
 	mountPprof(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	addr, err := s.listenAside(s.f.pprof, "pprof-listen", srv)
+	if err != nil {
+		return err
+	}
 	s.pprof = srv
+	s.log.Info("pprof listening", "addr", addr.String())
+	return nil
+}
+
+// listenAside serves srv on addr, a listener of its own beside the API's,
+// until the command closes, and returns the address it listens on; flag
+// names addr's flag in the error.
+func (s *serveCmd) listenAside(addr, flag string, srv *http.Server) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
 	go func() { _ = srv.Serve(ln) }()
 	s.deferClose(func() { _ = srv.Close() })
-	s.log.Info("pprof listening", "addr", ln.Addr().String())
-	return nil
+	return ln.Addr(), nil
 }
 
 func mountPprof(mux *http.ServeMux) {
@@ -552,20 +563,18 @@ func (s *serveCmd) listenMetrics(context.Context) error {
 	if s.f.metricsListen == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", s.f.metricsListen)
-	if err != nil {
-		return fmt.Errorf("--metrics-listen: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.api.Metrics())
 	if s.f.metricsPprof {
 		mountPprof(mux)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 60 * time.Second}
+	addr, err := s.listenAside(s.f.metricsListen, "metrics-listen", srv)
+	if err != nil {
+		return err
+	}
 	s.metricsSrv = srv
-	go func() { _ = srv.Serve(ln) }()
-	s.deferClose(func() { _ = srv.Close() })
-	s.log.Info("metrics listening", "addr", ln.Addr().String(), "pprof", s.f.metricsPprof)
+	s.log.Info("metrics listening", "addr", addr.String(), "pprof", s.f.metricsPprof)
 	return nil
 }
 
