@@ -63,8 +63,9 @@ func NewLibrary(fsys fs.FS, dir string) (*Library, error) {
 		}
 		l.files[name] = f
 	}
-	for name, f := range l.files {
-		if _, err := l.splice(name, f.src); err != nil {
+	for _, p := range names { // in name order, so a fault reads the same every time
+		name := path.Base(p)
+		if _, err := l.splice(name, l.files[name].src); err != nil {
 			return nil, err
 		}
 	}
@@ -140,6 +141,11 @@ type splicer struct {
 func (s *splicer) file(name, src string, stack []string) error {
 	for n, line := range strings.SplitAfter(src, "\n") {
 		if !strings.HasPrefix(line, "--@") {
+			if strings.HasPrefix(strings.TrimLeft(line, " \t"), "--@") {
+				// Indented: inside a block, where what it defines would
+				// be out of scope below; or a misspelt line.
+				return fmt.Errorf("%s line %d: an include line starts the line, at the top level", name, n+1)
+			}
 			s.out.WriteString(line)
 			continue
 		}

