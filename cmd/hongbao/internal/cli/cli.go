@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 )
 
@@ -26,6 +27,10 @@ type IO struct {
 	Getenv func(string) string
 	// IsTerminal reports whether Stdout is a terminal (progress bars).
 	IsTerminal bool
+	// HTTPClient sends the calls of a command that talks to a running
+	// serve (campaign); nil: package client's default. Tests give one
+	// that checks every reply against openapi.json.
+	HTTPClient *http.Client
 }
 
 // command is one subcommand, run as parseFlags, open, run, close.
@@ -48,6 +53,7 @@ var commands = []struct {
 	new           func(env *IO) command
 }{
 	{"bench", "measure the engine against the classic one-EVAL-per-grab design (--mode discount: discounts against the published design)", newBenchCmd},
+	{"campaign", "on a running serve: pause, resume, block or unblock users of a campaign, or read its status (red packet or discount)", newCampaignCmd},
 	{"demo", "run a simulated red packet rain end to end and check the invariants", newDemoCmd},
 	{"discount-demo", "run a simulated payment rush on a discount campaign end to end and check the invariants", newDiscountDemoCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
@@ -167,15 +173,51 @@ func newFlagSet(name string, env *IO) *flag.FlagSet {
 // line from the environment variable HONGBAO_<NAME> (dashes become
 // underscores), if set.
 func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	return fillFromEnv(fs, env)
+}
+
+// parseOperands is parseFlags for a command that takes operands: flags and
+// operands may come in any order ("--" ends the flags); it returns the
+// operands.
+func parseOperands(fs *flag.FlagSet, env *IO, args []string) ([]string, error) {
+	var operands []string
+	for {
+		if err := parseArgs(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			operands = append(operands, rest...)
+			break
+		}
+		operands, args = append(operands, rest[0]), rest[1:]
+	}
+	return operands, fillFromEnv(fs, env)
+}
+
+// parseArgs parses args into fs; a bad flag is a usage error.
+func parseArgs(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return &exitError{code: 2, err: err}
 	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
+	return nil
+}
+
+// fillFromEnv fills every flag of fs not given on the command line from
+// its environment variable, if set.
+func fillFromEnv(fs *flag.FlagSet, env *IO) error {
 	set := given(fs)
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
