@@ -208,3 +208,31 @@ func TestCampaignCommandBadInput(t *testing.T) {
 	code, _, errs = runCampaign(t, nil, append(key, "--timeout", "2s", "status", "c1")...)
 	require.Equal(t, 1, code, errs)
 }
+
+// TestParseOperands: flags and operands in any order; "--" ends the
+// flags, so an operand may start with a dash; the environment fills the
+// flags not given.
+func TestParseOperands(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args, ops []string
+		json      bool
+		api       string
+	}{
+		{[]string{"block", "c1", "ann"}, []string{"block", "c1", "ann"}, false, "env"},
+		{[]string{"--json", "block", "c1", "--api", "u", "ann"}, []string{"block", "c1", "ann"}, true, "u"},
+		{[]string{"block", "c1", "--", "-ann", "--json"}, []string{"block", "c1", "-ann", "--json"}, false, "env"},
+		{[]string{"--", "--json"}, []string{"--json"}, false, "env"},
+		{nil, nil, false, "env"},
+	} {
+		env := &IO{Getenv: func(k string) string { return map[string]string{"HONGBAO_API": "env"}[k] }}
+		fs := newFlagSet("t", &IO{Stderr: &bytes.Buffer{}})
+		asJSON := fs.Bool("json", false, "")
+		api := fs.String("api", "", "")
+		ops, err := parseOperands(fs, env, tc.args)
+		require.NoError(t, err, "%q", tc.args)
+		require.Equal(t, tc.ops, ops, "%q", tc.args)
+		require.Equal(t, tc.json, *asJSON, "%q", tc.args)
+		require.Equal(t, tc.api, *api, "%q", tc.args)
+	}
+}
