@@ -81,6 +81,17 @@ type Stats struct {
 	// BatchSizes is the distribution of batch sizes: bucket i counts
 	// batches of more than Max of bucket i-1 and at most Max users.
 	BatchSizes []BatchBucket
+	// WaitReplicas is Config.WaitReplicas: how many replicas each WAIT
+	// asks for (0: the engine sends none).
+	WaitReplicas int
+	// WaitShort counts the WAITs that fewer than WaitReplicas replicas
+	// acknowledged in time (calls answered ErrOutcomeUnknown, but for a
+	// Held of a user who holds nothing, which is answered anyway), by
+	// the operation they followed: every one of grab, reserve, confirm,
+	// cancel, held, transfer, pause and block, 0 or more.
+	// WaitLastAcked is how many replicas acknowledged the latest of them.
+	WaitShort     map[string]uint64
+	WaitLastAcked int
 }
 
 // BatchBucket is one bar of the batch size distribution.

@@ -148,8 +148,18 @@ type Engine struct {
 	hooks     settleHooks   // a settlement scheduler's (engine_settle.go)
 }
 
-// Stats reports the engine's batching counters.
-func (e *Engine) Stats() Stats { return e.co.stats() }
+// Stats reports the engine's batching counters and its WAITs that fell
+// short.
+func (e *Engine) Stats() Stats {
+	s := e.co.stats()
+	w := e.store.WaitShortfalls()
+	s.WaitReplicas, s.WaitLastAcked = e.cfg.WaitReplicas, w.LastAcked
+	s.WaitShort = make(map[string]uint64, len(w.Short))
+	for _, op := range redisstore.WaitOps() {
+		s.WaitShort[op.String()] = w.Short[op]
+	}
+	return s
+}
 
 // New returns an Engine.
 func New(cfg Config) (*Engine, error) {

@@ -16,7 +16,9 @@ import (
 )
 
 // TestErrorMetrics: a grab whose WAIT no replica acknowledges is answered
-// outcome_unknown and counted as such (not lumped with errors), and the
+// outcome_unknown and counted as such (not lumped with errors), its WAIT
+// is counted as a shortfall of a grab (the other operations' series at
+// 0, as every op is exported from the start), and the
 // settlement worker's failed passes are exported: the dashboard's panels
 // of Redis and ledger errors and of WAIT shortfalls read these.
 func TestErrorMetrics(t *testing.T) {
@@ -43,6 +45,10 @@ func TestErrorMetrics(t *testing.T) {
 		`hongbao_grabs_total{outcome="outcome_unknown"} 1`: true,
 		`hongbao_grabs_total{outcome="error"} 1`:           false,
 		`hongbao_settlement_failures_total 3`:              true,
+		`hongbao_wait_short_total{op="grab"} 1`:            true,
+		`hongbao_wait_short_total{op="reserve"} 0`:         true,
+		`hongbao_wait_replicas 1`:                          true,
+		`hongbao_wait_short_last_acked_replicas 0`:         true,
 	} {
 		require.Equal(t, want, lines[line], "the scrape has %q: %v", line, lines[line])
 	}

@@ -91,6 +91,7 @@ type stateCollector struct {
 	transfers, moved, refused, failures                                           *prometheus.Desc
 	lagCents, campLag, campLagCents                                               *prometheus.Desc
 	paused                                                                        *prometheus.Desc
+	waitShort, waitReplicas, waitAcked                                            *prometheus.Desc
 }
 
 func newStateCollector(e Engine, store Store, backlog Settlement, st func() settle.Stats, timeout time.Duration, log *slog.Logger) *stateCollector {
@@ -114,13 +115,16 @@ func newStateCollector(e Engine, store Store, backlog Settlement, st func() sett
 		refused:      d("hongbao_settlement_refused_total", "Entries and refunds the ledger refused as impossible (after the refund, beyond the escrow, a refund disagreeing with the grants), by this process's worker.", nil, nil),
 		fsync:        d("hongbao_redis_fsync_always", "1 when Redis has appendonly yes and appendfsync always, else 0.", nil, nil),
 		scrapeErr:    d("hongbao_state_scrape_errors", "1 when reading the campaign state from Redis failed in this scrape.", nil, nil),
+		waitShort:    d("hongbao_wait_short_total", "WAITs that fewer replicas than --wait-replicas acknowledged in time (a replica behind or missing; the call answers outcome_unknown), by the operation they followed (grab, reserve, confirm, cancel, held, transfer, pause, block).", []string{"op"}, nil),
+		waitReplicas: d("hongbao_wait_replicas", "Replicas each WAIT asks for (serve --wait-replicas; 0: no WAIT is sent).", nil, nil),
+		waitAcked:    d("hongbao_wait_short_last_acked_replicas", "Replicas that acknowledged the latest WAIT that fell short (0 when none fell short).", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved, s.refused,
-		s.lagCents, s.campLag, s.campLagCents, s.failures, s.paused} {
+		s.lagCents, s.campLag, s.campLagCents, s.failures, s.paused, s.waitShort, s.waitReplicas, s.waitAcked} {
 		ch <- d
 	}
 }
@@ -137,6 +141,11 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(s.batch, st.Batches, float64(st.Grabs), buckets)
 	ch <- prometheus.MustNewConstMetric(s.transfers, prometheus.CounterValue, float64(st.Transfers))
 	ch <- prometheus.MustNewConstMetric(s.moved, prometheus.CounterValue, float64(st.Moved))
+	for op, n := range st.WaitShort {
+		ch <- prometheus.MustNewConstMetric(s.waitShort, prometheus.CounterValue, float64(n), op)
+	}
+	ch <- prometheus.MustNewConstMetric(s.waitReplicas, prometheus.GaugeValue, float64(st.WaitReplicas))
+	ch <- prometheus.MustNewConstMetric(s.waitAcked, prometheus.GaugeValue, float64(st.WaitLastAcked))
 	if s.settle != nil {
 		st := s.settle()
 		ch <- prometheus.MustNewConstMetric(s.conflicts, prometheus.CounterValue, float64(st.Conflicts))

@@ -67,25 +67,25 @@ type DiscountCall struct {
 // caller that routed with a stale shard count gets a *ShardsError and
 // nothing was written.
 func (s *Store) Reserve(ctx context.Context, keys []string, shards int, calls []DiscountCall, out []DiscountResult) error {
-	return s.discountExec(ctx, s.s.discountReserve, "reserve", keys, shards, calls, true, out)
+	return s.discountExec(ctx, s.s.discountReserve, WaitReserve, keys, shards, calls, true, out)
 }
 
 // Confirm runs disc_confirm.lua on one shard, as Reserve: keys are its
 // ConfirmKeys; the calls' Cents are not sent.
 func (s *Store) Confirm(ctx context.Context, keys []string, shards int, calls []DiscountCall, out []DiscountResult) error {
-	return s.discountExec(ctx, s.s.discountConfirm, "confirm", keys, shards, calls, false, out)
+	return s.discountExec(ctx, s.s.discountConfirm, WaitConfirm, keys, shards, calls, false, out)
 }
 
 // Cancel runs disc_cancel.lua on one shard, as Reserve: keys are its
 // CancelKeys; the calls' Cents are not sent.
 func (s *Store) Cancel(ctx context.Context, keys []string, shards int, calls []DiscountCall, out []DiscountResult) error {
-	return s.discountExec(ctx, s.s.discountCancel, "cancel", keys, shards, calls, false, out)
+	return s.discountExec(ctx, s.s.discountCancel, WaitCancel, keys, shards, calls, false, out)
 }
 
 // discountExec encodes a discount batch into its script's ARGV (the shard
 // count, then user, order and, with cents (a reserve), the order cents
 // per call) and runs it.
-func (s *Store) discountExec(ctx context.Context, sc *luascript.Script, op string, keys []string, shards int, calls []DiscountCall, cents bool, out []DiscountResult) error {
+func (s *Store) discountExec(ctx context.Context, sc *luascript.Script, op WaitOp, keys []string, shards int, calls []DiscountCall, cents bool, out []DiscountResult) error {
 	per := 2
 	if cents {
 		per = 3
@@ -113,14 +113,14 @@ func appendDiscountArgv(a []string, shards int, calls []DiscountCall, cents bool
 // a grab is (and by the sync of an answer given from earlier writes, see
 // sync.go), and decodes its reply into out: four integers per request. A
 // WAIT that falls short is an *UnknownError, as for a grab.
-func (s *Store) discountRun(ctx context.Context, sc *luascript.Script, op string, keys, argv []string, out []DiscountResult) error {
-	r, werr := s.execSync(ctx, sc, keys, argv, s.syncOf(keys[0], discountSilent))
+func (s *Store) discountRun(ctx context.Context, sc *luascript.Script, op WaitOp, keys, argv []string, out []DiscountResult) error {
+	r, werr := s.execSync(ctx, op, sc, keys, argv, s.syncOf(keys[0], discountSilent))
 	vals, err := r.AsIntSlice()
 	if err == nil {
 		err = werr
 	}
 	if err != nil {
-		return shardsError(resultError(op, err))
+		return shardsError(resultError(op.String(), err))
 	}
 	if len(vals) != 4*len(out) {
 		return fmt.Errorf("%s: reply of %d values for %d requests", op, len(vals), len(out))

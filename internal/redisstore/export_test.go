@@ -9,5 +9,5 @@ var RangeOf = rangeOf
 // ReserveArgv runs disc_reserve.lua with a raw ARGV, for the tests of
 // what the script refuses that Reserve cannot send.
 func ReserveArgv(ctx context.Context, s *Store, keys, argv []string, out []DiscountResult) error {
-	return s.discountRun(ctx, s.s.discountReserve, "reserve", keys, argv, out)
+	return s.discountRun(ctx, s.s.discountReserve, WaitReserve, keys, argv, out)
 }

@@ -58,7 +58,7 @@ func (s *Store) GrabHinted(ctx context.Context, keys []string, shards int, users
 	// ARGV: the shard count, then the users.
 	argv := getArgv(1 + len(users))
 	*argv = append(append(*argv, shardsArg(shards)), users...)
-	r, werr := s.execSync(ctx, s.s.grab, keys, *argv, s.syncOf(keys[0], grabSilent))
+	r, werr := s.execSync(ctx, WaitGrab, s.s.grab, keys, *argv, s.syncOf(keys[0], grabSilent))
 	putArgv(argv)
 	resp, err := r.ToArray()
 	if err == nil {

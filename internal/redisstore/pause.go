@@ -25,7 +25,7 @@ func (s *Store) Pause(ctx context.Context, k Keys, paused bool) (state string, c
 	if paused {
 		arg = "1"
 	}
-	r, werr := s.execSync(ctx, s.s.pause, []string{k.Meta}, []string{arg}, s.syncOf(k.Meta, pauseSilent))
+	r, werr := s.execSync(ctx, WaitPause, s.s.pause, []string{k.Meta}, []string{arg}, s.syncOf(k.Meta, pauseSilent))
 	vals, err := r.ToArray()
 	if err == nil {
 		err = werr
@@ -61,7 +61,7 @@ func (s *Store) Block(ctx context.Context, k Keys, add bool, users []string) (ch
 	if add {
 		arg = "1"
 	}
-	r, werr := s.exec(ctx, s.s.block, []string{k.Meta, k.Blocked}, append([]string{arg}, users...))
+	r, werr := s.exec(ctx, WaitBlock, s.s.block, []string{k.Meta, k.Blocked}, append([]string{arg}, users...))
 	vals, err := r.AsIntSlice()
 	if err == nil {
 		err = werr

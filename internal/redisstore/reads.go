@@ -28,7 +28,8 @@ import (
 // that acknowledged the write hold the claim the reads found; when fewer
 // acknowledged, a held packet is an *UnknownError (a user told of a
 // packet no replica holds could see it granted to someone else after a
-// failover). A user who holds none is answered so either way.
+// failover). A user who holds none is answered so either way (the short
+// WAIT is counted all the same, under WaitHeld).
 func (s *Store) Held(ctx context.Context, k Keys, user string) (seq, cents int64, shards int, held bool, err error) {
 	reads := func() []rueidis.Completed {
 		return []rueidis.Completed{
@@ -43,6 +44,7 @@ func (s *Store) Held(ctx context.Context, k Keys, user string) (seq, cents int64
 	} else {
 		res, werr = luascript.DoWait(ctx, s.c, func() []rueidis.Completed { return append(reads(), s.syncWrite(k.Sync)()) },
 			k.Sync, s.waitN, s.waitMs)
+		werr = s.countShort(WaitHeld, werr)
 	}
 	seq, cents, shards, held, err = heldOf(res, user)
 	if err == nil && held && werr != nil {

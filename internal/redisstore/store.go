@@ -29,6 +29,7 @@ type Store struct {
 	// waitN > 0: every script that moves packets (grab, the transfer
 	// steps) is followed by WAIT waitN waitMs on its connection.
 	waitN, waitMs int64
+	shorts        *shortWaits  // the WAITs that fell short; nil when waitN is 0
 	tracer        trace.Tracer // nil: no spans
 }
 
@@ -45,12 +46,13 @@ func NewLegacy(c rueidis.Client) *Store { return &Store{c: c, s: legacyScripts} 
 // (reserve, confirm, cancel), Held reads and transfer steps are answered
 // only once replicas replicas hold what they answer, waiting at most
 // timeout; one that falls short is an *UnknownError (wrapping a
-// *luascript.ShortWaitError): its outcome is unknown. An answer a script
-// gave from earlier writes without writing is made to wait for them too
-// (see sync.go).
+// *luascript.ShortWaitError): its outcome is unknown, and it is counted
+// (WaitShortfalls). An answer a script gave from earlier writes without
+// writing is made to wait for them too (see sync.go).
 func (s *Store) WithWait(replicas int, timeout time.Duration) *Store {
 	c := *s
 	c.waitN, c.waitMs = int64(replicas), max(timeout.Milliseconds(), 1)
+	c.shorts = &shortWaits{}
 	return &c
 }
 
@@ -68,17 +70,23 @@ func (s *Store) Wait() (replicas int, timeout time.Duration) {
 }
 
 // exec runs a script that moves packets, followed by WAIT when the store
-// waits for replicas.
-func (s *Store) exec(ctx context.Context, sc *luascript.Script, keys, args []string) (rueidis.RedisResult, error) {
-	return s.execSync(ctx, sc, keys, args, nil)
+// waits for replicas; a WAIT that falls short is counted under op.
+func (s *Store) exec(ctx context.Context, op WaitOp, sc *luascript.Script, keys, args []string) (rueidis.RedisResult, error) {
+	return s.execSync(ctx, op, sc, keys, args, nil)
 }
 
 // execSync is exec for a batch script that may answer from earlier writes
 // without writing: sync (from syncOf) then follows its WAIT (see sync.go).
-func (s *Store) execSync(ctx context.Context, sc *luascript.Script, keys, args []string, sync *luascript.Sync) (rueidis.RedisResult, error) {
+func (s *Store) execSync(ctx context.Context, op WaitOp, sc *luascript.Script, keys, args []string, sync *luascript.Sync) (rueidis.RedisResult, error) {
 	if s.waitN == 0 {
 		return sc.Exec(ctx, s.c, keys, args), nil
 	}
+	res, werr := s.execWait(ctx, sc, keys, args, sync)
+	return res, s.countShort(op, werr)
+}
+
+// execWait is execSync under WAIT, in a span when the store has a tracer.
+func (s *Store) execWait(ctx context.Context, sc *luascript.Script, keys, args []string, sync *luascript.Sync) (rueidis.RedisResult, error) {
 	if s.tracer == nil {
 		return sc.ExecWaitSync(ctx, s.c, keys, args, s.waitN, s.waitMs, sync)
 	}

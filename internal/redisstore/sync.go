@@ -39,6 +39,12 @@ func (s *Store) SyncReplicas(ctx context.Context, k Keys, replicas int, timeout 
 	return resultError("sync replicas of "+k.Tag, err)
 }
 
+// syncOwn is SyncReplicas with the store's own WAIT setting (WithWait),
+// a WAIT that falls short counted under op.
+func (s *Store) syncOwn(ctx context.Context, op WaitOp, k Keys) error {
+	return s.countShort(op, s.SyncReplicas(ctx, k, int(s.waitN), time.Duration(s.waitMs)*time.Millisecond))
+}
+
 // syncWrite builds the write of sync key key that goes before a WAIT.
 func (s *Store) syncWrite(key string) func() rueidis.Completed {
 	return func() rueidis.Completed { return s.c.B().Set().Key(key).Value("1").Px(syncTTL).Build() }

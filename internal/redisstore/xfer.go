@@ -77,7 +77,7 @@ const xferNonce = 8
 func (s *Store) TakeTransfer(ctx context.Context, src Keys, dest, want int) (Transfer, error) {
 	keys := []string{src.Meta, src.Pool, src.Xfers}
 	args := []string{strconv.Itoa(dest), strconv.Itoa(want), random.Hex(xferNonce)}
-	r, werr := s.exec(ctx, s.s.xferTake, keys, args)
+	r, werr := s.exec(ctx, WaitTransfer, s.s.xferTake, keys, args)
 	vals, err := r.AsStrSlice()
 	if err == nil {
 		err = werr
@@ -102,7 +102,7 @@ func (s *Store) ApplyTransfer(ctx context.Context, dst Keys, t Transfer) (int64,
 	args := make([]string, 0, 1+len(t.Packets))
 	args = append(append(args, t.ID), t.Packets...)
 	keys := []string{dst.Meta, dst.Pool, dst.Applied}
-	r, werr := s.exec(ctx, s.s.xferApply, keys, args)
+	r, werr := s.exec(ctx, WaitTransfer, s.s.xferApply, keys, args)
 	n, err := r.AsInt64()
 	if err == nil {
 		err = werr
@@ -111,7 +111,7 @@ func (s *Store) ApplyTransfer(ctx context.Context, dst Keys, t Transfer) (int64,
 		return 0, resultError("apply transfer "+t.ID+" to "+dst.Tag, err)
 	}
 	if n == 0 && s.waitN > 0 {
-		if err := s.SyncReplicas(ctx, dst, int(s.waitN), time.Duration(s.waitMs)*time.Millisecond); err != nil {
+		if err := s.syncOwn(ctx, WaitTransfer, dst); err != nil {
 			return 0, err
 		}
 	}
@@ -244,7 +244,7 @@ func (s *Store) recoverFrom(ctx context.Context, shards []Keys, src Keys, ts []T
 	if s.waitN > 0 {
 		// Written after the records were read, so the replicas that
 		// acknowledge it hold them.
-		if err := s.SyncReplicas(ctx, src, int(s.waitN), time.Duration(s.waitMs)*time.Millisecond); err != nil {
+		if err := s.syncOwn(ctx, WaitTransfer, src); err != nil {
 			return 0, err
 		}
 	}

@@ -134,6 +134,15 @@ func errorRow() row {
 				q(`sum(rate(hongbao_discount_confirms_total{outcome="outcome_unknown"}`+rate+`))`, "confirm"),
 				q(`sum(rate(hongbao_discount_cancels_total{outcome="outcome_unknown"}`+rate+`))`, "cancel"),
 			}},
+		{title: "WAIT shortfalls by operation", unit: "short", width: 16,
+			help:    "Over the interval: WAITs that fewer replicas than --wait-replicas acknowledged in time, by the operation they followed (one WAIT covers a whole batch of grabs or discount calls, each answered outcome unknown). Steady values mean a replica is behind or gone, not the network: look at the replicas' link and lag (INFO replication).",
+			queries: []query{q(`sum by (op) (increase(hongbao_wait_short_total`+rate+`))`, "{{op}}")}},
+		{title: "Replicas per WAIT", unit: "short", stat: true,
+			help: "Asked: the replicas each WAIT waits for (--wait-replicas; 0 sends no WAIT). Acknowledged: how many replicas acknowledged the latest WAIT that fell short (the most over the processes; 0 when none fell short, or when every replica was gone).",
+			queries: []query{
+				q(`max(hongbao_wait_replicas)`, "asked"),
+				q(`max(hongbao_wait_short_last_acked_replicas)`, "acknowledged by the last short WAIT"),
+			}},
 		{title: "Redis durable and readable", unit: "short", stat: true, healthy: one(),
 			help: "1 and 1 are right. fsync always: Redis has appendonly yes and appendfsync always (else a Redis crash can lose acknowledged grants). State readable: serve could read the campaign state for its last scrape.",
 			queries: []query{
