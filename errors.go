@@ -35,8 +35,10 @@ var (
 	ErrLoadInterrupted = sentinel("campaign load interrupted")
 	// ErrUnavailable: Redis refused the write without running it: fewer
 	// good replicas than its min-replicas-to-write, a primary demoted to a
-	// replica during a failover, a server still loading. Nothing was
-	// written; retry after a short pause.
+	// replica during a failover, a server still loading; or the grab
+	// needed the next block of the pool opened and the ledger could not
+	// record it (Config.Packets: unreachable, restarting). Nothing was
+	// granted to the caller; retry after a short pause.
 	ErrUnavailable = sentinel("store unavailable, retry later")
 )
 

@@ -55,7 +55,7 @@ func (c *coalescer) openNext(ctx context.Context, id string, k int, keys redisst
 		return true, errNoRecorder
 	}
 	if err := c.blocks.OpenBlock(ctx, id, ledger.Block{ID: b.Digest, Shard: k, Seqs: b.Seqs}); err != nil {
-		return true, fmt.Errorf("record block of shard %d: %w", k, err)
+		return true, fmt.Errorf("record block of shard %d: %w", k, blockErr(err))
 	}
 	opened, err := c.store.OpenBlock(ctx, keys, b)
 	if opened {
@@ -65,6 +65,18 @@ func (c *coalescer) openNext(ctx context.Context, id string, k int, keys redisst
 		}
 	}
 	return true, err
+}
+
+// blockErr files a failure to record a block: the ledger's own answers
+// (a conflict, an invalid block, packets never recorded) are faults to
+// look into and stay as they are; anything else (the ledger unreachable
+// or restarting, a timeout) is ErrUnavailable: the block was not opened,
+// nothing was granted from it, and the grab may be retried.
+func blockErr(err error) error {
+	if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) {
+		return err
+	}
+	return &kindError{kind: ErrUnavailable, cause: err}
 }
 
 // prefetchTimeout bounds an open ahead of need.

@@ -2,6 +2,7 @@ package hongbao_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -228,4 +229,69 @@ func TestFrontierStoppedBetweenSteps(t *testing.T) {
 	sealed, err := r.Client.Do(ctx, r.Client.B().Hget().Key(keys.Meta).Field("sealed").Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "15", sealed)
+}
+
+// flakyBlocks is a ledger whose OpenBlock fails with err while it is set.
+type flakyBlocks struct {
+	ledger.Ledger
+	mu  sync.Mutex
+	err error
+}
+
+func (f *flakyBlocks) OpenBlock(ctx context.Context, campaign string, b ledger.Block) error {
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.Ledger.OpenBlock(ctx, campaign, b)
+}
+
+func (f *flakyBlocks) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+// TestFrontierLedgerDown: a grab that needs the next block while the
+// ledger cannot record it is answered ErrUnavailable (503 with
+// Retry-After over HTTP: retry later), grants nothing, and a retry once
+// the ledger is back is granted from the recorded block. A refusal of the
+// ledger's own (a conflicting block) stays what it is: a fault, not a
+// pause.
+func TestFrontierLedgerDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	fl := &flakyBlocks{Ledger: l}
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: fl, BlockSize: 5})
+	require.NoError(t, err)
+	c := create(t, eng, hongbao.Spec{Total: 1000, Count: 20})
+
+	fl.fail(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"))
+	_, err = eng.Grab(ctx, c.ID, "ann")
+	require.ErrorIs(t, err, hongbao.ErrUnavailable)
+	_, err = eng.Held(ctx, c.ID, "ann")
+	require.ErrorIs(t, err, hongbao.ErrNoGrant, "nothing granted while the block could not be recorded")
+
+	fl.fail(&ledger.ConflictError{Entry: "block"})
+	_, err = eng.Grab(ctx, c.ID, "ann")
+	require.ErrorIs(t, err, ledger.ErrConflict)
+	require.NotErrorIs(t, err, hongbao.ErrUnavailable)
+
+	fl.fail(nil)
+	g, err := eng.Grab(ctx, c.ID, "ann")
+	require.NoError(t, err)
+	require.Equal(t, hongbao.Granted, g.Outcome)
+	var blocks int
+	require.NoError(t, l.Blocks(ctx, c.ID, func(b ledger.Block) error {
+		blocks++
+		require.Contains(t, b.Seqs, g.Seq, "granted from the block the ledger recorded")
+		return nil
+	}))
+	require.Equal(t, 1, blocks)
 }

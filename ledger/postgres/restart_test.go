@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -63,7 +64,7 @@ func TestSettleThroughRestarts(t *testing.T) {
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(w.Stop)
 
-	var granted atomic.Int64
+	var granted, unavailable atomic.Int64
 	var wg sync.WaitGroup
 	next := atomic.Int64{}
 	for range 8 {
@@ -71,8 +72,22 @@ func TestSettleThroughRestarts(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for u := next.Add(1); u <= int64(users); u = next.Add(1) {
+				// A grab is retried as a client retries it: one that
+				// needed the next block while the ledger was down is
+				// answered ErrUnavailable, a full queue ErrBusy (nothing
+				// done), a lost reply ErrOutcomeUnknown (the retry answers
+				// ALREADY with the packet if it was granted).
 				g, err := eng.Grab(ctx, c.ID, "u"+strconv.FormatInt(u, 10))
-				if err == nil && g.Outcome == hongbao.Granted {
+				for deadline := time.Now().Add(time.Minute); retryable(err) && time.Now().Before(deadline); {
+					if errors.Is(err, hongbao.ErrUnavailable) {
+						unavailable.Add(1)
+					}
+					time.Sleep(5 * time.Millisecond)
+					g, err = eng.Grab(ctx, c.ID, "u"+strconv.FormatInt(u, 10))
+				}
+				if err != nil {
+					t.Errorf("grab of user %d: %v", u, err)
+				} else if g.Outcome == hongbao.Granted || g.Outcome == hongbao.Already {
 					granted.Add(1)
 				}
 				if u%200 == 0 {
@@ -89,6 +104,7 @@ func TestSettleThroughRestarts(t *testing.T) {
 	}
 	wg.Wait()
 	require.EqualValues(t, users, granted.Load())
+	t.Logf("%d grabs answered unavailable while the ledger restarted, then granted on retry", unavailable.Load())
 	_, err = eng.Close(ctx, c.ID)
 	require.NoError(t, err)
 	w.Stop()
@@ -122,4 +138,9 @@ func ledgerGrants(t *testing.T, l *postgres.Ledger, id string) int64 {
 		return 0
 	}
 	return tot.GrantCount
+}
+
+// retryable: the grab did nothing it cannot repeat; a client retries it.
+func retryable(err error) bool {
+	return errors.Is(err, hongbao.ErrUnavailable) || errors.Is(err, hongbao.ErrBusy) || errors.Is(err, hongbao.ErrOutcomeUnknown)
 }
