@@ -499,7 +499,7 @@ type BalanceDifference struct {
 // is 0 (the stored balances miss only the credits not rolled up).
 type BalanceCheck struct {
 	Accounts    int64 `json:"accounts"`
-	Differences int64 `json:"differences"`
+	Differences int64 `json:"difference_count"`
 	JournalSum  int64 `json:"journal_sum"`
 	StoredSum   int64 `json:"stored_sum"`
 	PendingSum  int64 `json:"pending_sum"`
