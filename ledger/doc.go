@@ -76,7 +76,7 @@
 //	                  holds the campaigns rolled up (see Balances)
 //	ledger_journal    a view of every entry as (kind, campaign, seq,
 //	                  from_account, to_account, cents): the double-entry
-//	                  journal, from which reconciliation can recompute
+//	                  journal, from which CheckBalances recomputes
 //	                  ledger_accounts
 //	ledger_packet_sets
 //	                  one row per campaign whose packets are recorded: id,
@@ -167,6 +167,13 @@
 // refund and its roll-up left behind. Until then their entries are read
 // from the journal, as a live campaign's are; nothing is lost or late.
 // Escrow and funding accounts move with every entry, as before.
+//
+// CheckBalances audits this: in one read snapshot it derives every
+// account's balance from the journal, leaves out the user credits of the
+// campaigns not rolled up, and reports each stored balance that differs,
+// with the double-entry sums (the journal's balances sum to 0, the stored
+// ones plus the credits not rolled up too). hongbao reconcile --balances
+// runs it.
 //
 // # Packets
 //

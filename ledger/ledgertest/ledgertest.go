@@ -74,6 +74,8 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"RefundsRacing", testRefundsRacing},
 		{"BalanceDuringRollUp", testBalanceDuringRollUp},
 		{"TotalsWhileBatchesCommit", testTotalsWhileBatchesCommit},
+		{"CheckBalances", testCheckBalances},
+		{"CheckBalancesWhileBatchesCommit", testCheckBalancesWhileBatchesCommit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,6 +76,22 @@ func TestBalancesDerivable(t *testing.T) {
 		SELECT id, sum(cents)::bigint FROM moves GROUP BY id`)
 	require.Equal(t, kept, stored)
 	require.Equal(t, int64(100), stored["user:a"], "c's grant rolled up, d's 7 and e's 100 not yet")
+	check, err := l.CheckBalances(ctx, func(d ledger.BalanceDifference) error { return fmt.Errorf("difference %+v", d) })
+	require.NoError(t, err)
+	require.True(t, check.OK(), "%+v", check)
+}
+
+// TestCheckBalancesTampered: balances edited by hand are reported.
+func TestCheckBalancesTampered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := Open(ctx, pgtest.DSN(t))
+	require.NoError(t, err)
+	defer l.Close()
+	ledgertest.TamperedBalances(t, l, func(stmt string) error {
+		_, err := l.pool.Exec(ctx, stmt)
+		return err
+	})
 }
 
 // TestOpenCreatesSchema: a search_path naming a schema that does not exist

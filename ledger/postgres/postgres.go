@@ -62,7 +62,7 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: postgres connect: %w", err)
 	}
-	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, statements, wrap), pool: pool}
+	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, snapshot(pool), statements, wrap), pool: pool}
 	if err := l.migrate(ctx, firstSchema(cfg.ConnConfig.RuntimeParams["search_path"])); err != nil {
 		pool.Close()
 		return nil, err

@@ -1,12 +1,30 @@
 package postgres
 
 import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hongbao/hongbao/ledger/internal/query"
 )
 
 // reads are the reads of ledger.Ledger, written once for both backends
 // (query.Reads), embedded in Ledger under a name of this package's own.
 type reads = query.Reads
+
+// snapshot runs a read of many rows (CheckBalances) in a READ ONLY
+// REPEATABLE READ transaction: every statement of it sees the database
+// as of its first, whatever commits meanwhile, and it locks nothing a
+// writer waits for (only the tables' ACCESS SHARE, which DDL alone
+// conflicts with). While it runs, VACUUM keeps the row versions it may
+// still read.
+func snapshot(pool *pgxpool.Pool) query.Snapshot {
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	return func(ctx context.Context, fn func(query.Query) error) error {
+		return pgx.BeginTxFunc(ctx, pool, opts, func(tx pgx.Tx) error { return fn(query.QueryOf(tx.Query)) })
+	}
+}
 
 // statements are the reads' SQL.
 var statements = query.Statements{

@@ -131,6 +131,19 @@ func TestBalancesDerivable(t *testing.T) {
 		SELECT id, sum(cents) FROM moves GROUP BY id`)
 	require.Equal(t, kept, stored)
 	require.Equal(t, int64(100), stored["user:a"], "c's grant rolled up, d's 7 and e's 100 not yet")
+	check, err := l.CheckBalances(ctx, func(d ledger.BalanceDifference) error { return fmt.Errorf("difference %+v", d) })
+	require.NoError(t, err)
+	require.True(t, check.OK(), "%+v", check)
+}
+
+// TestCheckBalancesTampered: balances edited by hand are reported.
+func TestCheckBalancesTampered(t *testing.T) {
+	t.Parallel()
+	l, _ := openTemp(t)
+	ledgertest.TamperedBalances(t, l, func(stmt string) error {
+		_, err := l.db.ExecContext(context.Background(), stmt)
+		return err
+	})
 }
 
 // TestNoFloats: the STRICT tables refuse a REAL in a money column, so a

@@ -1,12 +1,32 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
+
 	"github.com/hongbao/hongbao/ledger/internal/query"
 )
 
 // reads are the reads of ledger.Ledger, written once for both backends
 // (query.Reads), embedded in Ledger under a name of this package's own.
 type reads = query.Reads
+
+// snapshot runs a read of many rows (CheckBalances) in a read
+// transaction: a plain (deferred) BEGIN, as the driver sends for a read-only
+// one instead of the writers' BEGIN IMMEDIATE, outside the writers'
+// gate. In WAL mode it reads the database as of its first statement and
+// writers go on committing; while it runs, a checkpoint cannot copy the
+// pages it may still read, so the WAL file grows.
+func snapshot(db *sql.DB) query.Snapshot {
+	return func(ctx context.Context, fn func(query.Query) error) error {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		return fn(query.QueryOf(tx.QueryContext))
+	}
+}
 
 // statements are the reads' SQL.
 var statements = query.Statements{

@@ -134,7 +134,7 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	}
 	// Each new connection runs the pragmas again; keep a few idle.
 	db.SetMaxIdleConns(8)
-	l := &Ledger{reads: query.NewReads(db.QueryContext, db.QueryRowContext, statements, wrap), db: db}
+	l := &Ledger{reads: query.NewReads(db.QueryContext, db.QueryRowContext, snapshot(db), statements, wrap), db: db}
 	if err := l.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

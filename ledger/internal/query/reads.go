@@ -50,21 +50,23 @@ type Statements struct {
 // embeds it: the backend gives its pool, its statements and its error
 // naming, Reads the Go around them. None of them takes a lock or writes.
 type Reads struct {
-	query    func(ctx context.Context, sql string, args ...any) (Rows, error)
+	query    Query
 	queryRow func(ctx context.Context, sql string, args ...any) Row
+	snapshot Snapshot
 	stmt     Statements
 	wrap     func(op string, err error) error
 }
 
 // NewReads returns the reads of a backend that runs them with query and
-// queryRow (its pool's methods) and names their errors with wrap.
+// queryRow (its pool's methods), and CheckBalances in snapshot, and names
+// their errors with wrap.
 func NewReads[R Rows, W Row](query func(ctx context.Context, sql string, args ...any) (R, error),
-	queryRow func(ctx context.Context, sql string, args ...any) W, stmt Statements, wrap func(op string, err error) error) Reads {
+	queryRow func(ctx context.Context, sql string, args ...any) W, snapshot Snapshot, stmt Statements,
+	wrap func(op string, err error) error) Reads {
 	return Reads{
-		query: func(ctx context.Context, sql string, args ...any) (Rows, error) {
-			return query(ctx, sql, args...)
-		},
+		query:    QueryOf(query),
 		queryRow: func(ctx context.Context, sql string, args ...any) Row { return queryRow(ctx, sql, args...) },
+		snapshot: snapshot,
 		stmt:     stmt,
 		wrap:     wrap,
 	}

@@ -58,7 +58,7 @@ var commands = []struct {
 	{"discount-demo", "run a simulated payment rush on a discount campaign end to end and check the invariants", newDiscountDemoCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
 	{"rebuild", "restore a campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
-	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant", newReconcileCmd},
+	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant; --balances: every ledger balance with its journal", newReconcileCmd},
 	{"serve", "run the HTTP service: the /v1 API, settlement and the scheduler", newServeCmd},
 	{"settle", "settle granted packets from Redis into the ledger (a worker)", newSettleCmd},
 	{"token", "mint a user token (HS256 JWT) from the configured secret, for tests and demos", newTokenCmd},

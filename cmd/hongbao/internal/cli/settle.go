@@ -237,7 +237,7 @@ func openWebhook(url, secretFile string) (*webhook.Sink, error) {
 }
 
 // reconcileCmd is "hongbao reconcile": one campaign in Redis against the
-// ledger.
+// ledger, or (--balances) every balance of the ledger against its journal.
 type reconcileCmd struct {
 	base
 	redis    redisFlags
@@ -245,6 +245,7 @@ type reconcileCmd struct {
 	discount string
 	dsn      string
 	asJSON   bool
+	balances bool
 	conn     *redisConn
 	led      ledger.Ledger
 }
@@ -253,13 +254,18 @@ func newReconcileCmd(env *IO) command { return &reconcileCmd{base: base{env: env
 
 func (c *reconcileCmd) parseFlags(args []string) error {
 	fs := newFlagSet("reconcile", c.env)
-	fs.StringVar(&c.id, "campaign", "", "campaign id (this or --discount is required)")
+	fs.StringVar(&c.id, "campaign", "", "campaign id (this, --discount or --balances is required)")
 	fs.StringVar(&c.discount, "discount", "", "discount campaign id, instead of --campaign")
-	c.redis.declare(fs, "required", false)
+	fs.BoolVar(&c.balances, "balances", false, "instead of a campaign, check every stored balance of the ledger against its journal (reads only the ledger)")
+	c.redis.declare(fs, "required with --campaign or --discount", false)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
+	setUsage(fs, c.env, reconcileUsage)
 	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
+	}
+	if c.balances {
+		return c.balancesFlags()
 	}
 	if c.discount != "" {
 		if c.id != "" {
@@ -277,11 +283,17 @@ func (c *reconcileCmd) parseFlags(args []string) error {
 }
 
 func (c *reconcileCmd) open(ctx context.Context) (err error) {
+	if c.balances {
+		return c.openLedger(ctx)
+	}
 	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, c.redis.url)
 	return err
 }
 
 func (c *reconcileCmd) run(ctx context.Context) error {
+	if c.balances {
+		return c.checkBalances(ctx)
+	}
 	reconcile := settle.Reconcile
 	id := c.id
 	if c.discount != "" {
