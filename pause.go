@@ -19,14 +19,24 @@ const MaxBlockUsers = redisstore.MaxBlockBatch
 // pause. Pause writes the shards one script each, the root last, and
 // returns once all are written: while it runs, a grab on a shard not yet
 // written may still be granted, and after it returns none is, on any
-// shard. Resume clears the root first and the others after it, so while
-// it runs some shards may already grant and others still answer Paused.
+// shard, unless a Resume that started later has resumed it. Resume clears
+// the root first and the others after it, so while it runs some shards
+// may already grant and others still answer Paused.
+//
+// Each call first takes a generation from the root (a counter in its
+// meta), and every shard, the root too, takes a call's write only if no
+// call of a newer generation wrote it before: Pauses and Resumes that
+// race (two operators, two consoles) leave every shard, once all have
+// returned, as the call that started last (took the later generation)
+// wants, never some paused and some not.
+//
 // Status.Paused reads the root's flag and Status.PausedShards counts the
-// shards that hold one: after a Pause or Resume that failed half way the
-// two disagree, and calling it again finishes it (both are idempotent).
-// The window and close apply as ever: a paused campaign closes on time,
-// is refunded and settles; closing one works. Grants made before a pause
-// settle as usual; a pause moves no money.
+// shards that hold one: after a Pause or Resume that failed (or crashed)
+// half way the two disagree until a call is repeated, and calling it
+// again finishes it (both are idempotent; the repeat takes a new
+// generation). The window and close apply as ever: a paused campaign
+// closes on time, is refunded and settles; closing one works. Grants made
+// before a pause settle as usual; a pause moves no money.
 
 // Pause stops the grabs of campaign id until Resume: every user who holds
 // no packet is answered Paused, without touching the pool; holders still
@@ -83,10 +93,17 @@ func (e *Engine) pauseDiscount(ctx context.Context, op, id string, paused bool) 
 	return e.DiscountStatus(ctx, id)
 }
 
-// pauseShards pauses every shard, the root last, or resumes them, the
-// root first: the root's flag, which Status reports, is set only after
-// every other shard's and cleared before them.
+// pauseShards takes a generation, then pauses every shard, the root
+// last, or resumes them, the root first: the root's flag, which Status
+// reports, is set only after every other shard's and cleared before them.
+// A shard a newer call wrote is left as that call wants; one that holds a
+// generation the root's counter never handed out (a root rebuilt without
+// its meta) lifts the counter, so that a repeat of the call is written.
 func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.Keys, paused bool) error {
+	gen, err := s.PauseGen(ctx, shards[0], 0)
+	if err != nil {
+		return err
+	}
 	order := make([]redisstore.Keys, 0, len(shards))
 	order = append(order, shards[1:]...)
 	if paused {
@@ -94,12 +111,18 @@ func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.K
 	} else {
 		order = append([]redisstore.Keys{shards[0]}, order...)
 	}
+	newest := gen
 	for _, k := range order {
-		if _, _, err := s.Pause(ctx, k, paused); err != nil {
+		r, err := s.Pause(ctx, k, paused, gen)
+		if err != nil {
 			return err
 		}
+		newest = max(newest, r.Newest)
 	}
-	return nil
+	if newest > gen {
+		_, err = s.PauseGen(ctx, shards[0], newest)
+	}
+	return err
 }
 
 func (e *Engine) discountShards(ctx context.Context, id string) ([]redisstore.Keys, error) {

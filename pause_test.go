@@ -126,7 +126,9 @@ func TestPauseSharded(t *testing.T) {
 		users[k] = usersHomedOn("k"+strconv.Itoa(k)+"-", 4, shards, k)
 	}
 
-	_, _, err := store.Pause(ctx, layout[2], true)
+	gen, err := store.PauseGen(ctx, layout[0], 0)
+	require.NoError(t, err)
+	_, err = store.Pause(ctx, layout[2], true, gen)
 	require.NoError(t, err)
 	st, err := eng.Status(ctx, c.ID)
 	require.NoError(t, err)

@@ -12,43 +12,81 @@ import (
 // MaxBlockBatch is the most users one block.lua call takes.
 const MaxBlockBatch = 1000
 
+// PauseGen runs pause_gen.lua on root, the meta of a campaign's (a
+// discount campaign's) root: it takes the generation of a new pause or
+// resume, to pass to Pause on every shard, above the root's counter and
+// above (0, or the newest a shard answered: it lifts a counter that fell
+// behind). Generations only grow, so the call that took the later one
+// started later. ErrNoCampaign when the campaign does not exist or is
+// loading. Under WithWait it answers once the replicas hold it (else an
+// *UnknownError): a failover that undid it would hand the same generation
+// to the next call.
+func (s *Store) PauseGen(ctx context.Context, root Keys, above int64) (int64, error) {
+	r, werr := s.exec(ctx, WaitPause, s.s.pauseGen, []string{root.Meta}, []string{i64(above)})
+	gen, err := r.AsInt64()
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return 0, resultError("pause generation "+root.Tag, err)
+	}
+	return gen, nil
+}
+
+// PauseReply is what pause.lua answers about one shard.
+type PauseReply struct {
+	State   string
+	Paused  bool // the shard is paused after the call
+	Changed bool // this call paused or resumed it
+	// Applied: the generation was newer than any written on the shard, so
+	// the call wrote it; false when a newer call (or this one) did before.
+	Applied bool
+	Newest  int64 // the generation the shard holds after the call
+}
+
 // Pause runs pause.lua on one shard (of a campaign, or a discount
-// campaign's Keys view): paused true pauses its grabs (reserves), false
-// resumes them. It returns the shard's state and whether this call
-// changed anything; both directions are idempotent. ErrNoCampaign when
-// the shard does not exist or is loading. Under WithWait it answers once
-// the replicas hold the flag (a repeat that changed nothing, once they
-// hold the earlier write), else an *UnknownError: a pause that a failover
-// could undo is never reported done.
-func (s *Store) Pause(ctx context.Context, k Keys, paused bool) (state string, changed bool, err error) {
+// campaign's Keys view) for the call of generation gen (from PauseGen):
+// paused true pauses its grabs (reserves), false resumes them, unless a
+// call of a newer generation wrote the shard before, which this one
+// leaves as it is (Applied false). Both directions are idempotent.
+// ErrNoCampaign when the shard does not exist or is loading. Under
+// WithWait it answers once the replicas hold the flag (a call that wrote
+// nothing, once they hold the earlier write), else an *UnknownError: a
+// pause that a failover could undo is never reported done.
+func (s *Store) Pause(ctx context.Context, k Keys, paused bool, gen int64) (PauseReply, error) {
 	arg := "0"
 	if paused {
 		arg = "1"
 	}
-	r, werr := s.execSync(ctx, WaitPause, s.s.pause, []string{k.Meta}, []string{arg}, s.syncOf(k.Meta, pauseSilent))
+	r, werr := s.execSync(ctx, WaitPause, s.s.pause, []string{k.Meta}, []string{arg, i64(gen)}, s.syncOf(k.Meta, pauseSilent))
 	vals, err := r.ToArray()
 	if err == nil {
 		err = werr
 	}
 	if err != nil {
-		return "", false, resultError("pause "+k.Tag, err)
+		return PauseReply{}, resultError("pause "+k.Tag, err)
 	}
-	if len(vals) != 3 {
-		return "", false, fmt.Errorf("pause %s: reply of %d elements", k.Tag, len(vals))
+	if len(vals) != 5 {
+		return PauseReply{}, fmt.Errorf("pause %s: reply of %d elements", k.Tag, len(vals))
 	}
-	state, _ = vals[0].ToString()
+	var out PauseReply
+	out.State, _ = vals[0].ToString()
+	p, _ := vals[1].AsInt64()
 	c, _ := vals[2].AsInt64()
-	return state, c == 1, nil
+	a, _ := vals[3].AsInt64()
+	out.Newest, _ = vals[4].AsInt64()
+	out.Paused, out.Changed, out.Applied = p == 1, c == 1, a == 1
+	return out, nil
 }
 
-// pauseSilent: pause.lua found the shard as asked and wrote nothing.
+// pauseSilent: pause.lua refused an older generation and wrote nothing.
 func pauseSilent(r rueidis.RedisResult) bool {
 	vals, err := r.ToArray()
-	if err != nil || len(vals) != 3 {
+	if err != nil || len(vals) != 5 {
 		return false
 	}
-	changed, err := vals[2].AsInt64()
-	return err == nil && changed == 0
+	applied, err := vals[3].AsInt64()
+	return err == nil && applied == 0
 }
 
 // Block runs block.lua on one shard: add true blocks users (1..MaxBlockBatch,

@@ -48,6 +48,8 @@ var (
 	blockOpenSrc string
 	//go:embed lua/pause.lua
 	pauseSrc string
+	//go:embed lua/pause_gen.lua
+	pauseGenSrc string
 	//go:embed lua/block.lua
 	blockSrc string
 
@@ -80,7 +82,7 @@ type scripts struct {
 	xferTake, xferApply                                                                           *luascript.Script
 	rebuildFreeze, rebuildSwap, rebuildActivate                                                   *luascript.Script
 	blockPeek, blockOpen                                                                          *luascript.Script
-	pause, block                                                                                  *luascript.Script
+	pause, pauseGen, block                                                                        *luascript.Script
 	discountBegin, discountReserve, discountConfirm, discountCancel, discountReap, discountSettle *luascript.Script
 }
 
@@ -96,7 +98,7 @@ func newScripts(legacy bool) *scripts {
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
 		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
 		blockPeek: mk(blockPeekSrc), blockOpen: mk(blockOpenSrc),
-		pause: mk(pauseSrc), block: mk(blockSrc),
+		pause: mk(pauseSrc), pauseGen: mk(pauseGenSrc), block: mk(blockSrc),
 		discountBegin: mk(discountBeginSrc), discountReserve: mk(discountReserveSrc), discountConfirm: mk(discountConfirmSrc),
 		discountCancel: mk(discountCancelSrc), discountReap: mk(discountReapSrc), discountSettle: mk(discountSettleSrc),
 	}
