@@ -46,6 +46,13 @@
 // converges on the same result. It refuses a campaign whose keys look
 // healthy, unless forced.
 //
+// An operator's brakes survive where Redis kept them: a campaign the root
+// or any surviving shard says paused comes back paused on every shard
+// (written in the call that activates each, Config.Paused forces it), and
+// each shard's blocked users' hash, never rewritten, is kept as it was;
+// the report says when a lost shard may have been paused and counts the
+// shards whose blocked users were lost.
+//
 // The fence is what keeps a settlement worker that read a batch of grants
 // from a stream before the loss from committing it after the rebuild read
 // the ledger (its packets would then be both paid and, for the rebuild,
@@ -106,6 +113,12 @@ type Config struct {
 	// settled before the loss). Default false: quarantined, refunded with
 	// the campaign.
 	ReleaseQuarantineRiskingDoubleGrants bool
+	// Paused brings the campaign back paused whatever survives, so that
+	// an operator resumes it deliberately (Engine.Resume). Without it the
+	// campaign comes back paused when the root or any surviving shard
+	// was, and as before otherwise (Report.PauseUnknown says when a lost
+	// shard may have been paused). Default false.
+	Paused bool
 }
 
 // Report is what a rebuild did and what it could not know.
@@ -160,6 +173,18 @@ type Report struct {
 	// Funded is set when the ledger held no fund entry for the campaign
 	// and the rebuild wrote it, from the campaign's terms.
 	Funded bool `json:"funded"`
+	// Paused is set when the campaign came back paused, every shard;
+	// PauseSource says why: "root" or "shard N" (a surviving shard was
+	// paused) or "config" (Config.Paused). PauseUnknown is set when it
+	// came back unpaused and some shard's meta, with its pause flag, was
+	// lost: nothing says whether the operator had paused the campaign.
+	Paused       bool   `json:"paused"`
+	PauseSource  string `json:"pause_source"`
+	PauseUnknown bool   `json:"pause_unknown"`
+	// BlocklistLostShards counts the shards whose blocked users' hash was
+	// lost: they come back blocking nobody, and the operator blocks those
+	// users again (hongbao campaign block). A surviving hash is kept as it was.
+	BlocklistLostShards int `json:"blocklist_lost_shards"`
 }
 
 // run is one rebuild's state.
@@ -183,6 +208,7 @@ type run struct {
 	// the state the campaign is restored in
 	state, reason string
 	closedAt      int64
+	paused        bool
 }
 
 // Rebuild restores campaign id; see the package comment. The report is

@@ -71,6 +71,9 @@ func (r *run) read(ctx context.Context) error {
 		if c.Found() {
 			r.rep.ShardsSurvived++
 		}
+		if !c.Blocklist {
+			r.rep.BlocklistLostShards++
+		}
 	}
 	err := r.cfg.Ledger.Grants(ctx, r.id, func(g ledger.Grant) error { ev.grants = append(ev.grants, g); return nil })
 	if err != nil {
@@ -130,7 +133,35 @@ func (r *run) decide(context.Context) error {
 	case r.now < t.OpensAt:
 		r.state = "scheduled"
 	}
+	r.decidePause()
 	return nil
+}
+
+// decidePause settles whether the campaign comes back paused: on the
+// operator's order, or when the root or any surviving shard is (a pause
+// writes every shard, the root last; one that stopped half way is paused
+// whole rather than left granting). Read after the freeze, so a pause
+// written before it is seen; the swap keeps meta's paused and activate
+// writes it on every shard.
+func (r *run) decidePause() {
+	rep := r.rep
+	switch {
+	case r.cfg.Paused:
+		rep.PauseSource = "config"
+	default:
+		for k, c := range r.ev.redis {
+			if c.Meta["paused"] == "1" {
+				rep.PauseSource = "shard " + strconv.Itoa(k)
+				if k == 0 {
+					rep.PauseSource = "root"
+				}
+				break
+			}
+		}
+	}
+	r.paused = rep.PauseSource != ""
+	rep.Paused = r.paused
+	rep.PauseUnknown = !r.paused && rep.ShardsSurvived < len(r.shards)
 }
 
 // write records the terms in the ledger, with the lost packets (first:
@@ -222,7 +253,7 @@ func (r *run) meta(k int) redisstore.RebuiltMeta {
 // campaign again and fills the report.
 func (r *run) activate(ctx context.Context) error {
 	for k := len(r.shards) - 1; k >= 0; k-- {
-		if err := r.store.ActivateRebuilt(ctx, r.shards[k], r.token, r.state, r.reason, r.closedAt); err != nil {
+		if err := r.store.ActivateRebuilt(ctx, r.shards[k], r.token, r.state, r.paused, r.reason, r.closedAt); err != nil {
 			return err
 		}
 	}
@@ -266,10 +297,28 @@ func (r *run) report() {
 		note("%d packets (%d cents) that may have been granted were released into the pool on the operator's order: "+
 			"any of them granted before the loss can be granted again", rep.Released, rep.ReleasedCents)
 	}
+	r.notePause(note)
 	if rep.ToSettle > 0 {
 		note("%d restored grants are not in the ledger yet; they wait in the grants streams for settlement", rep.ToSettle)
 	}
 	if rep.ConflictCount > 0 {
 		note("%d records disagreed with the ledger or with each other and were not followed (see conflicts)", rep.ConflictCount)
+	}
+}
+
+// notePause says what the rebuild did with the pause and the blocked
+// users, and what the operator should check.
+func (r *run) notePause(note func(format string, a ...any)) {
+	rep := r.rep
+	switch {
+	case rep.Paused:
+		note("the campaign is paused (%s): every shard answers Paused until `hongbao campaign resume`", rep.PauseSource)
+	case rep.PauseUnknown:
+		note("%d of %d shards lost their pause flag with their meta and no surviving shard is paused: "+
+			"if the campaign was paused, pause it again (or rebuild with --paused)", len(r.shards)-rep.ShardsSurvived, len(r.shards))
+	}
+	if rep.BlocklistLostShards > 0 {
+		note("%d of %d shards lost their blocked users: they block nobody now; block those users again (hongbao campaign block)",
+			rep.BlocklistLostShards, len(r.shards))
 	}
 }

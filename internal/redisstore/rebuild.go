@@ -55,6 +55,10 @@ type ShardContents struct {
 	Transfers []Transfer        // transfer records out of the shard
 	Applied   map[string]bool   // transfers the shard received
 	Lost      []string          // packets an earlier rebuild found lost
+	// Blocklist says the blocked users' hash exists: every live shard
+	// holds it (its placeholder at least), so a shard without it lost
+	// its blocked users with the rest.
+	Blocklist bool
 }
 
 // Found says whether the shard held a campaign's shard (a live one, or
@@ -101,6 +105,11 @@ func (s *Store) ReadShard(ctx context.Context, k Keys) (*ShardContents, error) {
 	for _, xid := range applied {
 		c.Applied[xid] = true
 	}
+	n, err := s.c.Do(ctx, s.c.B().Exists().Key(k.Blocked).Build()).AsInt64()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: blocked: %w", k.Tag, err)
+	}
+	c.Blocklist = n == 1
 	return c, nil
 }
 
@@ -258,9 +267,14 @@ func (s *Store) Swap(ctx context.Context, k Keys, token string, fence int64, m R
 }
 
 // ActivateRebuilt is step 4b: shard k goes live in state (scheduled,
-// open or closed; a closed one with its reason and close time, ms).
-func (s *Store) ActivateRebuilt(ctx context.Context, k Keys, token, state, reason string, closedAt int64) error {
-	args := []string{token, state}
+// open or closed; a closed one with its reason and close time, ms),
+// paused when paused is set (in the same call, so no grab runs on it
+// between); otherwise with the paused field the swap left in meta.
+func (s *Store) ActivateRebuilt(ctx context.Context, k Keys, token, state string, paused bool, reason string, closedAt int64) error {
+	args := []string{token, state, "0"}
+	if paused {
+		args[2] = "1"
+	}
 	if state == "closed" {
 		args = append(args, reason, strconv.FormatInt(closedAt, 10))
 	}

@@ -122,6 +122,9 @@ func TestFlushThenRebuild(t *testing.T) {
 	require.Positive(t, rel.Released)
 	require.Zero(t, rel.Quarantined)
 	require.EqualValues(t, packets-users, rel.RestoredPool, "the released packets and the blocks never opened")
+	require.True(t, rel.PauseUnknown, "every shard lost its pause flag")
+	require.False(t, rel.Paused)
+	require.Equal(t, 2, rel.BlocklistLostShards, "every shard lost its blocked hash")
 	code, out, errs = run(t, nil, "reconcile", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
 	require.Equal(t, 0, code, "reconcile after the rebuild: %s %s", out, errs)
 	code, _, errs = run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
@@ -146,6 +149,8 @@ func TestFlushThenRebuild(t *testing.T) {
 	require.Contains(t, out, fmt.Sprintf(`"quarantined":%d,"quarantined_cents":%d`, rep.Quarantined, rep.QuarantinedCents))
 	require.Greater(t, rep.LedgerFence, rel.LedgerFence, "every rebuild raises the fence: serve's worker settles under the newest")
 	require.Contains(t, out, fmt.Sprintf(`"ledger_fence":%d`, rep.LedgerFence))
+	require.Contains(t, out, `"paused":false,"pause_source":"","pause_unknown":false,"blocklist_lost_shards":0`,
+		"every shard kept its meta and blocked hash")
 
 	before := len(r.acked)
 	r.rain("h", 0, users, 16, 1, 0, nil) // the same users again: ALREADY, the same packets
@@ -286,7 +291,7 @@ func TestRebuildCommandRefuses(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ids, 1)
 	id := strings.TrimSuffix(strings.TrimPrefix(ids[0], "hb:{c:"), "}:meta")
-	code, _, errs = run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn, "--force")
+	code, _, errs = run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn, "--force", "--paused")
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "settled")
 }

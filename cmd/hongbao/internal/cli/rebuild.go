@@ -20,6 +20,7 @@ type rebuildCmd struct {
 	id, dsn       string
 	asJSON, force bool
 	release       bool // --release-quarantine-risking-double-grants
+	paused        bool // --paused
 	conn          *redisConn
 	led           ledger.Ledger
 }
@@ -27,7 +28,7 @@ type rebuildCmd struct {
 func newRebuildCmd(env *IO) command { return &rebuildCmd{base: base{env: env}} }
 
 const rebuildUsage = `Usage: hongbao rebuild --campaign ID --redis URL --ledger DSN [--json] [--force]
-       [--release-quarantine-risking-double-grants]
+       [--paused] [--release-quarantine-risking-double-grants]
 
 Restores a campaign into a Redis that lost it, or lost part of it (a FLUSHALL,
 an old snapshot, a failover to a replica that missed the last writes): the
@@ -42,6 +43,10 @@ refunded with the campaign, never handed out again, unless
 --release-quarantine-risking-double-grants puts them back (any of them granted
 before the loss is then paid twice). See docs/durability.md for what it can and
 cannot know. It refuses a campaign whose keys look healthy unless --force.
+A campaign that the root or any surviving shard says paused comes back paused
+on every shard; --paused brings it back paused whatever survives (resume it
+with hongbao campaign resume). Blocked users survive where their shard's
+blocked hash did; the report counts the shards that lost it.
 
 Flags:`
 
@@ -52,6 +57,7 @@ func (c *rebuildCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.force, "force", false, "rebuild even when the campaign's keys look healthy")
+	fs.BoolVar(&c.paused, "paused", false, "bring the campaign back paused whatever survives (resume it deliberately)")
 	fs.BoolVar(&c.release, "release-quarantine-risking-double-grants", false,
 		"put the quarantined packets back in the pool: any of them granted before the loss is granted and paid twice")
 	setUsage(fs, c.env, rebuildUsage)
@@ -74,7 +80,7 @@ func (c *rebuildCmd) open(ctx context.Context) (err error) {
 
 func (c *rebuildCmd) run(ctx context.Context) error {
 	rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: c.conn.Client, Ledger: c.led, Force: c.force,
-		ReleaseQuarantineRiskingDoubleGrants: c.release}, c.id)
+		ReleaseQuarantineRiskingDoubleGrants: c.release, Paused: c.paused}, c.id)
 	if errors.Is(err, rebuild.ErrHealthy) {
 		return fmt.Errorf("%w: nothing to do (--force rebuilds it anyway)", err)
 	}
@@ -100,6 +106,15 @@ func (c *rebuildCmd) run(ctx context.Context) error {
 			rep.Released, hongbao.FormatCents(rep.ReleasedCents))
 	}
 	p("  ledger fence   %8d  (settlement batches read before the rebuild are refused)\n", rep.LedgerFence)
+	switch {
+	case rep.Paused:
+		p("  paused         every shard (%s)\n", rep.PauseSource)
+	case rep.PauseUnknown:
+		p("  paused         unknown: a lost shard may have been paused (see notes)\n")
+	}
+	if rep.BlocklistLostShards > 0 {
+		p("  blocklist      lost on %d shards: block those users again\n", rep.BlocklistLostShards)
+	}
 	if rep.Funded {
 		p("  funded         the ledger had no fund entry: written from the campaign's terms\n")
 	}
