@@ -96,14 +96,14 @@ func (e *Engine) pauseDiscount(ctx context.Context, op, id string, paused bool) 
 // pauseShards takes a generation, then pauses every shard, the root
 // last, or resumes them, the root first: the root's flag, which Status
 // reports, is set only after every other shard's and cleared before them.
-// A shard a newer call wrote is left as that call wants; one that holds a
-// generation the root's counter never handed out (a root rebuilt without
-// its meta) lifts the counter, so that a repeat of the call is written.
+// A shard a newer call wrote is left as that call wants. When a shard
+// holds a newer generation than this call's, either a call that started
+// later overtook this one, or the root's counter fell behind (a root
+// rebuilt without its meta): the call then takes a generation above
+// every shard's and writes them all again, once. Each racing call redoes
+// at most once, so the shards still end as the last write pass to start
+// wants, and a lost counter costs one more pass, not a mixed campaign.
 func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.Keys, paused bool) error {
-	gen, err := s.PauseGen(ctx, shards[0], 0)
-	if err != nil {
-		return err
-	}
 	order := make([]redisstore.Keys, 0, len(shards))
 	order = append(order, shards[1:]...)
 	if paused {
@@ -111,18 +111,28 @@ func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.K
 	} else {
 		order = append([]redisstore.Keys{shards[0]}, order...)
 	}
-	newest := gen
-	for _, k := range order {
-		r, err := s.Pause(ctx, k, paused, gen)
+	above := int64(0)
+	for pass := 0; pass < 2; pass++ {
+		gen, err := s.PauseGen(ctx, shards[0], above)
 		if err != nil {
 			return err
 		}
-		newest = max(newest, r.Newest)
+		newest := gen
+		for _, k := range order {
+			r, err := s.Pause(ctx, k, paused, gen)
+			if err != nil {
+				return err
+			}
+			newest = max(newest, r.Newest)
+		}
+		if newest == gen {
+			return nil
+		}
+		above = newest
 	}
-	if newest > gen {
-		_, err = s.PauseGen(ctx, shards[0], newest)
-	}
-	return err
+	// Overtaken twice: the newer call's pass decides; the counter is
+	// above every shard's already (this call's second generation was).
+	return nil
 }
 
 func (e *Engine) discountShards(ctx context.Context, id string) ([]redisstore.Keys, error) {
