@@ -149,10 +149,13 @@ function spawn() {
   p.style.setProperty('--fall', (4.5 + Math.random() * 3).toFixed(2) + 's');
   p.style.setProperty('--sway', (1.4 + Math.random()).toFixed(2) + 's');
   p.style.setProperty('--drift', Math.round((Math.random() - 0.5) * 60) + 'px');
-  // pointerdown answers the moment a finger lands, before the packet
-  // falls away; click serves the keyboard and other pointers.
+  // pointerdown answers the moment a finger (or any pointer) lands, before
+  // the packet falls away. The click a tap also fires comes after it, at
+  // the same spot, where another packet may be falling by then: only a
+  // click no pointer made (the keyboard's: detail 0) grabs, so one tap is
+  // one grab.
   p.addEventListener('pointerdown', (e) => { e.preventDefault(); grab(p); });
-  p.addEventListener('click', () => grab(p));
+  p.addEventListener('click', (e) => { if (e.detail === 0) grab(p); });
   p.addEventListener('animationend', (e) => { if (e.animationName === 'fall') p.remove(); });
   sky.append(p);
 }
