@@ -152,6 +152,21 @@ func do(t *testing.T, tab *browsertest.Tab, steps ...chromedp.Action[chromedp.Vo
 	require.NoError(t, chromedp.Do(tab.Ctx, steps...))
 }
 
+// clickRow clicks the element sel names in a list the console redraws
+// while it runs (each refresh replaces its rows): a click whose node was
+// replaced between finding it and pressing it is tried again on the new
+// one, which stands at the same place.
+func clickRow(t *testing.T, tab *browsertest.Tab, sel string) {
+	t.Helper()
+	for try := 1; ; try++ {
+		err := chromedp.Do(tab.Ctx, chromedp.Click(chromedp.CSS(sel)))
+		if err == nil || try == 5 || !strings.Contains(err.Error(), "Could not find node") {
+			require.NoError(t, err, "click %s", sel)
+			return
+		}
+	}
+}
+
 // setValue sets the value of the field with the given id, as a paste
 // would (chromedp's SetValue cannot set an empty value).
 func setValue(id, v string) chromedp.Action[chromedp.Void] {
@@ -324,7 +339,7 @@ func consoleDetail(t *testing.T, tab *browsertest.Tab, s *site, id string) {
 	t.Helper()
 	signIn(t, tab, s.URL, adminKey)
 	waitFor(t, tab, `!!document.querySelector('#list-body tr[data-campaign="`+id+`"]')`, "the campaign in the list")
-	do(t, tab, chromedp.Click(chromedp.CSS(`#list-body tr[data-campaign="`+id+`"] a`)))
+	clickRow(t, tab, `#list-body tr[data-campaign="`+id+`"] a`)
 	waitFor(t, tab, `document.getElementById('conn').textContent === 'Live'`, "the live view")
 }
 
@@ -565,7 +580,7 @@ func TestPhoneLayout(t *testing.T) {
 	waitFor(t, tab, `!!document.querySelector('#list-body tr[data-campaign="`+id+`"]')`, "the list")
 	noHorizontalScroll(t, tab, "the list")
 	tab.Screenshot(t, "console-list-phone")
-	do(t, tab, chromedp.Click(chromedp.CSS(`#list-body tr[data-campaign="`+id+`"] a`)))
+	clickRow(t, tab, `#list-body tr[data-campaign="`+id+`"] a`)
 	waitFor(t, tab, leftPackets+` === 70`, "the campaign")
 	waitFor(t, tab, `document.querySelectorAll('.hist-bar').length > 0`, "the histogram")
 	noHorizontalScroll(t, tab, "the campaign")
