@@ -159,7 +159,47 @@ var (
 	// replaced (see Ledger.Fence). Nothing is written. It is not the
 	// entries' fault: read the campaign again and retry with its fence.
 	ErrFenced = errors.New("ledger: fenced off by a rebuild")
+	// ErrForeign: the call carries an owner (WithOwner) that is not this
+	// ledger's Identity: the campaign settles into another ledger or sink,
+	// and an entry here would pay its users twice or lose its escrow.
+	// Nothing is written. It is neither an outage nor the entries' fault:
+	// the campaign is not this ledger's to settle. The typed
+	// *ForeignError unwraps to it.
+	ErrForeign = errors.New("ledger: campaign owned by another ledger")
 )
+
+// ForeignError is an ErrForeign with the campaign, the owner it records
+// and this ledger's identity.
+type ForeignError struct {
+	Campaign string
+	Owner    string // the identity the campaign records as its owner
+	Ledger   string // this ledger's identity
+}
+
+func (e *ForeignError) Error() string {
+	return fmt.Sprintf("ledger: campaign %q is owned by %q, not by this ledger (%s)", e.Campaign, e.Owner, e.Ledger)
+}
+
+// Unwrap makes errors.Is(err, ErrForeign) hold.
+func (e *ForeignError) Unwrap() error { return ErrForeign }
+
+type ownerKey struct{}
+
+// WithOwner returns ctx carrying the owner that the campaign of the writes
+// made with it records (its "owner" in Redis, see hongbao.Config.Owner):
+// the identity of the ledger or sink it settles into. A ledger refuses
+// with a *ForeignError (ErrForeign) a write whose owner is not its own
+// Identity; a call whose ctx carries none, or an empty one (a campaign
+// created before owners were recorded), is not checked.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// OwnerFrom returns the owner ctx carries, if any.
+func OwnerFrom(ctx context.Context) (string, bool) {
+	o, ok := ctx.Value(ownerKey{}).(string)
+	return o, ok && o != ""
+}
 
 type fenceKey struct{}
 
