@@ -38,7 +38,7 @@ func TestAuditCatchesCorruption(t *testing.T) {
 		a, err := eng.Audit(ctx, c.ID)
 		require.NoError(t, err)
 		require.True(t, a.OK(), "before corruption: %v", a.Problems)
-		return redisstore.CampaignKeys(c.ID), got
+		return redisstore.Default.CampaignKeys(c.ID), got
 	}
 	campaignOf := func(k redisstore.Keys) string {
 		// hb:{c:<id>}:meta

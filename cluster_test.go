@@ -100,7 +100,7 @@ func (oc *onCluster) shardMasters(t *testing.T, id string, shards int) []string 
 	t.Helper()
 	ctx := context.Background()
 	out := make([]string, shards)
-	for k, keys := range redisstore.Layout(id, shards) {
+	for k, keys := range redisstore.Default.Layout(id, shards) {
 		m, err := oc.c.MasterOf(ctx, keys.Meta)
 		require.NoError(t, err)
 		for _, key := range []string{keys.Pool, keys.Claims, keys.Grants, keys.Dead, keys.Xfers, keys.Applied, keys.Blocked} {
@@ -193,7 +193,7 @@ func (oc *onCluster) life(t *testing.T, shards int) {
 	require.NoError(t, err)
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
-	rep, err := settle.Reconcile(ctx, oc.c.Client, l, c.ID)
+	rep, err := settle.Reconcile(ctx, oc.c.Client, "", l, c.ID)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	// The refused grant's stream entry (its grab batch) is dead-lettered,
@@ -205,7 +205,7 @@ func (oc *onCluster) life(t *testing.T, shards int) {
 	n, err := w.Redrive(ctx, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, rep.Dead, n)
-	st, err := eng.Close(ctx, c.ID)
+	st, err := eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.StateClosed, st.State)
 	a, err := eng.Audit(ctx, c.ID)
@@ -219,7 +219,7 @@ func (oc *onCluster) life(t *testing.T, shards int) {
 	require.NoError(t, err)
 	require.Equal(t, hongbao.StateSettled, st.State)
 	require.Equal(t, total-cents, st.RefundedCents)
-	rep, err = settle.Reconcile(ctx, oc.c.Client, l, c.ID)
+	rep, err = settle.Reconcile(ctx, oc.c.Client, "", l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
 	require.Equal(t, "settled", rep.State)
@@ -333,7 +333,7 @@ func (oc *onCluster) rainOverMasters(t *testing.T) {
 	require.ElementsMatch(t, oc.c.Addrs(), masters, "one shard on each of the three masters")
 	for _, n := range oc.c.Nodes {
 		keys := 0
-		for _, k := range redisstore.Layout(c.ID, 3) {
+		for _, k := range redisstore.Default.Layout(c.ID, 3) {
 			slot := strconv.Itoa(testenv.KeySlot(k.Meta))
 			count, err := n.Client.Do(ctx, n.Client.B().Arbitrary("CLUSTER", "COUNTKEYSINSLOT", slot).Build()).AsInt64()
 			require.NoError(t, err)
@@ -446,7 +446,7 @@ func (oc *onCluster) migration(t *testing.T) {
 	const packets, users, shards = 3000, 2400, 3
 	c, err := oc.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 300_000, Count: packets, Shards: shards})
 	require.NoError(t, err)
-	shard := redisstore.Layout(c.ID, shards)[1]
+	shard := redisstore.Default.Layout(c.ID, shards)[1]
 	slot := testenv.KeySlot(shard.Meta)
 	from, err := oc.c.MasterOfSlot(ctx, slot)
 	require.NoError(t, err)
@@ -513,7 +513,7 @@ func (oc *onCluster) migration(t *testing.T) {
 // requires a clean reconcile with granted grants.
 func (oc *onCluster) settleClean(t *testing.T, id string, granted int64) {
 	ctx := context.Background()
-	_, err := oc.eng.Close(ctx, id)
+	_, err := oc.eng.CloseCampaign(ctx, id)
 	require.NoError(t, err)
 	a, err := oc.eng.Audit(ctx, id)
 	require.NoError(t, err)

@@ -29,7 +29,7 @@ type coalescer struct {
 func newCoalescer(store *redisstore.Store, cfg Config) *coalescer {
 	c := &coalescer{store: store, blockSize: cfg.BlockSize}
 	c.blocks, _ = cfg.Packets.(ledger.BlockRecorder)
-	c.init(cfg, cfg.MaxBatch, newRoute, c.exec)
+	c.init(cfg, cfg.MaxBatch, func(id string, shards int) *route { return newRoute(store.NS(), id, shards) }, c.exec)
 	c.ops = []string{opGrab: "grab"}
 	return c
 }

@@ -84,7 +84,7 @@ func TestCoalescedResultsReachTheirCallers(t *testing.T) {
 	// Every caller got the answer for its own user: the packet it was told
 	// is the one the claims hash holds for that user.
 	claims := map[string][2]int64{}
-	require.NoError(t, e.store.ScanClaims(ctx, redisstore.CampaignKeys(c.ID), func(u string, seq, cents int64) error {
+	require.NoError(t, e.store.ScanClaims(ctx, redisstore.Default.CampaignKeys(c.ID), func(u string, seq, cents int64) error {
 		claims[u] = [2]int64{seq, cents}
 		return nil
 	}))

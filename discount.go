@@ -12,10 +12,10 @@ import (
 // campaign spends a budget over a quota of discounts, drawn ahead of time
 // (split.Discounts) and dealt to the campaign's shards; a user may get at
 // most PerUserCount discounts and at most PerUserAmount in total. A
-// payment system reserves a discount for an order (ReserveDiscount), holds
-// it while the payment runs, and confirms it (ConfirmDiscount) or cancels
-// it (CancelDiscount); a reservation neither confirmed nor cancelled
-// expires after its hold and a reaper returns its amount (ReapDiscount).
+// payment system reserves a discount for an order (Discounts.Reserve), holds
+// it while the payment runs, and confirms it (Discounts.Confirm) or cancels
+// it (Discounts.Cancel); a reservation neither confirmed nor cancelled
+// expires after its hold and a reaper returns its amount (Discounts.Reap).
 //
 // Every decision is one Lua script on the user's home shard (HomeShard),
 // which holds the user's usage, its reservations and the amounts it is
@@ -199,7 +199,7 @@ type DiscountStatus struct {
 	// InFlight counts the units (of RemainingCount) moving between shards.
 	InFlight int64
 	// Paused, PausedShards and BlockedUsers are as in Status
-	// (Engine.PauseDiscount, Engine.BlockDiscount).
+	// (Discounts.Pause, Discounts.Block).
 	Paused       bool
 	PausedShards int
 	BlockedUsers int64
@@ -210,7 +210,7 @@ type DiscountStatus struct {
 // ReserveOutcome is the answer to a reservation.
 type ReserveOutcome uint8
 
-// The outcomes of ReserveDiscount.
+// The outcomes of Discounts.Reserve.
 const (
 	// Reserved: this call reserved a discount for the order.
 	Reserved ReserveOutcome = 1
@@ -226,10 +226,10 @@ const (
 	ReserveClosed ReserveOutcome = 5
 	// OverLimit: the user holds PerUserCount discounts or PerUserAmount.
 	OverLimit ReserveOutcome = 8
-	// ReservePaused: an operator paused the campaign (PauseDiscount).
+	// ReservePaused: an operator paused the campaign (Discounts.Pause).
 	ReservePaused ReserveOutcome = 14
 	// ReserveBlocked: an operator blocked the user on this campaign
-	// (BlockDiscount).
+	// (Discounts.Block).
 	ReserveBlocked ReserveOutcome = 15
 )
 
@@ -280,7 +280,7 @@ func (s ReservationState) String() string {
 // Reservation is the answer about one order's discount.
 type Reservation struct {
 	Campaign, User, Order string
-	// Outcome is ReserveDiscount's answer; 0 from Confirm and Cancel.
+	// Outcome is Reserve's answer; 0 from Confirm and Cancel.
 	Outcome ReserveOutcome
 	// State is what the order's discount is after the call; 0 when the
 	// outcome carries none.

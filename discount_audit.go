@@ -46,18 +46,18 @@ func (a *DiscountAudit) problem(format string, args ...any) {
 	}
 }
 
-// AuditDiscount reads a discount campaign's contents in pages and checks
+// Audit reads a discount campaign's contents in pages and checks
 // them: every unit of quota in exactly one place (a pool, a transfer in
 // flight, a held or confirmed reservation), the budget to the cent, the
 // counters against the contents, each user's usage against its records
 // and its limits, each discount against its order amount and Max, the
 // holds against the held reservations. It is not atomic: run it on a
 // campaign nobody is using (closed, or between tests' phases).
-func (e *Engine) AuditDiscount(ctx context.Context, id string) (*DiscountAudit, error) {
+func (ds Discounts) Audit(ctx context.Context, id string) (*DiscountAudit, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	v, err := e.store.ReadDiscount(ctx, id)
+	v, err := ds.e.store.ReadDiscount(ctx, id)
 	if err != nil {
 		return nil, opErr("audit discount", id, mapStoreErr(err))
 	}
@@ -65,7 +65,7 @@ func (e *Engine) AuditDiscount(ctx context.Context, id string) (*DiscountAudit, 
 	if err != nil {
 		return nil, err
 	}
-	au := &discountAuditor{e: e, v: v, a: &DiscountAudit{Status: st}, seqs: make([]uint8, st.Quota+1)}
+	au := &discountAuditor{e: ds.e, v: v, a: &DiscountAudit{Status: st}, seqs: make([]uint8, st.Quota+1)}
 	for k := range v.Shards {
 		if err := au.shard(ctx, k); err != nil {
 			return nil, opErr("audit discount", id, err)

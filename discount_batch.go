@@ -22,11 +22,11 @@ const (
 	opCancel
 )
 
-// newDiscountRoute lays out a discount campaign: its keys are the shards'
+// newDiscountRoute lays out a discount campaign of namespace ns: its keys are the shards'
 // campaign views (what transfers and the audit read), its calls the KEYS
 // of disc_reserve.lua, disc_confirm.lua and disc_cancel.lua.
-func newDiscountRoute(id string, shards int) *route {
-	layout := redisstore.DiscountLayout(id, shards)
+func newDiscountRoute(ns redisstore.Namespace, id string, shards int) *route {
+	layout := ns.DiscountLayout(id, shards)
 	r := &route{id: id, shards: shards, keys: redisstore.ShardViews(layout)}
 	r.calls = make([][][]string, opCancel+1)
 	for op := range r.calls {
@@ -48,7 +48,7 @@ type discounter struct {
 
 func newDiscounter(store *redisstore.Store, cfg Config) *discounter {
 	d := &discounter{store: store}
-	d.init(cfg, min(cfg.MaxBatch, redisstore.MaxDiscountBatch), newDiscountRoute, d.exec)
+	d.init(cfg, min(cfg.MaxBatch, redisstore.MaxDiscountBatch), func(id string, shards int) *route { return newDiscountRoute(store.NS(), id, shards) }, d.exec)
 	d.ops = []string{opReserve: "reserve", opConfirm: "confirm", opCancel: "cancel"}
 	return d
 }
@@ -124,8 +124,8 @@ type DiscountStats struct {
 	Transfers, Moved uint64
 }
 
-// DiscountStats returns the engine's discount counters.
-func (e *Engine) DiscountStats() DiscountStats {
-	d := e.discounts
+// Stats returns the engine's discount counters.
+func (ds Discounts) Stats() DiscountStats {
+	d := ds.e.discounts
 	return DiscountStats{Batches: d.batches.Load(), Requests: d.requests.Load(), Transfers: d.transfers.Load(), Moved: d.moved.Load()}
 }

@@ -73,7 +73,7 @@ func TestDiscountCrashKill(t *testing.T) {
 
 	// What the settlement worker does for a dead process: finish its
 	// transfers. Then every hold ends.
-	_, err = store.Recover(context.Background(), redisstore.ShardViews(redisstore.DiscountLayout(d.ID, 4)), 0)
+	_, err = store.Recover(context.Background(), redisstore.ShardViews(redisstore.Default.DiscountLayout(d.ID, 4)), 0)
 	require.NoError(t, err)
 	st := drainHolds(t, eng, d.ID)
 	requireAudit(t, eng, d.ID)
@@ -138,19 +138,19 @@ func childUser(ctx context.Context, eng *hongbao.Engine, id, user string, rnd *r
 	for o := range 3 {
 		order := "o" + strconv.Itoa(o)
 		r, err := retry(ctx, func() (hongbao.Reservation, error) {
-			return eng.ReserveDiscount(ctx, id, user, order, 1+rnd.Int64N(400))
+			return eng.Discounts().Reserve(ctx, id, user, order, 1+rnd.Int64N(400))
 		})
 		if err != nil || r.Outcome != hongbao.Reserved {
 			continue
 		}
 		switch p := rnd.IntN(10); {
 		case p < 6:
-			c, err := retry(ctx, func() (hongbao.Reservation, error) { return eng.ConfirmDiscount(ctx, id, user, order) })
+			c, err := retry(ctx, func() (hongbao.Reservation, error) { return eng.Discounts().Confirm(ctx, id, user, order) })
 			if err == nil {
 				logLine(fmt.Sprintf("C %s %s %d\n", user, order, c.Cents))
 			}
 		case p < 8:
-			_, _ = retry(ctx, func() (hongbao.Reservation, error) { return eng.CancelDiscount(ctx, id, user, order) })
+			_, _ = retry(ctx, func() (hongbao.Reservation, error) { return eng.Discounts().Cancel(ctx, id, user, order) })
 		}
 	}
 }
@@ -170,7 +170,7 @@ func checkToldConfirms(t *testing.T, eng *hongbao.Engine, id, path string) int {
 		if _, err := fmt.Sscanf(sc.Text(), "C %s %s %d", &user, &order, &cents); err != nil {
 			continue // a line cut by a kill
 		}
-		c, err := eng.ConfirmDiscount(context.Background(), id, user, order)
+		c, err := eng.Discounts().Confirm(context.Background(), id, user, order)
 		require.NoError(t, err, "%s %s", user, order)
 		require.True(t, c.Again, "%s %s was confirmed before", user, order)
 		require.Equal(t, cents, c.Cents, "%s %s", user, order)
@@ -212,7 +212,7 @@ func TestDiscountRedisCrash(t *testing.T) {
 		// Into the storm: once some discounts are confirmed.
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
-			st, err := eng.DiscountStatus(ctx, d.ID)
+			st, err := eng.Discounts().Status(ctx, d.ID)
 			if err == nil && st.ConfirmedCount >= 100 {
 				break
 			}

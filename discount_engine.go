@@ -33,7 +33,7 @@ var (
 	ErrOrderMismatch = sentinel("order reserved for another amount")
 )
 
-// CreateDiscount validates spec, draws the amounts (split.Discounts),
+// Create validates spec, draws the amounts (split.Discounts),
 // deals them to the shards (each shard's tail last), loads them and makes
 // the campaign live, the root shard last, so no reservation sees it in
 // part. A create that crashed can be run again with the same id. A
@@ -42,24 +42,24 @@ var (
 // *SpecError. As for Create, the campaign is registered before it goes
 // live. When Config.Packets is a ledger, an id the ledger knows as
 // settled while Redis no longer holds it is ErrCampaignRetired.
-func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discount, error) {
+func (ds Discounts) Create(ctx context.Context, spec DiscountSpec) (*Discount, error) {
 	d, queues, err := prepareDiscount(spec)
 	if err != nil {
 		return nil, err
 	}
-	known, err := e.discountKnown(ctx, d.ID)
+	known, err := ds.e.discountKnown(ctx, d.ID)
 	if err != nil {
 		return nil, err
 	}
-	layout := redisstore.DiscountLayout(d.ID, d.Shards)
+	layout := ds.e.store.NS().DiscountLayout(d.ID, d.Shards)
 	token := newToken()
 	for k, keys := range layout {
-		existing, err := e.store.DiscountBegin(ctx, keys, token, k > 0, discountMeta(d, k, queues[k]))
+		existing, err := ds.e.store.DiscountBegin(ctx, keys, token, k > 0, discountMeta(d, k, queues[k]))
 		if err != nil {
 			return nil, opErr("create discount", d.ID, mapStoreErr(err))
 		}
 		if existing != "" {
-			return nil, e.registerExisting(ctx, "create discount", true, &ExistsError{ID: d.ID, State: State(existing)})
+			return nil, ds.e.registerExisting(ctx, "create discount", true, &ExistsError{ID: d.ID, State: State(existing)})
 		}
 	}
 	if known {
@@ -69,31 +69,31 @@ func (e *Engine) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 	}
 	loaded := 0
 	for k, keys := range layout {
-		if err := e.store.Load(ctx, keys.Keys(), token, int64(k+1), int64(d.Shards), queues[k], e.progress(d.Quota, loaded)); err != nil {
+		if err := ds.e.store.Load(ctx, keys.Keys(), token, int64(k+1), int64(d.Shards), queues[k], ds.e.progress(d.Quota, loaded)); err != nil {
 			return nil, opErr("create discount", d.ID, mapStoreErr(err))
 		}
 		loaded += len(queues[k])
 	}
 	window := Spec{OpensAt: spec.OpensAt, ClosesAt: spec.ClosesAt}
-	opens, closes, err := e.window(ctx, window)
+	opens, closes, err := ds.e.window(ctx, window)
 	if err != nil {
 		return nil, opErr("create discount", d.ID, err)
 	}
-	if err := e.register(ctx, "create discount", d.ID, true, closes); err != nil {
+	if err := ds.e.register(ctx, "create discount", d.ID, true, closes); err != nil {
 		return nil, err
 	}
 	var act redisstore.Activation
 	for k := d.Shards - 1; k >= 0; k-- {
-		act, err = e.store.Activate(ctx, layout[k].Keys(), token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
+		act, err = ds.e.store.Activate(ctx, layout[k].Keys(), token, opens, closes, ds.e.cfg.DefaultWindow.Milliseconds())
 		if err != nil {
-			return nil, e.activateErr(ctx, d.ID, true, window, err)
+			return nil, ds.e.activateErr(ctx, d.ID, true, window, err)
 		}
 	}
-	e.discounts.learn(d.ID, d.Shards)
+	ds.e.discounts.learn(d.ID, d.Shards)
 	d.State = State(act.State)
 	d.OpensAt, d.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
 	if act.ClosesAt != closes {
-		if err := e.register(ctx, "create discount", d.ID, true, act.ClosesAt); err != nil {
+		if err := ds.e.register(ctx, "create discount", d.ID, true, act.ClosesAt); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +156,7 @@ func checkOrder(id, user, order string) error {
 	return ValidateOrderID(order)
 }
 
-// ReserveDiscount reserves a discount of campaign id for user's order of
+// Reserve reserves a discount of campaign id for user's order of
 // orderCents, held until the campaign's Hold passes. At most once per
 // (user, order): a repeat answers ReservedAlready with the same discount
 // (also once it is confirmed) when orderCents is the amount it was
@@ -166,14 +166,14 @@ func checkOrder(id, user, order string) error {
 // outcomes (Exhausted, OverLimit, not open, closed) are in the
 // Reservation. As for Grab: a full queue is ErrBusy (nothing attempted),
 // a lost reply ErrOutcomeUnknown (a retry answers what was reserved).
-func (e *Engine) ReserveDiscount(ctx context.Context, id, user, order string, orderCents int64) (Reservation, error) {
+func (ds Discounts) Reserve(ctx context.Context, id, user, order string, orderCents int64) (Reservation, error) {
 	if err := checkOrder(id, user, order); err != nil {
 		return Reservation{}, err
 	}
 	if orderCents < 1 || orderCents > split.MaxTotal {
 		return Reservation{}, &AmountError{Input: strconv.FormatInt(orderCents, 10), Reason: "an order amount must be within 0.01 and the largest budget"}
 	}
-	res, err := e.discounts.do(ctx, opReserve, id, user, redisstore.DiscountCall{User: user, Order: order, Cents: orderCents})
+	res, err := ds.e.discounts.do(ctx, opReserve, id, user, redisstore.DiscountCall{User: user, Order: order, Cents: orderCents})
 	if err != nil {
 		return Reservation{}, discountErr("reserve", id, err)
 	}
@@ -197,13 +197,13 @@ func (e *Engine) ReserveDiscount(ctx context.Context, id, user, order string, or
 	return r, nil
 }
 
-// ConfirmDiscount makes user's reservation of order final; it then
+// Confirm makes user's reservation of order final; it then
 // settles into the ledger. A repeat answers the same (Again set). A
 // reservation past its hold is ErrReservationExpired, a cancelled one
 // ErrReservationCancelled, an unknown order ErrNoReservation. Confirms
 // are accepted after the campaign closed, until the hold ends.
-func (e *Engine) ConfirmDiscount(ctx context.Context, id, user, order string) (Reservation, error) {
-	res, err := e.settleOrder(ctx, opConfirm, "confirm", id, user, order)
+func (ds Discounts) Confirm(ctx context.Context, id, user, order string) (Reservation, error) {
+	res, err := ds.e.settleOrder(ctx, opConfirm, "confirm", id, user, order)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -216,13 +216,13 @@ func (e *Engine) ConfirmDiscount(ctx context.Context, id, user, order string) (R
 	}
 }
 
-// CancelDiscount releases user's reservation of order: its amount goes
+// Cancel releases user's reservation of order: its amount goes
 // back to be reserved by others and the user's usage goes down. A repeat
 // answers the same (Again set); a reservation that had expired answers
 // State Expired (its amount went back too). A confirmed one is
 // ErrReservationConfirmed, an unknown order ErrNoReservation.
-func (e *Engine) CancelDiscount(ctx context.Context, id, user, order string) (Reservation, error) {
-	res, err := e.settleOrder(ctx, opCancel, "cancel", id, user, order)
+func (ds Discounts) Cancel(ctx context.Context, id, user, order string) (Reservation, error) {
+	res, err := ds.e.settleOrder(ctx, opCancel, "cancel", id, user, order)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -278,16 +278,16 @@ func discountErr(op, id string, err error) error {
 	return opErr(op, id, mapStoreErr(err))
 }
 
-// DiscountStatus reads a discount campaign's state and counters.
-func (e *Engine) DiscountStatus(ctx context.Context, id string) (*DiscountStatus, error) {
+// Status reads a discount campaign's state and counters.
+func (ds Discounts) Status(ctx context.Context, id string) (*DiscountStatus, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	v, err := e.store.ReadDiscount(ctx, id)
+	v, err := ds.e.store.ReadDiscount(ctx, id)
 	if err != nil {
 		return nil, opErr("discount status", id, mapStoreErr(err))
 	}
-	e.discounts.learn(id, len(v.Shards))
+	ds.e.discounts.learn(id, len(v.Shards))
 	return discountStatusFrom(id, v)
 }
 
@@ -349,41 +349,41 @@ func discountOf(id string, root redisstore.Snapshot) Discount {
 	return d
 }
 
-// CloseDiscount stops reservations of a discount campaign now (every
+// CloseCampaign stops reservations of a discount campaign now (every
 // shard, the root last); confirms of reservations held go on until their
 // hold ends. Closing a closed campaign changes nothing.
-func (e *Engine) CloseDiscount(ctx context.Context, id string) (*DiscountStatus, error) {
+func (ds Discounts) CloseCampaign(ctx context.Context, id string) (*DiscountStatus, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	v, err := e.store.ReadDiscount(ctx, id)
+	v, err := ds.e.store.ReadDiscount(ctx, id)
 	if err == nil {
-		err = closeShards(ctx, e.store, redisstore.ShardViews(v.Shards), CloseOperator)
+		err = closeShards(ctx, ds.e.store, redisstore.ShardViews(v.Shards), CloseOperator)
 	}
 	if err != nil {
 		return nil, opErr("close discount", id, mapStoreErr(err))
 	}
-	return e.DiscountStatus(ctx, id)
+	return ds.e.Discounts().Status(ctx, id)
 }
 
-// DiscountCampaigns lists the live discount campaigns, those not yet
+// Campaigns lists the live discount campaigns, those not yet
 // settled, by close time.
-func (e *Engine) DiscountCampaigns(ctx context.Context) ([]string, error) {
-	ids, err := e.store.DiscountCampaigns(ctx)
+func (ds Discounts) Campaigns(ctx context.Context) ([]string, error) {
+	ids, err := ds.e.store.DiscountCampaigns(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hongbao: %w", err)
 	}
 	return ids, nil
 }
 
-// ReapDiscount expires the reservations of campaign id whose hold has
+// Reap expires the reservations of campaign id whose hold has
 // passed, on every shard, returning each amount (disc_reap.lua), and says
 // how many. Running it twice changes nothing the second time.
-func (e *Engine) ReapDiscount(ctx context.Context, id string) (int, error) {
+func (ds Discounts) Reap(ctx context.Context, id string) (int, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return 0, err
 	}
-	v, err := e.store.ReadDiscount(ctx, id)
+	v, err := ds.e.store.ReadDiscount(ctx, id)
 	if err != nil {
 		return 0, opErr("reap", id, mapStoreErr(err))
 	}
@@ -391,7 +391,7 @@ func (e *Engine) ReapDiscount(ctx context.Context, id string) (int, error) {
 	for _, k := range v.Shards {
 		for more := true; more; {
 			var n int
-			n, more, err = e.store.Reap(ctx, k, redisstore.MaxReap)
+			n, more, err = ds.e.store.Reap(ctx, k, redisstore.MaxReap)
 			total += n
 			if err != nil {
 				return total, opErr("reap", id, mapStoreErr(err))
@@ -401,17 +401,17 @@ func (e *Engine) ReapDiscount(ctx context.Context, id string) (int, error) {
 	return total, nil
 }
 
-// ReapDiscounts runs ReapDiscount on every live discount campaign and
+// ReapAll runs Reap on every live discount campaign and
 // returns how many reservations expired. A campaign that vanished between
 // the listing and the reap is skipped.
-func (e *Engine) ReapDiscounts(ctx context.Context) (int, error) {
-	ids, err := e.DiscountCampaigns(ctx)
+func (ds Discounts) ReapAll(ctx context.Context) (int, error) {
+	ids, err := ds.e.Discounts().Campaigns(ctx)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
 	for _, id := range ids {
-		n, err := e.ReapDiscount(ctx, id)
+		n, err := ds.e.Discounts().Reap(ctx, id)
 		total += n
 		if err != nil && !errors.Is(err, ErrCampaignNotFound) {
 			return total, err
@@ -420,18 +420,18 @@ func (e *Engine) ReapDiscounts(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// RunDiscountReaper runs ReapDiscounts every period (default 1s) until ctx
+// RunReaper runs ReapAll every period (default 1s) until ctx
 // ends; onErr, if not nil, hears each failed round (the next round tries
 // again). A service runs one reaper under its scheduler lease; more would
 // be safe, only wasteful, since a reap is idempotent.
-func (e *Engine) RunDiscountReaper(ctx context.Context, every time.Duration, onErr func(error)) {
+func (ds Discounts) RunReaper(ctx context.Context, every time.Duration, onErr func(error)) {
 	if every <= 0 {
 		every = time.Second
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if _, err := e.ReapDiscounts(ctx); err != nil && ctx.Err() == nil && onErr != nil {
+		if _, err := ds.e.Discounts().ReapAll(ctx); err != nil && ctx.Err() == nil && onErr != nil {
 			onErr(err)
 		}
 		select {
@@ -441,3 +441,12 @@ func (e *Engine) RunDiscountReaper(ctx context.Context, every time.Duration, onE
 		}
 	}
 }
+
+// Discounts are the calls of an engine's discount campaigns, the
+// counterpart of the red packet calls on Engine itself:
+// eng.Discounts().Create, .Reserve, .Confirm, .Cancel, .Status and the
+// rest. It is a view of the engine, as cheap to copy as a pointer.
+type Discounts struct{ e *Engine }
+
+// Discounts returns the calls of the engine's discount campaigns.
+func (e *Engine) Discounts() Discounts { return Discounts{e: e} }

@@ -12,7 +12,7 @@ import (
 // reservation held for a payment, repeated, confirmed; a second order of
 // the same user over the limit; a cancelled reservation whose amount goes
 // to the next payer.
-func ExampleEngine_ReserveDiscount() {
+func ExampleDiscounts_Reserve() {
 	ctx := context.Background()
 	client := exampleClient()
 	defer client.Close()
@@ -20,13 +20,13 @@ func ExampleEngine_ReserveDiscount() {
 	if err != nil {
 		panic(err)
 	}
-	d, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: "example-discount", Budget: 300, Quota: 3,
+	d, err := eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: "example-discount", Budget: 300, Quota: 3,
 		Min: 100, Max: 100, PerUserCount: 1})
 	if err != nil {
 		panic(err)
 	}
 	reserve := func(user, order string, orderCents int64) {
-		r, err := eng.ReserveDiscount(ctx, d.ID, user, order, orderCents)
+		r, err := eng.Discounts().Reserve(ctx, d.ID, user, order, orderCents)
 		if err != nil {
 			panic(err)
 		}
@@ -40,15 +40,15 @@ func ExampleEngine_ReserveDiscount() {
 	}
 	reserve("alice", "o-1", 3520)
 	reserve("alice", "o-1", 3520) // a retry: the same discount
-	r, err := eng.ConfirmDiscount(ctx, d.ID, "alice", "o-1")
+	r, err := eng.Discounts().Confirm(ctx, d.ID, "alice", "o-1")
 	then("confirm", r, err)
 	reserve("alice", "o-2", 990)
 	reserve("bob", "o-7", 50) // clipped to the order; the rest waits in compensation
-	r, err = eng.CancelDiscount(ctx, d.ID, "bob", "o-7")
+	r, err = eng.Discounts().Cancel(ctx, d.ID, "bob", "o-7")
 	then("cancel", r, err)
-	_, err = eng.ConfirmDiscount(ctx, d.ID, "bob", "o-7")
+	_, err = eng.Discounts().Confirm(ctx, d.ID, "bob", "o-7")
 	fmt.Println(errors.Is(err, hongbao.ErrReservationCancelled))
-	st, _ := eng.DiscountStatus(ctx, d.ID)
+	st, _ := eng.Discounts().Status(ctx, d.ID)
 	fmt.Println(hongbao.FormatCents(st.ConfirmedCents), "confirmed,", hongbao.FormatCents(st.RemainingCents), "left in", st.RemainingCount)
 	// Output:
 	// reserve alice o-1 reserved 1.00

@@ -79,7 +79,7 @@ func runProperty(t *testing.T, c rueidis.Client, spec hongbao.DiscountSpec, shar
 	st := checkStorm(t, eng, d, log)
 	t.Logf("%d users x %d orders, limits %d/%d: %d confirmed (%d cents), %d left (%d cents, %d in compensation), %d transfers",
 		len(cfg.users), cfg.ordersPerUser, d.PerUserCount, d.PerUserAmount, st.ConfirmedCount, st.ConfirmedCents,
-		st.RemainingCount, st.RemainingCents, st.CompensationCents, eng.DiscountStats().Transfers)
+		st.RemainingCount, st.RemainingCents, st.CompensationCents, eng.Discounts().Stats().Transfers)
 }
 
 // TestDiscountDemandExceedsSupply: more payments than discounts, every
@@ -108,11 +108,11 @@ func TestDiscountDemandExceedsSupply(t *testing.T) {
 			require.Equal(t, st.CompensationCents, st.RemainingCents, "the leftover is compensation only")
 			t.Logf("shards %d: leftover %d cents of %d (compensation that found no room under max and the limits)",
 				shards, st.RemainingCents, d.Budget)
-			r, err := eng.ReserveDiscount(ctx, d.ID, "late", "o", 100)
+			r, err := eng.Discounts().Reserve(ctx, d.ID, "late", "o", 100)
 			require.NoError(t, err)
 			require.Equal(t, hongbao.Exhausted, r.Outcome)
 			if shards > 1 {
-				require.NotZero(t, eng.DiscountStats().Transfers, "the users' home borrowed from the others")
+				require.NotZero(t, eng.Discounts().Stats().Transfers, "the users' home borrowed from the others")
 			}
 		})
 	}
@@ -127,39 +127,39 @@ func TestDiscountExpiry(t *testing.T) {
 	ctx := context.Background()
 	d := createDiscount(t, eng, hongbao.DiscountSpec{Budget: 1_000, Quota: 10, Min: 100, Max: 100,
 		PerUserCount: 1, Hold: time.Second})
-	r, err := eng.ReserveDiscount(ctx, d.ID, "eve", "o-1", 500)
+	r, err := eng.Discounts().Reserve(ctx, d.ID, "eve", "o-1", 500)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Reserved, r.Outcome)
-	r2, err := eng.ReserveDiscount(ctx, d.ID, "eve", "o-2", 500)
+	r2, err := eng.Discounts().Reserve(ctx, d.ID, "eve", "o-2", 500)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.OverLimit, r2.Outcome)
 
 	// The hold ends by the Redis clock; until the reaper runs, the
 	// reservation still counts as reserved.
 	waitRedisClock(t, rc.Client, r.ExpiresAt)
-	_, err = eng.ConfirmDiscount(ctx, d.ID, "eve", "o-1")
+	_, err = eng.Discounts().Confirm(ctx, d.ID, "eve", "o-1")
 	require.ErrorIs(t, err, hongbao.ErrReservationExpired)
-	st, err := eng.DiscountStatus(ctx, d.ID)
+	st, err := eng.Discounts().Status(ctx, d.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.ReservedCount, "expired, not yet reaped")
-	_, err = eng.ReserveDiscount(ctx, d.ID, "eve", "o-1", 500)
+	_, err = eng.Discounts().Reserve(ctx, d.ID, "eve", "o-1", 500)
 	require.ErrorIs(t, err, hongbao.ErrReservationExpired)
 	requireAudit(t, eng, d.ID)
-	n, err := eng.ReapDiscount(ctx, d.ID)
+	n, err := eng.Discounts().Reap(ctx, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	n, err = eng.ReapDiscount(ctx, d.ID)
+	n, err = eng.Discounts().Reap(ctx, d.ID)
 	require.NoError(t, err)
 	require.Zero(t, n, "a second reap changes nothing")
-	st, err = eng.DiscountStatus(ctx, d.ID)
+	st, err = eng.Discounts().Status(ctx, d.ID)
 	require.NoError(t, err)
 	require.Zero(t, st.ReservedCount)
 	require.EqualValues(t, 10, st.RemainingCount)
 	require.EqualValues(t, 1_000, st.RemainingCents)
-	x, err := eng.CancelDiscount(ctx, d.ID, "eve", "o-1")
+	x, err := eng.Discounts().Cancel(ctx, d.ID, "eve", "o-1")
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Expired, x.State)
-	r2, err = eng.ReserveDiscount(ctx, d.ID, "eve", "o-2", 500)
+	r2, err = eng.Discounts().Reserve(ctx, d.ID, "eve", "o-2", 500)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Reserved, r2.Outcome, "the expiry freed the user's limit")
 	requireAudit(t, eng, d.ID)

@@ -28,15 +28,15 @@ func TestDiscountIDRetired(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	spec := hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 600, Quota: 6, Min: 100, Max: 100, Shards: 2}
-	_, err = eng.CreateDiscount(ctx, spec)
+	_, err = eng.Discounts().Create(ctx, spec)
 	require.NoError(t, err)
-	_, err = eng.ReserveDiscount(ctx, spec.ID, "alice", "o", 500)
+	_, err = eng.Discounts().Reserve(ctx, spec.ID, "alice", "o", 500)
 	require.NoError(t, err)
-	_, err = eng.ConfirmDiscount(ctx, spec.ID, "alice", "o")
+	_, err = eng.Discounts().Confirm(ctx, spec.ID, "alice", "o")
 	require.NoError(t, err)
-	_, err = eng.CloseDiscount(ctx, spec.ID)
+	_, err = eng.Discounts().CloseCampaign(ctx, spec.ID)
 	require.NoError(t, err)
-	_, err = eng.CreateDiscount(ctx, spec)
+	_, err = eng.Discounts().Create(ctx, spec)
 	require.ErrorIs(t, err, hongbao.ErrCampaignExists, "still in Redis: a replay")
 
 	w, err := settle.New(settle.Config{Redis: r.Client, Ledger: led, Consumer: "retired", Only: []string{spec.ID},
@@ -47,15 +47,15 @@ func TestDiscountIDRetired(t *testing.T) {
 	_, err = w.Drain(dctx)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		_, err := eng.DiscountStatus(ctx, spec.ID)
+		_, err := eng.Discounts().Status(ctx, spec.ID)
 		return err != nil
 	}, 10*time.Second, 5*time.Millisecond, "the keys expire after the retention")
-	_, err = eng.DiscountStatus(ctx, spec.ID)
+	_, err = eng.Discounts().Status(ctx, spec.ID)
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
 
-	_, err = eng.CreateDiscount(ctx, spec)
+	_, err = eng.Discounts().Create(ctx, spec)
 	require.ErrorIs(t, err, hongbao.ErrCampaignRetired)
-	root := redisstore.DiscountShardKeys(spec.ID, 2, 0)
+	root := redisstore.Default.DiscountShardKeys(spec.ID, 2, 0)
 	n, err := r.Client.Do(ctx, r.Client.B().Exists().Key(root.Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing written")
@@ -66,15 +66,15 @@ func TestDiscountIDRetired(t *testing.T) {
 	// expired: the create finds it and refuses all the same.
 	_, err = redisstore.New(r.Client).DiscountBegin(ctx, root, "tok", false, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 2}})
 	require.NoError(t, err)
-	_, err = eng.CreateDiscount(ctx, spec)
+	_, err = eng.Discounts().Create(ctx, spec)
 	require.ErrorIs(t, err, hongbao.ErrCampaignRetired)
-	_, err = eng.ReserveDiscount(ctx, spec.ID, "bob", "o", 500)
+	_, err = eng.Discounts().Reserve(ctx, spec.ID, "bob", "o", 500)
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "never live again")
 	_, ok = registry(t, r.Client, true, spec.ID)
 	require.False(t, ok, "nothing registered")
 
 	// An id the ledger does not know is created as ever.
 	other := hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 600, Quota: 6}
-	_, err = eng.CreateDiscount(ctx, other)
+	_, err = eng.Discounts().Create(ctx, other)
 	require.NoError(t, err, "an id the ledger does not know")
 }

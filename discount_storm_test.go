@@ -122,7 +122,7 @@ func pollStatus(ctx context.Context, eng *hongbao.Engine, d *hongbao.Discount, l
 			return
 		default:
 		}
-		st, err := eng.DiscountStatus(ctx, d.ID)
+		st, err := eng.Discounts().Status(ctx, d.ID)
 		if retryable(err) {
 			continue // Redis is restarting (TestDiscountRedisCrash)
 		}
@@ -148,7 +148,7 @@ func stormUser(ctx context.Context, t *testing.T, eng *hongbao.Engine, d *hongba
 	for o := range cfg.ordersPerUser {
 		tl := told{order: "o" + strconv.Itoa(o), orderCents: 1 + r.Int64N(cfg.maxOrder)}
 		res, err := retry(ctx, func() (hongbao.Reservation, error) {
-			return eng.ReserveDiscount(ctx, d.ID, user, tl.order, tl.orderCents)
+			return eng.Discounts().Reserve(ctx, d.ID, user, tl.order, tl.orderCents)
 		})
 		if err != nil {
 			log.violate("reserve %s %s: %v", user, tl.order, err)
@@ -181,9 +181,9 @@ func stormUser(ctx context.Context, t *testing.T, eng *hongbao.Engine, d *hongba
 
 // finish confirms (or cancels) an order and says how it ended.
 func finish(ctx context.Context, eng *hongbao.Engine, id, user, order string, confirm bool, log *stormLog) hongbao.ReservationState {
-	f := eng.CancelDiscount
+	f := eng.Discounts().Cancel
 	if confirm {
-		f = eng.ConfirmDiscount
+		f = eng.Discounts().Confirm
 	}
 	res, err := retry(ctx, func() (hongbao.Reservation, error) { return f(ctx, id, user, order) })
 	switch {
@@ -221,9 +221,9 @@ func drainHolds(t *testing.T, eng *hongbao.Engine, id string) *hongbao.DiscountS
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		_, err := eng.ReapDiscount(ctx, id)
+		_, err := eng.Discounts().Reap(ctx, id)
 		require.NoError(t, err)
-		st, err := eng.DiscountStatus(ctx, id)
+		st, err := eng.Discounts().Status(ctx, id)
 		require.NoError(t, err)
 		if st.ReservedCount == 0 {
 			return st
@@ -248,7 +248,7 @@ func checkStorm(t *testing.T, eng *hongbao.Engine, d *hongbao.Discount, log *sto
 				count++
 				cents += tl.res.Cents
 			case hongbao.Held: // abandoned: expired now
-				_, err := eng.ConfirmDiscount(ctx, d.ID, user, tl.order)
+				_, err := eng.Discounts().Confirm(ctx, d.ID, user, tl.order)
 				require.ErrorIs(t, err, hongbao.ErrReservationExpired)
 			}
 		}

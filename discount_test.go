@@ -18,7 +18,7 @@ func createDiscount(t *testing.T, eng *hongbao.Engine, spec hongbao.DiscountSpec
 	if spec.ID == "" {
 		spec.ID = testenv.UniqueID(t)
 	}
-	d, err := eng.CreateDiscount(context.Background(), spec)
+	d, err := eng.Discounts().Create(context.Background(), spec)
 	require.NoError(t, err)
 	return d
 }
@@ -26,7 +26,7 @@ func createDiscount(t *testing.T, eng *hongbao.Engine, spec hongbao.DiscountSpec
 // requireAudit audits campaign id and requires it healthy.
 func requireAudit(t *testing.T, eng *hongbao.Engine, id string) *hongbao.DiscountAudit {
 	t.Helper()
-	a, err := eng.AuditDiscount(context.Background(), id)
+	a, err := eng.Discounts().Audit(context.Background(), id)
 	require.NoError(t, err)
 	require.True(t, a.OK, "audit: %v", a.Problems)
 	return a
@@ -42,57 +42,57 @@ func TestDiscountLifecycle(t *testing.T) {
 	require.Equal(t, hongbao.StateOpen, d.State)
 	require.Equal(t, hongbao.DefaultHold, d.Hold)
 
-	r, err := eng.ReserveDiscount(ctx, d.ID, "alice", "o-1", 3520)
+	r, err := eng.Discounts().Reserve(ctx, d.ID, "alice", "o-1", 3520)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Reserved, r.Outcome)
 	require.Equal(t, hongbao.Held, r.State)
 	require.True(t, r.Cents >= 1 && r.Cents <= 500, "%d", r.Cents)
 	require.WithinDuration(t, time.Now().Add(hongbao.DefaultHold), r.ExpiresAt, 5*time.Second)
 
-	again, err := eng.ReserveDiscount(ctx, d.ID, "alice", "o-1", 3520)
+	again, err := eng.Discounts().Reserve(ctx, d.ID, "alice", "o-1", 3520)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.ReservedAlready, again.Outcome)
 	require.Equal(t, r.Cents, again.Cents)
 	require.Equal(t, r.Seq, again.Seq)
 	requireAudit(t, eng, d.ID)
 
-	c, err := eng.ConfirmDiscount(ctx, d.ID, "alice", "o-1")
+	c, err := eng.Discounts().Confirm(ctx, d.ID, "alice", "o-1")
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Confirmed, c.State)
 	require.False(t, c.Again)
 	require.Equal(t, r.Cents, c.Cents)
-	c, err = eng.ConfirmDiscount(ctx, d.ID, "alice", "o-1")
+	c, err = eng.Discounts().Confirm(ctx, d.ID, "alice", "o-1")
 	require.NoError(t, err)
 	require.True(t, c.Again)
 	require.Equal(t, r.Cents, c.Cents)
-	_, err = eng.CancelDiscount(ctx, d.ID, "alice", "o-1")
+	_, err = eng.Discounts().Cancel(ctx, d.ID, "alice", "o-1")
 	require.ErrorIs(t, err, hongbao.ErrReservationConfirmed)
-	again, err = eng.ReserveDiscount(ctx, d.ID, "alice", "o-1", 3520)
+	again, err = eng.Discounts().Reserve(ctx, d.ID, "alice", "o-1", 3520)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.ReservedAlready, again.Outcome)
 	require.Equal(t, hongbao.Confirmed, again.State)
 
 	// A second order, cancelled: its amount goes back, the order is done.
-	r2, err := eng.ReserveDiscount(ctx, d.ID, "alice", "o-2", 10_000)
+	r2, err := eng.Discounts().Reserve(ctx, d.ID, "alice", "o-2", 10_000)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Reserved, r2.Outcome)
-	x, err := eng.CancelDiscount(ctx, d.ID, "alice", "o-2")
+	x, err := eng.Discounts().Cancel(ctx, d.ID, "alice", "o-2")
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Cancelled, x.State)
 	require.False(t, x.Again)
-	x, err = eng.CancelDiscount(ctx, d.ID, "alice", "o-2")
+	x, err = eng.Discounts().Cancel(ctx, d.ID, "alice", "o-2")
 	require.NoError(t, err)
 	require.True(t, x.Again)
-	_, err = eng.ConfirmDiscount(ctx, d.ID, "alice", "o-2")
+	_, err = eng.Discounts().Confirm(ctx, d.ID, "alice", "o-2")
 	require.ErrorIs(t, err, hongbao.ErrReservationCancelled)
-	_, err = eng.ReserveDiscount(ctx, d.ID, "alice", "o-2", 10_000)
+	_, err = eng.Discounts().Reserve(ctx, d.ID, "alice", "o-2", 10_000)
 	require.ErrorIs(t, err, hongbao.ErrReservationCancelled)
-	_, err = eng.ConfirmDiscount(ctx, d.ID, "alice", "o-3")
+	_, err = eng.Discounts().Confirm(ctx, d.ID, "alice", "o-3")
 	require.ErrorIs(t, err, hongbao.ErrNoReservation)
-	_, err = eng.CancelDiscount(ctx, d.ID, "bob", "o-1")
+	_, err = eng.Discounts().Cancel(ctx, d.ID, "bob", "o-1")
 	require.ErrorIs(t, err, hongbao.ErrNoReservation, "orders are per user")
 
-	st, err := eng.DiscountStatus(ctx, d.ID)
+	st, err := eng.Discounts().Status(ctx, d.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.ConfirmedCount)
 	require.Equal(t, r.Cents, st.ConfirmedCents)
@@ -115,7 +115,7 @@ func TestDiscountLimitsAndClipping(t *testing.T) {
 		PerUserCount: 3, PerUserAmount: 500})
 	reserve := func(user, order string, amount int64) hongbao.Reservation {
 		t.Helper()
-		r, err := eng.ReserveDiscount(ctx, d.ID, user, order, amount)
+		r, err := eng.Discounts().Reserve(ctx, d.ID, user, order, amount)
 		require.NoError(t, err)
 		return r
 	}
@@ -127,7 +127,7 @@ func TestDiscountLimitsAndClipping(t *testing.T) {
 	require.Equal(t, hongbao.OverLimit, reserve("u", "4", 10_000).Outcome)
 	require.EqualValues(t, 30, reserve("v", "1", 30).Cents, "clipped to the order amount")
 
-	st, err := eng.DiscountStatus(ctx, d.ID)
+	st, err := eng.Discounts().Status(ctx, d.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 100+170, st.CompensationCents, "the clipped cents wait in compensation")
 	// Max is 200: compensation cannot top up these amounts.
@@ -135,11 +135,11 @@ func TestDiscountLimitsAndClipping(t *testing.T) {
 	requireAudit(t, eng, d.ID)
 
 	// Cancelling a clipped reservation returns a unit of its own size.
-	x, err := eng.CancelDiscount(ctx, d.ID, "v", "1")
+	x, err := eng.Discounts().Cancel(ctx, d.ID, "v", "1")
 	require.NoError(t, err)
 	require.EqualValues(t, 30, x.Cents)
 	requireAudit(t, eng, d.ID)
-	_, err = eng.CancelDiscount(ctx, d.ID, "u", "1")
+	_, err = eng.Discounts().Cancel(ctx, d.ID, "u", "1")
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Reserved, reserve("u", "5", 10_000).Outcome, "a cancel frees the user's limit")
 	requireAudit(t, eng, d.ID)
@@ -152,22 +152,22 @@ func TestDiscountCompensationTopsUp(t *testing.T) {
 	eng, _ := newEngine(t)
 	ctx := context.Background()
 	d := createDiscount(t, eng, hongbao.DiscountSpec{Budget: 2_000, Quota: 20, Min: 100, Max: 150})
-	r, err := eng.ReserveDiscount(ctx, d.ID, "a", "1", 1)
+	r, err := eng.Discounts().Reserve(ctx, d.ID, "a", "1", 1)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, r.Cents)
 	var sum int64
 	for i := range 19 {
-		r, err := eng.ReserveDiscount(ctx, d.ID, "b"+strconv.Itoa(i), "1", 1_000_000)
+		r, err := eng.Discounts().Reserve(ctx, d.ID, "b"+strconv.Itoa(i), "1", 1_000_000)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.Reserved, r.Outcome)
 		require.LessOrEqual(t, r.Cents, int64(150))
 		sum += r.Cents
 	}
 	require.EqualValues(t, 2_000-1, sum, "the 99 clipped cents were all placed")
-	r, err = eng.ReserveDiscount(ctx, d.ID, "c", "1", 100)
+	r, err = eng.Discounts().Reserve(ctx, d.ID, "c", "1", 100)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Exhausted, r.Outcome)
-	st, err := eng.DiscountStatus(ctx, d.ID)
+	st, err := eng.Discounts().Status(ctx, d.ID)
 	require.NoError(t, err)
 	require.Zero(t, st.RemainingCents)
 	requireAudit(t, eng, d.ID)
@@ -217,7 +217,7 @@ func TestDiscountInterruptedCreate(t *testing.T) {
 	ctx := context.Background()
 	store := redisstore.New(r.Client)
 	id := testenv.UniqueID(t)
-	layout := redisstore.DiscountLayout(id, 3)
+	layout := redisstore.Default.DiscountLayout(id, 3)
 	// The root was loading; shard 2 alone went live, with a share of a
 	// campaign that never existed.
 	_, err := store.DiscountBegin(ctx, layout[0], "crashed", false, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 3, Shard: 0}})
@@ -229,16 +229,16 @@ func TestDiscountInterruptedCreate(t *testing.T) {
 	require.NoError(t, err)
 
 	spec := hongbao.DiscountSpec{ID: id, Budget: 900, Quota: 9, Min: 100, Max: 100, Shards: 3}
-	d, err := eng.CreateDiscount(ctx, spec)
+	d, err := eng.Discounts().Create(ctx, spec)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.StateOpen, d.State)
 	a := requireAudit(t, eng, id)
 	require.EqualValues(t, 9, a.PoolCount)
-	_, err = eng.CreateDiscount(ctx, spec)
+	_, err = eng.Discounts().Create(ctx, spec)
 	require.ErrorIs(t, err, hongbao.ErrCampaignExists)
 
 	// A shard that reserved something is never restarted either.
-	r2, err := eng.ReserveDiscount(ctx, id, usersHomedOn("i", 1, 3, 2)[0], "o", 100)
+	r2, err := eng.Discounts().Reserve(ctx, id, usersHomedOn("i", 1, 3, 2)[0], "o", 100)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Reserved, r2.Outcome)
 	existing, err := store.DiscountBegin(ctx, layout[2], "again", true, redisstore.DiscountMeta{})

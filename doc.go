@@ -9,9 +9,9 @@
 // campaign's stream happen as one step, so no interleaving of clients can
 // hand a user two packets or a packet to two users.
 //
-// A discount campaign (CreateDiscount) spends a budget over a quota of
+// A discount campaign (Engine.Discounts().Create) spends a budget over a quota of
 // random discounts at payment time, within per-user limits: a payment
-// reserves a discount for its order (ReserveDiscount), then confirms or
+// reserves a discount for its order (Discounts.Reserve), then confirms or
 // cancels it; a reservation left alone expires and a reaper returns its
 // amount. Each of these is one Lua script on the user's home shard;
 // docs/discounts.md explains the design and its invariants.

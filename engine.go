@@ -25,6 +25,15 @@ type Config struct {
 	// "redis://S1:26379?master_set=NAME&addr=S2:26379&addr=S3:26379"): it
 	// follows the master through failovers (see docs/durability.md).
 	Redis rueidis.Client
+	// Namespace prefixes every key the engine writes, its campaigns'
+	// registries and counters: deployments sharing one Redis (or one
+	// Redis Cluster) in different namespaces never see each other's
+	// campaigns. Every process of one deployment (engines, schedulers,
+	// rebuild, reconcile) uses the same one; the settlement scheduler's
+	// is settle.Config.Namespace. 1 to 64 letters, digits, '_', '-' or
+	// '.'. Default "hb", the keys of every deployment before namespaces
+	// existed (docs/operations.md, "Sharing a Redis").
+	Namespace string
 	// DefaultWindow is how long a campaign stays open when its spec gives
 	// no close time. Default: DefaultWindow (24h).
 	DefaultWindow time.Duration
@@ -77,7 +86,7 @@ type Config struct {
 	// clock, before the campaign goes live, and Close records an
 	// operator's close: a rebuild of a campaign Redis lost entirely then
 	// restores its own window and state. When it reads totals too (a
-	// ledger.Ledger does), CreateDiscount refuses an id the ledger knows
+	// ledger.Ledger does), Discounts().Create refuses an id the ledger knows
 	// as funded while Redis no longer holds it, and Create one the ledger
 	// shows refunded (settled) while Redis no longer holds it
 	// (ErrCampaignRetired).
@@ -116,6 +125,9 @@ type TermsRecorder interface {
 func (c Config) Validate() error {
 	if c.Redis == nil {
 		return errors.New("hongbao: Config.Redis is required")
+	}
+	if _, err := redisstore.ParseNamespace(c.Namespace); err != nil {
+		return fmt.Errorf("hongbao: Config.Namespace: %w", err)
 	}
 	if c.DefaultWindow < 0 {
 		return errors.New("hongbao: Config.DefaultWindow must not be negative")
@@ -194,6 +206,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Tracer != nil {
 		store = store.WithTracer(cfg.Tracer)
 	}
+	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
+	store = store.WithNamespace(ns)
 	terms, _ := cfg.Packets.(TermsRecorder)
 	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), discounts: newDiscounter(store, cfg)}, nil
 }
@@ -251,7 +265,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 // campaign refunded, so a begin that finds nothing past loading is refused
 // (ErrCampaignRetired, settledInLedger).
 func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (redisstore.Activation, error) {
-	k := redisstore.CampaignKeys(c.ID)
+	k := e.store.NS().CampaignKeys(c.ID)
 	token := newToken()
 	existing, err := e.store.Begin(ctx, k, token, false, redisstore.Meta{Terms: terms(c), Frontier: e.frontier(c.Count)})
 	if err != nil {
@@ -500,7 +514,7 @@ func (e *Engine) Held(ctx context.Context, id, user string) (Grant, error) {
 	if err := ValidateUserID(user); err != nil {
 		return Grant{}, err
 	}
-	seq, cents, shards, held, err := e.store.Held(ctx, redisstore.CampaignKeys(id), user)
+	seq, cents, shards, held, err := e.store.Held(ctx, e.store.NS().CampaignKeys(id), user)
 	if err == nil && shards > 1 {
 		if home := HomeShard(user, shards); home != 0 {
 			seq, cents, _, held, err = e.store.Held(ctx, e.co.learn(id, shards).keys[home], user)
@@ -598,10 +612,10 @@ func stateInForce(state State, reason string, root redisstore.Snapshot) (State, 
 	}
 }
 
-// Close stops grabs of a campaign now (every shard, the root last).
+// CloseCampaign stops grabs of a campaign now (every shard, the root last).
 // Before it opens this cancels it. Closing a closed campaign changes
 // nothing and is not an error.
-func (e *Engine) Close(ctx context.Context, id string) (*Status, error) {
+func (e *Engine) CloseCampaign(ctx context.Context, id string) (*Status, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
@@ -690,3 +704,7 @@ func mapStoreErr(err error) error {
 	}
 	return err
 }
+
+// Namespace is the engine's namespace in Redis (Config.Namespace): "hb"
+// unless set.
+func (e *Engine) Namespace() string { return e.store.NS().Name() }

@@ -184,7 +184,7 @@ func TestOutcomes(t *testing.T) {
 		require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
 		_, err = eng.Status(ctx, testenv.UniqueID(t))
 		require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
-		_, err = eng.Close(ctx, testenv.UniqueID(t))
+		_, err = eng.CloseCampaign(ctx, testenv.UniqueID(t))
 		require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
 	})
 
@@ -196,7 +196,7 @@ func TestOutcomes(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, hongbao.NotOpen, g.Outcome)
 		require.Zero(t, g.Seq)
-		st, err := eng.Close(ctx, c.ID)
+		st, err := eng.CloseCampaign(ctx, c.ID)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.StateClosed, st.State)
 		require.Equal(t, hongbao.CloseCancelled, st.CloseReason)
@@ -211,7 +211,7 @@ func TestOutcomes(t *testing.T) {
 		g1, err := eng.Grab(ctx, c.ID, "alice")
 		require.NoError(t, err)
 		require.Equal(t, hongbao.Granted, g1.Outcome)
-		st, err := eng.Close(ctx, c.ID)
+		st, err := eng.CloseCampaign(ctx, c.ID)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.CloseOperator, st.CloseReason)
 		g, err := eng.Grab(ctx, c.ID, "bob")
@@ -223,7 +223,7 @@ func TestOutcomes(t *testing.T) {
 		require.Equal(t, g1.Seq, g.Seq)
 		require.Equal(t, g1.Cents, g.Cents)
 		// Closing again changes nothing.
-		st2, err := eng.Close(ctx, c.ID)
+		st2, err := eng.CloseCampaign(ctx, c.ID)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.CloseOperator, st2.CloseReason)
 		require.EqualValues(t, 9, st2.RemainingCount)
@@ -269,7 +269,7 @@ func TestOutcomes(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, hongbao.CloseSoldOut, st.CloseReason)
 		// An operator close after selling out keeps the reason.
-		st, err = eng.Close(ctx, c.ID)
+		st, err = eng.CloseCampaign(ctx, c.ID)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.CloseSoldOut, st.CloseReason)
 		g, err = eng.Grab(ctx, c.ID, "carol")
@@ -289,7 +289,7 @@ func TestBatchWithRepeatedUser(t *testing.T) {
 	c := create(t, eng, hongbao.Spec{Total: 300, Count: 3, Split: split.Fixed})
 	users := []string{"a", "b", "a", "a", "b"}
 	out := make([]redisstore.GrabResult, len(users))
-	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), 1, users, out))
+	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.Default.CampaignKeys(c.ID)), 1, users, out))
 	require.Equal(t, redisstore.Granted, out[0].Outcome)
 	require.Equal(t, redisstore.Granted, out[1].Outcome)
 	require.NotEqual(t, out[0].Seq, out[1].Seq)
@@ -302,7 +302,7 @@ func TestBatchWithRepeatedUser(t *testing.T) {
 	// and a repeat of each gets the same answer.
 	users = []string{"c", "d", "c", "d", "a"}
 	out = make([]redisstore.GrabResult, len(users))
-	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), 1, users, out))
+	require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.Default.CampaignKeys(c.ID)), 1, users, out))
 	require.Equal(t, redisstore.Granted, out[0].Outcome)
 	require.Equal(t, redisstore.SoldOut, out[1].Outcome)
 	require.Equal(t, redisstore.Already, out[2].Outcome)
@@ -316,7 +316,7 @@ func TestBatchWithRepeatedUser(t *testing.T) {
 	require.EqualValues(t, 3, a.StreamCount)
 
 	// Batch size limits are checked before anything is written.
-	err = store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), 1, make([]string, redisstore.MaxBatch+1), make([]redisstore.GrabResult, redisstore.MaxBatch+1))
+	err = store.Grab(ctx, redisstore.GrabKeys(redisstore.Default.CampaignKeys(c.ID)), 1, make([]string, redisstore.MaxBatch+1), make([]redisstore.GrabResult, redisstore.MaxBatch+1))
 	require.ErrorIs(t, err, redisstore.ErrArgs)
 }
 
@@ -330,20 +330,20 @@ func TestInterruptedCreate(t *testing.T) {
 	id := testenv.UniqueID(t)
 
 	// A create that crashed after loading part of its pool.
-	existing, err := store.Begin(ctx, redisstore.CampaignKeys(id), "crashed-loader", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10000, Count: 5000}})
+	existing, err := store.Begin(ctx, redisstore.Default.CampaignKeys(id), "crashed-loader", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10000, Count: 5000}})
 	require.NoError(t, err)
 	require.Empty(t, existing)
 	part := make([]int64, 4000)
 	for i := range part {
 		part[i] = 2
 	}
-	require.NoError(t, store.Load(ctx, redisstore.CampaignKeys(id), "crashed-loader", 1, 1, part, nil))
+	require.NoError(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "crashed-loader", 1, 1, part, nil))
 
 	_, err = eng.Grab(ctx, id, "alice")
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "a half-loaded campaign answers no grab")
 	_, err = eng.Status(ctx, id)
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
-	_, err = eng.Close(ctx, id)
+	_, err = eng.CloseCampaign(ctx, id)
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
 
 	// The create is run again and completes.
@@ -358,8 +358,8 @@ func TestInterruptedCreate(t *testing.T) {
 	require.EqualValues(t, 10000, a.PoolCents)
 
 	// The crashed loader cannot come back and spoil it.
-	require.ErrorIs(t, store.Load(ctx, redisstore.CampaignKeys(id), "crashed-loader", 1, 1, part[:10], nil), redisstore.ErrStale)
-	_, err = store.Activate(ctx, redisstore.CampaignKeys(id), "crashed-loader", 0, 0, 1000)
+	require.ErrorIs(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "crashed-loader", 1, 1, part[:10], nil), redisstore.ErrStale)
+	_, err = store.Activate(ctx, redisstore.Default.CampaignKeys(id), "crashed-loader", 0, 0, 1000)
 	require.ErrorIs(t, err, redisstore.ErrStale)
 
 	// Creating it once more is refused and changes nothing.
@@ -378,23 +378,23 @@ func TestActivateChecksContents(t *testing.T) {
 	ctx := context.Background()
 	store := redisstore.New(r.Client)
 	id := testenv.UniqueID(t)
-	_, err := store.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
+	_, err := store.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
 	require.NoError(t, err)
-	require.NoError(t, store.Load(ctx, redisstore.CampaignKeys(id), "tok", 1, 1, []int64{50, 50}, nil))
-	_, err = store.Activate(ctx, redisstore.CampaignKeys(id), "tok", 0, 0, 60000)
+	require.NoError(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "tok", 1, 1, []int64{50, 50}, nil))
+	_, err = store.Activate(ctx, redisstore.Default.CampaignKeys(id), "tok", 0, 0, 60000)
 	require.ErrorIs(t, err, redisstore.ErrContents, "too few packets")
 	// A chunk that does not start where the staged list ends is refused.
-	require.ErrorIs(t, store.Load(ctx, redisstore.CampaignKeys(id), "tok", 1, 1, []int64{1}, nil), redisstore.ErrStale)
+	require.ErrorIs(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "tok", 1, 1, []int64{1}, nil), redisstore.ErrStale)
 
-	_, err = store.Begin(ctx, redisstore.CampaignKeys(id), "tok2", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
+	_, err = store.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok2", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
 	require.NoError(t, err)
-	require.NoError(t, store.Load(ctx, redisstore.CampaignKeys(id), "tok2", 1, 1, []int64{50, 49, 2}, nil))
-	_, err = store.Activate(ctx, redisstore.CampaignKeys(id), "tok2", 0, 0, 60000)
+	require.NoError(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "tok2", 1, 1, []int64{50, 49, 2}, nil))
+	_, err = store.Activate(ctx, redisstore.Default.CampaignKeys(id), "tok2", 0, 0, 60000)
 	require.ErrorIs(t, err, redisstore.ErrContents, "wrong sum")
 
-	_, err = store.Begin(ctx, redisstore.CampaignKeys(id), "tok3", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 2}})
+	_, err = store.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok3", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 2}})
 	require.NoError(t, err)
-	require.ErrorIs(t, store.Load(ctx, redisstore.CampaignKeys(id), "tok3", 1, 1, []int64{100, 0}, nil), redisstore.ErrContents, "zero amount")
+	require.ErrorIs(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "tok3", 1, 1, []int64{100, 0}, nil), redisstore.ErrContents, "zero amount")
 	_, err = eng.Grab(ctx, id, "x")
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
 }

@@ -116,7 +116,7 @@ func TestEngineErrorChains(t *testing.T) {
 	require.True(t, strings.HasPrefix(err.Error(), "hongbao: status "+id+": campaign not found: "), err.Error())
 	requireOnePrefix(t, err)
 
-	_, err = eng.Close(ctx, id)
+	_, err = eng.CloseCampaign(ctx, id)
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
 	require.True(t, strings.HasPrefix(err.Error(), "hongbao: close "+id+": campaign not found: "), err.Error())
 	requireOnePrefix(t, err)

@@ -204,7 +204,7 @@ func TestFrontierStoppedBetweenSteps(t *testing.T) {
 	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: l, BlockSize: 5})
 	require.NoError(t, err)
 	c := create(t, eng, hongbao.Spec{Total: 1000, Count: 20})
-	st, keys := redisstore.New(r.Client), redisstore.CampaignKeys(c.ID)
+	st, keys := redisstore.New(r.Client), redisstore.Default.CampaignKeys(c.ID)
 
 	// Recorded, then the engine died.
 	b, err := st.PeekBlock(ctx, keys, 5, 1)

@@ -41,7 +41,7 @@ func TestHeld(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.GrantedCount, "Held grants nothing")
 
-	_, err = eng.Close(ctx, c.ID)
+	_, err = eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	h, err = eng.Held(ctx, c.ID, "alice")
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func TestHeld(t *testing.T) {
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
 
 	loading := testenv.UniqueID(t)
-	_, err = redisstore.New(r.Client).Begin(ctx, redisstore.CampaignKeys(loading), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 1}})
+	_, err = redisstore.New(r.Client).Begin(ctx, redisstore.Default.CampaignKeys(loading), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 1}})
 	require.NoError(t, err)
 	_, err = eng.Held(ctx, loading, "alice")
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "a loading campaign is not found")
@@ -62,7 +62,7 @@ func TestHeld(t *testing.T) {
 	require.ErrorIs(t, err, hongbao.ErrInvalidID)
 
 	// A claim that is not "<seq>:<cents>" is corruption, not a packet.
-	k := redisstore.CampaignKeys(c.ID)
+	k := redisstore.Default.CampaignKeys(c.ID)
 	require.NoError(t, r.Client.Do(ctx, r.Client.B().Hset().Key(k.Claims).FieldValue().FieldValue("mallory", "x").Build()).Error())
 	_, err = eng.Held(ctx, c.ID, "mallory")
 	require.ErrorIs(t, err, redisstore.ErrCorrupt)
@@ -104,7 +104,7 @@ func TestCampaignsAndServerFacts(t *testing.T) {
 	n, err = eng.CountRequests(ctx, sec+1, 1)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "a new second starts from zero")
-	ttl, err := r.Client.Do(ctx, r.Client.B().Ttl().Key(redisstore.GlobalRateKey(sec)).Build()).AsInt64()
+	ttl, err := r.Client.Do(ctx, r.Client.B().Ttl().Key(redisstore.Default.GlobalRateKey(sec)).Build()).AsInt64()
 	require.NoError(t, err)
 	require.True(t, ttl > 0 && ttl <= 5, "the count expires: ttl %d", ttl)
 

@@ -3,8 +3,6 @@ package hongbao
 import (
 	"context"
 	"fmt"
-
-	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
 // CampaignsPage lists at most limit of the registered (not yet settled)
@@ -12,16 +10,16 @@ import (
 // how many there are in all. Unlike Campaigns it reads no more of the
 // index than the page.
 func (e *Engine) CampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error) {
-	ids, n, err := e.store.IndexPage(ctx, redisstore.CampaignsIndex, offset, limit)
+	ids, n, err := e.store.IndexPage(ctx, e.store.NS().CampaignsIndex(), offset, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("hongbao: %w", err)
 	}
 	return ids, int(n), nil
 }
 
-// DiscountCampaignsPage is CampaignsPage for discount campaigns.
-func (e *Engine) DiscountCampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error) {
-	ids, n, err := e.store.IndexPage(ctx, redisstore.DiscountsIndex, offset, limit)
+// CampaignsPage is CampaignsPage for discount campaigns.
+func (ds Discounts) CampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error) {
+	ids, n, err := ds.e.store.IndexPage(ctx, ds.e.store.NS().DiscountsIndex(), offset, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("hongbao: %w", err)
 	}

@@ -65,18 +65,18 @@ func (e *Engine) pauseCampaign(ctx context.Context, op, id string, paused bool) 
 	return e.Status(ctx, id)
 }
 
-// PauseDiscount stops the reservations of discount campaign id until
-// ResumeDiscount, as Pause does for a campaign: a new order is answered
+// Pause stops the reservations of discount campaign id until
+// Resume, as Engine.Pause does for a campaign: a new order is answered
 // ReservePaused; an order's own reservation is answered as ever, and
 // confirms and cancels go on.
-func (e *Engine) PauseDiscount(ctx context.Context, id string) (*DiscountStatus, error) {
-	return e.pauseDiscount(ctx, "pause discount", id, true)
+func (ds Discounts) Pause(ctx context.Context, id string) (*DiscountStatus, error) {
+	return ds.e.pauseDiscount(ctx, "pause discount", id, true)
 }
 
-// ResumeDiscount lets the reservations of a paused discount campaign go
+// Resume lets the reservations of a paused discount campaign go
 // on.
-func (e *Engine) ResumeDiscount(ctx context.Context, id string) (*DiscountStatus, error) {
-	return e.pauseDiscount(ctx, "resume discount", id, false)
+func (ds Discounts) Resume(ctx context.Context, id string) (*DiscountStatus, error) {
+	return ds.e.pauseDiscount(ctx, "resume discount", id, false)
 }
 
 func (e *Engine) pauseDiscount(ctx context.Context, op, id string, paused bool) (*DiscountStatus, error) {
@@ -90,7 +90,7 @@ func (e *Engine) pauseDiscount(ctx context.Context, op, id string, paused bool) 
 	if err != nil {
 		return nil, opErr(op, id, mapStoreErr(err))
 	}
-	return e.DiscountStatus(ctx, id)
+	return e.Discounts().Status(ctx, id)
 }
 
 // pauseShards takes a generation, then pauses every shard, the root
@@ -179,20 +179,20 @@ func (e *Engine) BlockedUsers(ctx context.Context, id string) ([]BlockedUser, er
 	return e.blockedUsers(ctx, "blocked users", id, false)
 }
 
-// BlockDiscount blocks users on discount campaign id, as Block does:
+// Block blocks users on discount campaign id, as Block does:
 // their new orders are answered ReserveBlocked.
-func (e *Engine) BlockDiscount(ctx context.Context, id string, users []string) (int, error) {
-	return e.blockUsers(ctx, "block discount", id, true, users, true)
+func (ds Discounts) Block(ctx context.Context, id string, users []string) (int, error) {
+	return ds.e.blockUsers(ctx, "block discount", id, true, users, true)
 }
 
-// UnblockDiscount lets users reserve discounts of campaign id again.
-func (e *Engine) UnblockDiscount(ctx context.Context, id string, users []string) (int, error) {
-	return e.blockUsers(ctx, "unblock discount", id, true, users, false)
+// Unblock lets users reserve discounts of campaign id again.
+func (ds Discounts) Unblock(ctx context.Context, id string, users []string) (int, error) {
+	return ds.e.blockUsers(ctx, "unblock discount", id, true, users, false)
 }
 
-// DiscountBlockedUsers lists the users blocked on discount campaign id.
-func (e *Engine) DiscountBlockedUsers(ctx context.Context, id string) ([]BlockedUser, error) {
-	return e.blockedUsers(ctx, "discount blocked users", id, true)
+// BlockedUsers lists the users blocked on discount campaign id.
+func (ds Discounts) BlockedUsers(ctx context.Context, id string) ([]BlockedUser, error) {
+	return ds.e.blockedUsers(ctx, "discount blocked users", id, true)
 }
 
 // shardsOf reads the layout of a campaign or a discount campaign.

@@ -78,13 +78,13 @@ func TestDiscountPauseRaceConverges(t *testing.T) {
 	racePauses(t, shards, func(paused bool) error {
 		var err error
 		if paused {
-			_, err = eng.PauseDiscount(ctx, d.ID)
+			_, err = eng.Discounts().Pause(ctx, d.ID)
 		} else {
-			_, err = eng.ResumeDiscount(ctx, d.ID)
+			_, err = eng.Discounts().Resume(ctx, d.ID)
 		}
 		return err
 	}, func() (bool, int, error) {
-		st, err := eng.DiscountStatus(ctx, d.ID)
+		st, err := eng.Discounts().Status(ctx, d.ID)
 		if err != nil {
 			return false, 0, err
 		}
@@ -106,7 +106,7 @@ func TestPauseLiftsALostCounter(t *testing.T) {
 		_, err := eng.Pause(ctx, c.ID)
 		require.NoError(t, err)
 	}
-	root := redisstore.Layout(c.ID, shards)[0].Meta
+	root := redisstore.Default.Layout(c.ID, shards)[0].Meta
 	require.NoError(t, r.Client.Do(ctx, r.Client.B().Hdel().Key(root).Field("pause_gen", "pause_applied").Build()).Error())
 
 	st, err := eng.Resume(ctx, c.ID)

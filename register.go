@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
 // The registries (hb:campaigns, hb:discounts) are what the scheduler
@@ -73,9 +71,9 @@ func (e *Engine) registerExisting(ctx context.Context, op string, discount bool,
 	if !errors.As(err, &exists) || exists.State == StateSettled {
 		return err
 	}
-	root := redisstore.CampaignKeys(exists.ID)
+	root := e.store.NS().CampaignKeys(exists.ID)
 	if discount {
-		root = redisstore.DiscountShardKeys(exists.ID, 1, 0).Keys()
+		root = e.store.NS().DiscountShardKeys(exists.ID, 1, 0).Keys()
 	}
 	snap, rerr := e.store.Status(ctx, root)
 	if rerr != nil {
@@ -98,10 +96,10 @@ func (e *Engine) registerExisting(ctx context.Context, op string, discount bool,
 // campaign live meanwhile is registered again at once. Should a step fail,
 // the campaign stays registered in loading, which every walker skips.
 func (e *Engine) dropRefused(ctx context.Context, id string, discount bool) {
-	root := redisstore.CampaignKeys(id)
+	root := e.store.NS().CampaignKeys(id)
 	var err error
 	if discount {
-		root = redisstore.DiscountShardKeys(id, 1, 0).Keys()
+		root = e.store.NS().DiscountShardKeys(id, 1, 0).Keys()
 		err = e.store.UnregisterDiscount(ctx, id, nil, 0)
 	} else {
 		err = e.store.Unregister(ctx, id, nil, 0)

@@ -113,9 +113,9 @@ func (f *faultClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []
 // registry reads the score of id in the registry of its kind.
 func registry(t *testing.T, c rueidis.Client, discount bool, id string) (score int64, ok bool) {
 	t.Helper()
-	key := redisstore.CampaignsIndex
+	key := redisstore.Default.CampaignsIndex()
 	if discount {
-		key = redisstore.DiscountsIndex
+		key = redisstore.Default.DiscountsIndex()
 	}
 	s, err := c.Do(context.Background(), c.B().Zscore().Key(key).Member(id).Build()).AsFloat64()
 	if rueidis.IsRedisNil(err) {
@@ -142,7 +142,7 @@ var createKinds = []createKind{
 // close time, when it is live.
 func (k createKind) create(ctx context.Context, eng *hongbao.Engine, id string) error {
 	if k.discount {
-		_, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: id, Budget: 1000, Quota: 10, Shards: k.shards, Seed: seed(7)})
+		_, err := eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: id, Budget: 1000, Quota: 10, Shards: k.shards, Seed: seed(7)})
 		return err
 	}
 	_, err := eng.Create(ctx, hongbao.Spec{ID: id, Total: 1000, Count: 10, Split: split.Fixed, Shards: k.shards, Seed: seed(7)})
@@ -157,7 +157,7 @@ func (k createKind) live(t *testing.T, ctx context.Context, eng *hongbao.Engine,
 	var err error
 	if k.discount {
 		var st *hongbao.DiscountStatus
-		if st, err = eng.DiscountStatus(ctx, id); err == nil {
+		if st, err = eng.Discounts().Status(ctx, id); err == nil {
 			closes = st.ClosesAt
 		}
 	} else {
@@ -242,9 +242,9 @@ func TestReplayedCreateRegisters(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			id := testenv.UniqueID(t)
 			require.NoError(t, k.create(ctx, eng, id))
-			key := redisstore.CampaignsIndex
+			key := redisstore.Default.CampaignsIndex()
 			if k.discount {
-				key = redisstore.DiscountsIndex
+				key = redisstore.Default.DiscountsIndex()
 			}
 			require.NoError(t, c.Do(ctx, c.B().Zrem().Key(key).Member(id).Build()).Error())
 			require.ErrorIs(t, k.create(ctx, eng, id), hongbao.ErrCampaignExists)
@@ -262,7 +262,7 @@ func TestReplayOfSettledCreateStaysOut(t *testing.T) {
 	k := createKinds[0]
 	id := testenv.UniqueID(t)
 	require.NoError(t, k.create(ctx, eng, id))
-	_, err := eng.Close(ctx, id)
+	_, err := eng.CloseCampaign(ctx, id)
 	require.NoError(t, err)
 	w, err := settle.New(settle.Config{Redis: r.Client, Ledger: sqliteLedger(t), Consumer: "replay", Only: []string{id}, Logger: quiet()})
 	require.NoError(t, err)
@@ -293,9 +293,9 @@ func TestAbandonedCreateBlocksNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, k := range createKinds {
 		t.Run(k.name, func(t *testing.T) {
-			index := redisstore.CampaignsIndex
+			index := redisstore.Default.CampaignsIndex()
 			if k.discount {
-				index = redisstore.DiscountsIndex
+				index = redisstore.Default.DiscountsIndex()
 			}
 			abandoned, other := testenv.UniqueID(t), testenv.UniqueID(t)
 			fc.dieAfter(func(cmd []string) bool { return len(cmd) > 1 && cmd[0] == "ZADD" && cmd[1] == index })
@@ -307,9 +307,9 @@ func TestAbandonedCreateBlocksNothing(t *testing.T) {
 			live, _ := k.live(t, ctx, eng, abandoned)
 			require.False(t, live, "still loading")
 			if k.discount {
-				res, err := eng.ReserveDiscount(ctx, abandoned, "alice", "o-1", 500)
+				res, err := eng.Discounts().Reserve(ctx, abandoned, "alice", "o-1", 500)
 				require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "%+v", res)
-				_, err = eng.ReapDiscounts(ctx)
+				_, err = eng.Discounts().ReapAll(ctx)
 				require.NoError(t, err, "the reaper passes over a loading campaign")
 			} else {
 				_, err := eng.Grab(ctx, abandoned, "alice")
@@ -319,9 +319,9 @@ func TestAbandonedCreateBlocksNothing(t *testing.T) {
 			// Another campaign, closed, settles beside it.
 			require.NoError(t, k.create(ctx, eng, other))
 			if k.discount {
-				_, err = eng.CloseDiscount(ctx, other)
+				_, err = eng.Discounts().CloseCampaign(ctx, other)
 			} else {
-				_, err = eng.Close(ctx, other)
+				_, err = eng.CloseCampaign(ctx, other)
 			}
 			require.NoError(t, err)
 			w, err := settle.New(settle.Config{Redis: r.Client, Ledger: sqliteLedger(t), Consumer: "abandoned",
@@ -357,7 +357,7 @@ func TestRefusedWindowLeavesNothingRegistered(t *testing.T) {
 			id := testenv.UniqueID(t)
 			var err error
 			if k.discount {
-				_, err = eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: id, Budget: 1000, Quota: 10, Shards: k.shards, OpensAt: opens, ClosesAt: closes})
+				_, err = eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: id, Budget: 1000, Quota: 10, Shards: k.shards, OpensAt: opens, ClosesAt: closes})
 			} else {
 				_, err = eng.Create(ctx, hongbao.Spec{ID: id, Total: 1000, Count: 10, Shards: k.shards, OpensAt: opens, ClosesAt: closes})
 			}

@@ -45,7 +45,7 @@ func (e *Engine) settledInLedger(ctx context.Context, id string) (bool, error) {
 	if !live {
 		return false, nil
 	}
-	_, err = e.store.Status(ctx, redisstore.CampaignKeys(id))
+	_, err = e.store.Status(ctx, e.store.NS().CampaignKeys(id))
 	switch {
 	case errors.Is(err, redisstore.ErrNoCampaign) && !t.RefundDone:
 		return true, opErr("create", id, fmt.Errorf("%w: the ledger shows it live (grants or opened blocks) and Redis "+

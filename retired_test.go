@@ -38,7 +38,7 @@ func TestCampaignIDRetired(t *testing.T) {
 		g, err := eng.Grab(ctx, spec.ID, "alice")
 		require.NoError(t, err)
 		require.Equal(t, hongbao.Granted, g.Outcome)
-		_, err = eng.Close(ctx, spec.ID)
+		_, err = eng.CloseCampaign(ctx, spec.ID)
 		require.NoError(t, err)
 		_, err = eng.Create(ctx, spec)
 		require.ErrorIs(t, err, hongbao.ErrCampaignExists, "still in Redis: a replay")
@@ -62,7 +62,7 @@ func TestCampaignIDRetired(t *testing.T) {
 
 		_, err = eng.Create(ctx, spec)
 		require.ErrorIs(t, err, hongbao.ErrCampaignRetired, "shards=%d", shards)
-		root := redisstore.CampaignKeys(spec.ID)
+		root := redisstore.Default.CampaignKeys(spec.ID)
 		n, err := r.Client.Do(ctx, r.Client.B().Exists().Key(root.Meta).Build()).AsInt64()
 		require.NoError(t, err)
 		require.Zero(t, n, "nothing written")

@@ -16,9 +16,10 @@ type route struct {
 	calls  [][][]string      // per opcode, per shard: the script's KEYS
 }
 
-// newRoute lays out a red packet campaign: grab.lua is its one script.
-func newRoute(id string, shards int) *route {
-	r := &route{id: id, shards: shards, keys: redisstore.Layout(id, shards)}
+// newRoute lays out a red packet campaign of namespace ns: grab.lua is its
+// one script.
+func newRoute(ns redisstore.Namespace, id string, shards int) *route {
+	r := &route{id: id, shards: shards, keys: ns.Layout(id, shards)}
 	grab := make([][]string, shards)
 	for k, keys := range r.keys {
 		grab[k] = redisstore.GrabKeys(keys)

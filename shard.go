@@ -150,7 +150,7 @@ func closeShards(ctx context.Context, s *redisstore.Store, shards []redisstore.K
 // nobody who learned of it from Create or Status ever sees it in part.
 // Every shard gets the same window, resolved once by the Redis clock.
 func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (redisstore.Activation, error) {
-	r := newRoute(c.ID, c.Shards)
+	r := newRoute(e.store.NS(), c.ID, c.Shards)
 	token := newToken()
 	shares := deal(amounts, c.Shards)
 	for k, keys := range r.keys {

@@ -149,7 +149,7 @@ func TestShardedRainEvenHomes(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, got[u][0].Seq, g.Seq)
 	}
-	_, err := eng.Close(ctx, c.ID)
+	_, err := eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	a, err := eng.Audit(ctx, c.ID)
 	require.NoError(t, err)
@@ -191,7 +191,7 @@ func TestShardedLayoutLearned(t *testing.T) {
 	require.NoError(t, err)
 	id := testenv.UniqueID(t)
 	del := func(shards int) {
-		for _, k := range redisstore.Layout(id, shards) {
+		for _, k := range redisstore.Default.Layout(id, shards) {
 			require.NoError(t, r.Client.Do(ctx, r.Client.B().Del().Key(k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied).Build()).Error())
 		}
 	}
@@ -220,7 +220,7 @@ func TestInterruptedShardedCreate(t *testing.T) {
 	store := redisstore.New(r.Client)
 	id := testenv.UniqueID(t)
 	const shards = 3
-	layout := redisstore.Layout(id, shards)
+	layout := redisstore.Default.Layout(id, shards)
 	// Shard 2 alone went live, with an empty share of a campaign that
 	// never existed; the root was loading.
 	_, err := store.Begin(ctx, layout[0], "crashed", false, redisstore.Meta{Share: &redisstore.ShardShare{Shards: 3, Shard: 0}, Terms: &redisstore.Terms{Total: 600, Count: 6}})
@@ -253,7 +253,7 @@ func TestTransferStepsAreIdempotent(t *testing.T) {
 	ctx := context.Background()
 	store := redisstore.New(r.Client)
 	c := create(t, eng, hongbao.Spec{Total: 100_000, Count: 1000, Shards: 2})
-	layout := redisstore.Layout(c.ID, 2)
+	layout := redisstore.Default.Layout(c.ID, 2)
 	audit := func(inFlight int64) {
 		t.Helper()
 		a, err := eng.Audit(ctx, c.ID)
@@ -297,7 +297,7 @@ func TestTransferStepsAreIdempotent(t *testing.T) {
 	lens, err := store.PoolLengths(ctx, layout)
 	require.NoError(t, err)
 	require.Equal(t, []int64{550, 450}, lens)
-	_, err = eng.Close(ctx, c.ID)
+	_, err = eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	t3, err := store.TakeTransfer(ctx, layout[0], 1, 10)
 	require.NoError(t, err)

@@ -43,7 +43,7 @@ func TestTermsRecorded(t *testing.T) {
 		lost := terms
 		lost.Lost = []int64{3}
 		require.NoError(t, l.WriteTerms(ctx, c.ID, lost))
-		st, err := eng.Close(ctx, c.ID)
+		st, err := eng.CloseCampaign(ctx, c.ID)
 		require.NoError(t, err)
 		closed, err := l.Terms(ctx, c.ID)
 		require.NoError(t, err)

@@ -23,7 +23,7 @@ func TestWaitShortfallsCounted(t *testing.T) {
 	primary, replica, eng := replicated(t)
 	ctx := context.Background()
 	c := create(t, eng, hongbao.Spec{Total: 10_000, Count: 100})
-	d, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
+	d, err := eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
 		Min: 10, Max: 100, Hold: time.Minute})
 	require.NoError(t, err)
 	// calls makes each call once for user, named by the operation whose
@@ -35,10 +35,10 @@ func TestWaitShortfallsCounted(t *testing.T) {
 	calls := func(user string) []call {
 		_, grab := eng.Grab(ctx, c.ID, user)
 		_, held := eng.Held(ctx, c.ID, user)
-		_, reserve := eng.ReserveDiscount(ctx, d.ID, user, "o1", 5_000)
-		_, confirm := eng.ConfirmDiscount(ctx, d.ID, user, "o1")
-		_, reserve2 := eng.ReserveDiscount(ctx, d.ID, user, "o2", 5_000)
-		_, cancel := eng.CancelDiscount(ctx, d.ID, user, "o2")
+		_, reserve := eng.Discounts().Reserve(ctx, d.ID, user, "o1", 5_000)
+		_, confirm := eng.Discounts().Confirm(ctx, d.ID, user, "o1")
+		_, reserve2 := eng.Discounts().Reserve(ctx, d.ID, user, "o2", 5_000)
+		_, cancel := eng.Discounts().Cancel(ctx, d.ID, user, "o2")
 		return []call{{"grab", grab}, {"held", held}, {"reserve", reserve}, {"confirm", confirm}, {"reserve", reserve2}, {"cancel", cancel}}
 	}
 	zero := map[string]uint64{"grab": 0, "reserve": 0, "confirm": 0, "cancel": 0, "held": 0, "transfer": 0, "pause": 0, "block": 0}

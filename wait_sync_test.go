@@ -96,7 +96,7 @@ func TestHeldWaitsForReplicas(t *testing.T) {
 		h, err := eng.Held(ctx, id, "dee")
 		require.NoError(t, err, "campaign %d", i)
 		shards := 1 + 2*i
-		k := redisstore.ShardKeys(id, shards, hongbao.HomeShard("dee", shards))
+		k := redisstore.Default.ShardKeys(id, shards, hongbao.HomeShard("dee", shards))
 		v, err := replica.Client.Do(ctx, replica.Client.B().Hget().Key(k.Claims).Field("dee").Build()).ToString()
 		require.NoError(t, err)
 		require.Equal(t, v, redisstore.FormatPacket(h.Seq, h.Cents))
@@ -120,7 +120,7 @@ func TestAlreadyWaitsForItsGrant(t *testing.T) {
 		c := create(t, eng, hongbao.Spec{Total: 10_000, Count: 100, Shards: shards})
 		for i := range 4 {
 			u := "u" + strconv.Itoa(i)
-			k := redisstore.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
+			k := redisstore.Default.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
 			delReplicated(t, primary, k.Sync)
 			g, err := eng.Grab(ctx, c.ID, u)
 			require.NoError(t, err)
@@ -153,49 +153,49 @@ func TestDiscountWaitReplicas(t *testing.T) {
 	primary, replica, eng := replicated(t)
 	ctx := context.Background()
 	for _, shards := range []int{1, 3} {
-		d, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
+		d, err := eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
 			Min: 10, Max: 100, Shards: shards, Hold: time.Minute})
 		require.NoError(t, err)
 		// Answered: the replica holds the reservation already.
-		r, err := eng.ReserveDiscount(ctx, d.ID, "ann", "o1", 5_000)
+		r, err := eng.Discounts().Reserve(ctx, d.ID, "ann", "o1", 5_000)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.Reserved, r.Outcome)
-		k := redisstore.DiscountShardKeys(d.ID, shards, hongbao.HomeShard("ann", shards))
+		k := redisstore.Default.DiscountShardKeys(d.ID, shards, hongbao.HomeShard("ann", shards))
 		rec, err := replica.Client.Do(ctx, replica.Client.B().Hget().Key(k.Resv).Field(redisstore.OrderKey("ann", "o1")).Build()).ToString()
 		require.NoError(t, err)
 		require.Equal(t, byte('r'), rec[0])
-		_, err = eng.ReserveDiscount(ctx, d.ID, "bob", "o1", 5_000)
+		_, err = eng.Discounts().Reserve(ctx, d.ID, "bob", "o1", 5_000)
 		require.NoError(t, err)
 
 		leave(t, replica)
-		_, err = eng.ReserveDiscount(ctx, d.ID, "cy", "o1", 5_000)
+		_, err = eng.Discounts().Reserve(ctx, d.ID, "cy", "o1", 5_000)
 		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: reserve", shards)
-		_, err = eng.ReserveDiscount(ctx, d.ID, "ann", "o1", 5_000)
+		_, err = eng.Discounts().Reserve(ctx, d.ID, "ann", "o1", 5_000)
 		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: repeated reserve", shards)
-		_, err = eng.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+		_, err = eng.Discounts().Confirm(ctx, d.ID, "ann", "o1")
 		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: confirm", shards)
-		_, err = eng.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+		_, err = eng.Discounts().Confirm(ctx, d.ID, "ann", "o1")
 		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: repeated confirm", shards)
-		_, err = eng.CancelDiscount(ctx, d.ID, "bob", "o1")
+		_, err = eng.Discounts().Cancel(ctx, d.ID, "bob", "o1")
 		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: cancel", shards)
-		_, err = eng.CancelDiscount(ctx, d.ID, "ann", "o1")
+		_, err = eng.Discounts().Cancel(ctx, d.ID, "ann", "o1")
 		require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "shards %d: cancel of a confirmed order", shards)
 
 		replicaOf(t, replica, primary)
 		for _, u := range []string{"ann", "bob", "cy"} {
-			hk := redisstore.DiscountShardKeys(d.ID, shards, hongbao.HomeShard(u, shards)).Keys()
+			hk := redisstore.Default.DiscountShardKeys(d.ID, shards, hongbao.HomeShard(u, shards)).Keys()
 			delReplicated(t, primary, hk.Sync)
 			switch u {
 			case "ann":
-				c, err := eng.ConfirmDiscount(ctx, d.ID, u, "o1")
+				c, err := eng.Discounts().Confirm(ctx, d.ID, u, "o1")
 				require.NoError(t, err)
 				require.True(t, c.Again)
 			case "bob":
-				c, err := eng.CancelDiscount(ctx, d.ID, u, "o1")
+				c, err := eng.Discounts().Cancel(ctx, d.ID, u, "o1")
 				require.NoError(t, err)
 				require.True(t, c.Again)
 			case "cy":
-				r, err := eng.ReserveDiscount(ctx, d.ID, u, "o1", 5_000)
+				r, err := eng.Discounts().Reserve(ctx, d.ID, u, "o1", 5_000)
 				require.NoError(t, err)
 				require.Equal(t, hongbao.ReservedAlready, r.Outcome)
 			}
@@ -217,7 +217,7 @@ func TestWaitSyncOnCluster(t *testing.T) {
 	require.NoError(t, err)
 	const shards = 3
 	c := create(t, eng, hongbao.Spec{Total: 30_000, Count: 300, Shards: shards})
-	d, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
+	d, err := eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
 		Min: 10, Max: 100, Shards: shards, Hold: time.Minute})
 	require.NoError(t, err)
 	for i := range 12 {
@@ -230,16 +230,16 @@ func TestWaitSyncOnCluster(t *testing.T) {
 		h, err := eng.Held(ctx, c.ID, u)
 		require.NoError(t, err)
 		require.Equal(t, g.Seq, h.Seq)
-		k := redisstore.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
+		k := redisstore.Default.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
 		v, err := cl.Client.Do(ctx, cl.Client.B().Get().Key(k.Sync).Build()).ToString()
 		require.NoError(t, err, "the sync key of %s", k.Tag)
 		require.Equal(t, "1", v)
 
 		for range 2 {
-			r, err := eng.ReserveDiscount(ctx, d.ID, u, "o1", 5_000)
+			r, err := eng.Discounts().Reserve(ctx, d.ID, u, "o1", 5_000)
 			require.NoError(t, err)
 			require.True(t, r.Outcome.HasAmount())
-			_, err = eng.ConfirmDiscount(ctx, d.ID, u, "o1")
+			_, err = eng.Discounts().Confirm(ctx, d.ID, u, "o1")
 			require.NoError(t, err)
 		}
 	}
@@ -291,10 +291,10 @@ func TestRetryOnAnotherEngineWaits(t *testing.T) {
 	}
 	a := newEngine()
 	c := create(t, a, hongbao.Spec{Total: 10_000, Count: 100})
-	d, err := a.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
+	d, err := a.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
 		Min: 10, Max: 100, Hold: time.Minute})
 	require.NoError(t, err)
-	_, err = a.ReserveDiscount(ctx, d.ID, "ann", "o1", 5_000)
+	_, err = a.Discounts().Reserve(ctx, d.ID, "ann", "o1", 5_000)
 	require.NoError(t, err)
 
 	done := stallReplica(t, replica, 3*time.Second)
@@ -305,9 +305,9 @@ func TestRetryOnAnotherEngineWaits(t *testing.T) {
 	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "ALREADY of a packet the replica lacks")
 	_, err = b.Held(ctx, c.ID, "dee")
 	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "held: a packet the replica lacks")
-	_, err = a.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+	_, err = a.Discounts().Confirm(ctx, d.ID, "ann", "o1")
 	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "a confirm the replica lacks")
-	_, err = b.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+	_, err = b.Discounts().Confirm(ctx, d.ID, "ann", "o1")
 	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown, "a repeated confirm the replica lacks")
 	<-done
 
@@ -316,7 +316,7 @@ func TestRetryOnAnotherEngineWaits(t *testing.T) {
 		g, err := b.Grab(ctx, c.ID, "dee")
 		return err == nil && g.Outcome == hongbao.Already
 	}, 10*time.Second, 10*time.Millisecond)
-	r, err := b.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+	r, err := b.Discounts().Confirm(ctx, d.ID, "ann", "o1")
 	require.NoError(t, err)
 	require.True(t, r.Again)
 }

@@ -69,7 +69,7 @@ func TestWaitReplicas(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, hongbao.Granted, g.Outcome)
 			// Read at once from the replica: the claim is already there.
-			k := redisstore.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
+			k := redisstore.Default.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
 			v, err := replica.Client.Do(ctx, replica.Client.B().Hget().Key(k.Claims).Field(u).Build()).ToString()
 			require.NoError(t, err, "shards %d user %s", shards, u)
 			require.Equal(t, redisstore.FormatPacket(g.Seq, g.Cents), v)
@@ -83,7 +83,7 @@ func TestWaitReplicas(t *testing.T) {
 	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
 	// It was written on the primary: once a replica holds it, the retry
 	// answers ALREADY with that packet.
-	held, err := primary.Client.Do(ctx, primary.Client.B().Hget().Key(redisstore.CampaignKeys(c.ID).Claims).Field("dee").Build()).ToString()
+	held, err := primary.Client.Do(ctx, primary.Client.B().Hget().Key(redisstore.Default.CampaignKeys(c.ID).Claims).Field("dee").Build()).ToString()
 	require.NoError(t, err)
 	replicaOf(t, replica, primary)
 	g, err := eng.Grab(ctx, c.ID, "dee")
@@ -142,7 +142,7 @@ func TestNoReplicasIsUnavailable(t *testing.T) {
 	_, err = eng.Grab(ctx, c.ID, "ann")
 	require.ErrorIs(t, err, hongbao.ErrUnavailable)
 	require.NotErrorIs(t, err, hongbao.ErrOutcomeUnknown, "the script did not run")
-	n, err := p.Do(ctx, p.B().Hlen().Key(redisstore.CampaignKeys(c.ID).Claims).Build()).AsInt64()
+	n, err := p.Do(ctx, p.B().Hlen().Key(redisstore.Default.CampaignKeys(c.ID).Claims).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing was written")
 }
@@ -163,7 +163,7 @@ func TestWaitReplicasOnCluster(t *testing.T) {
 		g, err := eng.Grab(ctx, c.ID, u)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.Granted, g.Outcome)
-		k := redisstore.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
+		k := redisstore.Default.ShardKeys(c.ID, shards, hongbao.HomeShard(u, shards))
 		master, err := cl.MasterOf(ctx, k.Claims)
 		require.NoError(t, err)
 		// The replica of that master holds the claim already.
@@ -200,7 +200,7 @@ func TestPauseWaitsForReplicas(t *testing.T) {
 	eng, err := hongbao.New(hongbao.Config{Redis: primary.Client, WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	c := create(t, eng, hongbao.Spec{Total: 10_000, Count: 100})
-	meta := redisstore.CampaignKeys(c.ID).Meta
+	meta := redisstore.Default.CampaignKeys(c.ID).Meta
 	_, err = eng.Pause(ctx, c.ID)
 	require.NoError(t, err)
 	v, err := replica.Client.Do(ctx, replica.Client.B().Hget().Key(meta).Field("paused").Build()).ToString()

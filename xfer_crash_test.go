@@ -55,7 +55,7 @@ func TestTransferCrash(t *testing.T) {
 	require.NoError(t, err)
 	acks := filepath.Join(t.TempDir(), "acks")
 	store := redisstore.New(r.Client)
-	layout := redisstore.Layout(c.ID, shards)
+	layout := redisstore.Default.Layout(c.ID, shards)
 
 	// The kills come at random moments, so a slow machine may need more
 	// rounds before one has struck between a transfer's steps and the
@@ -95,7 +95,7 @@ func TestTransferCrash(t *testing.T) {
 	t.Logf("%d kills, %d of them between the steps of a transfer; %d grants acknowledged; %d packets lent between shards, %d to shard 0 by refills",
 		kills, struck, len(told), lent(t, r, c.ID, shards), in)
 
-	_, err = eng.Close(ctx, c.ID)
+	_, err = eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	// Recovery finishes what the kills left: applied where they struck
 	// before the apply, a no-op apply and a delete where after.
@@ -134,7 +134,7 @@ func TestTransferCrash(t *testing.T) {
 func lent(t *testing.T, r *testenv.Redis, id string, shards int) int64 {
 	t.Helper()
 	var n int64
-	for _, k := range redisstore.Layout(id, shards) {
+	for _, k := range redisstore.Default.Layout(id, shards) {
 		out, err := r.Client.Do(context.Background(), r.Client.B().Hget().Key(k.Meta).Field("out_count").Build()).AsInt64()
 		require.NoError(t, err)
 		n += out
@@ -280,7 +280,7 @@ func (ch *crashChild) grab(g int) {
 // these transfers, and refilled by the engine's own.
 func (ch *crashChild) transfer() {
 	ctx := context.Background()
-	layout := redisstore.Layout(ch.id, ch.shards)
+	layout := redisstore.Default.Layout(ch.id, ch.shards)
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		src := rand.IntN(ch.shards)

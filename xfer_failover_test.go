@@ -85,7 +85,7 @@ func TestTransferAfterSourceFailover(t *testing.T) {
 	store := redisstore.New(r.Client)
 	const count = 40
 	c := create(t, eng, hongbao.Spec{Total: 4000, Count: count, Shards: 2, Split: split.Fixed})
-	layout := redisstore.Layout(c.ID, 2)
+	layout := redisstore.Default.Layout(c.ID, 2)
 	src, dst := layout[0], layout[1]
 
 	before := dumpKeys(t, r.Client, src.Meta, src.Pool, src.Xfers)
@@ -127,7 +127,7 @@ func TestTransferAfterDestinationFailover(t *testing.T) {
 	store := redisstore.New(r.Client)
 	const count = 40
 	c := create(t, eng, hongbao.Spec{Total: 4000, Count: count, Shards: 2, Split: split.Fixed})
-	layout := redisstore.Layout(c.ID, 2)
+	layout := redisstore.Default.Layout(c.ID, 2)
 	src, dst := layout[0], layout[1]
 
 	before := dumpKeys(t, r.Client, dst.Meta, dst.Pool, dst.Applied)
@@ -157,7 +157,7 @@ func TestTransferApplyChecksContent(t *testing.T) {
 	ctx := context.Background()
 	store := redisstore.New(r.Client)
 	c := create(t, eng, hongbao.Spec{Total: 4000, Count: 40, Shards: 2, Split: split.Fixed})
-	layout := redisstore.Layout(c.ID, 2)
+	layout := redisstore.Default.Layout(c.ID, 2)
 	src, dst := layout[0], layout[1]
 	poolLen := func() int64 {
 		t.Helper()
@@ -242,7 +242,7 @@ func TestTransferWaitsForReplicas(t *testing.T) {
 	eng, err := hongbao.New(hongbao.Config{Redis: primary.Client})
 	require.NoError(t, err)
 	c := create(t, eng, hongbao.Spec{Total: 4000, Count: 40, Shards: 2, Split: split.Fixed})
-	layout := redisstore.Layout(c.ID, 2)
+	layout := redisstore.Default.Layout(c.ID, 2)
 	src, dst := layout[0], layout[1]
 	plain := redisstore.New(primary.Client)
 	waiting := plain.WithWait(1, 500*time.Millisecond)

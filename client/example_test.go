@@ -35,7 +35,7 @@ func exampleService() (url string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	s, err := httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(rc), UserSecrets: []httpapi.Secret{userSecret},
+	s, err := httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(rc, ""), UserSecrets: []httpapi.Secret{userSecret},
 		AdminKeys: [][]byte{[]byte(adminKey)}, PaymentKeys: [][]byte{[]byte(paymentKey)},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

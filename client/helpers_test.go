@@ -50,7 +50,7 @@ func newService(t *testing.T) *service {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	s, err := httpapi.New(httpapi.Config{
-		Engine: eng, Settlement: settle.NewBacklogs(r.Client),
+		Engine: eng, Settlement: settle.NewBacklogs(r.Client, ""),
 		UserSecrets: []httpapi.Secret{userSecret},
 		AdminKeys:   [][]byte{[]byte(adminKey)},
 		PaymentKeys: [][]byte{[]byte(paymentKey)},

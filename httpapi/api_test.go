@@ -163,7 +163,7 @@ func rainOverHTTP(t *testing.T, spec string, users, clicks int) {
 	defer cancel()
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
-	rep, err := settle.Reconcile(ctx, ts.Redis.Client, ts.Ledger, id)
+	rep, err := settle.Reconcile(ctx, ts.Redis.Client, "", ts.Ledger, id)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "differences: %v", rep.Differences)
 	require.EqualValues(t, 500, rep.GrantedLedger)
@@ -301,10 +301,10 @@ func TestIdempotencyKeyOfRetiredCampaign(t *testing.T) {
 	require.Equal(t, id, r.json(t)["id"])
 
 	// Its keys expire after the retention.
-	k := redisstore.CampaignKeys(id)
+	k := redisstore.Default.CampaignKeys(id)
 	c := ts.Redis.Client
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Staging).Build()).Error())
-	require.NoError(t, c.Do(ctx, c.B().Zrem().Key(redisstore.CampaignsIndex).Member(id).Build()).Error())
+	require.NoError(t, c.Do(ctx, c.B().Zrem().Key(redisstore.Default.CampaignsIndex()).Member(id).Build()).Error())
 	r = ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key)
 	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
 	require.Equal(t, "idempotency_mismatch", r.errorCode(t))

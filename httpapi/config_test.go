@@ -31,10 +31,10 @@ func TestConfigRefusesUselessSecrets(t *testing.T) {
 		"no secret":              {nil, [][]byte{adminKey}, "at least one user token secret"},
 		"no admin key":           {[]httpapi.Secret{userSecret}, nil, "at least one admin key"},
 	} {
-		_, err := httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(r.Client), UserSecrets: tc.secrets, AdminKeys: tc.admin})
+		_, err := httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(r.Client, ""), UserSecrets: tc.secrets, AdminKeys: tc.admin})
 		require.ErrorContains(t, err, tc.msg, name)
 	}
 	// The first without a kid and the others with one is fine.
-	_, err = httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(r.Client), UserSecrets: []httpapi.Secret{noKID, userSecret}, AdminKeys: [][]byte{adminKey}})
+	_, err = httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(r.Client, ""), UserSecrets: []httpapi.Secret{noKID, userSecret}, AdminKeys: [][]byte{adminKey}})
 	require.NoError(t, err)
 }

@@ -281,7 +281,7 @@ func TestLiveViewGone(t *testing.T) {
 	s, _ := ts.openEvents(t, id, string(adminKey))
 	s.tickUntil(t, func(liveTick) bool { return true })
 	rc := ts.Redis.Client
-	k := redisstore.CampaignKeys(id)
+	k := redisstore.Default.CampaignKeys(id)
 	require.NoError(t, rc.Do(context.Background(), rc.B().Del().Key(k.Meta, k.Pool, k.Claims, k.Grants, k.Dead).Build()).Error())
 	ev := s.next(t)
 	for ev.Name == "tick" {
@@ -360,7 +360,7 @@ func TestRedriveRoute(t *testing.T) {
 	ctx := context.Background()
 	require.Equal(t, http.StatusOK, ts.do(t, "POST", "/v1/campaigns/"+id+"/grab", token(t, "ok-user"), "").Status)
 	rc := ts.Redis.Client
-	require.NoError(t, rc.Do(ctx, rc.B().Xadd().Key(redisstore.CampaignKeys(id).Grants).Id("*").FieldValue().FieldValue("mallory", "not-a-packet").Build()).Error())
+	require.NoError(t, rc.Do(ctx, rc.B().Xadd().Key(redisstore.Default.CampaignKeys(id).Grants).Id("*").FieldValue().FieldValue("mallory", "not-a-packet").Build()).Error())
 	w, err := settle.New(settle.Config{Redis: rc, Ledger: ts.Ledger, Consumer: "t", Only: []string{id}, Logger: quiet()})
 	require.NoError(t, err)
 	_, err = w.Drain(ctx)

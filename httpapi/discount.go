@@ -34,9 +34,9 @@ func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin st
 		decode:   decodeDiscount,
 		id:       func(spec *hongbao.DiscountSpec) *string { return &spec.ID },
 		ledgerID: ledger.DiscountCampaign,
-		create:   s.cfg.Engine.CreateDiscount,
+		create:   s.cfg.Discounts.Create,
 		status: func(ctx context.Context, id string) (*hongbao.Discount, error) {
-			st, err := s.cfg.Engine.DiscountStatus(ctx, id)
+			st, err := s.cfg.Discounts.Status(ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -78,7 +78,7 @@ func sameDiscount(d *hongbao.Discount, spec hongbao.DiscountSpec) bool {
 
 func (s *Server) getDiscount(w http.ResponseWriter, r *http.Request, _ string) {
 	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
-		st, err := s.cfg.Engine.DiscountStatus(ctx, id)
+		st, err := s.cfg.Discounts.Status(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +88,7 @@ func (s *Server) getDiscount(w http.ResponseWriter, r *http.Request, _ string) {
 
 func (s *Server) closeDiscount(w http.ResponseWriter, r *http.Request, admin string) {
 	s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
-		st, err := s.cfg.Engine.CloseDiscount(ctx, id)
+		st, err := s.cfg.Discounts.CloseCampaign(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +106,7 @@ func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ strin
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := s.cfg.Engine.ReserveDiscount(ctx, id, rv.user, rv.order, rv.cents)
+	res, err := s.cfg.Discounts.Reserve(ctx, id, rv.user, rv.order, rv.cents)
 	s.dmetrics.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.dmetrics.count("reserve", errorLabel(err))
@@ -139,11 +139,11 @@ func (s *Server) orderTarget(w http.ResponseWriter, r *http.Request) (id, order,
 }
 
 func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	s.endOrder(w, r, "confirm", s.cfg.Engine.ConfirmDiscount, confirmJSON)
+	s.endOrder(w, r, "confirm", s.cfg.Discounts.Confirm, confirmJSON)
 }
 
 func (s *Server) cancelDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	s.endOrder(w, r, "cancel", s.cfg.Engine.CancelDiscount, cancelJSON)
+	s.endOrder(w, r, "cancel", s.cfg.Discounts.Cancel, cancelJSON)
 }
 
 // endOrder answers a confirm or a cancel (op) of an order's reservation:

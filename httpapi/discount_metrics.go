@@ -109,14 +109,14 @@ func (c *discountCollector) read() []prometheus.Metric {
 func (c *discountCollector) readRedis() ([]prometheus.Metric, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	ids, _, err := c.engine.DiscountCampaignsPage(ctx, 0, maxScrapedCampaigns)
+	ids, _, err := c.engine.CampaignsPage(ctx, 0, maxScrapedCampaigns)
 	if err != nil {
 		c.log.Warn("metrics: listing discount campaigns failed", "err", err)
 		return nil, false
 	}
 	out := []prometheus.Metric{}
 	for _, id := range ids {
-		st, err := c.engine.DiscountStatus(ctx, id)
+		st, err := c.engine.Status(ctx, id)
 		if err != nil {
 			continue // loading, or gone between the listing and the read
 		}

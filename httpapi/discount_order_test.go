@@ -66,7 +66,7 @@ func TestDiscountRetiredByTheEngine(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	id := r.json(t)["id"].(string)
 	require.NoError(t, led.Fund(ctx, ledger.Campaign{ID: ledger.DiscountCampaign(id), Funding: "platform", Total: 500}))
-	k := redisstore.DiscountShardKeys(id, 1, 0)
+	k := redisstore.Default.DiscountShardKeys(id, 1, 0)
 	c := ts.Redis.Client
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.Meta, k.Pool, k.Confirms).Build()).Error())
 	r = ts.do(t, "POST", "/v1/discounts", string(adminKey), body, "Idempotency-Key", key)
@@ -100,7 +100,7 @@ func TestCampaignLostRefusedByTheEngine(t *testing.T) {
 	id := r.json(t)["id"].(string)
 	r = ts.do(t, "POST", "/v1/campaigns/"+id+"/grab", token(t, "alice"), "")
 	require.Equal(t, "granted", r.json(t)["outcome"], "%s", r.Body)
-	k := redisstore.CampaignKeys(id)
+	k := redisstore.Default.CampaignKeys(id)
 	c := ts.Redis.Client
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.Meta, k.Pool, k.Claims, k.Grants).Build()).Error())
 	r = ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key)

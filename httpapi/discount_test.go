@@ -232,7 +232,7 @@ func TestDiscountExpiresOverHTTP(t *testing.T) {
 	r = ts.do(t, "POST", base+"/orders/o/confirm", pay, `{"user_id":"alice"}`)
 	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
 	require.Equal(t, "expired", r.errorCode(t))
-	_, err = ts.Engine.ReapDiscount(ctx, id)
+	_, err = ts.Engine.Discounts().Reap(ctx, id)
 	require.NoError(t, err)
 	r = ts.do(t, "POST", base+"/reserve", pay, `{"user_id":"bob","order_id":"o","order_amount":"5.00"}`)
 	require.Equal(t, "reserved", r.json(t)["outcome"], "the expired amount went back")
@@ -299,7 +299,7 @@ func TestDiscountIdempotencyKeyOfRetiredCampaign(t *testing.T) {
 	r = ts.do(t, "POST", "/v1/discounts", string(adminKey), body, "Idempotency-Key", key)
 	require.Equal(t, http.StatusOK, r.Status, "still in Redis: replayed: %s", r.Body)
 
-	k := redisstore.DiscountShardKeys(id, 1, 0)
+	k := redisstore.Default.DiscountShardKeys(id, 1, 0)
 	c := ts.Redis.Client
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.Meta, k.Pool, k.Confirms).Build()).Error())
 	r = ts.do(t, "POST", "/v1/discounts", string(adminKey), body, "Idempotency-Key", key)

@@ -27,7 +27,7 @@ func TestErrorMetrics(t *testing.T) {
 	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)
 	ts := newTestServer(t, func(c *httpapi.Config) {
-		c.Engine, c.Settlement = eng, settle.NewBacklogs(r.Client)
+		c.Engine, c.Settlement = eng, settle.NewBacklogs(r.Client, "")
 		c.SettleStats = func() settle.Stats { return settle.Stats{Failures: 3} }
 	})
 	id := ts.create(t, `{"total":"1.00","count":2}`)

@@ -89,7 +89,7 @@ func (f *fakeEngine) Status(_ context.Context, id string) (*hongbao.Status, erro
 	return f.status(id)
 }
 
-func (f *fakeEngine) Close(_ context.Context, id string) (*hongbao.Status, error) {
+func (f *fakeEngine) CloseCampaign(_ context.Context, id string) (*hongbao.Status, error) {
 	f.called("close %s", id)
 	return f.close(id)
 }
@@ -99,29 +99,37 @@ func (f *fakeEngine) CampaignsPage(_ context.Context, offset, limit int) ([]stri
 	return f.page()
 }
 
-func (f *fakeEngine) ReserveDiscount(_ context.Context, id, user, order string, cents int64) (hongbao.Reservation, error) {
-	f.called("reserve %s %s %s %d", id, user, order, cents)
-	return f.reserve(id, user, order, cents)
+// fakeDiscounts are the discount calls of a fakeEngine: each answers with
+// the engine's function for it. A call it did not set reaches the nil
+// Discounts inside and panics.
+type fakeDiscounts struct {
+	httpapi.Discounts
+	f *fakeEngine
 }
 
-func (f *fakeEngine) ConfirmDiscount(_ context.Context, id, user, order string) (hongbao.Reservation, error) {
-	f.called("confirm %s %s %s", id, user, order)
-	return f.confirm(id, user, order)
+func (d fakeDiscounts) Reserve(_ context.Context, id, user, order string, cents int64) (hongbao.Reservation, error) {
+	d.f.called("reserve %s %s %s %d", id, user, order, cents)
+	return d.f.reserve(id, user, order, cents)
 }
 
-func (f *fakeEngine) CancelDiscount(_ context.Context, id, user, order string) (hongbao.Reservation, error) {
-	f.called("cancel %s %s %s", id, user, order)
-	return f.cancel(id, user, order)
+func (d fakeDiscounts) Confirm(_ context.Context, id, user, order string) (hongbao.Reservation, error) {
+	d.f.called("confirm %s %s %s", id, user, order)
+	return d.f.confirm(id, user, order)
 }
 
-func (f *fakeEngine) DiscountStatus(_ context.Context, id string) (*hongbao.DiscountStatus, error) {
-	f.called("discount status %s", id)
-	return f.dstatus(id)
+func (d fakeDiscounts) Cancel(_ context.Context, id, user, order string) (hongbao.Reservation, error) {
+	d.f.called("cancel %s %s %s", id, user, order)
+	return d.f.cancel(id, user, order)
 }
 
-func (f *fakeEngine) CreateDiscount(_ context.Context, spec hongbao.DiscountSpec) (*hongbao.Discount, error) {
-	f.called("create discount %d %d", spec.Budget, spec.Quota)
-	return f.dcreated(spec)
+func (d fakeDiscounts) Status(_ context.Context, id string) (*hongbao.DiscountStatus, error) {
+	d.f.called("discount status %s", id)
+	return d.f.dstatus(id)
+}
+
+func (d fakeDiscounts) Create(_ context.Context, spec hongbao.DiscountSpec) (*hongbao.Discount, error) {
+	d.f.called("create discount %d %d", spec.Budget, spec.Quota)
+	return d.f.dcreated(spec)
 }
 
 // fakeSettlement answers backlogs and redrives.
@@ -150,7 +158,7 @@ func (fakeStore) CountRequests(_ context.Context, _, n int64) (int64, error) {
 func newFakeServer(t *testing.T, e *fakeEngine, st *fakeSettlement) *testServer {
 	t.Helper()
 	s, err := httpapi.New(httpapi.Config{
-		Engine: e, Settlement: st, Store: fakeStore{},
+		Engine: e, Discounts: fakeDiscounts{f: e}, Settlement: st, Store: fakeStore{},
 		UserSecrets: []httpapi.Secret{userSecret},
 		AdminKeys:   [][]byte{adminKey},
 		PaymentKeys: [][]byte{paymentKey},
@@ -427,6 +435,9 @@ func TestConfigNeedsSettlement(t *testing.T) {
 	c := base
 	c.Engine = &fakeEngine{}
 	_, err := httpapi.New(c)
+	require.ErrorContains(t, err, "Config.Discounts is required")
+	c.Discounts = fakeDiscounts{f: &fakeEngine{}}
+	_, err = httpapi.New(c)
 	require.ErrorContains(t, err, "Config.Settlement is required")
 	c.Settlement = &fakeSettlement{}
 	_, err = httpapi.New(c)

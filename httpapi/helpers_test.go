@@ -55,7 +55,7 @@ func newTestServer(t *testing.T, mod func(*httpapi.Config)) *testServer {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	cfg := httpapi.Config{
-		Engine: eng, Settlement: settle.NewBacklogs(r.Client),
+		Engine: eng, Settlement: settle.NewBacklogs(r.Client, ""),
 		UserSecrets: []httpapi.Secret{userSecret, userSecret2},
 		AdminKeys:   [][]byte{adminKey},
 		PaymentKeys: [][]byte{paymentKey},

@@ -74,7 +74,7 @@ func TestGlobalRateLimitIsShared(t *testing.T) {
 		return newTestServer(t, func(c *httpapi.Config) {
 			eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
 			require.NoError(t, err)
-			c.Engine, c.Settlement = eng, settle.NewBacklogs(r.Client)
+			c.Engine, c.Settlement = eng, settle.NewBacklogs(r.Client, "")
 			c.GlobalRate = 10
 			c.Now = func() time.Time { return now }
 		})
@@ -106,7 +106,7 @@ func TestBusyAnswers503(t *testing.T) {
 	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
 	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, MaxBatch: 1, MaxQueue: 1})
 	require.NoError(t, err)
-	ts := newTestServer(t, func(c *httpapi.Config) { c.Engine, c.Settlement = eng, settle.NewBacklogs(r.Client) })
+	ts := newTestServer(t, func(c *httpapi.Config) { c.Engine, c.Settlement = eng, settle.NewBacklogs(r.Client, "") })
 	id := ts.create(t, `{"total":"10.00","count":100}`)
 
 	// Freeze Redis for a moment: the first grab's batch waits in Redis,

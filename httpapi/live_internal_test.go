@@ -325,7 +325,7 @@ func BenchmarkLiveReading(b *testing.B) {
 	ctx := context.Background()
 	c, err := eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(b), Total: 1_000_000, Count: 10_000})
 	require.NoError(b, err)
-	s := &Server{cfg: Config{Engine: eng, Store: eng, Settlement: settle.NewBacklogs(r.Client)}}
+	s := &Server{cfg: Config{Engine: eng, Store: eng, Settlement: settle.NewBacklogs(r.Client, "")}}
 	h := newLiveHub(16, 16, time.Second, 5*time.Second, s.readLive, quietLog(), time.Now)
 	for i := 0; i < 2000; i++ {
 		g, err := eng.Grab(ctx, c.ID, "u"+strconv.Itoa(i))

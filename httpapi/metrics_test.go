@@ -28,7 +28,7 @@ func TestScrapesShareRedisReads(t *testing.T) {
 	c, err := eng.Create(ctx, hongbao.Spec{Total: 100, Count: 2})
 	require.NoError(t, err)
 
-	sc := newStateCollector(eng, eng, settle.NewBacklogs(r.Client), nil, 5*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sc := newStateCollector(eng, eng, settle.NewBacklogs(r.Client, ""), nil, 5*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	sc.cacheFor = time.Hour
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc)

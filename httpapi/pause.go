@@ -69,9 +69,9 @@ func (s *Server) pauseCampaign(ctx context.Context, id string, pause bool) (any,
 }
 
 func (s *Server) pauseDiscount(ctx context.Context, id string, pause bool) (any, hongbao.State, int, error) {
-	do := s.cfg.Engine.ResumeDiscount
+	do := s.cfg.Discounts.Resume
 	if pause {
-		do = s.cfg.Engine.PauseDiscount
+		do = s.cfg.Discounts.Pause
 	}
 	st, err := do(ctx, id)
 	if err != nil {
@@ -120,13 +120,13 @@ func (s *Server) blockUsers(discount, add bool) func(http.ResponseWriter, *http.
 			return id, ok
 		}
 		s.onCampaign(w, r, target, func(ctx context.Context, id string) (any, error) {
-			e := s.cfg.Engine
+			e, d := s.cfg.Engine, s.cfg.Discounts
 			do, action := e.Unblock, "unblock"
 			switch {
 			case discount && add:
-				do, action = e.BlockDiscount, "block"
+				do, action = d.Block, "block"
 			case discount:
-				do = e.UnblockDiscount
+				do = d.Unblock
 			case add:
 				do, action = e.Block, "block"
 			}
@@ -161,7 +161,7 @@ func (s *Server) listBlocked(discount bool) func(http.ResponseWriter, *http.Requ
 		s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
 			list := s.cfg.Engine.BlockedUsers
 			if discount {
-				list = s.cfg.Engine.DiscountBlockedUsers
+				list = s.cfg.Discounts.BlockedUsers
 			}
 			us, err := list(ctx, id)
 			if err != nil {

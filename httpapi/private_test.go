@@ -199,7 +199,7 @@ func TestMetricsCoverEveryCampaign(t *testing.T) {
 	g, err := eng.Grab(ctx, last, "u1")
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Granted, g.Outcome)
-	s, err := httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(r.Client), UserSecrets: []httpapi.Secret{userSecret},
+	s, err := httpapi.New(httpapi.Config{Engine: eng, Settlement: settle.NewBacklogs(r.Client, ""), UserSecrets: []httpapi.Secret{userSecret},
 		AdminKeys: [][]byte{adminKey}, Logger: quiet()})
 	require.NoError(t, err)
 	hs := httptest.NewServer(s)

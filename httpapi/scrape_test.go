@@ -24,7 +24,7 @@ func TestScrapeKeepsTotalsWhenOneCampaignFails(t *testing.T) {
 	r := testenv.NewRedis(t, redisserver.Options{})
 	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
 	require.NoError(t, err)
-	ts := newTestServer(t, func(c *httpapi.Config) { c.Settlement, c.Engine = settle.NewBacklogs(r.Client), eng })
+	ts := newTestServer(t, func(c *httpapi.Config) { c.Settlement, c.Engine = settle.NewBacklogs(r.Client, ""), eng })
 	ctx := context.Background()
 	good, err := eng.Create(ctx, hongbao.Spec{Total: 500, Count: 5})
 	require.NoError(t, err)
@@ -32,7 +32,7 @@ func TestScrapeKeepsTotalsWhenOneCampaignFails(t *testing.T) {
 	require.NoError(t, err)
 	bad, err := eng.Create(ctx, hongbao.Spec{Total: 500, Count: 5})
 	require.NoError(t, err)
-	k := redisstore.CampaignKeys(bad.ID)
+	k := redisstore.Default.CampaignKeys(bad.ID)
 	require.NoError(t, r.Client.Do(ctx, r.Client.B().XgroupDestroy().Key(k.Grants).Group(redisstore.SettleGroup).Build()).Error())
 
 	rep := ts.do(t, "GET", "/metrics", string(adminKey), "")

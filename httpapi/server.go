@@ -32,9 +32,12 @@ import (
 
 // Config configures a Server. Zero fields take their documented defaults.
 type Config struct {
-	// Engine answers grabs and discounts and manages campaigns: a
+	// Engine answers grabs and manages red packet campaigns: a
 	// *hongbao.Engine. Required.
 	Engine Engine
+	// Discounts answers the discount routes. Default: the Engine's
+	// Discounts(), which a *hongbao.Engine has.
+	Discounts Discounts
 	// Settlement reads the campaigns' settlement backlogs and redrives
 	// their dead grants: settle.NewBacklogs on the engine's Redis client.
 	// Required.
@@ -158,6 +161,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Engine == nil:
 		return errors.New("httpapi: Config.Engine is required")
+	case c.Discounts == nil && discountsOf(c.Engine) == nil:
+		return errors.New("httpapi: Config.Discounts is required when the Engine has no Discounts()")
 	case c.Settlement == nil:
 		return errors.New("httpapi: Config.Settlement is required")
 	case c.Store == nil && !isStore(c.Engine):
@@ -264,7 +269,7 @@ func New(cfg Config) (*Server, error) {
 	sc := newStateCollector(cfg.Engine, cfg.Store, cfg.Settlement, cfg.SettleStats, cfg.Timeout, s.log)
 	sc.settled = cfg.SettledCents
 	s.metrics = newMetrics(cfg.Registry, sc)
-	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Engine, cfg.Timeout, s.log)
+	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Discounts, cfg.Timeout, s.log)
 	s.live = newLiveHub(cfg.MaxLiveCampaigns, cfg.MaxLiveViews, cfg.LiveInterval, cfg.Timeout, s.readLive, s.log, cfg.Now)
 
 	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
@@ -303,6 +308,9 @@ func isStore(e Engine) bool {
 
 // setDefaults fills the documented defaults into cfg.
 func setDefaults(cfg *Config) {
+	if cfg.Discounts == nil {
+		cfg.Discounts = discountsOf(cfg.Engine)
+	}
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 16<<10)
 	cfg.MaxCount = cmp.Or(cfg.MaxCount, 1_000_000)
 	cfg.Leeway = cmp.Or(cfg.Leeway, 30*time.Second)
@@ -701,7 +709,7 @@ func bodyTarget[T any](s *Server, w http.ResponseWriter, r *http.Request, decode
 
 func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin string) {
 	s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
-		st, err := s.cfg.Engine.Close(ctx, id)
+		st, err := s.cfg.Engine.CloseCampaign(ctx, id)
 		if err != nil {
 			return nil, err
 		}

@@ -8,8 +8,8 @@ import (
 )
 
 // The services the handlers call, each as small as its handlers need. A
-// *hongbao.Engine is an Engine and a Store; a *settle.Backlogs is a
-// Settlement. Tests give fakes.
+// *hongbao.Engine is an Engine and a Store, and its Discounts() is a
+// Discounts; a *settle.Backlogs is a Settlement. Tests give fakes.
 
 // Grabber is what the grab routes need: grab a packet, read the one held.
 type Grabber interface {
@@ -23,7 +23,7 @@ type Campaigns interface {
 	Create(ctx context.Context, spec hongbao.Spec) (*hongbao.Campaign, error)
 	Status(ctx context.Context, id string) (*hongbao.Status, error)
 	CampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error)
-	Close(ctx context.Context, id string) (*hongbao.Status, error)
+	CloseCampaign(ctx context.Context, id string) (*hongbao.Status, error)
 	Pause(ctx context.Context, id string) (*hongbao.Status, error)
 	Resume(ctx context.Context, id string) (*hongbao.Status, error)
 	Block(ctx context.Context, id string, users []string) (int, error)
@@ -31,29 +31,37 @@ type Campaigns interface {
 	BlockedUsers(ctx context.Context, id string) ([]hongbao.BlockedUser, error)
 }
 
-// Discounts is what the discount routes need.
+// Discounts is what the discount routes need: a hongbao.Discounts.
 type Discounts interface {
-	CreateDiscount(ctx context.Context, spec hongbao.DiscountSpec) (*hongbao.Discount, error)
-	DiscountStatus(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
-	DiscountCampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error)
-	CloseDiscount(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
-	ReserveDiscount(ctx context.Context, id, user, order string, orderCents int64) (hongbao.Reservation, error)
-	ConfirmDiscount(ctx context.Context, id, user, order string) (hongbao.Reservation, error)
-	CancelDiscount(ctx context.Context, id, user, order string) (hongbao.Reservation, error)
-	PauseDiscount(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
-	ResumeDiscount(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
-	BlockDiscount(ctx context.Context, id string, users []string) (int, error)
-	UnblockDiscount(ctx context.Context, id string, users []string) (int, error)
-	DiscountBlockedUsers(ctx context.Context, id string) ([]hongbao.BlockedUser, error)
+	Create(ctx context.Context, spec hongbao.DiscountSpec) (*hongbao.Discount, error)
+	Status(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
+	CampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error)
+	CloseCampaign(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
+	Reserve(ctx context.Context, id, user, order string, orderCents int64) (hongbao.Reservation, error)
+	Confirm(ctx context.Context, id, user, order string) (hongbao.Reservation, error)
+	Cancel(ctx context.Context, id, user, order string) (hongbao.Reservation, error)
+	Pause(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
+	Resume(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
+	Block(ctx context.Context, id string, users []string) (int, error)
+	Unblock(ctx context.Context, id string, users []string) (int, error)
+	BlockedUsers(ctx context.Context, id string) ([]hongbao.BlockedUser, error)
 }
 
-// Engine is every domain call the API makes, and the grab batching
+// Engine is every red packet call the API makes, and the grab batching
 // counters its metrics read.
 type Engine interface {
 	Grabber
 	Campaigns
-	Discounts
 	Stats() hongbao.Stats
+}
+
+// discountsOf is the Discounts of an Engine that has them (a
+// *hongbao.Engine), or nil.
+func discountsOf(e Engine) Discounts {
+	if d, ok := e.(interface{ Discounts() hongbao.Discounts }); ok {
+		return d.Discounts()
+	}
+	return nil
 }
 
 // Settlement is what the console and the campaign answers need of

@@ -48,7 +48,7 @@ func (r *run) readLedger(ctx context.Context) error {
 // looks for what is wrong; a campaign with nothing wrong is ErrHealthy
 // unless forced. It writes nothing.
 func (r *run) check(ctx context.Context) error {
-	root, err := r.store.Status(ctx, redisstore.CampaignKeys(r.id))
+	root, err := r.store.Status(ctx, r.store.NS().CampaignKeys(r.id))
 	switch {
 	case errors.Is(err, redisstore.ErrNoCampaign):
 	case err != nil:
@@ -65,7 +65,7 @@ func (r *run) check(ctx context.Context) error {
 	if err := r.resolveTerms(); err != nil {
 		return err
 	}
-	r.shards = redisstore.Layout(r.id, r.terms.Shards)
+	r.shards = r.store.NS().Layout(r.id, r.terms.Shards)
 	r.rep.Shards = r.terms.Shards
 	problems, err := r.problems(ctx)
 	if err != nil {

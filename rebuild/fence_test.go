@@ -84,7 +84,7 @@ func (e *env) worker(c rueidisClient, l ledger.Ledger, consumer, id string) *set
 // ledger fence want ("" for none).
 func requireFence(t *testing.T, c rueidisClient, id string, shards int, want string) {
 	t.Helper()
-	for k, keys := range redisstore.Layout(id, shards) {
+	for k, keys := range redisstore.Default.Layout(id, shards) {
 		v, err := c.Do(ctx, c.B().Hget().Key(keys.Meta).Field(redisstore.LedgerFence).Build()).ToString()
 		if want == "" {
 			require.Error(t, err, "shard %d", k)
@@ -174,7 +174,7 @@ func rebuildUnderHeldBatch(t *testing.T, e *env, id string, lose func(), force b
 		t.Fatal("the worker never read a batch")
 	}
 	lose()
-	root := redisstore.CampaignKeys(id)
+	root := redisstore.Default.CampaignKeys(id)
 	var landed error
 	rl := &landAfterRead{Ledger: e.l,
 		frozen: func() bool {

@@ -73,7 +73,7 @@ func TestRebuildKeepsAPause(t *testing.T) {
 	// A pause stopped half way (the root not written yet) comes back whole.
 	_, err = e.eng.Resume(ctx, c.ID)
 	require.NoError(t, err)
-	k2 := redisstore.ShardKeys(c.ID, shards, 2)
+	k2 := redisstore.Default.ShardKeys(c.ID, shards, 2)
 	require.NoError(t, e.r.Client.Do(ctx, e.r.Client.B().Hset().Key(k2.Meta).FieldValue().FieldValue("paused", "1").Build()).Error())
 	flushKeysOf(t, e, c.ID, 1)
 	rep, err = e.rebuild(e.r.Client, c.ID, false)
@@ -113,7 +113,7 @@ func TestRebuildBlocklists(t *testing.T) {
 	bad0, bad1 := homedOn(0, shards, "bad"), homedOn(1, shards, "bad")
 	_, err := e.eng.Block(ctx, c.ID, []string{bad0, bad1})
 	require.NoError(t, err)
-	k0, k1 := redisstore.ShardKeys(c.ID, shards, 0), redisstore.ShardKeys(c.ID, shards, 1)
+	k0, k1 := redisstore.Default.ShardKeys(c.ID, shards, 0), redisstore.Default.ShardKeys(c.ID, shards, 1)
 	rc := e.r.Client
 	hash := func(k redisstore.Keys) map[string]string {
 		m, err := rc.Do(ctx, rc.B().Hgetall().Key(k.Blocked).Build()).AsStrMap()

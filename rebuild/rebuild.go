@@ -99,6 +99,9 @@ var (
 type Config struct {
 	// Redis is the client of the campaign's Redis. Required.
 	Redis rueidis.Client
+	// Namespace is the namespace of the campaign's deployment in Redis
+	// (hongbao.Config.Namespace). Default "hb".
+	Namespace string
 	// Ledger is the ledger the campaign settles into; it must hold the
 	// campaign's packets. Required.
 	Ledger ledger.Ledger
@@ -220,7 +223,11 @@ func Rebuild(ctx context.Context, cfg Config, id string) (*Report, error) {
 	if err := hongbao.ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, id: id, store: redisstore.New(cfg.Redis),
+	ns, err := redisstore.ParseNamespace(cfg.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild: Config.Namespace: %w", err)
+	}
+	r := &run{cfg: cfg, id: id, store: redisstore.New(cfg.Redis).WithNamespace(ns),
 		rep: &Report{Campaign: id, Problems: []string{}, Conflicts: []string{}, Notes: []string{}, UnrecoverablePackets: []int64{}}}
 	for _, step := range []func(context.Context) error{r.readLedger, r.check, r.freeze, r.fence, r.read, r.decide, r.write, r.activate} {
 		if err := step(ctx); err != nil {

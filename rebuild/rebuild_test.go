@@ -108,7 +108,7 @@ func (e *env) settleAll(c rueidisClient, id string) {
 
 func (e *env) reconcile(c rueidisClient, id string) *settle.Report {
 	e.t.Helper()
-	rep, err := settle.Reconcile(ctx, c, e.l, id)
+	rep, err := settle.Reconcile(ctx, c, "", e.l, id)
 	require.NoError(e.t, err)
 	return rep
 }
@@ -149,7 +149,7 @@ func requireAudit(t *testing.T, eng *hongbao.Engine, id string) *hongbao.Audit {
 // requireSettledOK closes, settles and reconciles the campaign.
 func (e *env) requireSettledOK(c rueidisClient, eng *hongbao.Engine, id string) *settle.Report {
 	e.t.Helper()
-	_, err := eng.Close(ctx, id)
+	_, err := eng.CloseCampaign(ctx, id)
 	require.NoError(e.t, err)
 	e.settleAll(c, id)
 	rep := e.reconcile(c, id)

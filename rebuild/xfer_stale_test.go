@@ -23,7 +23,7 @@ func TestRebuildStaleTransferApply(t *testing.T) {
 	e := newEnv(t, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	c := e.create(40, 2)
 	store := redisstore.New(e.r.Client)
-	shards := redisstore.Layout(c.ID, 2)
+	shards := redisstore.Default.Layout(c.ID, 2)
 	tr, err := store.TakeTransfer(ctx, shards[0], 1, 5)
 	require.NoError(t, err)
 	require.Len(t, tr.Packets, 5)

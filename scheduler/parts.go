@@ -20,7 +20,7 @@ import (
 )
 
 // A deployment of Config.Parts parts above 1 shares settlement between
-// its processes (settle.Owner, settle.PartOf): each part is a lease of
+// its processes (settle.PartHolder, settle.PartOf): each part is a lease of
 // package leader of its own, <LeaseName>:part:<p>, and a process settles
 // the shards of the parts it holds. Processes announce themselves in the
 // hash hb:lease:{<LeaseName>}:parts (parts.lua, every RenewEvery, living
@@ -52,7 +52,7 @@ var ErrParts = errors.New("scheduler: a live settle process of this deployment c
 const MaxParts = 1024
 
 // parts takes, holds and balances this process's parts; it is the
-// settle.Owner of the worker.
+// settle.PartHolder of the worker.
 type parts struct {
 	s      *Scheduler
 	n      int
@@ -80,11 +80,11 @@ func newParts(s *Scheduler, member string) *parts {
 	}
 }
 
-// Parts is the deployment's number of parts (settle.Owner).
+// Parts is the deployment's number of parts (settle.PartHolder).
 func (p *parts) Parts() int { return p.n }
 
 // Held says whether this process holds part k, and its lease's token
-// (settle.Owner).
+// (settle.PartHolder).
 func (p *parts) Held(k int) (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -104,21 +104,21 @@ func (p *parts) list() []int {
 	return out
 }
 
-func partsKeys(name string) []string {
-	tag := leader.DefaultPrefix + "{" + name + "}"
+func partsKeys(prefix, name string) []string {
+	tag := prefix + "{" + name + "}"
 	return []string{tag + ":parts", tag + ":mark"}
 }
 
 // announce runs parts.lua: as member with the parts it takes, or, with
 // member "", only checks that no live process counts other than n parts.
 // It returns the parts each live member takes.
-func announce(ctx context.Context, rc rueidis.Client, name, member string, n int, life time.Duration, taking []int) (map[string][]int, error) {
+func announce(ctx context.Context, rc rueidis.Client, prefix, name, member string, n int, life time.Duration, taking []int) (map[string][]int, error) {
 	csv := make([]string, len(taking))
 	for i, k := range taking {
 		csv[i] = strconv.Itoa(k)
 	}
 	args := []string{member, strconv.Itoa(n), strconv.FormatInt(max(life.Milliseconds(), 1), 10), strings.Join(csv, ",")}
-	vals, err := partsScript.Exec(ctx, rc, partsKeys(name), args).AsStrSlice()
+	vals, err := partsScript.Exec(ctx, rc, partsKeys(prefix, name), args).AsStrSlice()
 	if err != nil {
 		if strings.Contains(err.Error(), "HBPARTS") {
 			return nil, fmt.Errorf("%w (this one counts %d): %v", ErrParts, n, err)
@@ -166,7 +166,7 @@ func (p *parts) round(ctx context.Context) error {
 		taking = append(taking, k)
 	}
 	sort.Ints(taking)
-	live, err := announce(ctx, p.rc, p.s.cfg.LeaseName, p.member, p.n, p.life, taking)
+	live, err := announce(ctx, p.rc, p.s.ns.LeasePrefix(), p.s.cfg.LeaseName, p.member, p.n, p.life, taking)
 	if errors.Is(err, ErrParts) {
 		if !p.refused {
 			p.log.Error("REFUSED: "+err.Error()+"; this process lets its parts go and settles nothing until every process agrees", "parts", p.n)
@@ -223,7 +223,7 @@ func (p *parts) round(ctx context.Context) error {
 // reaper runs.
 func (p *parts) take(ctx context.Context, k int) {
 	el, err := leader.New(leader.Config{
-		Redis: p.rc, Name: p.s.cfg.LeaseName + ":part:" + strconv.Itoa(k), TTL: p.s.cfg.LeaseTTL,
+		Redis: p.rc, Prefix: p.s.ns.LeasePrefix(), Name: p.s.cfg.LeaseName + ":part:" + strconv.Itoa(k), TTL: p.s.cfg.LeaseTTL,
 		Logger: p.s.cfg.Logger.With("part", k),
 		OnElected: func(ctx context.Context, t leader.Term) {
 			p.setHeld(k, t.Token, true)
@@ -272,7 +272,7 @@ func (p *parts) leave() {
 	p.letGoAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := p.rc.Do(ctx, p.rc.B().Hdel().Key(partsKeys(p.s.cfg.LeaseName)[0]).Field(p.member).Build()).Error(); err != nil {
+	if err := p.rc.Do(ctx, p.rc.B().Hdel().Key(partsKeys(p.s.ns.LeasePrefix(), p.s.cfg.LeaseName)[0]).Field(p.member).Build()).Error(); err != nil {
 		p.log.Warn("settlement parts: cannot withdraw the announcement; it runs out by itself", "err", err)
 	}
 }

@@ -110,7 +110,7 @@ func TestPartsShareOneCampaign(t *testing.T) {
 			c, err := f.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 10 * packets, Count: packets, Shards: shards})
 			require.NoError(t, err)
 			granted := grabAll(t, f.eng, c.ID, 1500)
-			_, err = f.eng.Close(ctx, c.ID)
+			_, err = f.eng.CloseCampaign(ctx, c.ID)
 			require.NoError(t, err)
 			waitFor(t, "the campaign settled and refunded", 30*time.Second, func() bool {
 				st, err := f.eng.Status(ctx, c.ID)
@@ -135,7 +135,7 @@ func TestPartsShareOneCampaign(t *testing.T) {
 			}
 			require.EqualValues(t, 1, refunds, "the refund once, by the root's holder")
 			require.EqualValues(t, 1500, grants, "every grant written once, by one process")
-			rep, err := settle.Reconcile(ctx, f.redis.Client, f.led, c.ID)
+			rep, err := settle.Reconcile(ctx, f.redis.Client, "", f.led, c.ID)
 			require.NoError(t, err)
 			require.True(t, rep.OK, "%v", rep.Differences)
 		})
@@ -175,7 +175,7 @@ func TestPartsMoveFromDeadProcess(t *testing.T) {
 	// What it would have read before dying: delivered to its consumer,
 	// never acknowledged.
 	store := redisstore.New(f.redis.Client)
-	layout := redisstore.Layout(c.ID, shards)
+	layout := redisstore.Default.Layout(c.ID, shards)
 	pending := 0
 	for _, k := range mine {
 		es, err := store.ReadGroup(ctx, layout[k], "doomed", 1000, false)
@@ -184,7 +184,7 @@ func TestPartsMoveFromDeadProcess(t *testing.T) {
 	}
 	require.Positive(t, pending)
 	died := time.Now()
-	_, err = f.eng.Close(ctx, c.ID)
+	_, err = f.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	waitFor(t, "the campaign settled and refunded by the survivor", 20*time.Second, func() bool {
 		st, err := f.eng.Status(ctx, c.ID)
@@ -262,22 +262,22 @@ func TestPartsShareDiscountCampaign(t *testing.T) {
 	b := f.startParts(t, f.redis.Client, "b", 16)
 	balanced(t, 16, a, b)
 	const budget, users = 100_000, 200
-	d, err := f.eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: budget, Quota: 400,
+	d, err := f.eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: budget, Quota: 400,
 		Max: 300, Shards: 4, Hold: hongbao.MinHold})
 	require.NoError(t, err)
 	for u := range users {
 		user, order := "u"+strconv.Itoa(u), "o"+strconv.Itoa(u)
-		r, err := f.eng.ReserveDiscount(ctx, d.ID, user, order, 10_000)
+		r, err := f.eng.Discounts().Reserve(ctx, d.ID, user, order, 10_000)
 		require.NoError(t, err)
 		require.True(t, r.Outcome.HasAmount())
-		_, err = f.eng.ConfirmDiscount(ctx, d.ID, user, order)
+		_, err = f.eng.Discounts().Confirm(ctx, d.ID, user, order)
 		require.NoError(t, err)
 	}
-	st, err := f.eng.CloseDiscount(ctx, d.ID)
+	st, err := f.eng.Discounts().CloseCampaign(ctx, d.ID)
 	require.NoError(t, err)
 	confirmed := st.ConfirmedCents
 	waitFor(t, "the discount campaign settled", 30*time.Second, func() bool {
-		st, err := f.eng.DiscountStatus(ctx, d.ID)
+		st, err := f.eng.Discounts().Status(ctx, d.ID)
 		return err == nil && st.State == hongbao.StateSettled && a.Worker().Stats().Refunds+b.Worker().Stats().Refunds > 0
 	})
 	tot, err := f.led.Totals(ctx, ledger.DiscountCampaign(d.ID))

@@ -50,8 +50,8 @@ type Config struct {
 	// idle poll, and applies MaxBacklog to its grabs.
 	// Default nil: settlement only (hongbao settle).
 	Engine *hongbao.Engine
-	// LeaseName names the lease: processes with the same name on one
-	// Redis elect one scheduler, or with Parts above 1 share the parts of
+	// LeaseName names the lease: processes with the same name in one
+	// namespace (Settle.Namespace) of one Redis elect one scheduler, or with Parts above 1 share the parts of
 	// one deployment. Default "scheduler".
 	LeaseName string
 	// Parts is the number of parts P of the deployment's settlement, the
@@ -104,8 +104,8 @@ func (c Config) Validate() error {
 	if c.Parts < 0 || c.Parts > MaxParts {
 		return fmt.Errorf("scheduler: Config.Parts must be 1-%d (0 for 1), not %d", MaxParts, c.Parts)
 	}
-	if c.Settle.Owner != nil {
-		return errors.New("scheduler: Config.Settle.Owner is the scheduler's own; leave it nil")
+	if c.Settle.Parts != nil {
+		return errors.New("scheduler: Config.Settle.Parts is the scheduler's own; leave it nil")
 	}
 	return nil
 }
@@ -131,16 +131,17 @@ type Scheduler struct {
 	worker *settle.Worker
 	el     *leader.Elector // with one part; nil with several
 	parts  *parts          // with several parts; nil with one
-	single *single         // with one part: the settle.Owner
+	single *single         // with one part: the settle.PartHolder
 	log    *slog.Logger
-	pub    *Publisher // the engine's grants on WakeChannel; nil without one
+	pub    *Publisher // the engine's grants on the wake channel; nil without one
+	ns     redisstore.Namespace
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{} // the backlog loop's, and with parts the balancer's and the listener's
 }
 
-// single is the settle.Owner of a scheduler of one part: it holds part 0,
+// single is the settle.PartHolder of a scheduler of one part: it holds part 0,
 // the only one, while it holds the lease, and during a Drain, which takes
 // no lease.
 type single struct {
@@ -161,19 +162,25 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler")}
+	ns, err := redisstore.ParseNamespace(cfg.Settle.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: Config.Settle.Namespace: %w", err)
+	}
+	if cfg.Engine != nil && cfg.Engine.Namespace() != ns.Name() {
+		return nil, fmt.Errorf("scheduler: Config.Settle.Namespace %q is not the engine's namespace %q: the scheduler would settle, reap and wake other campaigns than the engine's", ns.Name(), cfg.Engine.Namespace())
+	}
+	s := &Scheduler{cfg: cfg, ns: ns, log: cfg.Logger.With("component", "scheduler", "namespace", ns.Name())}
 	if cfg.Parts > 1 {
-		if err := (leader.Config{Redis: cfg.Settle.Redis, Name: cfg.LeaseName + ":part:0", TTL: cfg.LeaseTTL}).Validate(); err != nil {
+		if err := (leader.Config{Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: cfg.LeaseName + ":part:0", TTL: cfg.LeaseTTL}).Validate(); err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
 		s.parts = newParts(s, memberID(cfg.Settle.Consumer))
-		cfg.Settle.Owner = s.parts
+		cfg.Settle.Parts = s.parts
 	} else {
 		s.single = &single{}
-		cfg.Settle.Owner = s.single
-		var err error
+		cfg.Settle.Parts = s.single
 		s.el, err = leader.New(leader.Config{
-			Redis: cfg.Settle.Redis, Name: cfg.LeaseName, TTL: cfg.LeaseTTL, Logger: cfg.Logger, OnElected: s.lease,
+			Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: cfg.LeaseName, TTL: cfg.LeaseTTL, Logger: cfg.Logger, OnElected: s.lease,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
@@ -281,7 +288,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 func (s *Scheduler) checkParts(ctx context.Context) error {
 	var err error
 	if s.parts == nil {
-		_, err = announce(ctx, s.cfg.Settle.Redis, s.cfg.LeaseName, "", 1, time.Millisecond, nil)
+		_, err = announce(ctx, s.cfg.Settle.Redis, s.ns.LeasePrefix(), s.cfg.LeaseName, "", 1, time.Millisecond, nil)
 	} else {
 		err = s.parts.round(ctx)
 	}
@@ -392,7 +399,7 @@ func (s *Scheduler) lease(ctx context.Context, t leader.Term) {
 // ctx ends.
 func (s *Scheduler) reap(ctx context.Context) {
 	if e := s.cfg.Engine; e != nil {
-		e.RunDiscountReaper(ctx, s.cfg.ReapEvery, func(err error) {
+		e.Discounts().RunReaper(ctx, s.cfg.ReapEvery, func(err error) {
 			s.log.Warn("discount reaper: a round failed; the next tries again", "err", err)
 		})
 	}
@@ -415,7 +422,8 @@ func BoundBacklog(ctx context.Context, rc rueidis.Client, eng *hongbao.Engine, l
 	defer eng.SetSettleBusy(nil)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	store := redisstore.New(rc)
+	ns, _ := redisstore.ParseNamespace(eng.Namespace()) // the engine checked it
+	store := redisstore.New(rc).WithNamespace(ns)
 	for {
 		if busy, err := overBound(ctx, store, rc, limit); err == nil {
 			eng.SetSettleBusy(busy)
@@ -438,7 +446,7 @@ func overBound(ctx context.Context, store *redisstore.Store, rc rueidis.Client, 
 	}
 	var busy []string
 	for _, id := range ids {
-		b, err := settle.ReadBacklog(ctx, rc, id)
+		b, err := settle.ReadBacklog(ctx, rc, store.NS().Name(), id)
 		if errors.Is(err, settle.ErrNoCampaign) {
 			continue
 		}

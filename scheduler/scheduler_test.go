@@ -87,7 +87,7 @@ func TestSchedulerSettlesAndReaps(t *testing.T) {
 		require.NoError(t, err)
 		granted += g.Cents
 	}
-	_, err = f.eng.Close(ctx, c.ID)
+	_, err = f.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	// The ledger records the refund before Redis does (settle.lua): wait
 	// for both, or the reconcile may read Redis between the two.
@@ -97,17 +97,17 @@ func TestSchedulerSettlesAndReaps(t *testing.T) {
 		return err == nil && serr == nil && tot.GrantCents == granted && tot.Refunded == 1000-granted &&
 			st.State == hongbao.StateSettled
 	})
-	rep, err := settle.Reconcile(ctx, f.redis.Client, f.led, c.ID)
+	rep, err := settle.Reconcile(ctx, f.redis.Client, "", f.led, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Differences)
 
-	d, err := f.eng.CreateDiscount(ctx, hongbao.DiscountSpec{Budget: 500, Quota: 5, Max: 100, Hold: hongbao.MinHold})
+	d, err := f.eng.Discounts().Create(ctx, hongbao.DiscountSpec{Budget: 500, Quota: 5, Max: 100, Hold: hongbao.MinHold})
 	require.NoError(t, err)
-	r, err := f.eng.ReserveDiscount(ctx, d.ID, "buyer", "order-1", 10000)
+	r, err := f.eng.Discounts().Reserve(ctx, d.ID, "buyer", "order-1", 10000)
 	require.NoError(t, err)
 	require.True(t, r.Outcome.HasAmount())
 	waitFor(t, "the reaper to expire the reservation", 10*time.Second, func() bool {
-		st, err := f.eng.DiscountStatus(ctx, d.ID)
+		st, err := f.eng.Discounts().Status(ctx, d.ID)
 		require.NoError(t, err)
 		return st.ReservedCount == 0 && st.RemainingCents == 500
 	})
@@ -142,7 +142,7 @@ func TestSchedulerBoundsBacklog(t *testing.T) {
 		}
 		return err != nil
 	})
-	b, err := settle.ReadBacklog(ctx, f.redis.Client, c.ID)
+	b, err := settle.ReadBacklog(ctx, f.redis.Client, "", c.ID)
 	require.NoError(t, err)
 	require.Greater(t, b.Unsettled(), int64(3))
 

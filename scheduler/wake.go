@@ -8,12 +8,17 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
-// WakeChannel is the Redis pub/sub channel on which engines tell the
-// scheduler, wherever it runs, that they granted: the scheduler then
-// settles at once instead of at its next idle poll.
-const WakeChannel = "hb:settle:wake"
+// WakeChannel is the Redis pub/sub channel on which engines of namespace
+// ns tell the scheduler, wherever it runs, that they granted: the
+// scheduler then settles at once instead of at its next idle poll. It is
+// "<ns>:settle:wake" ("hb:settle:wake" in the default namespace).
+func WakeChannel(ns string) string {
+	n, _ := redisstore.ParseNamespace(ns)
+	return n.WakeChannel()
+}
 
 // wakeGap is the least time between two wake messages of one process: a
 // busy engine publishes at most 1/wakeGap a second, whatever its grab
@@ -28,18 +33,20 @@ const wakeGap = 20 * time.Millisecond
 // elsewhere settles its grants at once. A lost message costs only time:
 // the scheduler also polls.
 type Publisher struct {
-	rc     rueidis.Client
-	kick   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	rc      rueidis.Client
+	channel string
+	kick    chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+	once    sync.Once
 }
 
-// Publish starts a Publisher of eng's grants on rc; Stop ends it. It
+// Publish starts a Publisher of eng's grants on rc, on the wake channel of
+// eng's namespace; Stop ends it. It
 // replaces eng's OnGranted.
 func Publish(rc rueidis.Client, eng *hongbao.Engine) *Publisher {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Publisher{rc: rc, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	p := &Publisher{rc: rc, channel: WakeChannel(eng.Namespace()), kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	eng.OnGranted(p.Kick)
 	go p.run(ctx)
 	return p
@@ -63,7 +70,7 @@ func (p *Publisher) run(ctx context.Context) {
 		}
 		// A failed publish is not retried: the scheduler's poll settles
 		// the grant a little later.
-		_ = p.rc.Do(ctx, p.rc.B().Publish().Channel(WakeChannel).Message("1").Build()).Error()
+		_ = p.rc.Do(ctx, p.rc.B().Publish().Channel(p.channel).Message("1").Build()).Error()
 		t := time.NewTimer(wakeGap)
 		select {
 		case <-ctx.Done():
@@ -82,12 +89,12 @@ func (p *Publisher) Stop() {
 	})
 }
 
-// listen wakes the worker on each message of WakeChannel until ctx ends,
+// listen wakes the worker on each message of the namespace's wake channel until ctx ends,
 // subscribing again after a lost connection.
 func (s *Scheduler) listen(ctx context.Context) {
 	rc := s.cfg.Settle.Redis
 	for ctx.Err() == nil {
-		err := rc.Receive(ctx, rc.B().Subscribe().Channel(WakeChannel).Build(), func(rueidis.PubSubMessage) {
+		err := rc.Receive(ctx, rc.B().Subscribe().Channel(s.ns.WakeChannel()).Build(), func(rueidis.PubSubMessage) {
 			s.worker.Wake()
 		})
 		if ctx.Err() != nil {

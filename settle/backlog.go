@@ -35,13 +35,17 @@ type Backlog struct {
 // Unsettled counts the batches not yet settled: Lag + Pending.
 func (b Backlog) Unsettled() int64 { return b.Lag + b.Pending }
 
-// ReadBacklog reads the settlement backlog of campaign id from Redis,
+// ReadBacklog reads the settlement backlog of campaign id of namespace
+// ("" for the default, see Config.Namespace) from Redis,
 // summed over its shards (Oldest is the oldest of any shard). It is
 // ErrNoCampaign when the campaign does not exist or is still loading. It
 // only reads, and may run while workers settle.
-func ReadBacklog(ctx context.Context, rc rueidis.Client, id string) (Backlog, error) {
-	store := redisstore.New(rc)
-	shards := []redisstore.Keys{redisstore.CampaignKeys(id)}
+func ReadBacklog(ctx context.Context, rc rueidis.Client, namespace, id string) (Backlog, error) {
+	store, err := storeOf(rc, namespace)
+	if err != nil {
+		return Backlog{}, err
+	}
+	shards := []redisstore.Keys{store.NS().CampaignKeys(id)}
 	if v, err := store.Read(ctx, id); err == nil {
 		shards = v.Shards
 	}
@@ -62,15 +66,18 @@ func ReadBacklog(ctx context.Context, rc rueidis.Client, id string) (Backlog, er
 	return out, nil
 }
 
-// Redrive puts the dead grants of campaign id back into its grants
+// Redrive puts the dead grants of campaign id of namespace back into its grants
 // streams (one per shard), for an operator who fixed their cause, and
 // returns how many entries moved; a worker settles them on its next pass.
 // Each step moves a group of entries in one script, so a grant is never in
 // both streams or in neither, and it is safe while workers run. It is
 // ErrNoCampaign when the campaign does not exist. Worker.Redrive does the
 // same through a worker's store.
-func Redrive(ctx context.Context, rc rueidis.Client, id string) (int64, error) {
-	store := redisstore.New(rc)
+func Redrive(ctx context.Context, rc rueidis.Client, namespace, id string) (int64, error) {
+	store, err := storeOf(rc, namespace)
+	if err != nil {
+		return 0, err
+	}
 	v, err := store.Read(ctx, id)
 	if errors.Is(err, redisstore.ErrNoCampaign) {
 		return 0, fmt.Errorf("%w: %s", ErrNoCampaign, id)
@@ -87,4 +94,14 @@ func Redrive(ctx context.Context, rc rueidis.Client, id string) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// storeOf is a store on rc for the keys of namespace ("" for the
+// default; see Config.Namespace).
+func storeOf(rc rueidis.Client, namespace string) (*redisstore.Store, error) {
+	ns, err := redisstore.ParseNamespace(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
+	}
+	return redisstore.New(rc).WithNamespace(ns), nil
 }

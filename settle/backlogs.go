@@ -11,17 +11,22 @@ import (
 // (the HTTP API) that holds no Redis client of its own.
 type Backlogs struct {
 	rc rueidis.Client
+	ns string
 }
 
-// NewBacklogs returns the Backlogs of the campaigns in rc.
-func NewBacklogs(rc rueidis.Client) *Backlogs { return &Backlogs{rc: rc} }
+// NewBacklogs returns the Backlogs of the campaigns of namespace in rc
+// ("" for the default; see Config.Namespace). A namespace that is not
+// valid makes every call fail.
+func NewBacklogs(rc rueidis.Client, namespace string) *Backlogs {
+	return &Backlogs{rc: rc, ns: namespace}
+}
 
-// ReadBacklog is ReadBacklog on the client of b.
+// ReadBacklog is ReadBacklog on the client and namespace of b.
 func (b *Backlogs) ReadBacklog(ctx context.Context, id string) (Backlog, error) {
-	return ReadBacklog(ctx, b.rc, id)
+	return ReadBacklog(ctx, b.rc, b.ns, id)
 }
 
-// Redrive is Redrive on the client of b.
+// Redrive is Redrive on the client and namespace of b.
 func (b *Backlogs) Redrive(ctx context.Context, id string) (int64, error) {
-	return Redrive(ctx, b.rc, id)
+	return Redrive(ctx, b.rc, b.ns, id)
 }

@@ -47,9 +47,9 @@ func TestCrashRestart(t *testing.T) {
 		for i := range users {
 			users[i] = "u" + strconv.Itoa(b*len(users)+i)
 		}
-		require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.CampaignKeys(c.ID)), 1, users, out))
+		require.NoError(t, store.Grab(ctx, redisstore.GrabKeys(redisstore.Default.CampaignKeys(c.ID)), 1, users, out))
 	}
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")

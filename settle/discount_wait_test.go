@@ -32,12 +32,12 @@ func TestDiscountRefundWaitsForReplicas(t *testing.T) {
 	require.NoError(t, err)
 	l := openSQLite(t)
 	for _, shards := range []int{1, 2} {
-		d, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t) + strconv.Itoa(shards), Budget: 1_000, Quota: 10,
+		d, err := eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t) + strconv.Itoa(shards), Budget: 1_000, Quota: 10,
 			Min: 100, Max: 100, Shards: shards})
 		require.NoError(t, err)
-		_, err = eng.ReserveDiscount(ctx, d.ID, "ann", "o1", 500)
+		_, err = eng.Discounts().Reserve(ctx, d.ID, "ann", "o1", 500)
 		require.NoError(t, err)
-		_, err = eng.ConfirmDiscount(ctx, d.ID, "ann", "o1")
+		_, err = eng.Discounts().Confirm(ctx, d.ID, "ann", "o1")
 		require.NoError(t, err)
 		// The worker's own client, as a settle process has.
 		w, err := settle.New(settle.Config{Redis: testenv.Client(t, primary.Addr), Ledger: l, Consumer: "w", Logger: quiet(),
@@ -50,7 +50,7 @@ func TestDiscountRefundWaitsForReplicas(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 1, tot.GrantCount, "the confirmed discount is settled")
 
-		_, err = eng.CloseDiscount(ctx, d.ID)
+		_, err = eng.Discounts().CloseCampaign(ctx, d.ID)
 		require.NoError(t, err)
 		require.NoError(t, replica.Client.Do(ctx, replica.Client.B().Replicaof().No().One().Build()).Error())
 		_, err = w.Pass(ctx)
@@ -67,7 +67,7 @@ func TestDiscountRefundWaitsForReplicas(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, tot.RefundDone)
 		require.EqualValues(t, 900, tot.Refunded)
-		st, err := eng.DiscountStatus(ctx, d.ID)
+		st, err := eng.Discounts().Status(ctx, d.ID)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.StateSettled, st.State)
 	}

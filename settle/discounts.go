@@ -22,7 +22,7 @@ import (
 // until their hold ends; the worker then expires them itself (the
 // reaper's script, disc_reap.lua), so a settlement worker alone finishes
 // a campaign. While a campaign is open its expiries are the reaper's
-// (hongbao.Engine.RunDiscountReaper, run by serve under the scheduler
+// (hongbao.Discounts.RunReaper, run by serve under the scheduler
 // lease). A campaign whose every unit is confirmed, with nothing held, is
 // closed by the worker, reason exhausted.
 

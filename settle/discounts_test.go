@@ -29,17 +29,17 @@ func pay(t *testing.T, eng *hongbao.Engine, id string, users int) map[string]int
 	for u := range users {
 		wg.Go(func() {
 			user := "u" + strconv.Itoa(u)
-			r, err := eng.ReserveDiscount(ctx, id, user, "o1", 1_000)
+			r, err := eng.Discounts().Reserve(ctx, id, user, "o1", 1_000)
 			if !assert.NoError(t, err) || r.Outcome != hongbao.Reserved {
 				return
 			}
 			switch {
 			case u%7 == 0: // abandoned
 			case u%5 == 0:
-				_, err = eng.CancelDiscount(ctx, id, user, "o1")
+				_, err = eng.Discounts().Cancel(ctx, id, user, "o1")
 				assert.NoError(t, err)
 			default:
-				c, err := eng.ConfirmDiscount(ctx, id, user, "o1")
+				c, err := eng.Discounts().Confirm(ctx, id, user, "o1")
 				if assert.NoError(t, err) {
 					mu.Lock()
 					got[user] = c.Cents
@@ -61,7 +61,7 @@ func settleDiscount(t *testing.T, e *env, w *settle.Worker, id string) *hongbao.
 	for {
 		_, err := w.Drain(ctx)
 		require.NoError(t, err)
-		st, err := e.eng.DiscountStatus(ctx, id)
+		st, err := e.eng.Discounts().Status(ctx, id)
 		require.NoError(t, err)
 		if st.State == hongbao.StateSettled {
 			return st
@@ -81,13 +81,13 @@ func TestSettleDiscounts(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			ctx := context.Background()
-			d, err := e.eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 50_000, Quota: 500,
+			d, err := e.eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 50_000, Quota: 500,
 				Min: 1, Max: 300, Shards: shards, Hold: time.Second, Funding: "promo"})
 			require.NoError(t, err)
 			w := e.worker(t, e.l, "w1", d.ID)
 			require.NoError(t, w.Start(ctx))
 			got := pay(t, e.eng, d.ID, 400)
-			_, err = e.eng.CloseDiscount(ctx, d.ID)
+			_, err = e.eng.Discounts().CloseCampaign(ctx, d.ID)
 			require.NoError(t, err)
 			w.Stop()
 			st := settleDiscount(t, e, w, d.ID)
@@ -107,11 +107,11 @@ func TestSettleDiscounts(t *testing.T) {
 			require.Equal(t, cents, st.ConfirmedCents)
 			require.Equal(t, 50_000-cents, st.RefundedCents)
 			require.Equal(t, int64(50_000), st.ConfirmedCents+st.RemainingCents, "after settlement the leftover is what remains")
-			rep, err := settle.ReconcileDiscount(ctx, e.redis.Client, e.l, d.ID)
+			rep, err := settle.ReconcileDiscount(ctx, e.redis.Client, "", e.l, d.ID)
 			require.NoError(t, err)
 			require.True(t, rep.OK, "%v", rep.Differences)
 			require.Equal(t, "settled", rep.State)
-			ids, err := e.eng.DiscountCampaigns(ctx)
+			ids, err := e.eng.Discounts().Campaigns(ctx)
 			require.NoError(t, err)
 			require.NotContains(t, ids, d.ID, "retired")
 			require.EqualValues(t, len(got), w.Stats().Discounts)
@@ -127,15 +127,15 @@ func TestSettleDiscountsExhausted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	d, err := e.eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 1_000, Quota: 10,
+	d, err := e.eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 1_000, Quota: 10,
 		Min: 100, Max: 100, Shards: 2})
 	require.NoError(t, err)
 	w := e.worker(t, e.l, "w1", d.ID)
 	for u := range 10 {
 		user := "x" + strconv.Itoa(u)
-		_, err := e.eng.ReserveDiscount(ctx, d.ID, user, "o", 500)
+		_, err := e.eng.Discounts().Reserve(ctx, d.ID, user, "o", 500)
 		require.NoError(t, err)
-		_, err = e.eng.ConfirmDiscount(ctx, d.ID, user, "o")
+		_, err = e.eng.Discounts().Confirm(ctx, d.ID, user, "o")
 		require.NoError(t, err)
 	}
 	st := settleDiscount(t, e, w, d.ID)
@@ -154,26 +154,26 @@ func TestSettleDiscountConflict(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	d, err := e.eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 1_000, Quota: 10, Min: 100, Max: 100})
+	d, err := e.eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 1_000, Quota: 10, Min: 100, Max: 100})
 	require.NoError(t, err)
 	lid := ledger.DiscountCampaign(d.ID)
 	require.NoError(t, e.l.Fund(ctx, ledger.Campaign{ID: lid, Funding: hongbao.DefaultFunding, Total: 1_000}))
 	_, err = e.l.ApplyDiscounts(ctx, lid, []ledger.Discount{{User: "a", Order: "o", Seq: 99, Cents: 5}})
 	require.NoError(t, err)
-	r, err := e.eng.ReserveDiscount(ctx, d.ID, "a", "o", 500)
+	r, err := e.eng.Discounts().Reserve(ctx, d.ID, "a", "o", 500)
 	require.NoError(t, err)
-	_, err = e.eng.ConfirmDiscount(ctx, d.ID, "a", "o")
+	_, err = e.eng.Discounts().Confirm(ctx, d.ID, "a", "o")
 	require.NoError(t, err)
-	_, err = e.eng.CloseDiscount(ctx, d.ID)
+	_, err = e.eng.Discounts().CloseCampaign(ctx, d.ID)
 	require.NoError(t, err)
 	w := e.worker(t, e.l, "w1", d.ID)
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, w.Stats().Conflicts)
-	st, err := e.eng.DiscountStatus(ctx, d.ID)
+	st, err := e.eng.Discounts().Status(ctx, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.StateClosed, st.State, "not refunded while a discount is dead")
-	rep, err := settle.ReconcileDiscount(ctx, e.redis.Client, e.l, d.ID)
+	rep, err := settle.ReconcileDiscount(ctx, e.redis.Client, "", e.l, d.ID)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	require.EqualValues(t, 1, rep.Dead)

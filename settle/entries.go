@@ -18,8 +18,8 @@ type shard struct {
 	// discount is set for a shard of a discount campaign, whose stream
 	// holds confirmed discounts (discounts.go).
 	discount bool
-	// term is the term of the shard's part (Owner.Held), 0 without an
-	// Owner: a new term sweeps the stream's pending entries (sweep).
+	// term is the term of the shard's part (PartHolder.Held), 0 without a
+	// PartHolder: a new term sweeps the stream's pending entries (sweep).
 	term int64
 }
 

@@ -61,7 +61,7 @@ func TestRebuildFencesBatchInFlight(t *testing.T) {
 	tot, err := e.l.Totals(ctx, c.ID)
 	require.NoError(t, err)
 	require.Zero(t, tot.GrantCount, "nothing read before the fence commits after it")
-	k := redisstore.CampaignKeys(c.ID)
+	k := redisstore.Default.CampaignKeys(c.ID)
 	g, err := redisstore.New(e.redis.Client).Group(ctx, k)
 	require.NoError(t, err)
 	require.NotZero(t, g.Pending, "the fenced entries stay pending")

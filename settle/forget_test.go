@@ -26,7 +26,7 @@ func TestWorkerForgetsRetiredCampaigns(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, w.Remembered(), "a live campaign's fund mark and stream positions are kept")
 
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)

@@ -65,12 +65,12 @@ func TestGrantAfterRefundIsDead(t *testing.T) {
 	st := w.Stats()
 	require.EqualValues(t, users, st.Refused)
 	require.Zero(t, st.Failures, "a refusal is an incident, not an outage")
-	dead := deadEntries(t, e, redisstore.CampaignKeys(c.ID))
+	dead := deadEntries(t, e, redisstore.Default.CampaignKeys(c.ID))
 	require.Len(t, dead, users, "each refused grant is in the dead stream")
 	for _, d := range dead {
 		require.Contains(t, d["reason"], string(ledger.RefusedAfterRefund))
 	}
-	g, err := redisstore.New(e.redis.Client).Group(ctx, redisstore.CampaignKeys(c.ID))
+	g, err := redisstore.New(e.redis.Client).Group(ctx, redisstore.Default.CampaignKeys(c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Pending+g.Lag, "the refused entries are acknowledged with their move")
 }
@@ -111,7 +111,7 @@ func TestRefundRefusedIsNoted(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, e.l.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: hongbao.DefaultFunding, Total: 10_000}))
 			rain(t, e.eng, c.ID, 10)
-			_, err = e.eng.Close(ctx, c.ID)
+			_, err = e.eng.CloseCampaign(ctx, c.ID)
 			require.NoError(t, err)
 			w := e.worker(t, tc.ledger(e, c.ID), "w1", c.ID)
 			dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -129,12 +129,12 @@ func TestRefundRefusedIsNoted(t *testing.T) {
 			require.False(t, tot.RefundDone)
 			require.EqualValues(t, 1, w.Stats().Refused)
 			require.Zero(t, w.Stats().Failures)
-			dead := deadEntries(t, e, redisstore.CampaignKeys(c.ID))
+			dead := deadEntries(t, e, redisstore.Default.CampaignKeys(c.ID))
 			require.Len(t, dead, 1)
 			require.Equal(t, "none", dead[0]["entry"])
 			require.Contains(t, dead[0]["reason"], "refund refused")
 			require.Contains(t, dead[0]["reason"], tc.reason)
-			rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+			rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 			require.NoError(t, err)
 			require.EqualValues(t, 1, rep.Dead)
 
@@ -146,7 +146,7 @@ func TestRefundRefusedIsNoted(t *testing.T) {
 			_, err = w.Drain(dctx)
 			require.NoError(t, err)
 			require.EqualValues(t, 2, w.Stats().Refused)
-			require.Len(t, deadEntries(t, e, redisstore.CampaignKeys(c.ID)), 1)
+			require.Len(t, deadEntries(t, e, redisstore.Default.CampaignKeys(c.ID)), 1)
 		})
 	}
 }
@@ -158,7 +158,7 @@ func TestDiscountAfterRefundIsDead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	d, err := e.eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 1_000, Quota: 10,
+	d, err := e.eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 1_000, Quota: 10,
 		Min: 100, Max: 100, Funding: "promo"})
 	require.NoError(t, err)
 	lid := ledger.DiscountCampaign(d.ID)
@@ -166,9 +166,9 @@ func TestDiscountAfterRefundIsDead(t *testing.T) {
 	require.NoError(t, e.l.Refund(ctx, lid, 1_000))
 	for u := range 2 { // one stream entry each
 		user := "x" + strconv.Itoa(u)
-		_, err := e.eng.ReserveDiscount(ctx, d.ID, user, "o", 500)
+		_, err := e.eng.Discounts().Reserve(ctx, d.ID, user, "o", 500)
 		require.NoError(t, err)
-		_, err = e.eng.ConfirmDiscount(ctx, d.ID, user, "o")
+		_, err = e.eng.Discounts().Confirm(ctx, d.ID, user, "o")
 		require.NoError(t, err)
 	}
 	w := e.worker(t, e.l, "w1", d.ID)
@@ -181,5 +181,5 @@ func TestDiscountAfterRefundIsDead(t *testing.T) {
 	require.Zero(t, tot.GrantCount)
 	require.Zero(t, tot.Escrow)
 	require.EqualValues(t, 2, w.Stats().Refused)
-	require.Len(t, deadEntries(t, e, redisstore.DiscountLayout(d.ID, 1)[0].Keys()), 2)
+	require.Len(t, deadEntries(t, e, redisstore.Default.DiscountLayout(d.ID, 1)[0].Keys()), 2)
 }

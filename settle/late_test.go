@@ -117,7 +117,7 @@ func TestRefundWaitsForLateGrant(t *testing.T) {
 	}
 	// The operator's close stopped after shard 1: shard 0 (the root)
 	// still grants.
-	_, _, _, err = redisstore.New(e.redis.Client).Close(ctx, redisstore.Layout(c.ID, shards)[1], hongbao.CloseOperator)
+	_, _, _, err = redisstore.New(e.redis.Client).Close(ctx, redisstore.Default.Layout(c.ID, shards)[1], hongbao.CloseOperator)
 	require.NoError(t, err)
 
 	rec := newRecorder()
@@ -159,25 +159,25 @@ func TestDiscountRefundWaitsForLateConfirm(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const shards = 2
-	d, err := e.eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
+	d, err := e.eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 10_000, Quota: 100,
 		Min: 10, Max: 100, Shards: shards, Hold: time.Minute})
 	require.NoError(t, err)
 	ua, ub := homedOn("a", 0, shards), homedOn("b", 1, shards)
 	for _, u := range []string{ua, ub} {
-		r, err := e.eng.ReserveDiscount(ctx, d.ID, u, "o1", 1_000)
+		r, err := e.eng.Discounts().Reserve(ctx, d.ID, u, "o1", 1_000)
 		require.NoError(t, err)
 		require.Equal(t, hongbao.Reserved, r.Outcome)
 	}
 	told := map[string]int64{}
-	r, err := e.eng.ConfirmDiscount(ctx, d.ID, ub, "o1")
+	r, err := e.eng.Discounts().Confirm(ctx, d.ID, ub, "o1")
 	require.NoError(t, err)
 	told[ub+"/o1"] = r.Cents
-	_, err = e.eng.CloseDiscount(ctx, d.ID)
+	_, err = e.eng.Discounts().CloseCampaign(ctx, d.ID)
 	require.NoError(t, err)
 
 	rec := newRecorder()
 	rec.onApply = once(ub, func() {
-		r, err := e.eng.ConfirmDiscount(ctx, d.ID, ua, "o1")
+		r, err := e.eng.Discounts().Confirm(ctx, d.ID, ua, "o1")
 		if assert.NoError(t, err) && assert.NotZero(t, r.Cents) {
 			told[ua+"/o1"] = r.Cents
 		}
@@ -190,7 +190,7 @@ func TestDiscountRefundWaitsForLateConfirm(t *testing.T) {
 	_, err = w.Drain(dctx)
 	require.NoError(t, err)
 
-	st, err := e.eng.DiscountStatus(ctx, d.ID)
+	st, err := e.eng.Discounts().Status(ctx, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.StateSettled, st.State)
 	require.Len(t, told, 2, "the late confirm was taken")

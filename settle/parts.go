@@ -14,7 +14,7 @@ import (
 // consecutive parts (S <= P shards, S different parts) and campaigns of
 // one shard spread over the parts instead of all landing in part 0.
 //
-// A worker with an Owner settles the streams of the shards whose part it
+// A worker with a PartHolder settles the streams of the shards whose part it
 // holds. The steps that concern a whole campaign (finishing transfers
 // between shards, the close on time, the refund, retire and reconcile,
 // dropping an id whose meta is gone) are run by the holder of the part of
@@ -31,8 +31,8 @@ import (
 // Config.ReclaimIdle: those entries were the previous holder's, and a
 // holder that is still alive only replays what the ledger has.
 
-// Owner tells a worker which parts of the deployment it holds.
-type Owner interface {
+// PartHolder tells a worker which parts of the deployment it holds.
+type PartHolder interface {
 	// Parts is the deployment's number of parts P (at least 1).
 	Parts() int
 	// Held says whether this process holds part p now and the term of
@@ -53,17 +53,17 @@ func PartOf(id string, k, parts int) int {
 }
 
 // holds says whether this worker settles shard k of campaign id, and the
-// term of the part that holds it (0 without an Owner: every shard, and no
+// term of the part that holds it (0 without a PartHolder: every shard, and no
 // takeover sweep).
 func (w *Worker) holds(id string, k int) (term int64, ok bool) {
-	o := w.cfg.Owner
+	o := w.cfg.Parts
 	if o == nil {
 		return 0, true
 	}
 	return o.Held(PartOf(id, k, o.Parts()))
 }
 
-// elsewhere counts, while Drain runs with an Owner, the entries of shard
+// elsewhere counts, while Drain runs with a PartHolder, the entries of shard
 // k's stream still to settle by the process that holds its part: a drain
 // ends when nothing is left anywhere, not only in its own parts.
 func (w *Worker) elsewhere(ctx context.Context, k redisstore.Keys) (int64, error) {

@@ -76,7 +76,7 @@ func TestPauseMidRain(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, a.OK(), "audit while paused: %v", a.Problems)
 	require.Eventually(t, func() bool {
-		rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+		rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 		return err == nil && rep.OK
 	}, 20*time.Second, 20*time.Millisecond, "reconcile while paused, once settled up")
 
@@ -87,7 +87,7 @@ func TestPauseMidRain(t *testing.T) {
 	wg.Wait()
 	require.Greater(t, granted.Load(), atPause)
 
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	w.Stop()
 	_, err = w.Drain(ctx)
@@ -103,7 +103,7 @@ func TestPauseMidRain(t *testing.T) {
 	require.EqualValues(t, packets, tot.GrantCount)
 	require.Equal(t, int64(600_000), tot.GrantCents)
 	require.Zero(t, tot.Escrow)
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
 }
@@ -134,7 +134,7 @@ func TestPausedCampaignClosesOnTime(t *testing.T) {
 	require.Equal(t, hongbao.StateSettled, st.State)
 	require.Equal(t, hongbao.CloseTime, st.CloseReason)
 	require.Equal(t, 10_000-g.Cents, st.RefundedCents)
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
 }

@@ -66,9 +66,14 @@ const maxItemDifferences = 100
 // Reconcile compares campaign id in Redis (claims, counters, pool, stream,
 // dead stream) with the ledger (grants, fund, refund, escrow), grant by
 // grant, and checks conservation from contents, not only from counters.
-// It reads in pages; run it on a closed campaign.
-func Reconcile(ctx context.Context, rc rueidis.Client, l ledger.Ledger, id string) (*Report, error) {
-	return reconcile(ctx, redisstore.New(rc), l, id)
+// It reads in pages; run it on a closed campaign. namespace is the
+// deployment's ("" for the default; see Config.Namespace).
+func Reconcile(ctx context.Context, rc rueidis.Client, namespace string, l ledger.Ledger, id string) (*Report, error) {
+	store, err := storeOf(rc, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return reconcile(ctx, store, l, id)
 }
 
 // Reconcile is Reconcile with the worker's Redis and ledger (and its

@@ -16,9 +16,14 @@ import (
 // discount by discount, and checks conservation from contents. The Report
 // speaks of grants for confirmed discounts; TotalCents is the budget and
 // PoolCents what is left (pools, compensation, transfers in flight). It
-// reads in pages; run it on a closed campaign.
-func ReconcileDiscount(ctx context.Context, rc rueidis.Client, l ledger.Ledger, id string) (*Report, error) {
-	return reconcileDiscount(ctx, redisstore.New(rc), l, id)
+// reads in pages; run it on a closed campaign. namespace as for
+// Reconcile.
+func ReconcileDiscount(ctx context.Context, rc rueidis.Client, namespace string, l ledger.Ledger, id string) (*Report, error) {
+	store, err := storeOf(rc, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return reconcileDiscount(ctx, store, l, id)
 }
 
 // ReconcileDiscount is ReconcileDiscount with the worker's Redis and

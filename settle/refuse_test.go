@@ -72,7 +72,7 @@ func TestFlappingLedgerDeadLettersNothing(t *testing.T) {
 
 	require.Positive(t, w.Stats().Failures, "the failures were met and backed off")
 	require.Zero(t, w.Stats().Malformed)
-	g, err := redisstore.New(e.redis.Client).Group(ctx, redisstore.CampaignKeys(c.ID))
+	g, err := redisstore.New(e.redis.Client).Group(ctx, redisstore.Default.CampaignKeys(c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Dead, "no entry is dead-lettered for a fault that is not its own")
 	tot, err := e.l.Totals(ctx, c.ID)
@@ -108,17 +108,17 @@ func TestRefusedEntryAlone(t *testing.T) {
 	require.EqualValues(t, 1, w.Stats().Malformed)
 	require.Zero(t, w.Stats().Failures, "a refusal by a reachable database is not an outage")
 
-	k := redisstore.CampaignKeys(c.ID)
+	k := redisstore.Default.CampaignKeys(c.ID)
 	rc := e.redis.Client
 	dead, err := rc.Do(ctx, rc.B().Xrange().Key(k.Dead).Start("-").End("+").Build()).AsXRange()
 	require.NoError(t, err)
 	require.Len(t, dead, 1, "the culprit alone is dead-lettered")
 	require.Equal(t, "u2", dead[0].FieldValues["user"])
-	g, err := redisstore.New(rc).Group(ctx, redisstore.CampaignKeys(c.ID))
+	g, err := redisstore.New(rc).Group(ctx, redisstore.Default.CampaignKeys(c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Pending, "the dead entry was acknowledged with its move")
 
-	rep, err := settle.Reconcile(ctx, rc, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, rc, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	require.EqualValues(t, 1, rep.Dead)
@@ -129,11 +129,11 @@ func TestRefusedEntryAlone(t *testing.T) {
 	n, err := w.Redrive(ctx, c.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
-	rep, err = settle.Reconcile(ctx, rc, e.l, c.ID)
+	rep, err = settle.Reconcile(ctx, rc, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
 	require.EqualValues(t, 8, rep.GrantedLedger)
@@ -155,13 +155,13 @@ func TestDeletedPendingIsAnAlarm(t *testing.T) {
 	}
 	store := redisstore.New(e.redis.Client)
 	rc := e.redis.Client
-	k := redisstore.CampaignKeys(c.ID)
+	k := redisstore.Default.CampaignKeys(c.ID)
 	// A consumer that died took two entries; this worker took two more
 	// before a restart. One of each is then deleted from the stream.
-	gone, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "gone", 2, false)
+	gone, err := store.ReadGroup(ctx, redisstore.Default.CampaignKeys(c.ID), "gone", 2, false)
 	require.NoError(t, err)
 	require.Len(t, gone, 2)
-	mine, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "w1", 2, false)
+	mine, err := store.ReadGroup(ctx, redisstore.Default.CampaignKeys(c.ID), "w1", 2, false)
 	require.NoError(t, err)
 	require.Len(t, mine, 2)
 	require.NoError(t, rc.Do(ctx, rc.B().Xdel().Key(k.Grants).Id(gone[0].ID, mine[0].ID).Build()).Error())
@@ -170,14 +170,14 @@ func TestDeletedPendingIsAnAlarm(t *testing.T) {
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, w.Stats().Deleted, "both deleted pending entries raise the alarm")
-	g, err := store.Group(ctx, redisstore.CampaignKeys(c.ID))
+	g, err := store.Group(ctx, redisstore.Default.CampaignKeys(c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Pending)
 	tot, err := e.l.Totals(ctx, c.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, tot.GrantCount, "the entries still in the stream settle")
 	// The two lost grants still stand in the claims: reconcile shows them.
-	rep, err := settle.Reconcile(ctx, rc, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, rc, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	require.EqualValues(t, 6, rep.GrantedRedis)
@@ -195,7 +195,7 @@ func TestUnreconciledKeepsKeys(t *testing.T) {
 	store := redisstore.New(rc)
 	pttl := func(id string) int64 {
 		t.Helper()
-		ms, err := rc.Do(ctx, rc.B().Pttl().Key(redisstore.CampaignKeys(id).Meta).Build()).AsInt64()
+		ms, err := rc.Do(ctx, rc.B().Pttl().Key(redisstore.Default.CampaignKeys(id).Meta).Build()).AsInt64()
 		require.NoError(t, err)
 		return ms
 	}
@@ -215,13 +215,13 @@ func TestUnreconciledKeepsKeys(t *testing.T) {
 	// In the second campaign, Redis now says alice holds bob's packet:
 	// the counters still agree with the ledger, the contents do not.
 	bad := ids[1]
-	k := redisstore.CampaignKeys(bad)
+	k := redisstore.Default.CampaignKeys(bad)
 	bobs, err := rc.Do(ctx, rc.B().Hget().Key(k.Claims).Field("bob").Build()).ToString()
 	require.NoError(t, err)
 	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(k.Claims).FieldValue().FieldValue("alice", bobs).Build()).Error())
 
 	for _, id := range ids {
-		_, err := e.eng.Close(ctx, id)
+		_, err := e.eng.CloseCampaign(ctx, id)
 		require.NoError(t, err)
 	}
 	_, err = w.Drain(ctx)
@@ -236,7 +236,7 @@ func TestUnreconciledKeepsKeys(t *testing.T) {
 	}
 	require.Positive(t, pttl(ids[0]), "a campaign that reconciles expires after the retention")
 	require.EqualValues(t, -1, pttl(bad), "a campaign that does not reconcile keeps its keys")
-	rep, err := settle.Reconcile(ctx, rc, e.l, bad)
+	rep, err := settle.Reconcile(ctx, rc, "", e.l, bad)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 }

@@ -29,7 +29,7 @@ func grabClosed(t *testing.T, e *env, users int) (string, map[string]int64) {
 		require.Equal(t, hongbao.Granted, g.Outcome)
 		got[ledger.UserAccount(user)] = g.Cents
 	}
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	return c.ID, got
 }

@@ -102,7 +102,7 @@ func TestSettleRainThenRefund(t *testing.T) {
 	require.NoError(t, w.Start(ctx))
 	granted, cents := rain(t, e.eng, c.ID, 2000) // fewer users than packets: a refund remains
 	require.EqualValues(t, 2000, granted)
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	w.Stop()
 	_, err = w.Drain(ctx)
@@ -124,7 +124,7 @@ func TestSettleRainThenRefund(t *testing.T) {
 	require.NoError(t, err)
 	require.LessOrEqual(t, fundBal, -cents) // other tests may share the funding account
 
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
 	require.EqualValues(t, 2000, rep.GrantedLedger)
@@ -133,7 +133,7 @@ func TestSettleRainThenRefund(t *testing.T) {
 	ids, err := redisstore.New(e.redis.Client).Campaigns(ctx)
 	require.NoError(t, err)
 	require.NotContains(t, ids, c.ID)
-	ttl, err := e.redis.Client.Do(ctx, e.redis.Client.B().Pttl().Key(redisstore.CampaignKeys(c.ID).Meta).Build()).AsInt64()
+	ttl, err := e.redis.Client.Do(ctx, e.redis.Client.B().Pttl().Key(redisstore.Default.CampaignKeys(c.ID).Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Greater(t, ttl, int64(0))
 
@@ -154,7 +154,7 @@ func TestMalformedEntryAlone(t *testing.T) {
 	ctx := context.Background()
 	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 10000, Count: 100})
 	require.NoError(t, err)
-	k := redisstore.CampaignKeys(c.ID)
+	k := redisstore.Default.CampaignKeys(c.ID)
 	rc := e.redis.Client
 	for i := 0; i < 2; i++ {
 		_, err := e.eng.Grab(ctx, c.ID, "before"+strconv.Itoa(i))
@@ -180,14 +180,14 @@ func TestMalformedEntryAlone(t *testing.T) {
 	require.Equal(t, "mallory", dead[0].FieldValues["user"])
 	require.Equal(t, "not-a-packet", dead[0].FieldValues["packet"])
 
-	rep, err := settle.Reconcile(ctx, rc, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, rc, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	require.EqualValues(t, 1, rep.Dead)
 
 	// Closed with a dead entry, the campaign is not refunded: the dead
 	// entry waits for an operator.
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
@@ -217,10 +217,10 @@ func TestConflictIsAnIncident(t *testing.T) {
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, w.Stats().Conflicts)
-	g2, err := e.redis.Client.Do(ctx, e.redis.Client.B().Xlen().Key(redisstore.CampaignKeys(c.ID).Dead).Build()).AsInt64()
+	g2, err := e.redis.Client.Do(ctx, e.redis.Client.B().Xlen().Key(redisstore.Default.CampaignKeys(c.ID).Dead).Build()).AsInt64()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, g2)
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	require.NotEmpty(t, rep.Differences)
@@ -273,7 +273,7 @@ func TestOutage(t *testing.T) {
 	_, err = e.eng.Grab(ctx, c.ID, "held-by-the-dead")
 	require.NoError(t, err)
 	store := redisstore.New(e.redis.Client)
-	held, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "dead", 1, false)
+	held, err := store.ReadGroup(ctx, redisstore.Default.CampaignKeys(c.ID), "dead", 1, false)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return w.Stats().Failures >= 3 }, 5*time.Second, 5*time.Millisecond)
 	time.Sleep(400 * time.Millisecond) // longer than ReclaimIdle while down
@@ -281,7 +281,7 @@ func TestOutage(t *testing.T) {
 	// was not reclaimed, and the worker did not keep re-reading its own
 	// pending entries (each re-read would raise their delivery count).
 	rc := e.redis.Client
-	pend, err := rc.Do(ctx, rc.B().Xpending().Key(redisstore.CampaignKeys(c.ID).Grants).Group(redisstore.SettleGroup).
+	pend, err := rc.Do(ctx, rc.B().Xpending().Key(redisstore.Default.CampaignKeys(c.ID).Grants).Group(redisstore.SettleGroup).
 		Start("-").End("+").Count(10000).Build()).ToArray()
 	require.NoError(t, err)
 	deadHolds := 0
@@ -298,13 +298,13 @@ func TestOutage(t *testing.T) {
 	}
 	require.Equal(t, len(held), deadHolds, "an entry was reclaimed from the dead consumer during the outage")
 	f.down.Store(false)
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	w.Stop()
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
 
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
 	require.EqualValues(t, 500, rep.GrantedLedger)
@@ -326,10 +326,10 @@ func TestRestartReadsOwnPending(t *testing.T) {
 	}
 	store := redisstore.New(e.redis.Client)
 	// Two consumers read entries and die before writing them.
-	got, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "crashed", 2, false)
+	got, err := store.ReadGroup(ctx, redisstore.Default.CampaignKeys(c.ID), "crashed", 2, false)
 	require.NoError(t, err)
 	require.NotEmpty(t, got)
-	got2, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "gone-for-good", 1, false)
+	got2, err := store.ReadGroup(ctx, redisstore.Default.CampaignKeys(c.ID), "gone-for-good", 1, false)
 	require.NoError(t, err)
 	require.NotEmpty(t, got2)
 
@@ -337,7 +337,7 @@ func TestRestartReadsOwnPending(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := w.Drain(ctx)
 		require.NoError(t, err)
-		g, err := store.Group(ctx, redisstore.CampaignKeys(c.ID))
+		g, err := store.Group(ctx, redisstore.Default.CampaignKeys(c.ID))
 		require.NoError(t, err)
 		return g.Pending == 0
 	}, 5*time.Second, 50*time.Millisecond)
@@ -361,14 +361,14 @@ func TestTrimKeepsUnsettled(t *testing.T) {
 	}
 	// The lagging consumer holds entries 3 and 4 pending; 1 and 2 are
 	// acknowledged; 5..10 were never delivered.
-	es, err := store.ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "lagging", 4, false)
+	es, err := store.ReadGroup(ctx, redisstore.Default.CampaignKeys(c.ID), "lagging", 4, false)
 	require.NoError(t, err)
 	require.Len(t, es, 4)
-	require.NoError(t, store.Ack(ctx, redisstore.CampaignKeys(c.ID), es[0].ID, es[1].ID))
-	g, err := store.Group(ctx, redisstore.CampaignKeys(c.ID))
+	require.NoError(t, store.Ack(ctx, redisstore.Default.CampaignKeys(c.ID), es[0].ID, es[1].ID))
+	g, err := store.Group(ctx, redisstore.Default.CampaignKeys(c.ID))
 	require.NoError(t, err)
-	require.NoError(t, store.TrimSettled(ctx, redisstore.CampaignKeys(c.ID), g))
-	left, err := e.redis.Client.Do(ctx, e.redis.Client.B().Xrange().Key(redisstore.CampaignKeys(c.ID).Grants).Start("-").End("+").Build()).AsXRange()
+	require.NoError(t, store.TrimSettled(ctx, redisstore.Default.CampaignKeys(c.ID), g))
+	left, err := e.redis.Client.Do(ctx, e.redis.Client.B().Xrange().Key(redisstore.Default.CampaignKeys(c.ID).Grants).Start("-").End("+").Build()).AsXRange()
 	require.NoError(t, err)
 	require.Len(t, left, 8, "only the two acknowledged entries are trimmed")
 	require.Equal(t, es[2].ID, left[0].ID)
@@ -378,7 +378,7 @@ func TestTrimKeepsUnsettled(t *testing.T) {
 	w := e.worker(t, e.l, "lagging", c.ID)
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
-	n, err := e.redis.Client.Do(ctx, e.redis.Client.B().Xlen().Key(redisstore.CampaignKeys(c.ID).Grants).Build()).AsInt64()
+	n, err := e.redis.Client.Do(ctx, e.redis.Client.B().Xlen().Key(redisstore.Default.CampaignKeys(c.ID).Grants).Build()).AsInt64()
 	require.NoError(t, err)
 	require.LessOrEqual(t, n, int64(1))
 	tot, err := e.l.Totals(ctx, c.ID)
@@ -416,7 +416,7 @@ func TestSeveralWorkers(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	var total settle.Stats
 	for _, w := range ws {
@@ -427,7 +427,7 @@ func TestSeveralWorkers(t *testing.T) {
 		total.Grants += s.Grants
 		total.Refunds += s.Refunds
 	}
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
 	require.EqualValues(t, rep.GrantedLedger, total.Grants, "each grant written once, by one worker")
@@ -451,7 +451,7 @@ func TestReconcileKeepsSummaryLines(t *testing.T) {
 	granted, _ := rain(t, e.eng, c.ID, 250)
 	require.EqualValues(t, 250, granted)
 	// Nothing settled: every grant is missing from the ledger.
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	require.GreaterOrEqual(t, rep.DifferenceCount, 250)
@@ -481,11 +481,11 @@ func TestReconcileFindsTamperedClaims(t *testing.T) {
 	w := e.worker(t, e.l, "w1", c.ID)
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "before tampering: %v", rep.Differences)
 
-	layout := redisstore.Layout(c.ID, 2)
+	layout := redisstore.Default.Layout(c.ID, 2)
 	rc := e.redis.Client
 	claimsOf := func(k redisstore.Keys) map[string]string {
 		m, err := rc.Do(ctx, rc.B().Hgetall().Key(k.Claims).Build()).AsStrMap()
@@ -510,7 +510,7 @@ func TestReconcileFindsTamperedClaims(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(layout[1].Claims).FieldValue().FieldValue(b, pooled).Build()).Error())
 
-	rep, err = settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err = settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	all := strings.Join(rep.Differences, "\n")
@@ -557,7 +557,7 @@ func TestReconcileLedgerReadFails(t *testing.T) {
 	require.EqualValues(t, 50, granted)
 	_, err = e.worker(t, e.l, "w1", c.ID).Drain(ctx)
 	require.NoError(t, err)
-	rep, err := settle.Reconcile(ctx, e.redis.Client, failingGrants{e.l}, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", failingGrants{e.l}, c.ID)
 	require.ErrorIs(t, err, errGrantsRead)
 	require.Nil(t, rep)
 }

@@ -24,7 +24,7 @@ func TestSettleShardedCampaign(t *testing.T) {
 	const shards = 4
 	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 1_000_000, Count: 3000, Shards: shards})
 	require.NoError(t, err)
-	layout := redisstore.Layout(c.ID, shards)
+	layout := redisstore.Default.Layout(c.ID, shards)
 	store := redisstore.New(e.redis.Client)
 
 	w := e.worker(t, e.l, "w1", c.ID)
@@ -49,7 +49,7 @@ func TestSettleShardedCampaign(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, half.Packets, 40)
 
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	w.Stop()
 	_, err = w.Drain(ctx)
@@ -69,7 +69,7 @@ func TestSettleShardedCampaign(t *testing.T) {
 	require.Equal(t, 1_000_000-cents, tot.Refunded)
 	require.Zero(t, tot.Escrow)
 
-	rep, err := settle.Reconcile(ctx, e.redis.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, e.redis.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "reconcile: %v", rep.Differences)
 	for _, k := range layout {

@@ -103,7 +103,7 @@ func TestWorkerWaitsForReplicas(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// A worker read the new entries and died before the ledger.
-	es, err := redisstore.New(primary.Client).ReadGroup(ctx, redisstore.CampaignKeys(c.ID), "w", 100, false)
+	es, err := redisstore.New(primary.Client).ReadGroup(ctx, redisstore.Default.CampaignKeys(c.ID), "w", 100, false)
 	require.NoError(t, err)
 	require.NotEmpty(t, es)
 	w := newWorker()
@@ -111,18 +111,18 @@ func TestWorkerWaitsForReplicas(t *testing.T) {
 	var short *luascript.ShortWaitError
 	require.True(t, errors.As(err, &short), "a pass while the replica stalls: %v", err)
 	requireLedgerGrants(t, e, c.ID, 20)
-	g, err := redisstore.New(primary.Client).Group(ctx, redisstore.CampaignKeys(c.ID))
+	g, err := redisstore.New(primary.Client).Group(ctx, redisstore.Default.CampaignKeys(c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Dead, "nothing dead-lettered")
 	require.Positive(t, g.Pending, "the batch stays pending")
 
 	<-done
-	_, err = eng.Close(ctx, c.ID)
+	_, err = eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
 	requireLedgerGrants(t, e, c.ID, 30)
-	rep, err := settle.Reconcile(ctx, primary.Client, e.l, c.ID)
+	rep, err := settle.Reconcile(ctx, primary.Client, "", e.l, c.ID)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Differences)
 	require.Equal(t, "settled", rep.State)
@@ -146,7 +146,7 @@ func TestWaitNeedsAWrite(t *testing.T) {
 	replica := testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--enable-debug-command", "yes"}})
 	follow(t, replica, primary)
 	done := stall(t, replica, time.Second)
-	k := redisstore.CampaignKeys(testenv.UniqueID(t))
+	k := redisstore.Default.CampaignKeys(testenv.UniqueID(t))
 	require.NoError(t, primary.Client.Do(ctx, primary.Client.B().Hset().Key(k.Claims).FieldValue().FieldValue("ann", "1:100").Build()).Error())
 
 	// A bare connection that sends nothing but WAIT.
@@ -183,7 +183,7 @@ func TestWorkerRecoverWaitsForReplicas(t *testing.T) {
 	require.NoError(t, err)
 	c, err := eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 2000, Count: 20, Shards: 2})
 	require.NoError(t, err)
-	layout := redisstore.Layout(c.ID, 2)
+	layout := redisstore.Default.Layout(c.ID, 2)
 	store := redisstore.New(primary.Client)
 	w, err := settle.New(settle.Config{Redis: testenv.Client(t, primary.Addr), Ledger: openSQLite(t), Consumer: "w",
 		Logger: quiet(), Only: []string{c.ID}, WaitReplicas: 1, WaitTimeout: 500 * time.Millisecond})

@@ -92,7 +92,7 @@ func TestWebhookSink(t *testing.T) {
 	c, err := e.eng.Create(ctx, hongbao.Spec{ID: testenv.UniqueID(t), Total: 100_000, Count: 500})
 	require.NoError(t, err)
 	granted, cents := rain(t, e.eng, c.ID, 400)
-	_, err = e.eng.Close(ctx, c.ID)
+	_, err = e.eng.CloseCampaign(ctx, c.ID)
 	require.NoError(t, err)
 
 	w, err := settle.New(settle.Config{Redis: e.redis.Client, Sink: sink, Consumer: "hook", Logger: quiet(), Only: []string{c.ID}, Poll: 5 * time.Millisecond})
@@ -192,7 +192,7 @@ func TestWebhookRefusedEntryAlone(t *testing.T) {
 	h.mu.Unlock()
 	require.EqualValues(t, 1, w.Stats().Malformed)
 	rc := e.redis.Client
-	dead, err := rc.Do(ctx, rc.B().Xrange().Key(redisstore.CampaignKeys(c.ID).Dead).Start("-").End("+").Build()).AsXRange()
+	dead, err := rc.Do(ctx, rc.B().Xrange().Key(redisstore.Default.CampaignKeys(c.ID).Dead).Start("-").End("+").Build()).AsXRange()
 	require.NoError(t, err)
 	require.Len(t, dead, 1, "the culprit alone is dead-lettered")
 	require.Equal(t, "u2", dead[0].FieldValues["user"])

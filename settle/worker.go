@@ -70,6 +70,11 @@ type Sink interface {
 type Config struct {
 	// Redis is the client of the Redis the campaigns live in. Required.
 	Redis rueidis.Client
+	// Namespace is the deployment's namespace in Redis: the worker
+	// settles the campaigns of this namespace only. It must be the
+	// namespace of the engines that create them (hongbao.Config.Namespace).
+	// Default "hb".
+	Namespace string
 	// Ledger receives the entries: the built-in double-entry ledger.
 	// Exactly one of Ledger and Sink is required.
 	Ledger ledger.Ledger
@@ -118,11 +123,11 @@ type Config struct {
 	// packet or discount campaigns by their ids. Default: every registered
 	// campaign.
 	Only []string
-	// Owner, if not nil, limits the worker to the shards of the parts
+	// Parts, if not nil, limits the worker to the shards of the parts
 	// this process holds (package scheduler's parts; see parts.go): their
 	// streams, and the campaign-wide steps of the campaigns whose root
 	// shard is in one of them. Default nil: every shard of every campaign.
-	Owner Owner
+	Parts PartHolder
 	// LegacyScripts: see hongbao.Config.LegacyScripts.
 	LegacyScripts bool
 	// WaitReplicas, when above 0, settles only what that many replicas
@@ -256,10 +261,15 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.WaitTimeout == 0 {
 		cfg.WaitTimeout = 500 * time.Millisecond
 	}
+	ns, err := redisstore.ParseNamespace(cfg.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("settle: Config.Namespace: %w", err)
+	}
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
 		store = redisstore.NewLegacy(cfg.Redis)
 	}
+	store = store.WithNamespace(ns)
 	if cfg.WaitReplicas > 0 {
 		// The transfers the worker finishes (Recover) wait as the
 		// engine's do.
@@ -521,7 +531,7 @@ func (w *Worker) only(ids []string) []string {
 
 // Drain runs passes until nothing is pending or undelivered in any
 // campaign (closed campaigns are settled on the way). It returns early on
-// ctx's end; ledger failures are retried with backoff. With an Owner it
+// ctx's end; ledger failures are retried with backoff. With a PartHolder it
 // settles its parts and waits, too, for what the parts of other processes
 // hold. It leaves the refunded campaigns' roll-ups to RollUps.
 func (w *Worker) Drain(ctx context.Context) (Progress, error) {
@@ -559,7 +569,7 @@ func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 }
 
 // campaign settles what it can of one campaign: every shard's grants
-// stream (with an Owner, those of its parts), and, where this worker holds
+// stream (with a PartHolder, those of its parts), and, where this worker holds
 // the root's part, the transfers between shards that a dead process left
 // behind, the close when the window has passed, and the refund once every
 // shard is closed and drained.

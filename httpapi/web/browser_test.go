@@ -78,7 +78,7 @@ func newSite(t *testing.T, demo bool) *site {
 	require.NoError(t, err)
 	s := &site{Engine: eng, log: &lockedBuffer{}}
 	cfg := httpapi.Config{
-		Engine: eng, Settlement: settle.NewBacklogs(r.Client), UserSecrets: []httpapi.Secret{userSecret}, AdminKeys: [][]byte{[]byte(adminKey)},
+		Engine: eng, Settlement: settle.NewBacklogs(r.Client, ""), UserSecrets: []httpapi.Secret{userSecret}, AdminKeys: [][]byte{[]byte(adminKey)},
 		Logger:       slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		LiveInterval: 150 * time.Millisecond,
 		UserRate:     -1,
@@ -537,7 +537,7 @@ func TestConsoleRedrives(t *testing.T) {
 	require.Equal(t, "granted", s.grab(t, id, "first"))
 	ctx := context.Background()
 	rc := testenv.SharedRedis(t).Client
-	require.NoError(t, rc.Do(ctx, rc.B().Xadd().Key(redisstore.CampaignKeys(id).Grants).Id("*").
+	require.NoError(t, rc.Do(ctx, rc.B().Xadd().Key(redisstore.Default.CampaignKeys(id).Grants).Id("*").
 		FieldValue().FieldValue("mallory", "not-a-packet").Build()).Error())
 	l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	require.NoError(t, err)
@@ -559,7 +559,7 @@ func TestConsoleRedrives(t *testing.T) {
 	do(t, tab, chromedp.Click(chromedp.ID("redrive")))
 	waitFor(t, tab, `document.getElementById('d-toast').textContent.startsWith('Moved 1 ')`, "the redrive's answer")
 	waitFor(t, tab, dead+` === '0'`, "no dead entry")
-	b, err := settle.ReadBacklog(ctx, rc, id)
+	b, err := settle.ReadBacklog(ctx, rc, "", id)
 	require.NoError(t, err)
 	require.Zero(t, b.Dead)
 	require.True(t, js[bool](t, tab, `document.getElementById('redrive').disabled`))

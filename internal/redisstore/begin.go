@@ -20,14 +20,21 @@ type Terms struct {
 	Split        string
 	Seed         uint64
 	Funding      string // the ledger account the campaign is funded from
+	// Owner is the identity of the ledger or sink the campaign settles
+	// into (OwnerField); "" records none.
+	Owner string
 }
 
 func (t *Terms) appendTo(a []string) []string {
 	if t == nil {
 		return a
 	}
-	return append(a, "total", i64(t.Total), "count", i64(t.Count), "min", i64(t.Min), "max", i64(t.Max),
+	a = append(a, "total", i64(t.Total), "count", i64(t.Count), "min", i64(t.Min), "max", i64(t.Max),
 		"split", t.Split, "seed", strconv.FormatUint(t.Seed, 10), "funding", t.Funding)
+	if t.Owner != "" {
+		a = append(a, OwnerField, t.Owner)
+	}
+	return a
 }
 
 // ShardShare is one shard's part of a sharded campaign: the layout, and
@@ -92,6 +99,9 @@ type DiscountMeta struct {
 	Funding                     string
 	Seed                        uint64
 	TailCount                   int64 // the amounts each shard serves last
+	// Owner is the identity of the ledger or sink the campaign settles
+	// into (OwnerField), recorded on the root shard only; "" records none.
+	Owner string
 	ShardShare
 }
 
@@ -114,6 +124,9 @@ func (m DiscountMeta) argv(token string, restartUnused bool) []string {
 		"hold_ms", i64(m.HoldMs), "funding", m.Funding,
 		"seed", strconv.FormatUint(m.Seed, 10), "tail_count", i64(m.TailCount))
 	a = m.ShardShare.appendTo(a)
+	if m.Owner != "" && m.Shard == 0 {
+		a = append(a, OwnerField, m.Owner)
+	}
 	return append(a, "comp_cents", "0", "reserved_count", "0", "reserved_cents", "0",
 		"confirmed_count", "0", "confirmed_cents", "0", "taken_cents", "0", "returned_cents", "0")
 }

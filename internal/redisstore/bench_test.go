@@ -20,20 +20,20 @@ func BenchmarkStoreGrab(b *testing.B) {
 	ctx := context.Background()
 	id := testenv.UniqueID(b)
 	const batch = 16
-	if _, err := s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: batch * 100, Count: batch}}); err != nil {
+	if _, err := s.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: batch * 100, Count: batch}}); err != nil {
 		b.Fatal(err)
 	}
 	amounts := make([]int64, batch)
 	for i := range amounts {
 		amounts[i] = 100
 	}
-	if err := s.Load(ctx, redisstore.CampaignKeys(id), "tok", 1, 1, amounts, nil); err != nil {
+	if err := s.Load(ctx, redisstore.Default.CampaignKeys(id), "tok", 1, 1, amounts, nil); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Activate(ctx, redisstore.CampaignKeys(id), "tok", 0, 0, 3_600_000); err != nil {
+	if _, err := s.Activate(ctx, redisstore.Default.CampaignKeys(id), "tok", 0, 0, 3_600_000); err != nil {
 		b.Fatal(err)
 	}
-	keys := redisstore.GrabKeys(redisstore.CampaignKeys(id))
+	keys := redisstore.GrabKeys(redisstore.Default.CampaignKeys(id))
 	users := make([]string, batch)
 	for i := range users {
 		users[i] = "u" + strconv.Itoa(i)

@@ -177,7 +177,7 @@ func (v *DiscountView) Root() Snapshot { return v.Snaps[0] }
 // many shards there are, then the others. ErrNoCampaign when the root does
 // not exist.
 func (s *Store) ReadDiscount(ctx context.Context, id string) (*DiscountView, error) {
-	root := DiscountShardKeys(id, 1, 0)
+	root := s.ns.DiscountShardKeys(id, 1, 0)
 	snap, err := s.Status(ctx, root.Keys())
 	if err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func (s *Store) ReadDiscount(ctx context.Context, id string) (*DiscountView, err
 	if n > MaxShards {
 		return nil, fmt.Errorf("discount %s: %w: %d shards", id, ErrCorrupt, n)
 	}
-	layout := DiscountLayout(id, n)
+	layout := s.ns.DiscountLayout(id, n)
 	views := make([]Keys, n-1)
 	for k := range views {
 		views[k] = layout[k+1].Keys()
@@ -214,7 +214,7 @@ func ShardViews(shards []DiscountKeys) []Keys {
 // discount campaigns, scored by its close time in ms. Registering again
 // only updates the score.
 func (s *Store) RegisterDiscount(ctx context.Context, id string, closesAt int64) error {
-	err := s.c.Do(ctx, s.c.B().Zadd().Key(DiscountsIndex).ScoreMember().
+	err := s.c.Do(ctx, s.c.B().Zadd().Key(s.ns.DiscountsIndex()).ScoreMember().
 		ScoreMember(float64(closesAt), id).Build()).Error()
 	if err != nil {
 		return fmt.Errorf("register discount %s: %w", id, err)
@@ -225,7 +225,7 @@ func (s *Store) RegisterDiscount(ctx context.Context, id string, closesAt int64)
 // DiscountCampaigns lists the registered (not yet settled) discount
 // campaigns, by close time.
 func (s *Store) DiscountCampaigns(ctx context.Context) ([]string, error) {
-	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(DiscountsIndex).Min("0").Max("-1").Build()).AsStrSlice()
+	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.ns.DiscountsIndex()).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("list discounts: %w", err)
 	}
@@ -236,7 +236,7 @@ func (s *Store) DiscountCampaigns(ctx context.Context) ([]string, error) {
 // and lets the keys of all its shards expire after retention (kept when
 // retention is not positive).
 func (s *Store) UnregisterDiscount(ctx context.Context, id string, shards []DiscountKeys, retention time.Duration) error {
-	cmds := []rueidis.Completed{s.c.B().Zrem().Key(DiscountsIndex).Member(id).Build()}
+	cmds := []rueidis.Completed{s.c.B().Zrem().Key(s.ns.DiscountsIndex()).Member(id).Build()}
 	if retention > 0 {
 		for _, k := range shards {
 			for _, key := range []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied, k.Blocked} {

@@ -18,16 +18,18 @@ type DiscountKeys struct {
 	Xfers    string // hash: transfers out of this shard in flight, xid -> record
 	Applied  string // hash: id of each transfer this shard received -> "<count>:<cents>:<sha1 of its packets>"
 	Blocked  string // hash: user -> ms it was blocked, the users homed here that disc_reserve.lua refuses
+	prefix   string // the namespace's prefix, "<ns>:"
 }
 
 // DiscountRootTag is the hash tag of discount campaign id's root shard.
 func DiscountRootTag(id string) string { return "d:" + id }
 
 // discountKeysOfTag is the only place that spells a discount key.
-func discountKeysOfTag(tag string) DiscountKeys {
-	p := "hb:{" + tag + "}:"
+func discountKeysOfTag(ns, tag string) DiscountKeys {
+	p := ns + "{" + tag + "}:"
 	return DiscountKeys{
 		Tag:      tag,
+		prefix:   ns,
 		Meta:     p + "meta",
 		Pool:     p + "pool",
 		Usage:    p + "usage",
@@ -42,22 +44,6 @@ func discountKeysOfTag(tag string) DiscountKeys {
 	}
 }
 
-// DiscountShardKeys builds the keys of shard k of discount campaign id with
-// shards shards.
-func DiscountShardKeys(id string, shards, k int) DiscountKeys {
-	return discountKeysOfTag(ShardTagOf(DiscountRootTag(id), shards, k))
-}
-
-// DiscountLayout returns the keys of every shard of discount campaign id,
-// shard 0 first. It is a pure function of the id and shards.
-func DiscountLayout(id string, shards int) []DiscountKeys {
-	out := make([]DiscountKeys, shards)
-	for k := range out {
-		out[k] = DiscountShardKeys(id, shards, k)
-	}
-	return out
-}
-
 // Keys is the shard seen as a campaign shard, for the scripts and calls a
 // discount campaign shares with red packet campaigns: loading and
 // activation (load.lua, activate.lua: the confirms stream takes the place
@@ -69,11 +55,11 @@ func DiscountLayout(id string, shards int) []DiscountKeys {
 func (k DiscountKeys) Keys() Keys {
 	// The keys a rebuild or a settlement WAIT use are spelled as a
 	// campaign shard's, in the same slot.
-	ck := keysOfTag(k.Tag)
+	ck := keysOfTag(k.prefix, k.Tag)
 	return Keys{
 		Tag: k.Tag, Meta: k.Meta, Pool: k.Pool, Claims: k.Resv, Grants: k.Confirms,
 		Dead: k.Dead, Staging: k.Staging, Xfers: k.Xfers, Applied: k.Applied, Lost: ck.Lost, Sync: ck.Sync,
-		Blocked: k.Blocked,
+		Blocked: k.Blocked, prefix: k.prefix,
 	}
 }
 
@@ -93,10 +79,6 @@ func (k DiscountKeys) ConfirmKeys() []string {
 func (k DiscountKeys) CancelKeys() []string {
 	return []string{k.Meta, k.Pool, k.Usage, k.Resv}
 }
-
-// DiscountsIndex is the sorted set of discount campaign ids by close time
-// (ms), kept until a campaign is settled. Only Go writes it.
-const DiscountsIndex = "hb:discounts"
 
 // OrderKey is how a reservation is named inside a shard: "<user>/<order>".
 // Neither user ids nor order ids may contain '/', so it splits back

@@ -15,7 +15,7 @@ import (
 func newDiscountShard(t *testing.T, s *redisstore.Store, amounts []int64) redisstore.DiscountKeys {
 	t.Helper()
 	ctx := context.Background()
-	k := redisstore.DiscountShardKeys(testenv.UniqueID(t), 1, 0)
+	k := redisstore.Default.DiscountShardKeys(testenv.UniqueID(t), 1, 0)
 	var sum int64
 	for _, a := range amounts {
 		sum += a
@@ -97,7 +97,7 @@ func TestDiscountScriptsRefuseBeforeWriting(t *testing.T) {
 
 	_, _, err = s.Reap(ctx, k, 0)
 	require.ErrorIs(t, err, redisstore.ErrArgs)
-	exp, more, err := s.Reap(ctx, redisstore.DiscountShardKeys("nope-"+testenv.UniqueID(t), 1, 0), 10)
+	exp, more, err := s.Reap(ctx, redisstore.Default.DiscountShardKeys("nope-"+testenv.UniqueID(t), 1, 0), 10)
 	require.NoError(t, err)
 	require.Zero(t, exp)
 	require.False(t, more)

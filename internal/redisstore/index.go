@@ -6,7 +6,7 @@ import (
 )
 
 // IndexPage lists at most limit members of a campaign index (CampaignsIndex
-// or DiscountsIndex) from offset, in close-time order, and the index's
+// or DiscountsIndex of a Namespace) from offset, in close-time order, and the index's
 // size: a reader that shows a bounded page reads no more than the page.
 func (s *Store) IndexPage(ctx context.Context, index string, offset, limit int) ([]string, int64, error) {
 	if offset < 0 || limit < 1 {

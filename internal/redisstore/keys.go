@@ -1,7 +1,5 @@
 package redisstore
 
-import "strconv"
-
 // Keys are the Redis keys of one campaign. They share the hash tag
 // {c:<id>}, so every campaign script touches a single cluster slot.
 type Keys struct {
@@ -17,17 +15,16 @@ type Keys struct {
 	Lost    string // list: packets a rebuild found gone with no holder it could name
 	Sync    string // string: written before a WAIT that must cover earlier writes (see SyncReplicas)
 	Blocked string // hash: user -> ms it was blocked, the users homed here that grab.lua refuses; field "" a placeholder
+	prefix  string // the namespace's prefix, "<ns>:"
 }
 
-// CampaignKeys builds the keys of campaign id, or of its root shard when
-// it has several (see ShardKeys).
-func CampaignKeys(id string) Keys { return keysOfTag("c:" + id) }
-
-// keysOfTag is the only place that spells a campaign key.
-func keysOfTag(tag string) Keys {
-	p := "hb:{" + tag + "}:"
+// keysOfTag is the only place that spells a campaign key: ns is the
+// namespace's prefix (Namespace.prefix), tag the shard's hash tag.
+func keysOfTag(ns, tag string) Keys {
+	p := ns + "{" + tag + "}:"
 	return Keys{
 		Tag:     tag,
+		prefix:  ns,
 		Meta:    p + "meta",
 		Pool:    p + "pool",
 		Claims:  p + "claims",
@@ -51,14 +48,9 @@ type Staged struct {
 
 // Staged returns the staged keys of rebuild token for shard k.
 func (k Keys) Staged(token string) Staged {
-	p := "hb:{" + k.Tag + "}:rebuild:" + token + ":"
+	p := k.prefix + "{" + k.Tag + "}:rebuild:" + token + ":"
 	return Staged{Pool: p + "pool", Claims: p + "claims", Grants: p + "grants", Lost: p + "lost"}
 }
-
-// CampaignsIndex is the sorted set of campaign ids by close time (ms),
-// kept until a campaign is settled. Only Go writes it, never a campaign
-// script (it lives in another slot).
-const CampaignsIndex = "hb:campaigns"
 
 // SettleGroup is the consumer group that settlement reads the grants
 // stream with. It is created with the stream, when a campaign activates.
@@ -69,7 +61,3 @@ const SettleGroup = "settle"
 // read by settlement from the root with the entries it settles and passed
 // to the ledger (ledger.WithFence). Absent means 0.
 const LedgerFence = "ledger_fence"
-
-// GlobalRateKey is the key of the service-wide request counter of the
-// second sec (Unix time), shared by every serve process on one Redis.
-func GlobalRateKey(sec int64) string { return "hb:ratelimit:global:" + strconv.FormatInt(sec, 10) }

@@ -90,21 +90,6 @@ func (r slotRanges) of(slot uint16) int {
 // rangeOf is which of shards ranges of the slot space slot is in.
 func rangeOf(slot uint16, shards int) int { return newSlotRanges(shards).of(slot) }
 
-// ShardKeys builds the keys of shard k of campaign id with shards shards.
-// For shards == 1 they are CampaignKeys(id).
-func ShardKeys(id string, shards, k int) Keys {
-	return keysOfTag(ShardTag(id, shards, k))
-}
-
-// Layout returns the keys of every shard of campaign id, shard 0 first.
-func Layout(id string, shards int) []Keys {
-	out := make([]Keys, shards)
-	for k := range out {
-		out[k] = ShardKeys(id, shards, k)
-	}
-	return out
-}
-
 // HomeShard is the shard that holds user's claim in a campaign of shards
 // shards: the 32-bit FNV-1a hash of the user id, modulo shards. It is
 // stable: the same user has the same home in every process and release.
@@ -182,18 +167,18 @@ func (v *View) Root() Snapshot { return v.Snaps[0] }
 // Read reads campaign id: the root first, which says how many shards
 // there are, then the others. ErrNoCampaign when the root does not exist.
 func (s *Store) Read(ctx context.Context, id string) (*View, error) {
-	root, err := s.Status(ctx, CampaignKeys(id))
+	root, err := s.Status(ctx, s.ns.CampaignKeys(id))
 	if err != nil {
 		return nil, err
 	}
 	n := int(root.Int("shards"))
 	if n <= 1 {
-		return &View{ID: id, Shards: []Keys{CampaignKeys(id)}, Snaps: []Snapshot{root}}, nil
+		return &View{ID: id, Shards: []Keys{s.ns.CampaignKeys(id)}, Snaps: []Snapshot{root}}, nil
 	}
 	if n > MaxShards {
 		return nil, fmt.Errorf("campaign %s: %w: %d shards", id, ErrCorrupt, n)
 	}
-	layout := Layout(id, n)
+	layout := s.ns.Layout(id, n)
 	rest, err := s.StatusAll(ctx, layout[1:])
 	if err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, redisstore.CampaignKeys("c1"), redisstore.ShardKeys("c1", 1, 0))
+	require.Equal(t, redisstore.Default.CampaignKeys("c1"), redisstore.Default.ShardKeys("c1", 1, 0))
 }
 
 // TestShardRangesAreRedisCLIs: the S ranges the shards are laid out over
@@ -63,10 +63,10 @@ func TestShardRangesAreRedisCLIs(t *testing.T) {
 	// Three masters: 0-5460, 5461-10922, 10923-16383. A campaign whose
 	// root sits on slot 5461 gets its other two shards on the first and
 	// third masters.
-	id := testenv.IDInSlot(5461, "edge", func(id string) string { return redisstore.CampaignKeys(id).Meta })
+	id := testenv.IDInSlot(5461, "edge", func(id string) string { return redisstore.Default.CampaignKeys(id).Meta })
 	var masters []int
 	for k := range 3 {
-		slot := int(redisstore.KeySlot(redisstore.ShardKeys(id, 3, k).Meta))
+		slot := int(redisstore.KeySlot(redisstore.Default.ShardKeys(id, 3, k).Meta))
 		for m := range 3 {
 			if first, last := testenv.SlotRange(m, 3); slot >= first && slot <= last {
 				masters = append(masters, m)

@@ -65,6 +65,6 @@ func TestPauseRefusesAnOlderGeneration(t *testing.T) {
 	require.ErrorIs(t, err, redisstore.ErrArgs, "a generation is positive")
 	_, err = s.PauseGen(ctx, k, -1)
 	require.ErrorIs(t, err, redisstore.ErrArgs)
-	_, err = s.PauseGen(ctx, redisstore.DiscountShardKeys("no-such", 1, 0).Keys(), 0)
+	_, err = s.PauseGen(ctx, redisstore.Default.DiscountShardKeys("no-such", 1, 0).Keys(), 0)
 	require.ErrorIs(t, err, redisstore.ErrNoCampaign)
 }

@@ -17,14 +17,14 @@ import (
 func activate(t *testing.T, s *redisstore.Store, id string, count int) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10 * int64(count), Count: int64(count)}})
+	_, err := s.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10 * int64(count), Count: int64(count)}})
 	require.NoError(t, err)
 	amounts := make([]int64, count)
 	for i := range amounts {
 		amounts[i] = 10
 	}
-	require.NoError(t, s.Load(ctx, redisstore.CampaignKeys(id), "tok", 1, 1, amounts, nil))
-	_, err = s.Activate(ctx, redisstore.CampaignKeys(id), "tok", 0, 0, time.Hour.Milliseconds())
+	require.NoError(t, s.Load(ctx, redisstore.Default.CampaignKeys(id), "tok", 1, 1, amounts, nil))
+	_, err = s.Activate(ctx, redisstore.Default.CampaignKeys(id), "tok", 0, 0, time.Hour.Milliseconds())
 	require.NoError(t, err)
 }
 
@@ -46,15 +46,15 @@ func TestBacklog(t *testing.T) {
 	ctx := context.Background()
 	id := testenv.UniqueID(t)
 
-	_, err := s.Backlog(ctx, redisstore.CampaignKeys(id))
+	_, err := s.Backlog(ctx, redisstore.Default.CampaignKeys(id))
 	require.ErrorIs(t, err, redisstore.ErrNoCampaign, "no campaign")
-	_, err = s.Begin(ctx, redisstore.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 30, Count: 3}})
+	_, err = s.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 30, Count: 3}})
 	require.NoError(t, err)
-	_, err = s.Backlog(ctx, redisstore.CampaignKeys(id))
+	_, err = s.Backlog(ctx, redisstore.Default.CampaignKeys(id))
 	require.ErrorIs(t, err, redisstore.ErrNoCampaign, "still loading")
 	activate(t, s, id, 3)
 
-	b, err := s.Backlog(ctx, redisstore.CampaignKeys(id))
+	b, err := s.Backlog(ctx, redisstore.Default.CampaignKeys(id))
 	require.NoError(t, err)
 	require.Zero(t, b.Lag+b.Pending+b.Dead)
 	require.Zero(t, b.OldestAge)
@@ -62,7 +62,7 @@ func TestBacklog(t *testing.T) {
 	// Three entries written 90, 60 and 30 seconds ago by the Redis clock
 	// (explicit ids, so the ages are known).
 	now := redisMs(t, s)
-	k := redisstore.CampaignKeys(id)
+	k := redisstore.Default.CampaignKeys(id)
 	c := r.Client
 	for i, ago := range []int64{90, 60, 30} {
 		entry := strconv.FormatInt(now-ago*1000, 10) + "-0"
@@ -81,7 +81,7 @@ func TestBacklog(t *testing.T) {
 	}
 	backlog := func() redisstore.Backlog {
 		t.Helper()
-		b, err := s.Backlog(ctx, redisstore.CampaignKeys(id))
+		b, err := s.Backlog(ctx, redisstore.Default.CampaignKeys(id))
 		require.NoError(t, err)
 		return b
 	}
@@ -92,16 +92,16 @@ func TestBacklog(t *testing.T) {
 	age(b, 90) // nothing delivered: the first entry
 
 	// The first is settled (delivered and acknowledged, not trimmed).
-	es, err := s.ReadGroup(ctx, redisstore.CampaignKeys(id), "w1", 1, false)
+	es, err := s.ReadGroup(ctx, redisstore.Default.CampaignKeys(id), "w1", 1, false)
 	require.NoError(t, err)
 	require.Len(t, es, 1)
-	require.NoError(t, s.Ack(ctx, redisstore.CampaignKeys(id), es[0].ID))
+	require.NoError(t, s.Ack(ctx, redisstore.Default.CampaignKeys(id), es[0].ID))
 	b = backlog()
 	require.EqualValues(t, 2, b.Lag)
 	age(b, 60) // the first after the last delivered, not the settled one
 
 	// The second is delivered, not acknowledged: pending.
-	es, err = s.ReadGroup(ctx, redisstore.CampaignKeys(id), "w1", 1, false)
+	es, err = s.ReadGroup(ctx, redisstore.Default.CampaignKeys(id), "w1", 1, false)
 	require.NoError(t, err)
 	require.Len(t, es, 1)
 	b = backlog()
@@ -110,11 +110,11 @@ func TestBacklog(t *testing.T) {
 	age(b, 60) // the oldest pending one
 
 	// It goes to the dead stream; the third is delivered and pending.
-	require.NoError(t, s.Dead(ctx, redisstore.CampaignKeys(id), es[0].ID, "test", []redisstore.DeadGrant{{User: "u2", Packet: "2:10"}}))
+	require.NoError(t, s.Dead(ctx, redisstore.Default.CampaignKeys(id), es[0].ID, "test", []redisstore.DeadGrant{{User: "u2", Packet: "2:10"}}))
 	// A second settler burying it too (a part's previous holder) writes
 	// nothing: it is no longer pending.
-	require.NoError(t, s.Dead(ctx, redisstore.CampaignKeys(id), es[0].ID, "test", []redisstore.DeadGrant{{User: "u2", Packet: "2:10"}}))
-	_, err = s.ReadGroup(ctx, redisstore.CampaignKeys(id), "w1", 1, false)
+	require.NoError(t, s.Dead(ctx, redisstore.Default.CampaignKeys(id), es[0].ID, "test", []redisstore.DeadGrant{{User: "u2", Packet: "2:10"}}))
+	_, err = s.ReadGroup(ctx, redisstore.Default.CampaignKeys(id), "w1", 1, false)
 	require.NoError(t, err)
 	b = backlog()
 	require.Zero(t, b.Lag)

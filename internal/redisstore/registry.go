@@ -11,7 +11,7 @@ import (
 // activation, after it, and on every create that finds the campaign live
 // (hongbao's register.go). Registering again only updates the score.
 func (s *Store) Register(ctx context.Context, id string, closesAt int64) error {
-	err := s.c.Do(ctx, s.c.B().Zadd().Key(CampaignsIndex).ScoreMember().
+	err := s.c.Do(ctx, s.c.B().Zadd().Key(s.ns.CampaignsIndex()).ScoreMember().
 		ScoreMember(float64(closesAt), id).Build()).Error()
 	if err != nil {
 		return fmt.Errorf("register %s: %w", id, err)
@@ -23,7 +23,7 @@ func (s *Store) Register(ctx context.Context, id string, closesAt int64) error {
 // sec (Unix time) and returns the count after the addition. The counter
 // expires a few seconds after its second.
 func (s *Store) CountRequests(ctx context.Context, sec, n int64) (int64, error) {
-	key := GlobalRateKey(sec)
+	key := s.ns.GlobalRateKey(sec)
 	res := s.c.DoMulti(ctx,
 		s.c.B().Incrby().Key(key).Increment(n).Build(),
 		s.c.B().Expire().Key(key).Seconds(5).Build(),

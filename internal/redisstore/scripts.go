@@ -52,6 +52,8 @@ var (
 	pauseGenSrc string
 	//go:embed lua/block.lua
 	blockSrc string
+	//go:embed lua/owner.lua
+	ownerSrc string
 
 	// The discount campaigns' own scripts (discount.go).
 	//go:embed lua/disc_begin.lua
@@ -82,7 +84,7 @@ type scripts struct {
 	xferTake, xferApply                                                                           *luascript.Script
 	rebuildFreeze, rebuildSwap, rebuildActivate                                                   *luascript.Script
 	blockPeek, blockOpen                                                                          *luascript.Script
-	pause, pauseGen, block                                                                        *luascript.Script
+	pause, pauseGen, block, owner                                                                 *luascript.Script
 	discountBegin, discountReserve, discountConfirm, discountCancel, discountReap, discountSettle *luascript.Script
 }
 
@@ -98,7 +100,7 @@ func newScripts(legacy bool) *scripts {
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
 		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
 		blockPeek: mk(blockPeekSrc), blockOpen: mk(blockOpenSrc),
-		pause: mk(pauseSrc), pauseGen: mk(pauseGenSrc), block: mk(blockSrc),
+		pause: mk(pauseSrc), pauseGen: mk(pauseGenSrc), block: mk(blockSrc), owner: mk(ownerSrc),
 		discountBegin: mk(discountBeginSrc), discountReserve: mk(discountReserveSrc), discountConfirm: mk(discountConfirmSrc),
 		discountCancel: mk(discountCancelSrc), discountReap: mk(discountReapSrc), discountSettle: mk(discountSettleSrc),
 	}

@@ -293,7 +293,7 @@ func (s *Store) Settle(ctx context.Context, k Keys, refund int64) (changed bool,
 
 // Campaigns lists the registered (not yet settled) campaigns.
 func (s *Store) Campaigns(ctx context.Context) ([]string, error) {
-	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(CampaignsIndex).Min("0").Max("-1").Build()).AsStrSlice()
+	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.ns.CampaignsIndex()).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("list campaigns: %w", err)
 	}
@@ -303,7 +303,7 @@ func (s *Store) Campaigns(ctx context.Context) ([]string, error) {
 // Unregister removes a settled campaign from the registry and lets the
 // keys of all its shards expire after retention.
 func (s *Store) Unregister(ctx context.Context, id string, shards []Keys, retention time.Duration) error {
-	cmds := []rueidis.Completed{s.c.B().Zrem().Key(CampaignsIndex).Member(id).Build()}
+	cmds := []rueidis.Completed{s.c.B().Zrem().Key(s.ns.CampaignsIndex()).Member(id).Build()}
 	if retention > 0 {
 		for _, k := range shards {
 			for _, key := range []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied, k.Lost, k.Blocked} {

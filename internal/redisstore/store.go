@@ -31,6 +31,7 @@ type Store struct {
 	waitN, waitMs int64
 	shorts        *shortWaits  // the WAITs that fell short; nil when waitN is 0
 	tracer        trace.Tracer // nil: no spans
+	ns            Namespace    // the prefix of every key the store builds
 }
 
 // New returns a Store on client c, a Redis 7 or later.
@@ -55,6 +56,18 @@ func (s *Store) WithWait(replicas int, timeout time.Duration) *Store {
 	c.shorts = &shortWaits{}
 	return &c
 }
+
+// WithNamespace returns a copy of the store whose keys, registries and
+// counters are those of namespace ns.
+func (s *Store) WithNamespace(ns Namespace) *Store {
+	c := *s
+	c.ns = ns
+	return &c
+}
+
+// NS is the store's namespace: every key of a campaign the store's
+// callers build comes from it.
+func (s *Store) NS() Namespace { return s.ns }
 
 // WithTracer returns a copy of the store that records a span of each
 // batch script call sent with WAIT (redis.wait).

@@ -119,7 +119,7 @@ func syncKeyOf(key string) string {
 	i := strings.IndexByte(key, '{')
 	j := strings.IndexByte(key[i+1:], '}')
 	if i < 0 || j < 0 {
-		return "hb:{" + key + "}:sync" // never: every key has a tag
+		return key + ":sync" // never: every key has a tag
 	}
-	return keysOfTag(key[i+1 : i+1+j]).Sync
+	return keysOfTag(key[:i], key[i+1:i+1+j]).Sync
 }

@@ -11,13 +11,13 @@ import (
 // packet shards and discount shards alike.
 func TestSyncKeyOf(t *testing.T) {
 	t.Parallel()
-	for _, k := range append(Layout("camp", 4), CampaignKeys("one")) {
+	for _, k := range append(Default.Layout("camp", 4), Default.CampaignKeys("one")) {
 		for _, key := range GrabKeys(k) {
 			require.Equal(t, k.Sync, syncKeyOf(key))
 			require.Equal(t, KeySlot(key), KeySlot(syncKeyOf(key)))
 		}
 	}
-	for _, k := range DiscountLayout("disc", 3) {
+	for _, k := range Default.DiscountLayout("disc", 3) {
 		for _, key := range append(k.ReserveKeys(), append(k.ConfirmKeys(), k.CancelKeys()...)...) {
 			require.Equal(t, k.Keys().Sync, syncKeyOf(key))
 			require.Equal(t, KeySlot(key), KeySlot(syncKeyOf(key)))

@@ -43,14 +43,14 @@ func TestSettleThroughOutage(t *testing.T) {
 	// (entries idle at a live worker that cannot write).
 	time.Sleep(3 * reclaimIdle)
 	require.Equal(t, before, e.settled(), "nothing was written while the database was unreachable")
-	g, err := redisstore.New(e.r.Client).Group(e.ctx, redisstore.CampaignKeys(e.c.ID))
+	g, err := redisstore.New(e.r.Client).Group(e.ctx, redisstore.Default.CampaignKeys(e.c.ID))
 	require.NoError(t, err)
 	require.Zero(t, g.Dead, "an outage sends nothing to the dead stream")
 	require.Positive(t, g.Pending+g.Lag, "grants wait in the stream")
 
 	e.proxy.Restore()
 	e.rain(2000, 2500)
-	_, err = e.eng.Close(e.ctx, e.c.ID)
+	_, err = e.eng.CloseCampaign(e.ctx, e.c.ID)
 	require.NoError(t, err)
 	e.w.Stop()
 	_, err = e.w.Drain(e.ctx)
@@ -142,7 +142,7 @@ func (e *outageEnv) requireSettled(t *testing.T) {
 	n := 0
 	e.granted.Range(func(any, any) bool { n++; return true })
 	require.Equal(t, 2500, n, "3000 packets for 2500 users: every grab granted")
-	rep, err := settle.Reconcile(e.ctx, e.r.Client, e.direct, e.c.ID)
+	rep, err := settle.Reconcile(e.ctx, e.r.Client, "", e.direct, e.c.ID)
 	require.NoError(t, err)
 	if !rep.OK {
 		t.Logf("worker %+v; reconcile: %d differences, ledger %d grants, Redis %d, state %s, unsettled %d, dead %d",

@@ -234,10 +234,10 @@ func measureWorkers(ctx context.Context, t *target, o DiscountOptions, label str
 	return ds, nil
 }
 
-// runHongbaoDiscount measures hongbao: CreateDiscount loads the amounts
+// runHongbaoDiscount measures hongbao: Discounts.Create loads the amounts
 // (the same spec and seed as the published design's list), then
 // Concurrency goroutines each pay once for every user of their share:
-// ReserveDiscount, then ConfirmDiscount.
+// Discounts.Reserve, then Discounts.Confirm.
 func runHongbaoDiscount(ctx context.Context, t *target, o DiscountOptions, label string) (*dstats, error) {
 	eng, err := hongbao.New(hongbao.Config{Redis: t.client, MaxBatch: o.MaxBatch})
 	if err != nil {
@@ -248,7 +248,7 @@ func runHongbaoDiscount(ctx context.Context, t *target, o DiscountOptions, label
 	if t.shared {
 		defer dropHongbao(t, id, o.Shards)
 	}
-	d, err := eng.CreateDiscount(ctx, hongbao.DiscountSpec{ID: id, Budget: o.Budget, Quota: o.Quota,
+	d, err := eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: id, Budget: o.Budget, Quota: o.Quota,
 		Min: o.Min, Max: o.Max, PerUserCount: o.PerUserCount, PerUserAmount: o.PerUserAmount, Shards: o.Shards, Seed: &seed})
 	if err != nil {
 		return nil, err
@@ -282,7 +282,7 @@ func runHongbaoDiscount(ctx context.Context, t *target, o DiscountOptions, label
 	for _, c := range counts {
 		ds.payments, ds.refused, cents = ds.payments+c.payments, ds.refused+c.refused, cents+c.cents
 	}
-	st := eng.DiscountStats()
+	st := eng.Discounts().Stats()
 	ds.calls = int64(st.Batches)
 	checkHongbao(ctx, eng, d.ID, ds, cents, &probs)
 	ds.problems = probs.all()
@@ -292,14 +292,14 @@ func runHongbaoDiscount(ctx context.Context, t *target, o DiscountOptions, label
 // payHongbao reserves a discount for user's order and confirms it; paid
 // is false when the reservation was refused (exhausted, over a limit).
 func payHongbao(ctx context.Context, eng *hongbao.Engine, id, user string, order int64) (cents int64, paid bool, err error) {
-	r, err := eng.ReserveDiscount(ctx, id, user, "o1", order)
+	r, err := eng.Discounts().Reserve(ctx, id, user, "o1", order)
 	if err != nil {
 		return 0, false, err
 	}
 	if !r.Outcome.HasAmount() {
 		return 0, false, nil
 	}
-	c, err := eng.ConfirmDiscount(ctx, id, user, "o1")
+	c, err := eng.Discounts().Confirm(ctx, id, user, "o1")
 	if err != nil {
 		return 0, false, err
 	}
@@ -309,7 +309,7 @@ func payHongbao(ctx context.Context, eng *hongbao.Engine, id, user string, order
 // checkHongbao checks hongbao's run: the engine's audit of the contents,
 // and what the clients were told against it.
 func checkHongbao(ctx context.Context, eng *hongbao.Engine, id string, ds *dstats, cents int64, probs *problems) {
-	a, err := eng.AuditDiscount(ctx, id)
+	a, err := eng.Discounts().Audit(ctx, id)
 	if err != nil {
 		probs.add("audit: %v", err)
 		return
@@ -324,11 +324,11 @@ func checkHongbao(ctx context.Context, eng *hongbao.Engine, id string, ds *dstat
 
 // dropHongbao unlinks a discount campaign's keys from a shared Redis.
 func dropHongbao(t *target, id string, shards int) {
-	for _, k := range redisstore.DiscountLayout(id, shards) {
+	for _, k := range redisstore.Default.DiscountLayout(id, shards) {
 		t.drop(k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied, k.Blocked)
 	}
 	c := t.client
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = c.Do(ctx, c.B().Zrem().Key(redisstore.DiscountsIndex).Member(id).Build()).Error()
+	_ = c.Do(ctx, c.B().Zrem().Key(redisstore.Default.DiscountsIndex()).Member(id).Build()).Error()
 }

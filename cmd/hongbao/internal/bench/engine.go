@@ -14,14 +14,14 @@ import (
 // Concurrency goroutines each grab once for every user of their share.
 func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label string) (*runStats, error) {
 	id := "bench-" + t.runID
-	keys := redisstore.CampaignKeys(id)
+	keys := redisstore.Default.CampaignKeys(id)
 	if t.shared {
 		defer func() {
 			t.drop(keys.Meta, keys.Pool, keys.Claims, keys.Grants, keys.Dead, keys.Staging, keys.Blocked)
 			c := t.client
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = c.Do(cctx, c.B().Zrem().Key(redisstore.CampaignsIndex).Member(id).Build()).Error()
+			_ = c.Do(cctx, c.B().Zrem().Key(redisstore.Default.CampaignsIndex()).Member(id).Build()).Error()
 		}()
 	}
 	eng, camp, err := loadEngine(ctx, t, o, id)

@@ -431,7 +431,7 @@ func (d *demoCmd) closeAndAudit(ctx context.Context) (*hongbao.Audit, error) {
 		// audit below reads it, and the audit would count a pool half gone.
 		d.w.Stop()
 	}
-	if _, err := d.eng.Close(ctx, d.camp.ID); err != nil {
+	if _, err := d.eng.CloseCampaign(ctx, d.camp.ID); err != nil {
 		return nil, err
 	}
 	// The audit runs on the closed campaign, before the refund takes the

@@ -192,7 +192,7 @@ func (d *discountDemoCmd) start(ctx context.Context) error {
 	if d.eng, err = hongbao.New(hongbao.Config{Redis: d.conn.Client, LegacyScripts: legacy}); err != nil {
 		return err
 	}
-	if d.d, err = d.eng.CreateDiscount(ctx, d.spec); err != nil {
+	if d.d, err = d.eng.Discounts().Create(ctx, d.spec); err != nil {
 		return err
 	}
 	if d.w, err = d.startWorker(ctx, settle.Config{
@@ -204,7 +204,7 @@ func (d *discountDemoCmd) start(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d.eng.RunDiscountReaper(rctx, 100*time.Millisecond, nil)
+		d.eng.Discounts().RunReaper(rctx, 100*time.Millisecond, nil)
 	}()
 	d.deferClose(func() { stop(); <-done })
 	return nil
@@ -218,7 +218,7 @@ func (d *discountDemoCmd) settle(ctx context.Context, rep *discountDemoReport) e
 		if _, err := d.w.Drain(ctx); err != nil {
 			return fmt.Errorf("settle: %w", err)
 		}
-		st, err := d.eng.DiscountStatus(ctx, d.d.ID)
+		st, err := d.eng.Discounts().Status(ctx, d.d.ID)
 		if err != nil {
 			return err
 		}

@@ -49,7 +49,7 @@ func (d *discountDemoCmd) rush(ctx context.Context) (*discountDemoReport, *rushC
 		Campaign: d.d.ID, Redis: d.conn.Kind, Shards: d.d.Shards, BudgetCents: d.d.Budget, Quota: d.d.Quota, Users: f.users,
 		Orders: c.orders.Load(), Reserved: c.reserved.Load(), Exhausted: c.exhausted.Load(), Limit: c.limit.Load(),
 		Cancelled: c.cancelled.Load(), Abandoned: c.abandoned.Load(), LateConfirms: c.late.Load(),
-		Seconds: round3(secs), Transfers: d.eng.DiscountStats().Transfers,
+		Seconds: round3(secs), Transfers: d.eng.Discounts().Stats().Transfers,
 	}
 	if secs > 0 {
 		rep.OrdersPerSec = round1(float64(rep.Orders) / secs)
@@ -67,7 +67,7 @@ func (d *discountDemoCmd) payUser(ctx context.Context, user string, rnd *rand.Ra
 		order := fmt.Sprintf("o%d", o+1)
 		amount := f.maxC/2 + rnd.Int64N(4*f.maxC) + 1 // sometimes below the discount: clipped
 		r, err := retryDiscount(ctx, func() (hongbao.Reservation, error) {
-			return d.eng.ReserveDiscount(ctx, id, user, order, amount)
+			return d.eng.Discounts().Reserve(ctx, id, user, order, amount)
 		})
 		if err != nil {
 			return err
@@ -99,7 +99,7 @@ func (d *discountDemoCmd) finish(ctx context.Context, user, order string, p floa
 	id := d.d.ID
 	switch {
 	case p < f.cancelShare:
-		_, err := retryDiscount(ctx, func() (hongbao.Reservation, error) { return d.eng.CancelDiscount(ctx, id, user, order) })
+		_, err := retryDiscount(ctx, func() (hongbao.Reservation, error) { return d.eng.Discounts().Cancel(ctx, id, user, order) })
 		if err == nil {
 			c.cancelled.Add(1)
 		}
@@ -108,7 +108,7 @@ func (d *discountDemoCmd) finish(ctx context.Context, user, order string, p floa
 		c.abandoned.Add(1) // the payment page was closed: it expires
 		return nil
 	}
-	r, err := retryDiscount(ctx, func() (hongbao.Reservation, error) { return d.eng.ConfirmDiscount(ctx, id, user, order) })
+	r, err := retryDiscount(ctx, func() (hongbao.Reservation, error) { return d.eng.Discounts().Confirm(ctx, id, user, order) })
 	if errors.Is(err, hongbao.ErrReservationExpired) {
 		c.late.Add(1) // confirmed after its hold: the payment runs without the discount
 		return nil
@@ -143,7 +143,7 @@ func retryDiscount(ctx context.Context, call func() (hongbao.Reservation, error)
 func (d *discountDemoCmd) closeAndAudit(ctx context.Context, rep *discountDemoReport, c *rushCounts) error {
 	deadline := time.Now().Add(d.f.hold + 30*time.Second)
 	for {
-		st, err := d.eng.DiscountStatus(ctx, d.d.ID)
+		st, err := d.eng.Discounts().Status(ctx, d.d.ID)
 		if err != nil {
 			return err
 		}
@@ -159,11 +159,11 @@ func (d *discountDemoCmd) closeAndAudit(ctx context.Context, rep *discountDemoRe
 	// Stopped before the close: running on, it would refund the campaign
 	// while the audit reads it.
 	d.w.Stop()
-	st, err := d.eng.CloseDiscount(ctx, d.d.ID)
+	st, err := d.eng.Discounts().CloseCampaign(ctx, d.d.ID)
 	if err != nil {
 		return err
 	}
-	a, err := d.eng.AuditDiscount(ctx, d.d.ID)
+	a, err := d.eng.Discounts().Audit(ctx, d.d.ID)
 	if err != nil {
 		return err
 	}

@@ -577,7 +577,7 @@ func (n *nemesis) killMaster(ctx context.Context) error {
 
 // shardMaster returns a random shard's slot and the address of its master.
 func (n *nemesis) shardMaster(ctx context.Context) (int, string, error) {
-	k := redisstore.ShardKeys(n.id, n.shards, rand.IntN(n.shards)).Meta
+	k := redisstore.Default.ShardKeys(n.id, n.shards, rand.IntN(n.shards)).Meta
 	slot := testenv.KeySlot(k)
 	addr, err := n.c.MasterOfSlot(ctx, slot)
 	return slot, addr, err
@@ -816,7 +816,7 @@ func readClaims(t *testing.T, c rueidis.Client, id string, shards int) map[strin
 	ctx := context.Background()
 	out := map[string]history.Packet{}
 	for k := range shards {
-		key := redisstore.ShardKeys(id, shards, k).Claims
+		key := redisstore.Default.ShardKeys(id, shards, k).Claims
 		m, err := c.Do(ctx, c.B().Hgetall().Key(key).Build()).AsStrMap()
 		require.NoError(t, err)
 		for user, v := range m {

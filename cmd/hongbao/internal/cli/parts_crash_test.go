@@ -130,7 +130,7 @@ func TestPartsCrashOnCluster(t *testing.T) {
 			}
 			close(feed)
 			wg.Wait()
-			_, err := eng.Close(ctx, camp.ID)
+			_, err := eng.CloseCampaign(ctx, camp.ID)
 			require.NoError(t, err)
 		}
 		victim := procs[k%len(procs)]

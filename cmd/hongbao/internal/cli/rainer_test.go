@@ -168,7 +168,7 @@ func (r *rainer) requireReadBack(t *testing.T, c rueidis.Client, shards int) {
 	defer r.mu.Unlock()
 	ctx := context.Background()
 	for user, g := range r.acked {
-		k := redisstore.ShardKeys(r.id, shards, hongbao.HomeShard(user, shards))
+		k := redisstore.Default.ShardKeys(r.id, shards, hongbao.HomeShard(user, shards))
 		v, err := c.Do(ctx, c.B().Hget().Key(k.Claims).Field(user).Build()).ToString()
 		require.NoError(t, err, "the acknowledged grant of %s is gone", user)
 		seq := strings.TrimPrefix(g.packet, r.id+"/")

@@ -54,6 +54,7 @@ func (c *rebuildCmd) parseFlags(args []string) error {
 	fs := newFlagSet("rebuild", c.env)
 	fs.StringVar(&c.id, "campaign", "", "campaign id (required)")
 	c.redis.declare(fs, "required", false)
+	c.redis.declareNamespace(fs)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.force, "force", false, "rebuild even when the campaign's keys look healthy")
@@ -70,6 +71,9 @@ func (c *rebuildCmd) parseFlags(args []string) error {
 	if c.dsn == "" {
 		return usageErrorf("--ledger is required (sqlite:PATH or postgres://...)")
 	}
+	if err := c.redis.checkNamespace(); err != nil {
+		return err
+	}
 	return c.redis.require()
 }
 
@@ -79,7 +83,7 @@ func (c *rebuildCmd) open(ctx context.Context) (err error) {
 }
 
 func (c *rebuildCmd) run(ctx context.Context) error {
-	rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: c.conn.Client, Ledger: c.led, Force: c.force,
+	rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: c.conn.Client, Namespace: c.redis.ns, Ledger: c.led, Force: c.force,
 		ReleaseQuarantineRiskingDoubleGrants: c.release, Paused: c.paused}, c.id)
 	if errors.Is(err, rebuild.ErrHealthy) {
 		return fmt.Errorf("%w: nothing to do (--force rebuilds it anyway)", err)

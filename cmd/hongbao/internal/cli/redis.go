@@ -15,6 +15,7 @@ import (
 
 	"github.com/hongbao/hongbao/internal/random"
 	"github.com/hongbao/hongbao/internal/redisserver"
+	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
 // redisFlags are the flags that say which Redis a command uses, declared
@@ -23,6 +24,7 @@ type redisFlags struct {
 	url      string // --redis
 	server   string // --redis-server
 	passFile string // --redis-password-file, where declared
+	ns       string // --namespace, where declared
 }
 
 // declare adds --redis, whose usage ends with without (what the command
@@ -38,6 +40,20 @@ func (r *redisFlags) declare(fs *flag.FlagSet, without string, server bool) {
 // deployments run (serve, settle), whose secrets are files.
 func (r *redisFlags) declarePassword(fs *flag.FlagSet) {
 	fs.StringVar(&r.passFile, "redis-password-file", "", "file holding the password of the Redis --redis names (with Sentinel, the master's), instead of one in the URL; surrounding whitespace is trimmed")
+}
+
+// declareNamespace adds --namespace, for the commands that work on a
+// deployment's campaigns.
+func (r *redisFlags) declareNamespace(fs *flag.FlagSet) {
+	fs.StringVar(&r.ns, "namespace", "", "the deployment's namespace in Redis, the first part of every key it writes: deployments sharing one Redis in different namespaces never see each other's campaigns; the same in every command of one deployment (docs/operations.md, Sharing a Redis); 1-64 letters, digits, _ - or .; default: hb")
+}
+
+// checkNamespace refuses a --namespace that is not valid.
+func (r *redisFlags) checkNamespace() error {
+	if _, err := redisstore.ParseNamespace(r.ns); err != nil {
+		return usageErrorf("--namespace: %v", err)
+	}
+	return nil
 }
 
 // target is --redis with the password of --redis-password-file in it.

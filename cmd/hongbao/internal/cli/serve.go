@@ -91,6 +91,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.redis.declare(fs, "default: start a durable redis-server (appendfsync always) in --data-dir", true)
 	f.redis.declarePassword(fs)
+	f.redis.declareNamespace(fs)
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
@@ -138,6 +139,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	f := &s.f
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return usageErrorf("--log-format must be text or json")
+	}
+	if err := f.redis.checkNamespace(); err != nil {
+		return err
 	}
 	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
@@ -384,7 +388,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	f := &s.f
 	// The ledger records every packet (and the campaign's terms) before
 	// a campaign goes live: what hongbao rebuild restores from.
-	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client, Packets: s.led,
+	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client, Namespace: f.redis.ns, Packets: s.led,
 		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer})
 	if err != nil {
 		return err
@@ -399,7 +403,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	}
 	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
-		Engine: eng, Settlement: settle.NewBacklogs(s.conn.Client), UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys, MetricsKeys: s.metricsKeys,
+		Engine: eng, Settlement: settle.NewBacklogs(s.conn.Client, f.redis.ns), UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys, MetricsKeys: s.metricsKeys,
 		Token: httpapi.TokenScope{Issuer: f.tokenIssuer, Audience: f.tokenAudience, MaxAge: f.tokenMaxAge},
 		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
 		Retired: func(ctx context.Context, id string) (bool, error) {

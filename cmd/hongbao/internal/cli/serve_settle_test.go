@@ -112,7 +112,7 @@ func TestServeSettleFalse(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%v", m)
 	}
 	require.False(t, fx.leaseHeld(t), "serve --settle=false took the scheduler lease")
-	b, err := settle.ReadBacklog(t.Context(), fx.redis.Client, id)
+	b, err := settle.ReadBacklog(t.Context(), fx.redis.Client, "", id)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, b.Lag, "no grant was even read for settlement")
 	require.NotContains(t, p.stderr.String(), "lease acquired")

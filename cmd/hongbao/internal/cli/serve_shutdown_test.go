@@ -114,7 +114,7 @@ func TestServeShutdownFinishesInFlightGrab(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve did not stop")
 	}
-	claim, err := pauser.Do(ctx, pauser.B().Hget().Key(redisstore.CampaignKeys(id).Claims).Field("inflight").Build()).ToString()
+	claim, err := pauser.Do(ctx, pauser.B().Hget().Key(redisstore.Default.CampaignKeys(id).Claims).Field("inflight").Build()).ToString()
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(claim, "1:"), "claim %q", claim)
 }

@@ -352,7 +352,7 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Stop() })
 	rc := testenv.Client(t, srv.Addr)
 	ctx := context.Background()
-	claims, err := rc.Do(ctx, rc.B().Hgetall().Key(redisstore.CampaignKeys(id).Claims).Build()).AsStrMap()
+	claims, err := rc.Do(ctx, rc.B().Hgetall().Key(redisstore.Default.CampaignKeys(id).Claims).Build()).AsStrMap()
 	require.NoError(t, err)
 	for _, a := range acks {
 		seq := strings.TrimPrefix(a.packet, id+"/")
@@ -360,7 +360,7 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 	}
 	eng, err := hongbao.New(hongbao.Config{Redis: rc})
 	require.NoError(t, err)
-	_, err = eng.Close(ctx, id)
+	_, err = eng.CloseCampaign(ctx, id)
 	require.NoError(t, err)
 	l, err := open.Open(ctx, "sqlite:"+filepath.Join(data, "ledger.db"))
 	require.NoError(t, err)
@@ -372,7 +372,7 @@ func TestServeSIGTERMKeepsAcknowledgedGrants(t *testing.T) {
 	defer cancel()
 	_, err = w.Drain(dctx)
 	require.NoError(t, err)
-	rep, err := settle.Reconcile(ctx, rc, l, id)
+	rep, err := settle.Reconcile(ctx, rc, "", l, id)
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Differences)
 	require.EqualValues(t, len(claims), rep.GrantedLedger)
@@ -396,7 +396,7 @@ func checkEmbeddedRedisLocked(t *testing.T, log, data, id string) {
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 	pass, err := os.ReadFile(filepath.Join(data, "redis.pass"))
 	require.NoError(t, err)
-	key := redisstore.CampaignKeys(id).Meta
+	key := redisstore.Default.CampaignKeys(id).Meta
 	out, _ := exec.Command(cli, "-p", m[1], "EXISTS", key).CombinedOutput()
 	require.Contains(t, string(out), "NOAUTH", "redis-cli without the password")
 	out, _ = exec.Command(cli, "-p", m[1], "--no-auth-warning", "-a", strings.TrimSpace(string(pass)), "EXISTS", key).CombinedOutput()

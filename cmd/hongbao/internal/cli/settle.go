@@ -70,6 +70,7 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs := newFlagSet("settle", c.env)
 	c.redis.declare(fs, "required", false)
 	c.redis.declarePassword(fs)
+	c.redis.declareNamespace(fs)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
 	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
 	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
@@ -93,6 +94,9 @@ func (c *settleCmd) parseFlags(args []string) error {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be positive")
 	}
 	if err := c.redis.require(); err != nil {
+		return err
+	}
+	if err := c.redis.checkNamespace(); err != nil {
 		return err
 	}
 	if c.leaseTTL < 300*time.Millisecond || c.lease == "" || strings.ContainsAny(c.lease, "{}") {
@@ -134,7 +138,7 @@ func (c *settleCmd) open(ctx context.Context) error {
 		return err
 	}
 	c.deferClose(stop)
-	cfg := settle.Config{Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
+	cfg := settle.Config{Namespace: c.redis.ns, Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
 		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout, Tracer: tr}
 	if c.hook != "" {
 		sink, err := openWebhook(c.hook, c.hookSecret)
@@ -258,6 +262,7 @@ func (c *reconcileCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.discount, "discount", "", "discount campaign id, instead of --campaign")
 	fs.BoolVar(&c.balances, "balances", false, "instead of a campaign, check every stored balance of the ledger against its journal (reads only the ledger)")
 	c.redis.declare(fs, "required with --campaign or --discount", false)
+	c.redis.declareNamespace(fs)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
 	setUsage(fs, c.env, reconcileUsage)
@@ -299,7 +304,7 @@ func (c *reconcileCmd) run(ctx context.Context) error {
 	if c.discount != "" {
 		reconcile, id = settle.ReconcileDiscount, c.discount
 	}
-	rep, err := reconcile(ctx, c.conn.Client, c.led, id)
+	rep, err := reconcile(ctx, c.conn.Client, c.redis.ns, c.led, id)
 	if err != nil {
 		return err
 	}

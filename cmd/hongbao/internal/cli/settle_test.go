@@ -71,7 +71,7 @@ func TestSettleCommand(t *testing.T) {
 	require.EqualValues(t, 1, st["rolled_up"], out)
 	require.Contains(t, st, "rollup_seconds", out)
 
-	ttl, err := r.Client.Do(context.Background(), r.Client.B().Pttl().Key(redisstore.CampaignKeys(id).Meta).Build()).AsInt64()
+	ttl, err := r.Client.Do(context.Background(), r.Client.B().Pttl().Key(redisstore.Default.CampaignKeys(id).Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Positive(t, ttl)
 	require.LessOrEqual(t, time.Duration(ttl)*time.Millisecond, time.Hour, "--retention sets the expiry")

@@ -59,7 +59,7 @@ func TestDemoShardsEmbedded(t *testing.T) {
 func campaignKeysOn(t *testing.T, n *testenv.Node, id string, shards int) int64 {
 	t.Helper()
 	var keys int64
-	for _, k := range redisstore.Layout(id, shards) {
+	for _, k := range redisstore.Default.Layout(id, shards) {
 		slot := strconv.Itoa(testenv.KeySlot(k.Meta))
 		count, err := n.Client.Do(context.Background(), n.Client.B().Arbitrary("CLUSTER", "COUNTKEYSINSLOT", slot).Build()).AsInt64()
 		require.NoError(t, err)
