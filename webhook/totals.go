@@ -31,6 +31,7 @@ import (
 // Name (see Fund), without sending anything.
 func (s *Sink) Totals(ctx context.Context, campaign string) (ledger.Totals, error) {
 	if campaign == "" {
+		s.down.Store(nil)
 		return ledger.Totals{}, fmt.Errorf("%w: totals of an empty campaign id", ledger.ErrInvalid)
 	}
 	owner, err := s.owner(ctx, campaign)
