@@ -25,15 +25,20 @@ var (
 	// ErrUnavailable: the host could not be reached, timed out or answered
 	// 408, 429 or 5xx on every attempt. It wraps the last failure.
 	ErrUnavailable = errors.New("webhook: host unavailable")
-	// ErrReply: the host answered 2xx with a JSON body that is not a
-	// valid reply, so we cannot tell which grants it refused.
+	// ErrReply: the host answered 2xx with a body that is not a valid
+	// reply: a grants reply that does not say which grants it refused, or
+	// a totals reply that is not a TotalsReply for the campaign asked.
 	ErrReply = errors.New("webhook: malformed reply")
+	// ErrRequest: a host's ReadEvent got a request it cannot read as an
+	// event (an unreadable or oversized body, or one without type or
+	// campaign), or Event.Decode a body that is not the event's struct.
+	ErrRequest = errors.New("webhook: malformed request")
 )
 
 // RejectedError is an ErrRejected with the host's answer, for the incident
 // report. Body is a short excerpt of the response body.
 type RejectedError struct {
-	Event  string // "fund", "grants" or "refund"
+	Event  string // EventFund, EventGrants, EventRefund or EventTotals
 	Key    string // the request's idempotency key
 	Status int
 	Body   string
@@ -52,9 +57,9 @@ func (e *RejectedError) Error() string {
 // its entry to the dead stream instead of retrying it forever.
 func (e *RejectedError) Unwrap() []error {
 	switch {
-	case e.Status == http.StatusConflict && (e.Event == eventFund || e.Event == eventRefund):
+	case e.Status == http.StatusConflict && (e.Event == EventFund || e.Event == EventRefund):
 		return []error{ErrRejected, ledger.ErrConflict}
-	case e.Event == eventGrants:
+	case e.Event == EventGrants:
 		return []error{ErrRejected, ledger.ErrInvalid}
 	}
 	return []error{ErrRejected}

@@ -10,8 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/money"
@@ -45,19 +48,79 @@ type Config struct {
 	// Clock gives the time the timestamps are signed with (and the one a
 	// Retry-After date is read against). Default: time.Now.
 	Clock func() time.Time
+	// Name is the name of the wallet this sink settles into: the identity
+	// (Identity) that a campaign settling here records as its owner at
+	// create, and the "owner" of every event sent for such a campaign.
+	// Deployments sharing one Redis tell their campaigns apart by it, so
+	// it must stay the same across restarts and differ between wallets;
+	// the host compares it with the owner of each event. Default:
+	// DefaultName(URL), which a URL's restarts agree on and another URL
+	// does not share. Printable, without whitespace, at most MaxNameLen
+	// bytes.
+	Name string
+}
+
+// MaxNameLen bounds Config.Name, in bytes: a name travels in every event
+// and is kept with every campaign.
+const MaxNameLen = 256
+
+// DefaultName is the Config.Name of a sink that sets none: "webhook:"
+// and rawURL's scheme, host (in lower case) with its port if it has one,
+// and path, as in "webhook:https://wallet.example/hongbao". Userinfo,
+// query and fragment are left out, so the name never holds a secret; two
+// spellings of one endpoint (an explicit default port, a trailing slash)
+// are two names. It returns an error matching ErrConfig if rawURL is not
+// an absolute http(s) URL.
+func DefaultName(rawURL string) (string, error) {
+	p, err := parseHTTPURL("URL", rawURL)
+	if err != nil {
+		return "", err
+	}
+	return "webhook:" + p.Scheme + "://" + strings.ToLower(p.Host) + p.EscapedPath(), nil
+}
+
+// parseHTTPURL parses the absolute http(s) URL v of field name.
+func parseHTTPURL(name, v string) (*url.URL, error) {
+	p, err := url.Parse(v)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return nil, fmt.Errorf("%w: %s %q is not an absolute http(s) URL", ErrConfig, name, v)
+	}
+	return p, nil
+}
+
+// validateName checks a Config.Name: not empty, at most MaxNameLen bytes
+// of printable UTF-8 without whitespace, so it reads the same in a log, a
+// JSON body and a Redis hash.
+func validateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty Name", ErrConfig)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: Name of %d bytes, want at most %d (set a shorter Config.Name)", ErrConfig, len(name), MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: Name %q is not UTF-8", ErrConfig, name)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("%w: Name %q holds %U, want printable characters without whitespace", ErrConfig, name, r)
+		}
+	}
+	return nil
 }
 
 // Validate reports whether c, with its defaults applied, can be used.
 func (c Config) Validate() error {
+	if _, err := parseHTTPURL("URL", c.URL); err != nil {
+		return err
+	}
+	if c.PingURL != "" {
+		if _, err := parseHTTPURL("PingURL", c.PingURL); err != nil {
+			return err
+		}
+	}
 	c = c.withDefaults()
-	for _, u := range []struct{ name, v string }{{"URL", c.URL}, {"PingURL", c.PingURL}} {
-		if u.v == "" && u.name == "PingURL" {
-			continue
-		}
-		p, err := url.Parse(u.v)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return fmt.Errorf("%w: %s %q is not an absolute http(s) URL", ErrConfig, u.name, u.v)
-		}
+	if err := validateName(c.Name); err != nil {
+		return err
 	}
 	switch {
 	case len(c.Secret) < MinSecretLen:
@@ -91,12 +154,16 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	if c.Name == "" {
+		c.Name, _ = DefaultName(c.URL) // Validate reports a bad URL
+	}
 	return c
 }
 
 // Sink delivers settlement events to a host's URL. It implements the
-// settle worker's Sink interface (Fund, ApplyGrants, Refund, Ping) and is
-// safe for concurrent use.
+// settle worker's Sink interface (Fund, ApplyGrants, Refund, Ping), says
+// which wallet it settles into (Identity) and asks the host what it holds
+// of a campaign (Totals), for a reconcile. It is safe for concurrent use.
 type Sink struct {
 	cfg Config
 
@@ -128,43 +195,31 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Event types, the "type" field of every body.
-const (
-	eventFund   = "fund"
-	eventGrants = "grants"
-	eventRefund = "refund"
-)
-
-type fundBody struct {
-	Type           string `json:"type"`
-	Campaign       string `json:"campaign"`
-	Funding        string `json:"funding"`
-	TotalCents     int64  `json:"total_cents"`
-	Amount         string `json:"amount"`
-	IdempotencyKey string `json:"idempotency_key"`
+// Identity returns the sink's Config.Name: what a campaign that settles
+// into this wallet records as its owner, so that a scheduler sharing a
+// Redis with other deployments settles only the campaigns that are its
+// own. It asks the host nothing and never fails; the error is there for
+// sinks whose identity is stored remotely, such as a ledger's.
+func (s *Sink) Identity(context.Context) (string, error) {
+	return s.cfg.Name, nil
 }
 
-type grantsBody struct {
-	Type     string      `json:"type"`
-	Campaign string      `json:"campaign"`
-	Grants   []grantBody `json:"grants"`
-}
-
-type grantBody struct {
-	IdempotencyKey string `json:"idempotency_key"`
-	Campaign       string `json:"campaign"`
-	Seq            int64  `json:"seq"`
-	User           string `json:"user"`
-	Cents          int64  `json:"cents"`
-	Amount         string `json:"amount"`
-}
-
-type refundBody struct {
-	Type           string `json:"type"`
-	Campaign       string `json:"campaign"`
-	Cents          int64  `json:"cents"`
-	Amount         string `json:"amount"`
-	IdempotencyKey string `json:"idempotency_key"`
+// owner returns the owner ctx carries (ledger.WithOwner) for an event of
+// campaign: "" when it carries none, and a *ledger.ForeignError
+// (ledger.ErrForeign) when it is not this sink's Name: the campaign
+// settles into another wallet, and sending its money here would pay its
+// users twice. Like an invalid argument, a foreign campaign is not an
+// outage, so Ping will not report one for it.
+func (s *Sink) owner(ctx context.Context, campaign string) (string, error) {
+	o, ok := ledger.OwnerFrom(ctx)
+	if !ok {
+		return "", nil
+	}
+	if o != s.cfg.Name {
+		s.down.Store(nil)
+		return "", &ledger.ForeignError{Campaign: campaign, Owner: o, Ledger: s.cfg.Name}
+	}
+	return o, nil
 }
 
 // GrantKey is the idempotency key of one grant: "<campaign>/<seq>". The
@@ -175,41 +230,52 @@ func GrantKey(campaign string, seq int64) string {
 
 // Fund sends the campaign's fund event (key "<campaign>/fund"). It
 // returns ledger.ErrInvalid for an empty id or funding account or a
-// negative total, without sending anything.
+// negative total, and a *ledger.ForeignError when ctx carries an owner
+// that is not this sink's Name, without sending anything. An owner ctx
+// carries is the event's "owner".
 func (s *Sink) Fund(ctx context.Context, c ledger.Campaign) error {
 	if c.ID == "" || c.Funding == "" || c.Total < 0 {
 		s.down.Store(nil)
 		return fmt.Errorf("%w: fund campaign %q from %q with %d cents", ledger.ErrInvalid, c.ID, c.Funding, c.Total)
 	}
+	owner, err := s.owner(ctx, c.ID)
+	if err != nil {
+		return err
+	}
 	key := c.ID + "/fund"
-	body, err := json.Marshal(fundBody{
-		Type: eventFund, Campaign: c.ID, Funding: c.Funding,
+	body, err := json.Marshal(FundEvent{
+		Type: EventFund, Campaign: c.ID, Owner: owner, Funding: c.Funding,
 		TotalCents: c.Total, Amount: money.FormatCents(c.Total), IdempotencyKey: key,
 	})
 	if err != nil {
 		return fmt.Errorf("webhook: fund: %w", err)
 	}
-	_, err = s.deliver(ctx, eventFund, key, body)
+	_, err = s.deliver(ctx, EventFund, key, body)
 	return err
 }
 
 // Refund sends the campaign's refund event (key "<campaign>/refund").
 // cents may be 0: the refund is then a record that the campaign is
 // settled. It returns ledger.ErrInvalid for an empty campaign or negative
-// cents, without sending anything.
+// cents, and a *ledger.ForeignError for a foreign owner (see Fund),
+// without sending anything.
 func (s *Sink) Refund(ctx context.Context, campaign string, cents int64) error {
 	if campaign == "" || cents < 0 {
 		s.down.Store(nil)
 		return fmt.Errorf("%w: refund %d cents of campaign %q", ledger.ErrInvalid, cents, campaign)
 	}
+	owner, err := s.owner(ctx, campaign)
+	if err != nil {
+		return err
+	}
 	key := campaign + "/refund"
-	body, err := json.Marshal(refundBody{
-		Type: eventRefund, Campaign: campaign, Cents: cents, Amount: money.FormatCents(cents), IdempotencyKey: key,
+	body, err := json.Marshal(RefundEvent{
+		Type: EventRefund, Campaign: campaign, Owner: owner, Cents: cents, Amount: money.FormatCents(cents), IdempotencyKey: key,
 	})
 	if err != nil {
 		return fmt.Errorf("webhook: refund: %w", err)
 	}
-	_, err = s.deliver(ctx, eventRefund, key, body)
+	_, err = s.deliver(ctx, EventRefund, key, body)
 	return err
 }
 
@@ -217,12 +283,14 @@ func (s *Sink) Refund(ctx context.Context, campaign string, cents int64) error {
 // grant with its idempotency key "<campaign>/<seq>"; an empty Campaign
 // field means the batch's campaign. An invalid batch (empty campaign,
 // a grant of another campaign, no user, negative seq, cents <= 0) is
-// refused with ledger.ErrInvalid before sending, as the ledger would.
+// refused with ledger.ErrInvalid before sending, as the ledger would, and
+// so is a batch whose ctx carries a foreign owner, with a
+// *ledger.ForeignError (see Fund), even an empty one.
 //
 // On a 2xx answer every grant the host did not list as a conflict counts
 // as Inserted, with its cents in InsertedCents, and Replayed stays 0: the
 // host dedupes by key, so a replay and a new grant look alike from here.
-// Conflicts come from an optional JSON reply
+// Conflicts come from an optional JSON reply, a GrantsReply:
 //
 //	{"conflicts":[{"idempotency_key":"c1/7","reason":"packet_taken",
 //	  "existing":{"seq":7,"user":"bob","cents":120}}]}
@@ -236,10 +304,14 @@ func (s *Sink) ApplyGrants(ctx context.Context, campaign string, grants []ledger
 		s.down.Store(nil)
 		return ledger.ApplyResult{}, fmt.Errorf("%w: empty campaign id", ledger.ErrInvalid)
 	}
+	owner, err := s.owner(ctx, campaign)
+	if err != nil {
+		return ledger.ApplyResult{}, err
+	}
 	if len(grants) == 0 {
 		return ledger.ApplyResult{}, nil
 	}
-	b, err := newGrantsBatch(campaign, grants)
+	b, err := newGrantsBatch(campaign, owner, grants)
 	if err != nil {
 		s.down.Store(nil)
 		return ledger.ApplyResult{}, err
@@ -251,7 +323,7 @@ func (s *Sink) ApplyGrants(ctx context.Context, campaign string, grants []ledger
 	sum := sha256.Sum256(body)
 	key := fmt.Sprintf("%s/grants/%d-%d-%s", campaign, b.grants[0].Seq, b.grants[len(b.grants)-1].Seq, hex.EncodeToString(sum[:4]))
 
-	reply, err := s.deliver(ctx, eventGrants, key, body)
+	reply, err := s.deliver(ctx, EventGrants, key, body)
 	if err != nil {
 		return ledger.ApplyResult{}, err
 	}
@@ -267,17 +339,17 @@ func (s *Sink) ApplyGrants(ctx context.Context, campaign string, grants []ledger
 type grantsBatch struct {
 	campaign string
 	grants   []ledger.Grant
-	wire     grantsBody
+	wire     GrantsEvent
 	byKey    map[string]int
 }
 
 // newGrantsBatch checks a batch as the ledger would and builds its event;
 // a bad grant is ledger.ErrInvalid.
-func newGrantsBatch(campaign string, grants []ledger.Grant) (*grantsBatch, error) {
+func newGrantsBatch(campaign, owner string, grants []ledger.Grant) (*grantsBatch, error) {
 	b := &grantsBatch{
 		campaign: campaign,
 		grants:   make([]ledger.Grant, len(grants)),
-		wire:     grantsBody{Type: eventGrants, Campaign: campaign, Grants: make([]grantBody, len(grants))},
+		wire:     GrantsEvent{Type: EventGrants, Campaign: campaign, Owner: owner, Grants: make([]Grant, len(grants))},
 		byKey:    make(map[string]int, len(grants)),
 	}
 	for i, g := range grants {
@@ -303,7 +375,7 @@ func newGrantsBatch(campaign string, grants []ledger.Grant) (*grantsBatch, error
 		if _, dup := b.byKey[key]; !dup {
 			b.byKey[key] = i
 		}
-		b.wire.Grants[i] = grantBody{
+		b.wire.Grants[i] = Grant{
 			IdempotencyKey: key, Campaign: campaign, Seq: g.Seq, User: g.User,
 			Cents: g.Cents, Amount: money.FormatCents(g.Cents),
 		}
@@ -314,16 +386,16 @@ func newGrantsBatch(campaign string, grants []ledger.Grant) (*grantsBatch, error
 // result counts the batch as the host answered it: the grants it listed
 // as conflicts are refused (keys not in the batch, and repeats, are
 // ignored), the others inserted.
-func (b *grantsBatch) result(conflicts []conflictReply) ledger.ApplyResult {
+func (b *grantsBatch) result(conflicts []ConflictReply) ledger.ApplyResult {
 	var res ledger.ApplyResult
 	refused := make([]bool, len(b.grants))
 	for _, c := range conflicts {
-		i, ok := b.byKey[c.Key]
+		i, ok := b.byKey[c.IdempotencyKey]
 		if !ok || refused[i] {
 			continue
 		}
 		refused[i] = true
-		kind := ledger.ConflictKind(c.Reason)
+		kind := c.Reason
 		if kind == "" {
 			kind = ledger.PacketTaken
 		}
@@ -342,24 +414,14 @@ func (b *grantsBatch) result(conflicts []conflictReply) ledger.ApplyResult {
 	return res
 }
 
-type conflictReply struct {
-	Key      string `json:"idempotency_key"`
-	Reason   string `json:"reason"`
-	Existing *struct {
-		Seq   int64  `json:"seq"`
-		User  string `json:"user"`
-		Cents int64  `json:"cents"`
-	} `json:"existing"`
-}
-
-func parseConflicts(reply []byte) ([]conflictReply, error) {
+// parseConflicts reads the conflicts of a GrantsReply; a reply that is
+// not a JSON object has none.
+func parseConflicts(reply []byte) ([]ConflictReply, error) {
 	reply = bytes.TrimSpace(reply)
 	if len(reply) == 0 || reply[0] != '{' {
 		return nil, nil
 	}
-	var r struct {
-		Conflicts []conflictReply `json:"conflicts"`
-	}
+	var r GrantsReply
 	if err := json.Unmarshal(reply, &r); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrReply, err)
 	}

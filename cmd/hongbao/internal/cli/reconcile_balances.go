@@ -11,11 +11,19 @@ import (
 
 const reconcileUsage = `Usage: hongbao reconcile --campaign ID --redis URL --ledger DSN [--json]
        hongbao reconcile --discount ID --redis URL --ledger DSN [--json]
+       hongbao reconcile --webhook URL --webhook-secret-file FILE --redis URL [--json] ID
        hongbao reconcile --balances --ledger DSN [--json]
 
 With --campaign (or --discount), compares one campaign in Redis (claims,
 counters, pool, stream, dead stream) with the ledger, grant by grant, and
-checks conservation. Run it on a closed campaign.
+checks conservation. Run it on a closed campaign. The campaign may be given
+as an operand instead of --campaign.
+
+With --webhook, asks the host's wallet that campaign ID settles into what it
+holds of it (a signed "totals" event: fund, grant count and cents, refund)
+and compares that with Redis's counters and streams. Totals cannot say which
+grant differs: look for it in the wallet and the campaign's dead stream. A
+campaign that records another owner than the webhook's name is a difference.
 
 With --balances, reads only the ledger: every account's stored balance
 (ledger_accounts) against what its journal entries derive, the credits of

@@ -241,17 +241,20 @@ func openWebhook(url, secretFile string) (*webhook.Sink, error) {
 }
 
 // reconcileCmd is "hongbao reconcile": one campaign in Redis against the
-// ledger, or (--balances) every balance of the ledger against its journal.
+// ledger, or (--webhook) against a host's wallet, or (--balances) every
+// balance of the ledger against its journal.
 type reconcileCmd struct {
 	base
-	redis    redisFlags
-	id       string
-	discount string
-	dsn      string
-	asJSON   bool
-	balances bool
-	conn     *redisConn
-	led      ledger.Ledger
+	redis            redisFlags
+	id               string
+	discount         string
+	dsn              string
+	hook, hookSecret string
+	asJSON           bool
+	balances         bool
+	conn             *redisConn
+	led              ledger.Ledger
+	sink             *webhook.Sink
 }
 
 func newReconcileCmd(env *IO) command { return &reconcileCmd{base: base{env: env}} }
@@ -263,14 +266,23 @@ func (c *reconcileCmd) parseFlags(args []string) error {
 	fs.BoolVar(&c.balances, "balances", false, "instead of a campaign, check every stored balance of the ledger against its journal (reads only the ledger)")
 	c.redis.declare(fs, "required with --campaign or --discount", false)
 	c.redis.declareNamespace(fs)
-	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (required)")
+	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
+	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, ask the host's wallet at this URL what it holds of the campaign (a signed totals event) and compare that with Redis")
+	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
 	setUsage(fs, c.env, reconcileUsage)
-	if err := parseFlags(fs, c.env, args); err != nil {
+	operands, err := parseOperands(fs, c.env, args)
+	if err != nil {
+		return err
+	}
+	if err := c.campaignOperand(operands); err != nil {
 		return err
 	}
 	if c.balances {
 		return c.balancesFlags()
+	}
+	if c.hook != "" {
+		return c.webhookFlags()
 	}
 	if c.discount != "" {
 		if c.id != "" {
@@ -291,6 +303,9 @@ func (c *reconcileCmd) open(ctx context.Context) (err error) {
 	if c.balances {
 		return c.openLedger(ctx)
 	}
+	if c.hook != "" {
+		return c.openSink(ctx)
+	}
 	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, c.redis.url)
 	return err
 }
@@ -298,6 +313,9 @@ func (c *reconcileCmd) open(ctx context.Context) (err error) {
 func (c *reconcileCmd) run(ctx context.Context) error {
 	if c.balances {
 		return c.checkBalances(ctx)
+	}
+	if c.hook != "" {
+		return c.reconcileWebhook(ctx)
 	}
 	reconcile := settle.Reconcile
 	id := c.id
