@@ -88,6 +88,7 @@
 //	ledger_discounts  the confirmed discounts of discount campaigns, key
 //	                  (campaign num, user_id, order_id), unique (campaign
 //	                  num, seq): each the entry escrow -> user of one order
+//	ledger_identity   one row: the ledger's identity and when it was drawn
 //
 // # Discount campaigns
 //
@@ -107,7 +108,9 @@
 // Two processes starting at once must not both migrate: PostgreSQL
 // migrations run under a session advisory lock (keyed by the search_path,
 // so ledgers in separate schemas do not wait for each other); SQLite
-// migrations run in one BEGIN IMMEDIATE transaction.
+// migrations run in one BEGIN IMMEDIATE transaction. A migration may have
+// a step in Go, run in its transaction after its SQL (0009's draws the
+// identity), so a database at its version has run it.
 //
 // # Writing a batch
 //

@@ -274,6 +274,21 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // after a crash or a lost reply without moving money twice. All methods
 // are safe for concurrent use.
 type Ledger interface {
+	// Identity returns the ledger's identity: "ledger-" and 32 lower-case
+	// hex digits drawn from crypto/rand once, by the migration that made
+	// the ledger's identity table (0009, which gives an older ledger its
+	// identity when it upgrades), and stored in the database. So every
+	// process, connection and reopening of the database gets the same
+	// value for as long as the database lives, and two ledgers (two
+	// schemas, two files) get two. A campaign records the identity of the
+	// ledger it settles into as its owner, and the writes of its
+	// settlement carry it (WithOwner), so that a worker of another
+	// deployment sharing the Redis cannot settle it here. A copy of the
+	// database (a restored backup, a copied file) has the original's
+	// identity: it is the same ledger, and must not run beside it. Read
+	// from the database once, then kept.
+	Identity(ctx context.Context) (string, error)
+
 	// Fund writes the fund entry (funding -> escrow, total) once. A replay
 	// with the same funding and total is a no-op; a different one is
 	// ErrConflict. So is a total that differs from the sum of the packets

@@ -63,7 +63,11 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 		return nil, fmt.Errorf("ledger: postgres connect: %w", err)
 	}
 	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, snapshot(pool), statements, wrap), pool: pool}
-	if err := l.migrate(ctx, firstSchema(cfg.ConnConfig.RuntimeParams["search_path"])); err != nil {
+	ms, err := loadMigrations()
+	if err == nil {
+		err = l.applyMigrations(ctx, firstSchema(cfg.ConnConfig.RuntimeParams["search_path"]), ms)
+	}
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -84,13 +88,12 @@ func firstSchema(searchPath string) string {
 	return first
 }
 
-// migrate applies the embedded migrations that the database lacks.
-func (l *Ledger) migrate(ctx context.Context, schema string) error {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	return l.applyMigrations(ctx, schema, ms)
+// loadMigrations reads the embedded migrations, with the Go step of
+// migration 0009, which draws and stores the ledger's identity.
+func loadMigrations() ([]migrate.Migration, error) {
+	return migrate.Load(migrations, "migrations", map[int]migrate.Step{
+		migrate.IdentityVersion: migrate.InsertIdentity(`INSERT INTO ledger_identity (id) VALUES ($1) ON CONFLICT DO NOTHING`),
+	})
 }
 
 // applyMigrations applies those of ms that the database lacks. Two
@@ -136,6 +139,14 @@ func (l *Ledger) applyMigrations(ctx context.Context, schema string, ms []migrat
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
+			}
+			if m.Step != nil {
+				if err := m.Step(ctx, func(ctx context.Context, sql string, args ...any) error {
+					_, err := tx.Exec(ctx, sql, args...)
+					return err
+				}); err != nil {
+					return err
+				}
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO ledger_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
 			return err

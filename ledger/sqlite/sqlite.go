@@ -135,20 +135,23 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	// Each new connection runs the pragmas again; keep a few idle.
 	db.SetMaxIdleConns(8)
 	l := &Ledger{reads: query.NewReads(db.QueryContext, db.QueryRowContext, snapshot(db), statements, wrap), db: db}
-	if err := l.migrate(ctx); err != nil {
+	ms, err := loadMigrations()
+	if err == nil {
+		err = l.applyMigrations(ctx, ms)
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-// migrate applies the embedded migrations that the database lacks.
-func (l *Ledger) migrate(ctx context.Context) error {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	return l.applyMigrations(ctx, ms)
+// loadMigrations reads the embedded migrations, with the Go step of
+// migration 0009, which draws and stores the ledger's identity.
+func loadMigrations() ([]migrate.Migration, error) {
+	return migrate.Load(migrations, "migrations", map[int]migrate.Step{
+		migrate.IdentityVersion: migrate.InsertIdentity(`INSERT INTO ledger_identity (id) VALUES (?) ON CONFLICT DO NOTHING`),
+	})
 }
 
 // applyMigrations applies those of ms that the database lacks, in one
@@ -172,6 +175,14 @@ func (l *Ledger) applyMigrations(ctx context.Context, ms []migrate.Migration) er
 		for _, m := range ms[have:] {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("%s: %w", m.Name, err)
+			}
+			if m.Step != nil {
+				if err := m.Step(ctx, func(ctx context.Context, sql string, args ...any) error {
+					_, err := tx.ExecContext(ctx, sql, args...)
+					return err
+				}); err != nil {
+					return fmt.Errorf("%s: %w", m.Name, err)
+				}
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_migrations (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
 				return err
