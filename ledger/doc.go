@@ -54,6 +54,22 @@
 // its writes (WithFence); a write prepared under an older fence, from a
 // Redis the rebuild has replaced since, is ErrFenced and writes nothing.
 //
+// # An owner per campaign
+//
+// Deployments may share one Redis, each settling into its own ledger (or
+// sink). Each ledger has an identity (Identity): "ledger-" and 32 hex
+// digits drawn from crypto/rand once, by migration 0009, and stored in the
+// database, so it is the same for every process and every reopening, and
+// differs from every other ledger's. A campaign records at create the
+// identity of the ledger it settles into, its owner, and the writes of its
+// settlement carry it (WithOwner). Fund, ApplyGrants, ApplyDiscounts and
+// Refund refuse a write whose owner is not the ledger's identity with a
+// *ForeignError (ErrForeign) before their transaction begins, so they
+// write nothing; a write carrying no owner (a campaign created before
+// owners were recorded, a tool) is not checked. The identity never
+// changes, so checking it outside the transaction leaves no window, and
+// it is read from the database once and then kept.
+//
 // # Schema
 //
 // Both backends use the same tables, created by embedded, numbered

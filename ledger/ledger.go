@@ -292,7 +292,10 @@ type Ledger interface {
 	// Fund writes the fund entry (funding -> escrow, total) once. A replay
 	// with the same funding and total is a no-op; a different one is
 	// ErrConflict. So is a total that differs from the sum of the packets
-	// WritePackets recorded for the campaign.
+	// WritePackets recorded for the campaign. A ctx carrying an owner
+	// (WithOwner) other than Identity is a *ForeignError (ErrForeign), and
+	// nothing is written; with no owner, or an empty one, it is not
+	// checked.
 	Fund(ctx context.Context, c Campaign) error
 	// ApplyGrants writes a batch of grants of one campaign in one
 	// transaction: each grant is inserted (escrow -> user: the escrow's
@@ -303,7 +306,9 @@ type Ledger interface {
 	// first in batch order wins. It returns ErrNotFunded if the campaign
 	// has no fund entry, and a *RefusedError (ErrRefused), writing
 	// nothing, if the batch would insert a grant into a campaign already
-	// refunded or take its escrow below zero.
+	// refunded or take its escrow below zero. A ctx carrying an owner
+	// other than Identity is a *ForeignError and writes nothing, as for
+	// Fund.
 	ApplyGrants(ctx context.Context, campaign string, grants []Grant) (ApplyResult, error)
 	// Refund writes the refund entry (escrow -> funding) once per campaign.
 	// A replay with the same amount is a no-op, a different amount is
@@ -315,7 +320,8 @@ type Ledger interface {
 	// cents in it (grants outstanding) or take it below zero is a
 	// *RefusedError (ErrRefused) and writes nothing. Once it
 	// is recorded, the ledger takes no new grant or discount of the
-	// campaign.
+	// campaign. A ctx carrying an owner other than Identity is a
+	// *ForeignError and writes nothing, as for Fund.
 	Refund(ctx context.Context, campaign string, cents int64) error
 	// RollUp adds each user's entries of a refunded campaign to the
 	// user's stored balance and marks the campaign rolled up, in one
@@ -402,8 +408,10 @@ type Ledger interface {
 	// order); its unit, (campaign, seq), is confirmed once too. It returns
 	// ErrNotFunded if the campaign has no fund entry, ErrInvalid for a
 	// discount that can never be written, and a *RefusedError as
-	// ApplyGrants does (refunded campaign, escrow below zero). campaign is the ledger's id of
-	// the campaign (DiscountCampaign).
+	// ApplyGrants does (refunded campaign, escrow below zero), and a
+	// *ForeignError, writing nothing, for a ctx carrying an owner other
+	// than Identity, as for Fund. campaign is the ledger's id of the
+	// campaign (DiscountCampaign).
 	ApplyDiscounts(ctx context.Context, campaign string, ds []Discount) (DiscountResult, error)
 	// Discounts calls fn for every confirmed discount of the campaign, in
 	// seq order (its unit of quota), streaming. An error from fn stops the

@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"CheckBalances", testCheckBalances},
 		{"CheckBalancesWhileBatchesCommit", testCheckBalancesWhileBatchesCommit},
 		{"Identity", testIdentity},
+		{"Foreign", testForeign},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

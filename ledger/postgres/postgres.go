@@ -328,7 +328,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 		return err
 	}
 	escrow, funding := ledger.EscrowAccount(c.ID), ledger.FundingAccount(c.Funding)
-	return wrap("fund", l.tx(ctx, func(tx pgx.Tx) error {
+	return l.writes().Do(ctx, "fund", c.ID, func(tx pgx.Tx) error {
 		if err := lockCampaign(ctx, tx, c.ID); err != nil {
 			return err
 		}
@@ -352,7 +352,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 			ON CONFLICT (id) DO UPDATE SET balance = ledger_accounts.balance + excluded.balance`,
 			escrow, funding, c.Total)
 		return err
-	}))
+	})
 }
 
 const insertGrants = `INSERT INTO ledger_grants (campaign, seq, user_id, cents)
@@ -392,10 +392,11 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 }
 
 // writes is this backend's part in the shared writes (query.Apply,
-// query.Fence): a transaction retried on deadlocks, the campaign's row
-// read FOR SHARE under its shared turn, and the debit.
+// query.Fence, query.Writes.Do): a transaction retried on deadlocks, the
+// campaign's row read FOR SHARE under its shared turn, the debit, and the
+// identity a write's owner is checked against.
 func (l *Ledger) writes() query.Writes[pgx.Tx] {
-	return query.Writes[pgx.Tx]{Tx: l.tx, Campaign: shareCampaignRow, Debit: debit, Wrap: wrap}
+	return query.Writes[pgx.Tx]{Tx: l.tx, Campaign: shareCampaignRow, Debit: debit, Wrap: wrap, Identity: l.Identity}
 }
 
 // insertGrantsClassified writes the grants of a batch that holds stored
@@ -479,7 +480,7 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	if err := batch.CheckRefund(campaign, cents); err != nil {
 		return err
 	}
-	return wrap("refund", l.tx(ctx, func(tx pgx.Tx) error {
+	return l.writes().Do(ctx, "refund", campaign, func(tx pgx.Tx) error {
 		var funding string
 		var refunded *int64
 		var num, total, fence int64
@@ -510,7 +511,7 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 		b.Queue(`UPDATE ledger_accounts SET balance = balance + $2 WHERE id = $1`, fund, cents)
 		b.Queue(`UPDATE ledger_campaigns SET refunded = $2 WHERE id = $1`, campaign, cents)
 		return tx.SendBatch(ctx, b).Close()
-	}))
+	})
 }
 
 // RollUp implements ledger.Ledger. It takes the campaign's turn and

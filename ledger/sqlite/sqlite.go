@@ -289,7 +289,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 		return err
 	}
 	escrow, funding := ledger.EscrowAccount(c.ID), ledger.FundingAccount(c.Funding)
-	return wrap("fund", l.tx(ctx, func(tx *sql.Tx) error {
+	return l.writes().Do(ctx, "fund", c.ID, func(tx *sql.Tx) error {
 		err := query.SameFund(c, tx.QueryRowContext(ctx, `SELECT funding, total FROM ledger_campaigns WHERE id = ?`, c.ID))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -308,7 +308,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 		_, err = tx.ExecContext(ctx, `INSERT INTO ledger_accounts (id, balance) VALUES (?1, ?3), (?2, -?3)
 			ON CONFLICT (id) DO UPDATE SET balance = balance + excluded.balance`, escrow, funding, c.Total)
 		return err
-	}))
+	})
 }
 
 // ApplyGrants implements ledger.Ledger. The write lock is held from BEGIN,
@@ -338,10 +338,11 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 }
 
 // writes is this backend's part in the shared writes (query.Apply,
-// query.Fence): a write transaction, which holds the write lock from
-// BEGIN, the campaign's row and the debit.
+// query.Fence, query.Writes.Do): a write transaction, which holds the
+// write lock from BEGIN, the campaign's row, the debit, and the identity
+// a write's owner is checked against.
 func (l *Ledger) writes() query.Writes[*sql.Tx] {
-	return query.Writes[*sql.Tx]{Tx: l.tx, Campaign: campaignRow, Debit: debit, Wrap: wrap}
+	return query.Writes[*sql.Tx]{Tx: l.tx, Campaign: campaignRow, Debit: debit, Wrap: wrap, Identity: l.Identity}
 }
 
 // insertChunk inserts grants with one multi-row statement, in batch order
@@ -397,7 +398,7 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	if err := batch.CheckRefund(campaign, cents); err != nil {
 		return err
 	}
-	return wrap("refund", l.tx(ctx, func(tx *sql.Tx) error {
+	return l.writes().Do(ctx, "refund", campaign, func(tx *sql.Tx) error {
 		var funding string
 		var refunded *int64
 		var escrowCents, fence int64
@@ -427,7 +428,7 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 			}
 		}
 		return nil
-	}))
+	})
 }
 
 // RollUp implements ledger.Ledger. SQLite has one writer at a time, so two

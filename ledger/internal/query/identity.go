@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+
+	"github.com/hongbao/hongbao/ledger/internal/batch"
 )
 
 // identityStmt reads the ledger's identity, the same in both dialects.
@@ -29,4 +31,18 @@ func (r Reads) Identity(ctx context.Context) (string, error) {
 	}
 	r.identity.Store(&id)
 	return id, nil
+}
+
+// Do runs a write of campaign named op (Fund, Refund; Apply for the
+// batches) on either backend: first the owner rule (batch.Foreign,
+// against the backend's Identity), then fn in one of the backend's
+// transactions, its errors named by Wrap. A write refused as foreign
+// never begins its transaction, so it writes nothing; the identity it is
+// checked against never changes, so checking before the transaction
+// leaves no window.
+func (w Writes[Tx]) Do(ctx context.Context, op, campaign string, fn func(Tx) error) error {
+	if err := batch.Foreign(ctx, campaign, w.Identity); err != nil {
+		return w.Wrap(op, err)
+	}
+	return w.Wrap(op, w.Tx(ctx, fn))
 }
