@@ -128,6 +128,16 @@
 // a step in Go, run in its transaction after its SQL (0009's draws the
 // identity), so a database at its version has run it.
 //
+// Open creates and migrates: it is for the processes that write (serve,
+// settle), the first of which makes the ledger. A tool that reads a
+// ledger others write opens it with the backends' Existing option
+// (package open's OpenExisting), which creates and migrates nothing: a
+// missing SQLite file or PostgreSQL schema, a schema without the ledger's
+// tables, or a ledger behind the build's migrations is ErrNotMigrated,
+// so a mistyped DSN fails instead of reading a new, empty ledger. A
+// ledger ahead of the build's migrations is ErrSchemaAhead for every
+// open.
+//
 // # Writing a batch
 //
 // A batch reads its campaign's row (short key, refund recorded, fence),

@@ -166,6 +166,18 @@ var (
 	// the campaign is not this ledger's to settle. The typed
 	// *ForeignError unwraps to it.
 	ErrForeign = errors.New("ledger: campaign owned by another ledger")
+	// ErrNotMigrated: the ledger was opened as one that exists (package
+	// open's OpenExisting, the backends' Existing option), and it does
+	// not: no SQLite file, no schema or no ledger tables in PostgreSQL, or
+	// a schema behind this build's migrations. Nothing was created or
+	// migrated. Create or migrate it explicitly (hongbao migrate; serve
+	// and settle migrate when they start), then open it again.
+	ErrNotMigrated = errors.New("ledger: not created or not migrated")
+	// ErrSchemaAhead: the ledger's schema is newer than this build's
+	// migrations: a newer build migrated it. Every open refuses it, since
+	// this build would write without what the newer one relies on. Run
+	// the newer build.
+	ErrSchemaAhead = errors.New("ledger: schema newer than this build")
 )
 
 // ForeignError is an ErrForeign with the campaign, the owner it records

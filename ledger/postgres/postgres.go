@@ -48,12 +48,30 @@ type Ledger struct {
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
+// Option changes how Open opens a ledger.
+type Option func(*options)
+
+type options struct {
+	existing bool
+}
+
+// Existing makes Open open only a ledger that exists at this build's
+// schema version, and create or migrate nothing: not the schema, not a
+// table. A schema that is missing or holds no ledger, or a
+// ledger behind this build's migrations, is ledger.ErrNotMigrated; one
+// ahead of them is ledger.ErrSchemaAhead, as without the option. It is
+// for the tools that read a ledger (hongbao reconcile), so that a typo in
+// a DSN is an error rather than a new, empty ledger that reconciles. The
+// ledger it returns writes as any other.
+func Existing() Option { return func(o *options) { o.existing = true } }
+
 // Open connects to dsn (a postgres:// URL or key=value string, with pgxpool's
 // pool_* parameters), creates the schema named first in a search_path
-// parameter if it is missing, and applies the pending migrations. Put the
+// parameter if it is missing, and applies the pending migrations (with
+// Existing: checks that none is pending, and creates nothing). Put the
 // ledger in its own schema with "?search_path=name": pgx sends unknown
 // parameters as run-time settings of every connection.
-func Open(ctx context.Context, dsn string) (*Ledger, error) {
+func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: postgres dsn: %w", err)
@@ -62,13 +80,33 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: postgres connect: %w", err)
 	}
-	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, snapshot(pool), statements, wrap), pool: pool}
-	ms, err := loadMigrations()
-	if err == nil {
-		err = l.applyMigrations(ctx, firstSchema(cfg.ConnConfig.RuntimeParams["search_path"]), ms)
-	}
+	l, err := newLedger(ctx, pool, opts)
 	if err != nil {
 		pool.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// newLedger is Open once it has a pool: it migrates, or with Existing
+// checks, the ledger's schema. The caller closes the pool on an error.
+func newLedger(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Ledger, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, snapshot(pool), statements, wrap), pool: pool}
+	schema := firstSchema(pool.Config().ConnConfig.RuntimeParams["search_path"])
+	ms, err := loadMigrations()
+	if err != nil {
+		return nil, err
+	}
+	if o.existing {
+		err = l.checkExisting(ctx, schema, len(ms))
+	} else {
+		err = l.applyMigrations(ctx, schema, ms)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -94,6 +132,38 @@ func loadMigrations() ([]migrate.Migration, error) {
 	return migrate.Load(migrations, "migrations", map[int]migrate.Step{
 		migrate.IdentityVersion: migrate.InsertIdentity(`INSERT INTO ledger_identity (id) VALUES ($1) ON CONFLICT DO NOTHING`),
 	})
+}
+
+// checkExisting checks, creating nothing, that the ledger's tables are
+// where Open would make them (in schema, or in the first schema of the
+// search_path that exists when schema is "") at version want.
+func (l *Ledger) checkExisting(ctx context.Context, schema string, want int) error {
+	var in *string
+	if schema != "" {
+		in = &schema
+	}
+	var where *string
+	var exists, tables bool
+	err := l.pool.QueryRow(ctx, `SELECT s.name, s.name IS NOT NULL AND EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = s.name),
+			EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = s.name AND c.relname = 'ledger_migrations')
+		FROM (SELECT coalesce($1::text, current_schema()) AS name) s`, in).Scan(&where, &exists, &tables)
+	if err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	switch {
+	case where == nil:
+		return migrate.NotMigrated("no schema of the search_path exists")
+	case !exists:
+		return migrate.NotMigrated(fmt.Sprintf("no schema %q", *where))
+	case !tables:
+		return migrate.NotMigrated(fmt.Sprintf("no ledger tables in schema %q", *where))
+	}
+	var have int
+	if err := l.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ledger_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	return migrate.Check(have, want, true)
 }
 
 // applyMigrations applies those of ms that the database lacks. Two
@@ -132,8 +202,8 @@ func (l *Ledger) applyMigrations(ctx context.Context, schema string, ms []migrat
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ledger_migrations`).Scan(&have); err != nil {
 		return fmt.Errorf("ledger: migrate: %w", err)
 	}
-	if have > len(ms) {
-		return fmt.Errorf("ledger: migrate: database is at version %d, this build knows %d", have, len(ms))
+	if err := migrate.Check(have, len(ms), false); err != nil {
+		return fmt.Errorf("ledger: migrate: %w", err)
 	}
 	for _, m := range ms[have:] {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

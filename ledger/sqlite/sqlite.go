@@ -19,6 +19,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 
@@ -111,10 +114,33 @@ func rowsText(head, row, tail string, n int) string {
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
+// Option changes how Open opens a ledger.
+type Option func(*options)
+
+type options struct {
+	existing bool
+}
+
+// Existing makes Open open only a ledger that exists at this build's
+// schema version, and create or migrate nothing: a missing file (which
+// SQLite would create), a file without the ledger's tables, or a ledger
+// behind this build's migrations is ledger.ErrNotMigrated; one ahead of
+// them is ledger.ErrSchemaAhead, as without the option. It is for the
+// tools that read a ledger (hongbao reconcile), so that a typo in a path
+// is an error rather than a new, empty ledger that reconciles. The ledger
+// it returns writes as any other.
+func Existing() Option { return func(o *options) { o.existing = true } }
+
 // Open opens (creating if needed) the ledger in the file at path and
-// applies the pending migrations. path may carry a "sqlite:" or "file:"
-// prefix; a "file:" URI is passed through with its own parameters.
-func Open(ctx context.Context, path string) (*Ledger, error) {
+// applies the pending migrations; with Existing, it opens only an
+// existing ledger and creates nothing. path may carry a "sqlite:" or
+// "file:" prefix; a "file:" URI is passed through with its own
+// parameters.
+func Open(ctx context.Context, path string, opts ...Option) (*Ledger, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	path = strings.TrimPrefix(path, "sqlite:")
 	if path == "" {
 		return nil, fmt.Errorf("%w: empty sqlite path", ledger.ErrInvalid)
@@ -123,10 +149,21 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	if !strings.HasPrefix(dsn, "file:") {
 		dsn = "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	}
+	extra := params
+	if o.existing {
+		if err := fileExists(path); err != nil {
+			return nil, err
+		}
+		// Should the file go between the check and the open, SQLite
+		// fails rather than create it.
+		if !strings.Contains(dsn, "mode=") {
+			extra += "&mode=rw"
+		}
+	}
 	if strings.Contains(dsn, "?") {
-		dsn += "&" + params
+		dsn += "&" + extra
 	} else {
-		dsn += "?" + params
+		dsn += "?" + extra
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -136,7 +173,9 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	db.SetMaxIdleConns(8)
 	l := &Ledger{reads: query.NewReads(db.QueryContext, db.QueryRowContext, snapshot(db), statements, wrap), db: db}
 	ms, err := loadMigrations()
-	if err == nil {
+	if err == nil && o.existing {
+		err = l.checkExisting(ctx, len(ms))
+	} else if err == nil {
 		err = l.applyMigrations(ctx, ms)
 	}
 	if err != nil {
@@ -146,12 +185,59 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	return l, nil
 }
 
+// fileExists checks that the file of path (a path, or a "file:" URI) is
+// there, as Existing requires, before SQLite could create it.
+func fileExists(path string) error {
+	name := path
+	if rest, ok := strings.CutPrefix(path, "file:"); ok {
+		rest, _, _ = strings.Cut(rest, "?")
+		rest, _, _ = strings.Cut(rest, "#")
+		if auth, ok := strings.CutPrefix(rest, "//"); ok {
+			// file://host/path: SQLite takes only "" or "localhost".
+			_, rest, _ = strings.Cut(auth, "/")
+			rest = "/" + rest
+		}
+		var err error
+		if name, err = url.PathUnescape(rest); err != nil {
+			return fmt.Errorf("%w: sqlite uri: %v", ledger.ErrInvalid, err)
+		}
+	}
+	st, err := os.Stat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return migrate.NotMigrated(fmt.Sprintf("no file %s", name))
+	case err != nil:
+		return fmt.Errorf("ledger: sqlite open: %w", err)
+	case st.IsDir():
+		return fmt.Errorf("%w: sqlite path %s is a directory", ledger.ErrInvalid, name)
+	}
+	return nil
+}
+
 // loadMigrations reads the embedded migrations, with the Go step of
 // migration 0009, which draws and stores the ledger's identity.
 func loadMigrations() ([]migrate.Migration, error) {
 	return migrate.Load(migrations, "migrations", map[int]migrate.Step{
 		migrate.IdentityVersion: migrate.InsertIdentity(`INSERT INTO ledger_identity (id) VALUES (?) ON CONFLICT DO NOTHING`),
 	})
+}
+
+// checkExisting checks, creating nothing, that the file holds the
+// ledger's tables at version want. It only reads.
+func (l *Ledger) checkExisting(ctx context.Context, want int) error {
+	var tables bool
+	if err := l.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_master
+		WHERE type = 'table' AND name = 'ledger_migrations')`).Scan(&tables); err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	if !tables {
+		return migrate.NotMigrated("no ledger tables in the file")
+	}
+	var have int
+	if err := l.db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM ledger_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	return migrate.Check(have, want, true)
 }
 
 // applyMigrations applies those of ms that the database lacks, in one
@@ -169,8 +255,8 @@ func (l *Ledger) applyMigrations(ctx context.Context, ms []migrate.Migration) er
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM ledger_migrations`).Scan(&have); err != nil {
 			return err
 		}
-		if have > len(ms) {
-			return fmt.Errorf("database is at version %d, this build knows %d", have, len(ms))
+		if err := migrate.Check(have, len(ms), false); err != nil {
+			return err
 		}
 		for _, m := range ms[have:] {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {

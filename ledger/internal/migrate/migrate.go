@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hongbao/hongbao/ledger"
 )
 
 // Migration is one schema step. Versions start at 1 and have no gaps, so a
@@ -108,4 +110,33 @@ func NewIdentity() (string, error) {
 		return "", fmt.Errorf("ledger: draw an identity: %w", err)
 	}
 	return IdentityPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// hint is what an operator does about a ledger that is missing or
+// behind: the tail of every ErrNotMigrated error.
+const hint = "create or migrate it with 'hongbao migrate --ledger DSN' (serve and settle migrate it too when they start)"
+
+// NotMigrated is an ErrNotMigrated error saying what is missing (what),
+// and what to do about it.
+func NotMigrated(what string) error {
+	return fmt.Errorf("%w: %s; %s", ledger.ErrNotMigrated, what, hint)
+}
+
+// Check compares a database's schema version (have, 0 for none) with the
+// migrations this build has (want): behind is ErrNotMigrated when
+// existing is set (the caller must not migrate) and nil otherwise (the
+// caller migrates); ahead is always ErrSchemaAhead, since a newer build
+// may rely on what this one would not keep.
+func Check(have, want int, existing bool) error {
+	switch {
+	case have > want:
+		return fmt.Errorf("%w: the ledger is at schema version %d, this build knows %d; run a build that knows it",
+			ledger.ErrSchemaAhead, have, want)
+	case have < want && existing:
+		if have == 0 {
+			return NotMigrated("no ledger tables")
+		}
+		return NotMigrated(fmt.Sprintf("the ledger is at schema version %d, this build needs %d", have, want))
+	}
+	return nil
 }

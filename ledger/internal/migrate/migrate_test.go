@@ -7,6 +7,8 @@ import (
 	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hongbao/hongbao/ledger"
 )
 
 func TestLoad(t *testing.T) {
@@ -73,5 +75,35 @@ func TestInsertIdentity(t *testing.T) {
 		require.Regexp(t, well, id)
 		require.False(t, seen[id], "drawn twice: %s", id)
 		seen[id] = true
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		have, want int
+		existing   bool
+		err        error
+		text       string
+	}{
+		{9, 9, true, nil, ""},
+		{9, 9, false, nil, ""},
+		{8, 9, false, nil, ""}, // the caller migrates
+		{0, 9, false, nil, ""},
+		{8, 9, true, ledger.ErrNotMigrated, "schema version 8, this build needs 9"},
+		{0, 9, true, ledger.ErrNotMigrated, "no ledger tables"},
+		{10, 9, true, ledger.ErrSchemaAhead, "schema version 10, this build knows 9"},
+		{10, 9, false, ledger.ErrSchemaAhead, "schema version 10, this build knows 9"},
+	} {
+		err := Check(tc.have, tc.want, tc.existing)
+		if tc.err == nil {
+			require.NoError(t, err, "%+v", tc)
+			continue
+		}
+		require.ErrorIs(t, err, tc.err, "%+v", tc)
+		require.ErrorContains(t, err, tc.text, "%+v", tc)
+		if tc.err == ledger.ErrNotMigrated {
+			require.ErrorContains(t, err, "hongbao migrate", "the error says what to do")
+		}
 	}
 }

@@ -6,10 +6,15 @@ import (
 	"errors"
 
 	"github.com/hongbao/hongbao/ledger/internal/batch"
+	"github.com/hongbao/hongbao/ledger/internal/migrate"
 )
 
-// identityStmt reads the ledger's identity, the same in both dialects.
-const identityStmt = `SELECT id FROM ledger_identity`
+// The statements of the ledger's identity and schema version read the
+// same in both dialects.
+const (
+	identityStmt = `SELECT id FROM ledger_identity`
+	versionStmt  = `SELECT coalesce(max(version), 0) FROM ledger_migrations`
+)
 
 // Identity implements ledger.Ledger. The first call that succeeds reads
 // the row migration 0009 stored, and later calls answer what it read: the
@@ -24,13 +29,21 @@ func (r Reads) Identity(ctx context.Context) (string, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		// Only a hand-edited database lacks the row: the migration that
 		// made the table stored it in the same transaction.
-		return "", errors.New("ledger: identity: no row in ledger_identity")
+		return "", r.wrap("identity", migrate.NotMigrated("the ledger has no identity row"))
 	}
 	if err != nil {
 		return "", r.wrap("identity", err)
 	}
 	r.identity.Store(&id)
 	return id, nil
+}
+
+// SchemaVersion returns the number of migrations the database has
+// applied (ledger_migrations), what hongbao migrate reports.
+func (r Reads) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := r.queryRow(ctx, versionStmt).Scan(&v)
+	return v, r.wrap("schema version", err)
 }
 
 // Do runs a write of campaign named op (Fund, Refund; Apply for the
