@@ -41,6 +41,9 @@ const maxAttempts = 5
 type Ledger struct {
 	reads
 	pool *pgxpool.Pool
+	// ownPool says whether Close closes pool: Open made it; the host
+	// lends it to NewWithPool and closes it itself.
+	ownPool bool
 	// beforeDebit, when set (tests), is called by a grant batch after its
 	// inserts and before its debit, with its transaction open.
 	beforeDebit func()
@@ -48,16 +51,16 @@ type Ledger struct {
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
-// Option changes how Open opens a ledger.
+// Option changes how Open and NewWithPool open a ledger.
 type Option func(*options)
 
 type options struct {
 	existing bool
 }
 
-// Existing makes Open open only a ledger that exists at this build's
-// schema version, and create or migrate nothing: not the schema, not a
-// table. A schema that is missing or holds no ledger, or a
+// Existing makes Open and NewWithPool open only a ledger that exists at
+// this build's schema version, and create or migrate nothing: not the
+// schema, not a table. A schema that is missing or holds no ledger, or a
 // ledger behind this build's migrations, is ledger.ErrNotMigrated; one
 // ahead of them is ledger.ErrSchemaAhead, as without the option. It is
 // for the tools that read a ledger (hongbao reconcile), so that a typo in
@@ -70,7 +73,8 @@ func Existing() Option { return func(o *options) { o.existing = true } }
 // parameter if it is missing, and applies the pending migrations (with
 // Existing: checks that none is pending, and creates nothing). Put the
 // ledger in its own schema with "?search_path=name": pgx sends unknown
-// parameters as run-time settings of every connection.
+// parameters as run-time settings of every connection. The ledger owns its
+// pool: Close closes it.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -80,7 +84,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: postgres connect: %w", err)
 	}
-	l, err := newLedger(ctx, pool, opts)
+	l, err := newLedger(ctx, pool, true, opts)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -88,14 +92,32 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
 	return l, nil
 }
 
-// newLedger is Open once it has a pool: it migrates, or with Existing
-// checks, the ledger's schema. The caller closes the pool on an error.
-func newLedger(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Ledger, error) {
+// NewWithPool returns a ledger on the host's pool, for a host that keeps
+// one pool for its own tables and the ledger's: it migrates through pool
+// as Open does (the schema named first in the pool's search_path run-time
+// parameter is created if missing; with Existing, nothing is), and every
+// call of the ledger then takes its connections from pool. The host owns
+// the pool: the ledger's Close leaves it open, and the host closes it,
+// after the ledger's Close, when nothing of the ledger runs any more. The
+// ledger holds no connection between calls, so it needs no pool of its
+// own size; a session setting that the host's connections carry (a
+// search_path set in AfterConnect) applies to the ledger's statements too.
+func NewWithPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Ledger, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ledger.ErrInvalid)
+	}
+	return newLedger(ctx, pool, false, opts)
+}
+
+// newLedger is Open and NewWithPool once they have a pool: it migrates,
+// or with Existing checks, the ledger's schema. The caller closes the
+// pool on an error.
+func newLedger(ctx context.Context, pool *pgxpool.Pool, ownPool bool, opts []Option) (*Ledger, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, snapshot(pool), statements, wrap), pool: pool}
+	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, snapshot(pool), statements, wrap), pool: pool, ownPool: ownPool}
 	schema := firstSchema(pool.Config().ConnConfig.RuntimeParams["search_path"])
 	ms, err := loadMigrations()
 	if err != nil {
@@ -637,8 +659,11 @@ ON CONFLICT (id) DO UPDATE SET balance = a.balance + excluded.balance`
 // Ping implements ledger.Ledger.
 func (l *Ledger) Ping(ctx context.Context) error { return wrap("ping", l.pool.Ping(ctx)) }
 
-// Close implements ledger.Ledger.
+// Close implements ledger.Ledger. It closes the pool Open made, and
+// leaves open the one a host lent to NewWithPool.
 func (l *Ledger) Close() error {
-	l.pool.Close()
+	if l.ownPool {
+		l.pool.Close()
+	}
 	return nil
 }
