@@ -54,6 +54,22 @@
 // its writes (WithFence); a write prepared under an older fence, from a
 // Redis the rebuild has replaced since, is ErrFenced and writes nothing.
 //
+// # An owner per campaign
+//
+// Deployments may share one Redis, each settling into its own ledger (or
+// sink). Each ledger has an identity (Identity): "ledger-" and 32 hex
+// digits drawn from crypto/rand once, by migration 0009, and stored in the
+// database, so it is the same for every process and every reopening, and
+// differs from every other ledger's. A campaign records at create the
+// identity of the ledger it settles into, its owner, and the writes of its
+// settlement carry it (WithOwner). Fund, ApplyGrants, ApplyDiscounts and
+// Refund refuse a write whose owner is not the ledger's identity with a
+// *ForeignError (ErrForeign) before their transaction begins, so they
+// write nothing; a write carrying no owner (a campaign created before
+// owners were recorded, a tool) is not checked. The identity never
+// changes, so checking it outside the transaction leaves no window, and
+// it is read from the database once and then kept.
+//
 // # Schema
 //
 // Both backends use the same tables, created by embedded, numbered
@@ -88,6 +104,7 @@
 //	ledger_discounts  the confirmed discounts of discount campaigns, key
 //	                  (campaign num, user_id, order_id), unique (campaign
 //	                  num, seq): each the entry escrow -> user of one order
+//	ledger_identity   one row: the ledger's identity and when it was drawn
 //
 // # Discount campaigns
 //
@@ -107,7 +124,19 @@
 // Two processes starting at once must not both migrate: PostgreSQL
 // migrations run under a session advisory lock (keyed by the search_path,
 // so ledgers in separate schemas do not wait for each other); SQLite
-// migrations run in one BEGIN IMMEDIATE transaction.
+// migrations run in one BEGIN IMMEDIATE transaction. A migration may have
+// a step in Go, run in its transaction after its SQL (0009's draws the
+// identity), so a database at its version has run it.
+//
+// Open creates and migrates: it is for the processes that write (serve,
+// settle), the first of which makes the ledger. A tool that reads a
+// ledger others write opens it with the backends' Existing option
+// (package open's OpenExisting), which creates and migrates nothing: a
+// missing SQLite file or PostgreSQL schema, a schema without the ledger's
+// tables, or a ledger behind the build's migrations is ErrNotMigrated,
+// so a mistyped DSN fails instead of reading a new, empty ledger. A
+// ledger ahead of the build's migrations is ErrSchemaAhead for every
+// open.
 //
 // # Writing a batch
 //

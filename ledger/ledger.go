@@ -166,6 +166,18 @@ var (
 	// the campaign is not this ledger's to settle. The typed
 	// *ForeignError unwraps to it.
 	ErrForeign = errors.New("ledger: campaign owned by another ledger")
+	// ErrNotMigrated: the ledger was opened as one that exists (package
+	// open's OpenExisting, the backends' Existing option), and it does
+	// not: no SQLite file, no schema or no ledger tables in PostgreSQL, or
+	// a schema behind this build's migrations. Nothing was created or
+	// migrated. Create or migrate it explicitly (hongbao migrate; serve
+	// and settle migrate when they start), then open it again.
+	ErrNotMigrated = errors.New("ledger: not created or not migrated")
+	// ErrSchemaAhead: the ledger's schema is newer than this build's
+	// migrations: a newer build migrated it. Every open refuses it, since
+	// this build would write without what the newer one relies on. Run
+	// the newer build.
+	ErrSchemaAhead = errors.New("ledger: schema newer than this build")
 )
 
 // ForeignError is an ErrForeign with the campaign, the owner it records
@@ -274,10 +286,28 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // after a crash or a lost reply without moving money twice. All methods
 // are safe for concurrent use.
 type Ledger interface {
+	// Identity returns the ledger's identity: "ledger-" and 32 lower-case
+	// hex digits drawn from crypto/rand once, by the migration that made
+	// the ledger's identity table (0009, which gives an older ledger its
+	// identity when it upgrades), and stored in the database. So every
+	// process, connection and reopening of the database gets the same
+	// value for as long as the database lives, and two ledgers (two
+	// schemas, two files) get two. A campaign records the identity of the
+	// ledger it settles into as its owner, and the writes of its
+	// settlement carry it (WithOwner), so that a worker of another
+	// deployment sharing the Redis cannot settle it here. A copy of the
+	// database (a restored backup, a copied file) has the original's
+	// identity: it is the same ledger, and must not run beside it. Read
+	// from the database once, then kept.
+	Identity(ctx context.Context) (string, error)
+
 	// Fund writes the fund entry (funding -> escrow, total) once. A replay
 	// with the same funding and total is a no-op; a different one is
 	// ErrConflict. So is a total that differs from the sum of the packets
-	// WritePackets recorded for the campaign.
+	// WritePackets recorded for the campaign. A ctx carrying an owner
+	// (WithOwner) other than Identity is a *ForeignError (ErrForeign), and
+	// nothing is written; with no owner, or an empty one, it is not
+	// checked.
 	Fund(ctx context.Context, c Campaign) error
 	// ApplyGrants writes a batch of grants of one campaign in one
 	// transaction: each grant is inserted (escrow -> user: the escrow's
@@ -288,7 +318,9 @@ type Ledger interface {
 	// first in batch order wins. It returns ErrNotFunded if the campaign
 	// has no fund entry, and a *RefusedError (ErrRefused), writing
 	// nothing, if the batch would insert a grant into a campaign already
-	// refunded or take its escrow below zero.
+	// refunded or take its escrow below zero. A ctx carrying an owner
+	// other than Identity is a *ForeignError and writes nothing, as for
+	// Fund.
 	ApplyGrants(ctx context.Context, campaign string, grants []Grant) (ApplyResult, error)
 	// Refund writes the refund entry (escrow -> funding) once per campaign.
 	// A replay with the same amount is a no-op, a different amount is
@@ -300,7 +332,8 @@ type Ledger interface {
 	// cents in it (grants outstanding) or take it below zero is a
 	// *RefusedError (ErrRefused) and writes nothing. Once it
 	// is recorded, the ledger takes no new grant or discount of the
-	// campaign.
+	// campaign. A ctx carrying an owner other than Identity is a
+	// *ForeignError and writes nothing, as for Fund.
 	Refund(ctx context.Context, campaign string, cents int64) error
 	// RollUp adds each user's entries of a refunded campaign to the
 	// user's stored balance and marks the campaign rolled up, in one
@@ -387,8 +420,10 @@ type Ledger interface {
 	// order); its unit, (campaign, seq), is confirmed once too. It returns
 	// ErrNotFunded if the campaign has no fund entry, ErrInvalid for a
 	// discount that can never be written, and a *RefusedError as
-	// ApplyGrants does (refunded campaign, escrow below zero). campaign is the ledger's id of
-	// the campaign (DiscountCampaign).
+	// ApplyGrants does (refunded campaign, escrow below zero), and a
+	// *ForeignError, writing nothing, for a ctx carrying an owner other
+	// than Identity, as for Fund. campaign is the ledger's id of the
+	// campaign (DiscountCampaign).
 	ApplyDiscounts(ctx context.Context, campaign string, ds []Discount) (DiscountResult, error)
 	// Discounts calls fn for every confirmed discount of the campaign, in
 	// seq order (its unit of quota), streaming. An error from fn stops the

@@ -76,6 +76,8 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"TotalsWhileBatchesCommit", testTotalsWhileBatchesCommit},
 		{"CheckBalances", testCheckBalances},
 		{"CheckBalancesWhileBatchesCommit", testCheckBalancesWhileBatchesCommit},
+		{"Identity", testIdentity},
+		{"Foreign", testForeign},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -122,7 +122,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 	defer l.Close()
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, child).Scan(&n))
-	require.Equal(t, 11, n) // 10 tables and the journal view
+	require.Equal(t, 12, n) // 11 tables and the journal view
 }
 
 func TestFirstSchema(t *testing.T) {
@@ -147,7 +147,7 @@ func atVersion(t *testing.T, n int) (string, *pgxpool.Pool, []migrate.Migration)
 	dsn := pgtest.DSN(t)
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
-	ms, err := migrate.Load(migrations, "migrations")
+	ms, err := loadMigrations()
 	require.NoError(t, err)
 	require.NoError(t, (&Ledger{pool: pool}).applyMigrations(ctx, "", ms[:n]))
 	return dsn, pool, ms

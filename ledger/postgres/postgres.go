@@ -41,6 +41,9 @@ const maxAttempts = 5
 type Ledger struct {
 	reads
 	pool *pgxpool.Pool
+	// ownPool says whether Close closes pool: Open made it; the host
+	// lends it to NewWithPool and closes it itself.
+	ownPool bool
 	// beforeDebit, when set (tests), is called by a grant batch after its
 	// inserts and before its debit, with its transaction open.
 	beforeDebit func()
@@ -48,12 +51,31 @@ type Ledger struct {
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
+// Option changes how Open and NewWithPool open a ledger.
+type Option func(*options)
+
+type options struct {
+	existing bool
+}
+
+// Existing makes Open and NewWithPool open only a ledger that exists at
+// this build's schema version, and create or migrate nothing: not the
+// schema, not a table. A schema that is missing or holds no ledger, or a
+// ledger behind this build's migrations, is ledger.ErrNotMigrated; one
+// ahead of them is ledger.ErrSchemaAhead, as without the option. It is
+// for the tools that read a ledger (hongbao reconcile), so that a typo in
+// a DSN is an error rather than a new, empty ledger that reconciles. The
+// ledger it returns writes as any other.
+func Existing() Option { return func(o *options) { o.existing = true } }
+
 // Open connects to dsn (a postgres:// URL or key=value string, with pgxpool's
 // pool_* parameters), creates the schema named first in a search_path
-// parameter if it is missing, and applies the pending migrations. Put the
+// parameter if it is missing, and applies the pending migrations (with
+// Existing: checks that none is pending, and creates nothing). Put the
 // ledger in its own schema with "?search_path=name": pgx sends unknown
-// parameters as run-time settings of every connection.
-func Open(ctx context.Context, dsn string) (*Ledger, error) {
+// parameters as run-time settings of every connection. The ledger owns its
+// pool: Close closes it.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: postgres dsn: %w", err)
@@ -62,9 +84,51 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: postgres connect: %w", err)
 	}
-	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, snapshot(pool), statements, wrap), pool: pool}
-	if err := l.migrate(ctx, firstSchema(cfg.ConnConfig.RuntimeParams["search_path"])); err != nil {
+	l, err := newLedger(ctx, pool, true, opts)
+	if err != nil {
 		pool.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// NewWithPool returns a ledger on the host's pool, for a host that keeps
+// one pool for its own tables and the ledger's: it migrates through pool
+// as Open does (the schema named first in the pool's search_path run-time
+// parameter is created if missing; with Existing, nothing is), and every
+// call of the ledger then takes its connections from pool. The host owns
+// the pool: the ledger's Close leaves it open, and the host closes it,
+// after the ledger's Close, when nothing of the ledger runs any more. The
+// ledger holds no connection between calls, so it needs no pool of its
+// own size; a session setting that the host's connections carry (a
+// search_path set in AfterConnect) applies to the ledger's statements too.
+func NewWithPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Ledger, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ledger.ErrInvalid)
+	}
+	return newLedger(ctx, pool, false, opts)
+}
+
+// newLedger is Open and NewWithPool once they have a pool: it migrates,
+// or with Existing checks, the ledger's schema. The caller closes the
+// pool on an error.
+func newLedger(ctx context.Context, pool *pgxpool.Pool, ownPool bool, opts []Option) (*Ledger, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l := &Ledger{reads: query.NewReads(pool.Query, pool.QueryRow, snapshot(pool), statements, wrap), pool: pool, ownPool: ownPool}
+	schema := firstSchema(pool.Config().ConnConfig.RuntimeParams["search_path"])
+	ms, err := loadMigrations()
+	if err != nil {
+		return nil, err
+	}
+	if o.existing {
+		err = l.checkExisting(ctx, schema, len(ms))
+	} else {
+		err = l.applyMigrations(ctx, schema, ms)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -84,13 +148,44 @@ func firstSchema(searchPath string) string {
 	return first
 }
 
-// migrate applies the embedded migrations that the database lacks.
-func (l *Ledger) migrate(ctx context.Context, schema string) error {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
+// loadMigrations reads the embedded migrations, with the Go step of
+// migration 0009, which draws and stores the ledger's identity.
+func loadMigrations() ([]migrate.Migration, error) {
+	return migrate.Load(migrations, "migrations", map[int]migrate.Step{
+		migrate.IdentityVersion: migrate.InsertIdentity(`INSERT INTO ledger_identity (id) VALUES ($1) ON CONFLICT DO NOTHING`),
+	})
+}
+
+// checkExisting checks, creating nothing, that the ledger's tables are
+// where Open would make them (in schema, or in the first schema of the
+// search_path that exists when schema is "") at version want.
+func (l *Ledger) checkExisting(ctx context.Context, schema string, want int) error {
+	var in *string
+	if schema != "" {
+		in = &schema
 	}
-	return l.applyMigrations(ctx, schema, ms)
+	var where *string
+	var exists, tables bool
+	err := l.pool.QueryRow(ctx, `SELECT s.name, s.name IS NOT NULL AND EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = s.name),
+			EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = s.name AND c.relname = 'ledger_migrations')
+		FROM (SELECT coalesce($1::text, current_schema()) AS name) s`, in).Scan(&where, &exists, &tables)
+	if err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	switch {
+	case where == nil:
+		return migrate.NotMigrated("no schema of the search_path exists")
+	case !exists:
+		return migrate.NotMigrated(fmt.Sprintf("no schema %q", *where))
+	case !tables:
+		return migrate.NotMigrated(fmt.Sprintf("no ledger tables in schema %q", *where))
+	}
+	var have int
+	if err := l.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ledger_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	return migrate.Check(have, want, true)
 }
 
 // applyMigrations applies those of ms that the database lacks. Two
@@ -129,13 +224,21 @@ func (l *Ledger) applyMigrations(ctx context.Context, schema string, ms []migrat
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ledger_migrations`).Scan(&have); err != nil {
 		return fmt.Errorf("ledger: migrate: %w", err)
 	}
-	if have > len(ms) {
-		return fmt.Errorf("ledger: migrate: database is at version %d, this build knows %d", have, len(ms))
+	if err := migrate.Check(have, len(ms), false); err != nil {
+		return fmt.Errorf("ledger: migrate: %w", err)
 	}
 	for _, m := range ms[have:] {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
+			}
+			if m.Step != nil {
+				if err := m.Step(ctx, func(ctx context.Context, sql string, args ...any) error {
+					_, err := tx.Exec(ctx, sql, args...)
+					return err
+				}); err != nil {
+					return err
+				}
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO ledger_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
 			return err
@@ -317,7 +420,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 		return err
 	}
 	escrow, funding := ledger.EscrowAccount(c.ID), ledger.FundingAccount(c.Funding)
-	return wrap("fund", l.tx(ctx, func(tx pgx.Tx) error {
+	return l.writes().Do(ctx, "fund", c.ID, func(tx pgx.Tx) error {
 		if err := lockCampaign(ctx, tx, c.ID); err != nil {
 			return err
 		}
@@ -341,7 +444,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 			ON CONFLICT (id) DO UPDATE SET balance = ledger_accounts.balance + excluded.balance`,
 			escrow, funding, c.Total)
 		return err
-	}))
+	})
 }
 
 const insertGrants = `INSERT INTO ledger_grants (campaign, seq, user_id, cents)
@@ -381,10 +484,11 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 }
 
 // writes is this backend's part in the shared writes (query.Apply,
-// query.Fence): a transaction retried on deadlocks, the campaign's row
-// read FOR SHARE under its shared turn, and the debit.
+// query.Fence, query.Writes.Do): a transaction retried on deadlocks, the
+// campaign's row read FOR SHARE under its shared turn, the debit, and the
+// identity a write's owner is checked against.
 func (l *Ledger) writes() query.Writes[pgx.Tx] {
-	return query.Writes[pgx.Tx]{Tx: l.tx, Campaign: shareCampaignRow, Debit: debit, Wrap: wrap}
+	return query.Writes[pgx.Tx]{Tx: l.tx, Campaign: shareCampaignRow, Debit: debit, Wrap: wrap, Identity: l.Identity}
 }
 
 // insertGrantsClassified writes the grants of a batch that holds stored
@@ -468,7 +572,7 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	if err := batch.CheckRefund(campaign, cents); err != nil {
 		return err
 	}
-	return wrap("refund", l.tx(ctx, func(tx pgx.Tx) error {
+	return l.writes().Do(ctx, "refund", campaign, func(tx pgx.Tx) error {
 		var funding string
 		var refunded *int64
 		var num, total, fence int64
@@ -499,7 +603,7 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 		b.Queue(`UPDATE ledger_accounts SET balance = balance + $2 WHERE id = $1`, fund, cents)
 		b.Queue(`UPDATE ledger_campaigns SET refunded = $2 WHERE id = $1`, campaign, cents)
 		return tx.SendBatch(ctx, b).Close()
-	}))
+	})
 }
 
 // RollUp implements ledger.Ledger. It takes the campaign's turn and
@@ -555,8 +659,11 @@ ON CONFLICT (id) DO UPDATE SET balance = a.balance + excluded.balance`
 // Ping implements ledger.Ledger.
 func (l *Ledger) Ping(ctx context.Context) error { return wrap("ping", l.pool.Ping(ctx)) }
 
-// Close implements ledger.Ledger.
+// Close implements ledger.Ledger. It closes the pool Open made, and
+// leaves open the one a host lent to NewWithPool.
 func (l *Ledger) Close() error {
-	l.pool.Close()
+	if l.ownPool {
+		l.pool.Close()
+	}
 	return nil
 }

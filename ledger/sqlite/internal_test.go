@@ -162,7 +162,7 @@ func atVersion(t *testing.T, n int) (string, *sql.DB, []migrate.Migration) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+params)
 	require.NoError(t, err)
-	ms, err := migrate.Load(migrations, "migrations")
+	ms, err := loadMigrations()
 	require.NoError(t, err)
 	require.NoError(t, (&Ledger{db: db}).applyMigrations(context.Background(), ms[:n]))
 	return path, db, ms

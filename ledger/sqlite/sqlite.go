@@ -19,6 +19,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 
@@ -111,10 +114,33 @@ func rowsText(head, row, tail string, n int) string {
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
+// Option changes how Open opens a ledger.
+type Option func(*options)
+
+type options struct {
+	existing bool
+}
+
+// Existing makes Open open only a ledger that exists at this build's
+// schema version, and create or migrate nothing: a missing file (which
+// SQLite would create), a file without the ledger's tables, or a ledger
+// behind this build's migrations is ledger.ErrNotMigrated; one ahead of
+// them is ledger.ErrSchemaAhead, as without the option. It is for the
+// tools that read a ledger (hongbao reconcile), so that a typo in a path
+// is an error rather than a new, empty ledger that reconciles. The ledger
+// it returns writes as any other.
+func Existing() Option { return func(o *options) { o.existing = true } }
+
 // Open opens (creating if needed) the ledger in the file at path and
-// applies the pending migrations. path may carry a "sqlite:" or "file:"
-// prefix; a "file:" URI is passed through with its own parameters.
-func Open(ctx context.Context, path string) (*Ledger, error) {
+// applies the pending migrations; with Existing, it opens only an
+// existing ledger and creates nothing. path may carry a "sqlite:" or
+// "file:" prefix; a "file:" URI is passed through with its own
+// parameters.
+func Open(ctx context.Context, path string, opts ...Option) (*Ledger, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	path = strings.TrimPrefix(path, "sqlite:")
 	if path == "" {
 		return nil, fmt.Errorf("%w: empty sqlite path", ledger.ErrInvalid)
@@ -123,10 +149,21 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	if !strings.HasPrefix(dsn, "file:") {
 		dsn = "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	}
+	extra := params
+	if o.existing {
+		if err := fileExists(path); err != nil {
+			return nil, err
+		}
+		// Should the file go between the check and the open, SQLite
+		// fails rather than create it.
+		if !strings.Contains(dsn, "mode=") {
+			extra += "&mode=rw"
+		}
+	}
 	if strings.Contains(dsn, "?") {
-		dsn += "&" + params
+		dsn += "&" + extra
 	} else {
-		dsn += "?" + params
+		dsn += "?" + extra
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -135,20 +172,72 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	// Each new connection runs the pragmas again; keep a few idle.
 	db.SetMaxIdleConns(8)
 	l := &Ledger{reads: query.NewReads(db.QueryContext, db.QueryRowContext, snapshot(db), statements, wrap), db: db}
-	if err := l.migrate(ctx); err != nil {
+	ms, err := loadMigrations()
+	if err == nil && o.existing {
+		err = l.checkExisting(ctx, len(ms))
+	} else if err == nil {
+		err = l.applyMigrations(ctx, ms)
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-// migrate applies the embedded migrations that the database lacks.
-func (l *Ledger) migrate(ctx context.Context) error {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
+// fileExists checks that the file of path (a path, or a "file:" URI) is
+// there, as Existing requires, before SQLite could create it.
+func fileExists(path string) error {
+	name := path
+	if rest, ok := strings.CutPrefix(path, "file:"); ok {
+		rest, _, _ = strings.Cut(rest, "?")
+		rest, _, _ = strings.Cut(rest, "#")
+		if auth, ok := strings.CutPrefix(rest, "//"); ok {
+			// file://host/path: SQLite takes only "" or "localhost".
+			_, rest, _ = strings.Cut(auth, "/")
+			rest = "/" + rest
+		}
+		var err error
+		if name, err = url.PathUnescape(rest); err != nil {
+			return fmt.Errorf("%w: sqlite uri: %v", ledger.ErrInvalid, err)
+		}
 	}
-	return l.applyMigrations(ctx, ms)
+	st, err := os.Stat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return migrate.NotMigrated(fmt.Sprintf("no file %s", name))
+	case err != nil:
+		return fmt.Errorf("ledger: sqlite open: %w", err)
+	case st.IsDir():
+		return fmt.Errorf("%w: sqlite path %s is a directory", ledger.ErrInvalid, name)
+	}
+	return nil
+}
+
+// loadMigrations reads the embedded migrations, with the Go step of
+// migration 0009, which draws and stores the ledger's identity.
+func loadMigrations() ([]migrate.Migration, error) {
+	return migrate.Load(migrations, "migrations", map[int]migrate.Step{
+		migrate.IdentityVersion: migrate.InsertIdentity(`INSERT INTO ledger_identity (id) VALUES (?) ON CONFLICT DO NOTHING`),
+	})
+}
+
+// checkExisting checks, creating nothing, that the file holds the
+// ledger's tables at version want. It only reads.
+func (l *Ledger) checkExisting(ctx context.Context, want int) error {
+	var tables bool
+	if err := l.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_master
+		WHERE type = 'table' AND name = 'ledger_migrations')`).Scan(&tables); err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	if !tables {
+		return migrate.NotMigrated("no ledger tables in the file")
+	}
+	var have int
+	if err := l.db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM ledger_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	return migrate.Check(have, want, true)
 }
 
 // applyMigrations applies those of ms that the database lacks, in one
@@ -166,12 +255,20 @@ func (l *Ledger) applyMigrations(ctx context.Context, ms []migrate.Migration) er
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM ledger_migrations`).Scan(&have); err != nil {
 			return err
 		}
-		if have > len(ms) {
-			return fmt.Errorf("database is at version %d, this build knows %d", have, len(ms))
+		if err := migrate.Check(have, len(ms), false); err != nil {
+			return err
 		}
 		for _, m := range ms[have:] {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("%s: %w", m.Name, err)
+			}
+			if m.Step != nil {
+				if err := m.Step(ctx, func(ctx context.Context, sql string, args ...any) error {
+					_, err := tx.ExecContext(ctx, sql, args...)
+					return err
+				}); err != nil {
+					return fmt.Errorf("%s: %w", m.Name, err)
+				}
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_migrations (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
 				return err
@@ -278,7 +375,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 		return err
 	}
 	escrow, funding := ledger.EscrowAccount(c.ID), ledger.FundingAccount(c.Funding)
-	return wrap("fund", l.tx(ctx, func(tx *sql.Tx) error {
+	return l.writes().Do(ctx, "fund", c.ID, func(tx *sql.Tx) error {
 		err := query.SameFund(c, tx.QueryRowContext(ctx, `SELECT funding, total FROM ledger_campaigns WHERE id = ?`, c.ID))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -297,7 +394,7 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 		_, err = tx.ExecContext(ctx, `INSERT INTO ledger_accounts (id, balance) VALUES (?1, ?3), (?2, -?3)
 			ON CONFLICT (id) DO UPDATE SET balance = balance + excluded.balance`, escrow, funding, c.Total)
 		return err
-	}))
+	})
 }
 
 // ApplyGrants implements ledger.Ledger. The write lock is held from BEGIN,
@@ -327,10 +424,11 @@ func (l *Ledger) ApplyGrants(ctx context.Context, campaign string, grants []ledg
 }
 
 // writes is this backend's part in the shared writes (query.Apply,
-// query.Fence): a write transaction, which holds the write lock from
-// BEGIN, the campaign's row and the debit.
+// query.Fence, query.Writes.Do): a write transaction, which holds the
+// write lock from BEGIN, the campaign's row, the debit, and the identity
+// a write's owner is checked against.
 func (l *Ledger) writes() query.Writes[*sql.Tx] {
-	return query.Writes[*sql.Tx]{Tx: l.tx, Campaign: campaignRow, Debit: debit, Wrap: wrap}
+	return query.Writes[*sql.Tx]{Tx: l.tx, Campaign: campaignRow, Debit: debit, Wrap: wrap, Identity: l.Identity}
 }
 
 // insertChunk inserts grants with one multi-row statement, in batch order
@@ -386,7 +484,7 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 	if err := batch.CheckRefund(campaign, cents); err != nil {
 		return err
 	}
-	return wrap("refund", l.tx(ctx, func(tx *sql.Tx) error {
+	return l.writes().Do(ctx, "refund", campaign, func(tx *sql.Tx) error {
 		var funding string
 		var refunded *int64
 		var escrowCents, fence int64
@@ -416,7 +514,7 @@ func (l *Ledger) Refund(ctx context.Context, campaign string, cents int64) error
 			}
 		}
 		return nil
-	}))
+	})
 }
 
 // RollUp implements ledger.Ledger. SQLite has one writer at a time, so two

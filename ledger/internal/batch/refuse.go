@@ -54,3 +54,24 @@ func Fenced(ctx context.Context, entry, campaign string, fence int64) error {
 	}
 	return nil
 }
+
+// Foreign is the owner rule: a write of campaign whose ctx carries an
+// owner (ledger.WithOwner) that is not the ledger's identity is a
+// *ledger.ForeignError. identity reads the ledger's (an error reading it
+// is returned: the write cannot be checked, so it must not go on); it is
+// called only when ctx carries an owner, so writes without one, such as
+// those of campaigns created before owners were recorded, cost nothing.
+func Foreign(ctx context.Context, campaign string, identity func(context.Context) (string, error)) error {
+	owner, ok := ledger.OwnerFrom(ctx)
+	if !ok {
+		return nil
+	}
+	id, err := identity(ctx)
+	if err != nil {
+		return err
+	}
+	if owner != id {
+		return &ledger.ForeignError{Campaign: campaign, Owner: owner, Ledger: id}
+	}
+	return nil
+}

@@ -8,14 +8,16 @@ import (
 )
 
 // Writes is a backend's part in the writes written once here (Apply,
-// Fence): its transaction, its read of the campaign's row at a batch's
-// start (num, refunded, fenced; what it locks is the backend's), its
-// debit at a batch's end, and its error naming.
+// Fence, Do): its transaction, its read of the campaign's row at a
+// batch's start (num, refunded, fenced; what it locks is the backend's),
+// its debit at a batch's end, its error naming, and its identity, which
+// the owner a write carries must match (Do).
 type Writes[Tx any] struct {
 	Tx       func(ctx context.Context, fn func(Tx) error) error
 	Campaign func(ctx context.Context, tx Tx, entry, campaign string) (num int64, refunded bool, err error)
 	Debit    func(ctx context.Context, tx Tx, entry, campaign string, num int64, refunded bool, n int, cents int64) error
 	Wrap     func(op string, err error) error
+	Identity func(ctx context.Context) (string, error)
 }
 
 // Kind is one kind of batch entry: E an entry, Res the batch's result.
@@ -38,10 +40,10 @@ var Discounts = Kind[ledger.Discount, ledger.DiscountResult]{
 }
 
 // Apply is ApplyGrants and ApplyDiscounts on either backend: it checks
-// the batch (an empty one is a no-op) and then, in one transaction, reads
-// the campaign's row, has write insert the entries and classify them
-// (the backend's own statements), and debits what was inserted, the
-// transaction's last statement.
+// the batch (an empty one is a no-op) and its owner (Do), and then, in
+// one transaction, reads the campaign's row, has write insert the entries
+// and classify them (the backend's own statements), and debits what was
+// inserted, the transaction's last statement.
 func Apply[Tx, E, Res any](ctx context.Context, b Writes[Tx], k Kind[E, Res], campaign string, entries []E,
 	write func(tx Tx, num int64, es []E) (Res, error)) (Res, error) {
 	var res, none Res
@@ -49,7 +51,7 @@ func Apply[Tx, E, Res any](ctx context.Context, b Writes[Tx], k Kind[E, Res], ca
 	if err != nil || len(es) == 0 {
 		return none, err
 	}
-	err = b.Tx(ctx, func(tx Tx) error {
+	err = b.Do(ctx, k.op, campaign, func(tx Tx) error {
 		num, refunded, err := b.Campaign(ctx, tx, k.entry, campaign)
 		if err != nil {
 			return err
@@ -61,7 +63,7 @@ func Apply[Tx, E, Res any](ctx context.Context, b Writes[Tx], k Kind[E, Res], ca
 		return b.Debit(ctx, tx, k.entry, campaign, num, refunded, n, cents)
 	})
 	if err != nil {
-		return none, b.Wrap(k.op, err)
+		return none, err
 	}
 	return res, nil
 }

@@ -110,7 +110,8 @@ func PacketSet(row Row, campaign string, dest ...any) error {
 func Wrap(op string, err error, escrowGuard func(error) bool) error {
 	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
 		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) ||
-		errors.Is(err, ledger.ErrRefused) || errors.Is(err, ledger.ErrFenced) {
+		errors.Is(err, ledger.ErrRefused) || errors.Is(err, ledger.ErrFenced) || errors.Is(err, ledger.ErrForeign) ||
+		errors.Is(err, ledger.ErrNotMigrated) {
 		return err
 	}
 	if escrowGuard(err) {

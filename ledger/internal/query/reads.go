@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/internal/batch"
@@ -55,6 +56,9 @@ type Reads struct {
 	snapshot Snapshot
 	stmt     Statements
 	wrap     func(op string, err error) error
+	// identity holds the ledger's identity once read (Identity): it never
+	// changes while the database lives.
+	identity *atomic.Pointer[string]
 }
 
 // NewReads returns the reads of a backend that runs them with query and
@@ -69,6 +73,7 @@ func NewReads[R Rows, W Row](query func(ctx context.Context, sql string, args ..
 		snapshot: snapshot,
 		stmt:     stmt,
 		wrap:     wrap,
+		identity: new(atomic.Pointer[string]),
 	}
 }
 

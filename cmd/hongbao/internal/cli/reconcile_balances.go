@@ -37,6 +37,12 @@ on SQLite the WAL grows until it ends.
 
 Either exits 1 when it finds a difference.
 
+Reconcile creates and migrates nothing: a ledger that does not exist (a
+SQLite file that is not there, a PostgreSQL schema without the ledger's
+tables) or whose schema is behind this build's is an error (exit 1). Create
+or migrate it with 'hongbao migrate --ledger DSN'; serve and settle do too
+when they start.
+
 Flags:`
 
 // balancesListed bounds the differences a --balances report lists; all
@@ -55,9 +61,10 @@ func (c *reconcileCmd) balancesFlags() error {
 	return nil
 }
 
-// openLedger opens the ledger alone, for --balances.
+// openLedger opens the ledger, only if it exists at this build's schema
+// version: reconcile reads it and must not create it.
 func (c *reconcileCmd) openLedger(ctx context.Context) error {
-	l, err := openLedger(ctx, c.dsn)
+	l, err := openExistingLedger(ctx, c.dsn)
 	if err != nil {
 		return err
 	}

@@ -648,15 +648,19 @@ func TestEnsureSecretFileConcurrent(t *testing.T) {
 // variable (which may be a secret).
 func TestUsageErrorsHideSecrets(t *testing.T) {
 	t.Parallel()
+	// A ledger that exists, since reconcile opens it before Redis.
+	led := "sqlite:" + filepath.Join(t.TempDir(), "l.db")
+	code, _, errs := run(t, nil, "migrate", "--ledger", led)
+	require.Equal(t, 0, code, errs)
 	for _, tc := range []struct {
 		env  map[string]string
 		args []string
 		want string
 	}{
 		{map[string]string{"HONGBAO_USER_RATE": "hunter2-secret"}, []string{"serve"}, "HONGBAO_USER_RATE"},
-		{nil, []string{"reconcile", "--campaign", "c1", "--ledger", "sqlite:" + filepath.Join(t.TempDir(), "l.db"),
+		{nil, []string{"reconcile", "--campaign", "c1", "--ledger", led,
 			"--redis", "redis://u:hunter2-secret@127.0.0.1:notaport"}, "--redis"},
-		{nil, []string{"reconcile", "--campaign", "c1", "--ledger", "sqlite:" + filepath.Join(t.TempDir(), "l.db"),
+		{nil, []string{"reconcile", "--campaign", "c1", "--ledger", led,
 			"--redis", "redis://u:hunter2-secret@127.0.0.1:1/x%zz"}, "--redis"},
 	} {
 		code, out, errs := run(t, tc.env, tc.args...)

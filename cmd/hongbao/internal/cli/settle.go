@@ -20,11 +20,25 @@ import (
 	"github.com/hongbao/hongbao/webhook"
 )
 
+// openLedger opens the ledger at dsn, creating and migrating it: for the
+// commands that write it (serve, settle, demo, rebuild, migrate).
 func openLedger(ctx context.Context, dsn string) (ledger.Ledger, error) {
+	return openLedgerWith(ctx, dsn, open.Open)
+}
+
+// openExistingLedger opens the ledger at dsn only if it exists at this
+// build's schema version, and creates nothing: for the commands that read
+// it (reconcile), so a mistyped --ledger is an error (ledger.ErrNotMigrated,
+// saying to run hongbao migrate), not a new, empty ledger.
+func openExistingLedger(ctx context.Context, dsn string) (ledger.Ledger, error) {
+	return openLedgerWith(ctx, dsn, open.OpenExisting)
+}
+
+func openLedgerWith(ctx context.Context, dsn string, opener func(context.Context, string) (ledger.Ledger, error)) (ledger.Ledger, error) {
 	if dsn == "" {
 		return nil, usageErrorf("--ledger is required (sqlite:PATH or postgres://...)")
 	}
-	l, err := open.Open(ctx, dsn)
+	l, err := opener(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
@@ -299,15 +313,23 @@ func (c *reconcileCmd) parseFlags(args []string) error {
 	return c.redis.require()
 }
 
-func (c *reconcileCmd) open(ctx context.Context) (err error) {
-	if c.balances {
-		return c.openLedger(ctx)
-	}
+// open opens the ledger, which must exist (openExistingLedger), and then,
+// for a campaign, Redis: a ledger that is not there fails before any
+// network call.
+func (c *reconcileCmd) open(ctx context.Context) error {
 	if c.hook != "" {
 		return c.openSink(ctx)
 	}
-	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, c.redis.url)
-	return err
+	if err := c.openLedger(ctx); err != nil || c.balances {
+		return err
+	}
+	conn, err := dialRedis(ctx, c.redis.url)
+	if err != nil {
+		return err
+	}
+	c.deferClose(conn.Close)
+	c.conn = conn
+	return nil
 }
 
 func (c *reconcileCmd) run(ctx context.Context) error {

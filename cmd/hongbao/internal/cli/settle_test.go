@@ -52,7 +52,10 @@ func TestSettleCommand(t *testing.T) {
 	id := rep.Campaign
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
 
-	// Before settling, reconcile finds the grants missing from the ledger.
+	// Before settling, reconcile finds the grants missing from the ledger
+	// (which must exist: reconcile creates none).
+	code, _, errs = run(t, nil, "migrate", "--ledger", dsn)
+	require.Equal(t, 0, code, errs)
 	code, out, _ = run(t, nil, "reconcile", "--campaign", id, "--redis", r.Addr, "--ledger", dsn, "--json")
 	require.Equal(t, 1, code, out)
 	var before settle.Report
