@@ -98,6 +98,9 @@ type Campaign struct {
 	ClosesAt time.Time
 	Funding  string
 	Shards   int
+	// Owner is the identity of the ledger or sink the campaign settles
+	// into (Config.Owner), "" when it records none.
+	Owner string
 }
 
 // Status is a campaign and its counters, read at one instant.

@@ -167,6 +167,9 @@ type Discount struct {
 	// TailCount is the number of Min amounts served last on the shards
 	// (list 2 of split.Discounts).
 	TailCount int
+	// Owner is the identity of the ledger or sink the campaign settles
+	// into (Config.Owner), "" when it records none.
+	Owner string
 }
 
 // CloseExhausted is the close reason of a discount campaign whose every

@@ -51,6 +51,9 @@ func (ds Discounts) Create(ctx context.Context, spec DiscountSpec) (*Discount, e
 	if err != nil {
 		return nil, err
 	}
+	if d.Owner, err = ds.e.Owner(ctx); err != nil {
+		return nil, opErr("create discount", d.ID, err)
+	}
 	layout := ds.e.store.NS().DiscountLayout(d.ID, d.Shards)
 	token := newToken()
 	for k, keys := range layout {
@@ -141,7 +144,7 @@ func discountMeta(d *Discount, k int, share []int64) redisstore.DiscountMeta {
 		Budget: d.Budget, Quota: int64(d.Quota), Min: d.Min, Max: d.Max,
 		PerUserCount: int64(d.PerUserCount), PerUserAmount: d.PerUserAmount,
 		HoldMs: d.Hold.Milliseconds(), Funding: d.Funding, Seed: d.Seed, TailCount: int64(d.TailCount),
-		ShardShare: dealt(d.Shards, k, share),
+		ShardShare: dealt(d.Shards, k, share), Owner: d.Owner,
 	}
 }
 
@@ -343,7 +346,7 @@ func discountOf(id string, root redisstore.Snapshot) Discount {
 		PerUserAmount: root.Int("per_user_amount"), Shards: int(max(root.Int("shards"), 1)),
 		Hold:    time.Duration(root.Int("hold_ms")) * time.Millisecond,
 		OpensAt: time.UnixMilli(root.Int("opens_at")), ClosesAt: time.UnixMilli(root.Int("closes_at")),
-		Funding: m["funding"], TailCount: int(root.Int("tail_count")),
+		Funding: m["funding"], TailCount: int(root.Int("tail_count")), Owner: m[redisstore.OwnerField],
 	}
 	d.Seed, _ = strconv.ParseUint(m["seed"], 10, 64)
 	return d

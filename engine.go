@@ -1,10 +1,13 @@
 package hongbao
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -107,6 +110,22 @@ type Config struct {
 	// and linked to the others'), and each WAIT for replicas (redis.wait).
 	// Default nil: no spans, and nothing spent on them.
 	Tracer trace.Tracer
+	// Owner is the identity of the ledger or sink this deployment's
+	// campaigns settle into, recorded in each campaign (its root's meta)
+	// at create: a settlement scheduler settles, refunds and reaps only
+	// the campaigns whose owner is its own (settle.Config), so two
+	// deployments that share a namespace by mistake never settle each
+	// other's money; an operator changes it with SetOwner. Default: the
+	// Identity of Config.Packets when it has one (a ledger.Ledger does:
+	// an id created in the ledger when it was first migrated). With
+	// neither, campaigns record no owner, and the first scheduler that
+	// settles one claims it. 1 to 256 printable ASCII bytes, no space
+	// (ValidateOwner); a webhook.Sink's Identity is one.
+	Owner string
+	// Logger receives what the engine says outside a call's error: a
+	// configuration it warns about, background work that failed.
+	// Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // PacketRecorder records a campaign's packets; see Config.Packets.
@@ -128,6 +147,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := redisstore.ParseNamespace(c.Namespace); err != nil {
 		return fmt.Errorf("hongbao: Config.Namespace: %w", err)
+	}
+	if c.Owner != "" {
+		if err := ValidateOwner(c.Owner); err != nil {
+			return fmt.Errorf("hongbao: Config.Owner: %w", err)
+		}
 	}
 	if c.DefaultWindow < 0 {
 		return errors.New("hongbao: Config.DefaultWindow must not be negative")
@@ -155,9 +179,11 @@ type Engine struct {
 	cfg       Config
 	store     *redisstore.Store
 	co        *coalescer
-	terms     TermsRecorder // Config.Packets, when it keeps terms; else nil
-	discounts *discounter   // discount campaigns (discount_batch.go)
-	hooks     settleHooks   // a settlement scheduler's (engine_settle.go)
+	terms     TermsRecorder          // Config.Packets, when it keeps terms; else nil
+	discounts *discounter            // discount campaigns (discount_batch.go)
+	hooks     settleHooks            // a settlement scheduler's (engine_settle.go)
+	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
+	log       *slog.Logger
 }
 
 // Stats reports the engine's batching counters and its WAITs that fell
@@ -209,7 +235,9 @@ func New(cfg Config) (*Engine, error) {
 	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
 	store = store.WithNamespace(ns)
 	terms, _ := cfg.Packets.(TermsRecorder)
-	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), discounts: newDiscounter(store, cfg)}, nil
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), discounts: newDiscounter(store, cfg),
+		log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into
@@ -236,6 +264,9 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 	c, amounts, err := e.prepare(spec)
 	if err != nil {
 		return nil, err
+	}
+	if c.Owner, err = e.Owner(ctx); err != nil {
+		return nil, opErr("create", c.ID, err)
 	}
 	settled, err := e.settledInLedger(ctx, spec.ID)
 	if err != nil {
@@ -372,7 +403,7 @@ func (e *Engine) recordedSeed(ctx context.Context, spec Spec) (Spec, error) {
 func termsOf(c *Campaign, opens, closes int64) ledger.Terms {
 	return ledger.Terms{
 		Funding: c.Funding, Total: c.Total, Count: int64(c.Count), Min: c.Min, Max: c.Max,
-		Split: string(c.Split), Seed: c.Seed, Shards: c.Shards, OpensAt: opens, ClosesAt: closes,
+		Split: string(c.Split), Seed: c.Seed, Shards: c.Shards, OpensAt: opens, ClosesAt: closes, Owner: c.Owner,
 	}
 }
 
@@ -448,7 +479,7 @@ func (e *Engine) prepare(spec Spec) (*Campaign, []int64, error) {
 // terms are the campaign's terms, as its root's meta holds them.
 func terms(c *Campaign) *redisstore.Terms {
 	return &redisstore.Terms{Total: c.Total, Count: int64(c.Count), Min: c.Min, Max: c.Max,
-		Split: string(c.Split), Seed: c.Seed, Funding: c.Funding}
+		Split: string(c.Split), Seed: c.Seed, Funding: c.Funding, Owner: c.Owner}
 }
 
 func unixMs(t time.Time) int64 {
@@ -567,6 +598,7 @@ func statusFrom(id string, snaps []redisstore.Snapshot) (*Status, error) {
 	st.Split = split.Algorithm(m["split"])
 	st.Seed, _ = strconv.ParseUint(m["seed"], 10, 64)
 	st.Funding = m["funding"]
+	st.Owner = m[redisstore.OwnerField]
 	st.OpensAt, st.ClosesAt = time.UnixMilli(root.Int("opens_at")), time.UnixMilli(root.Int("closes_at"))
 	st.CloseReason = m["close_reason"]
 	var moved int64

@@ -42,6 +42,28 @@ func ValidateUserID(id string) error { return validID("user", id, "_-.:@") }
 // ValidateAccountID checks a funding account id, with the user id rules.
 func ValidateAccountID(id string) error { return validID("account", id, "_-.:@") }
 
+// MaxOwnerLen is the longest owner identity (Config.Owner).
+const MaxOwnerLen = 256
+
+// ValidateOwner checks the identity of a campaign's owner, the ledger or
+// sink it settles into: 1 to 256 printable ASCII bytes, no space. A
+// ledger's identity ("ledger-" and 32 hex digits) and a webhook sink's
+// name are such.
+func ValidateOwner(owner string) error {
+	if owner == "" {
+		return &IDError{Kind: "owner", ID: owner, Reason: "empty"}
+	}
+	if len(owner) > MaxOwnerLen {
+		return &IDError{Kind: "owner", ID: owner[:64] + "...", Reason: "longer than 256 bytes"}
+	}
+	for i := 0; i < len(owner); i++ {
+		if c := owner[i]; c <= ' ' || c > '~' {
+			return &IDError{Kind: "owner", ID: owner, Reason: "allowed are printable ASCII bytes but space"}
+		}
+	}
+	return nil
+}
+
 func newCampaignID() string { return "c" + random.Hex(8) }
 
 func newToken() string { return random.Hex(12) }

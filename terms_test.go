@@ -38,6 +38,7 @@ func TestTermsRecorded(t *testing.T) {
 			Funding: "ops", Total: 5000, Count: 50, Min: c.Min, Max: c.Max, Split: string(c.Split), Seed: seed,
 			Shards: shards, OpensAt: c.OpensAt.UnixMilli(), ClosesAt: c.ClosesAt.UnixMilli(),
 			Block: hongbao.DefaultBlockSize, // the ledger records blocks: the pools open in blocks
+			Owner: ownerOf(t, l),            // the ledger's identity: it is what the campaign settles into
 		}, terms)
 
 		lost := terms
@@ -109,4 +110,15 @@ func TestRetriedCreateReusesRecordedSeed(t *testing.T) {
 		_, err = again.Create(ctx, other)
 		require.ErrorIs(t, err, ledger.ErrConflict)
 	}
+}
+
+// ownerOf is l's identity, the owner an engine with l as Config.Packets
+// records in its campaigns.
+func ownerOf(t *testing.T, l interface {
+	Identity(context.Context) (string, error)
+}) string {
+	t.Helper()
+	id, err := l.Identity(context.Background())
+	require.NoError(t, err)
+	return id
 }

@@ -88,7 +88,7 @@ type stateCollector struct {
 	scrapeCache // the Redis part of a scrape
 
 	batch, poolPackets, poolCents, lag, oldest, dead, conflicts, fsync, scrapeErr *prometheus.Desc
-	transfers, moved, refused, failures                                           *prometheus.Desc
+	transfers, moved, refused, failures, foreign                                  *prometheus.Desc
 	lagCents, campLag, campLagCents                                               *prometheus.Desc
 	paused                                                                        *prometheus.Desc
 	waitShort, waitReplicas, waitAcked                                            *prometheus.Desc
@@ -113,6 +113,7 @@ func newStateCollector(e Engine, store Store, backlog Settlement, st func() sett
 		conflicts:    d("hongbao_settlement_conflicts_total", "Grants the ledger refused as conflicting (incidents), by this process's worker.", nil, nil),
 		failures:     d("hongbao_settlement_failures_total", "Settlement passes that failed on Redis or the ledger and were retried after a backoff, by this process's worker.", nil, nil),
 		refused:      d("hongbao_settlement_refused_total", "Entries and refunds the ledger refused as impossible (after the refund, beyond the escrow, a refund disagreeing with the grants), by this process's worker.", nil, nil),
+		foreign:      d("hongbao_settlement_foreign_total", "Settlement passes over campaigns that record another owner (ledger or sink) than this process's: skipped, never settled here. Another deployment shares the namespace.", nil, nil),
 		fsync:        d("hongbao_redis_fsync_always", "1 when Redis has appendonly yes and appendfsync always, else 0.", nil, nil),
 		scrapeErr:    d("hongbao_state_scrape_errors", "1 when reading the campaign state from Redis failed in this scrape.", nil, nil),
 		waitShort:    d("hongbao_wait_short_total", "WAITs that fewer replicas than --wait-replicas acknowledged in time (a replica behind or missing; the call answers outcome_unknown), by the operation they followed (grab, reserve, confirm, cancel, held, transfer, pause, block).", []string{"op"}, nil),
@@ -124,7 +125,7 @@ func newStateCollector(e Engine, store Store, backlog Settlement, st func() sett
 // Describe implements prometheus.Collector.
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.batch, s.poolPackets, s.poolCents, s.lag, s.oldest, s.dead, s.conflicts, s.fsync, s.scrapeErr, s.transfers, s.moved, s.refused,
-		s.lagCents, s.campLag, s.campLagCents, s.failures, s.paused, s.waitShort, s.waitReplicas, s.waitAcked} {
+		s.lagCents, s.campLag, s.campLagCents, s.failures, s.foreign, s.paused, s.waitShort, s.waitReplicas, s.waitAcked} {
 		ch <- d
 	}
 }
@@ -151,6 +152,7 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(s.conflicts, prometheus.CounterValue, float64(st.Conflicts))
 		ch <- prometheus.MustNewConstMetric(s.refused, prometheus.CounterValue, float64(st.Refused))
 		ch <- prometheus.MustNewConstMetric(s.failures, prometheus.CounterValue, float64(st.Failures))
+		ch <- prometheus.MustNewConstMetric(s.foreign, prometheus.CounterValue, float64(st.Foreign))
 	}
 	for _, m := range s.redisState() {
 		ch <- m

@@ -115,6 +115,10 @@ type Terms struct {
 	// any packet may have been popped, and a rebuild holds out every one
 	// no record places.
 	Block int64 `json:"block,omitempty"`
+	// Owner is the identity of the ledger or sink the campaign settles
+	// into, as it recorded at create (hongbao.Config.Owner) or an
+	// operator changed it since; "" for none. A rebuild restores it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Mismatch is a grant that disagrees with the campaign's packets: no

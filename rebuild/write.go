@@ -1,6 +1,7 @@
 package rebuild
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -203,7 +204,7 @@ var owned = func() map[string]bool {
 		"created_at", "granted_count", "granted_cents", "refunded_cents", "close_reason", "closed_at", "load_token",
 		"staged_count", "staged_cents", "shards", "shard", "base_count", "base_cents", "in_count", "in_cents",
 		"out_count", "out_cents", "xfer_seq", "lost_count", "lost_cents", "rebuilt_at", "rebuild_token",
-		"rebuild_from", "rebuild_swapped", "block", "sealed", redisstore.LedgerFence} {
+		"rebuild_from", "rebuild_swapped", "block", "sealed", redisstore.LedgerFence, redisstore.OwnerField} {
 		m[f] = true
 	}
 	return m
@@ -243,8 +244,10 @@ func (r *run) meta(k int) redisstore.RebuiltMeta {
 			BaseCents: sh.grantedCents + sh.poolCents + sh.lostCents}
 	}
 	if k == 0 {
+		// The owner a surviving root records wins over the terms': an
+		// operator's change reaches the terms after Redis.
 		m.Terms = &redisstore.Terms{Total: t.Total, Count: t.Count, Min: t.Min, Max: t.Max,
-			Split: t.Split, Seed: t.Seed, Funding: t.Funding}
+			Split: t.Split, Seed: t.Seed, Funding: t.Funding, Owner: cmp.Or(r.rootMeta[redisstore.OwnerField], t.Owner)}
 	}
 	return m
 }

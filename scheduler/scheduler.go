@@ -44,15 +44,18 @@ type Config struct {
 	// only catch what a lost message missed.
 	Settle settle.Config
 	// Engine, if not nil, is the engine of this process: the scheduler
-	// runs its discount reaper while it holds the lease, publishes its
-	// grants on WakeChannel (see Publisher) so that the scheduler, here or
-	// in another process, settles them at once rather than at its next
-	// idle poll, and applies MaxBacklog to its grabs.
-	// Default nil: settlement only (hongbao settle).
+	// publishes its grants on the wake channel (see Publisher) so that
+	// the scheduler, here or in another process, settles them at once
+	// rather than at its next idle poll, and applies MaxBacklog to its
+	// grabs. Its namespace and owner must be the settlement's (New and
+	// Start refuse others). Default nil: no engine in this process
+	// (hongbao settle); settlement, closing, refunds and the discount
+	// reaper run all the same.
 	Engine *hongbao.Engine
 	// LeaseName names the lease: processes with the same name in one
-	// namespace (Settle.Namespace) of one Redis elect one scheduler, or with Parts above 1 share the parts of
-	// one deployment. Default "scheduler".
+	// namespace (Settle.Namespace) of one Redis elect one scheduler, or
+	// with Parts above 1 share the parts of one deployment. Default
+	// "scheduler".
 	LeaseName string
 	// Parts is the number of parts P of the deployment's settlement, the
 	// same in every process of it (a process that finds a live one
@@ -66,8 +69,10 @@ type Config struct {
 	// LeaseTTL is how long after its holder dies another process takes
 	// over. Default leader.DefaultTTL (10s).
 	LeaseTTL time.Duration
-	// ReapEvery is how often the discount reaper expires reservations
-	// whose hold has passed. Default 1s.
+	// ReapEvery is how often the discount reaper (settle.Worker.Reap)
+	// expires the reservations whose hold has passed, in the campaigns
+	// the settlement owns, while this process holds the lease (with
+	// parts, part 0). Default 1s.
 	ReapEvery time.Duration
 	// StopGrace is how long Stop (or the loss of the lease) lets the
 	// settlement pass in flight finish before cancelling it. Default 10s.
@@ -242,6 +247,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if s.cancel != nil {
 		return errors.New("scheduler: already started")
 	}
+	if err := s.checkOwner(ctx); err != nil {
+		return err
+	}
 	if err := s.checkParts(ctx); err != nil {
 		return err
 	}
@@ -279,6 +287,31 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		defer close(s.done)
 		wg.Wait()
 	}()
+	return nil
+}
+
+// checkOwner refuses to start a scheduler whose engine records another
+// owner in its campaigns than the one the worker settles for: none of the
+// engine's campaigns would ever be settled here. An identity that cannot
+// be read yet (the ledger down) is left to the passes, which read it again.
+func (s *Scheduler) checkOwner(ctx context.Context) error {
+	e := s.cfg.Engine
+	if e == nil {
+		return nil
+	}
+	mine, err := s.worker.Owner(ctx)
+	if err != nil {
+		s.log.Warn("scheduler: cannot read the settlement's owner yet; going on", "err", err)
+		return nil
+	}
+	theirs, err := e.Owner(ctx)
+	if err != nil {
+		s.log.Warn("scheduler: cannot read the engine's owner yet; going on", "err", err)
+		return nil
+	}
+	if theirs != "" && mine != theirs {
+		return fmt.Errorf("scheduler: the engine records owner %q in its campaigns and the settlement settles for %q: none of the engine's campaigns would be settled (set hongbao.Config.Owner and settle.Config.Owner alike, or leave both to the ledger)", theirs, mine)
+	}
 	return nil
 }
 
@@ -395,13 +428,21 @@ func (s *Scheduler) lease(ctx context.Context, t leader.Term) {
 	s.log.Info("scheduler lease released: settlement stopped after its current pass")
 }
 
-// reap runs the engine's discount reaper, if there is an engine, until
-// ctx ends.
+// reap runs the discount reaper (settle.Worker.Reap: the campaigns this
+// deployment owns) every ReapEvery until ctx ends, with or without an
+// Engine: hongbao settle reaps as serve does.
 func (s *Scheduler) reap(ctx context.Context) {
-	if e := s.cfg.Engine; e != nil {
-		e.Discounts().RunReaper(ctx, s.cfg.ReapEvery, func(err error) {
+	t := time.NewTicker(s.cfg.ReapEvery)
+	defer t.Stop()
+	for {
+		if _, err := s.worker.Reap(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("discount reaper: a round failed; the next tries again", "err", err)
-		})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

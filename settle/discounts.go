@@ -54,7 +54,7 @@ func (w *Worker) discountSink() (DiscountSink, bool) {
 // fundDiscount writes the fund entry of discount campaign id: its budget,
 // from its funding account, into its escrow.
 func (w *Worker) fundDiscount(ctx context.Context, id string, root redisstore.Snapshot) error {
-	return w.fundLedger(ctx, ledger.Campaign{ID: ledger.DiscountCampaign(id), Funding: root.Meta["funding"], Total: atoi(root.Meta["budget"])})
+	return w.fundLedger(owned(ctx, root), ledger.Campaign{ID: ledger.DiscountCampaign(id), Funding: root.Meta["funding"], Total: atoi(root.Meta["budget"])})
 }
 
 // discount settles what it can of discount campaign id: every shard's
@@ -66,7 +66,7 @@ func (w *Worker) discount(ctx context.Context, id string) (work int, unsettled i
 		return 0, 0, false, nil
 	}
 	_, root := w.holds(id, 0)
-	v, work, open, done, err := begin(ctx, w, id, root, "discount", "discount campaign", w.store.ReadDiscount,
+	v, work, open, done, err := begin(ctx, w, id, root, w.store.NS().DiscountShardKeys(id, 1, 0).Keys(), "discount", "discount campaign", w.store.ReadDiscount,
 		func(ctx context.Context) error { return w.store.UnregisterDiscount(ctx, id, nil, 0) }, w.retireDiscount)
 	if done {
 		return work, 0, open, err

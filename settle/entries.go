@@ -41,7 +41,7 @@ func atoi(s string) int64 {
 // from its meta in Redis: the first to touch a campaign in the ledger funds
 // it.
 func (w *Worker) fund(ctx context.Context, id string, snap redisstore.Snapshot) error {
-	return w.fundLedger(ctx, ledger.Campaign{ID: id, Funding: snap.Meta["funding"], Total: atoi(snap.Meta["total"])})
+	return w.fundLedger(owned(ctx, snap), ledger.Campaign{ID: id, Funding: snap.Meta["funding"], Total: atoi(snap.Meta["total"])})
 }
 
 // fundLedger writes the fund entry of c once per worker (the ledger makes
@@ -168,11 +168,12 @@ func entryOf(es []redisstore.Entry, is func(redisstore.StreamGrant) bool) string
 }
 
 // fenced returns ctx carrying the ledger fence of the campaign whose root
-// is root, as read before the entries to write: a rebuild that replaced
+// is root, as read before the entries to write (a rebuild that replaced
 // the campaign in Redis since has raised the ledger's, and the ledger
-// refuses the write (ledger.ErrFenced).
+// refuses the write: ledger.ErrFenced), and the owner it records (a
+// ledger that is not it refuses the write: ledger.ErrForeign).
 func fenced(ctx context.Context, root redisstore.Snapshot) context.Context {
-	return ledger.WithFence(ctx, root.Int(redisstore.LedgerFence))
+	return owned(ledger.WithFence(ctx, root.Int(redisstore.LedgerFence)), root)
 }
 
 // applyFailed handles a failed write of entries: an outage keeps them
@@ -181,7 +182,9 @@ func fenced(ctx context.Context, root redisstore.Snapshot) context.Context {
 // A batch fenced off by a rebuild stays pending: the pass fails, and the
 // next one reads the campaign, its fence and its pending entries again.
 func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entry, err error) error {
-	if ctx.Err() != nil || errors.Is(err, ledger.ErrFenced) {
+	if ctx.Err() != nil || errors.Is(err, ledger.ErrFenced) || errors.Is(err, ledger.ErrForeign) {
+		// A foreign refusal is the ledger's own check of what own()
+		// decided: Config.Owner names another ledger than Config.Ledger.
 		return err
 	}
 	if perr := w.sink.Ping(ctx); perr != nil {

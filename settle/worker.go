@@ -70,6 +70,12 @@ type Sink interface {
 type Config struct {
 	// Redis is the client of the Redis the campaigns live in. Required.
 	Redis rueidis.Client
+	// Owner is the identity this worker settles for: it settles, closes,
+	// refunds and reaps only the campaigns that record it as their owner
+	// (hongbao.Config.Owner), and claims those that record none (see
+	// owner.go). Default: the Identity of the Ledger or of the Sink when
+	// it has one (a webhook.Sink does).
+	Owner string
 	// Namespace is the deployment's namespace in Redis: the worker
 	// settles the campaigns of this namespace only. It must be the
 	// namespace of the engines that create them (hongbao.Config.Namespace).
@@ -172,6 +178,12 @@ type Stats struct {
 	// RolledUp counts campaigns whose users' balances the worker rolled
 	// up in the ledger (RollUps), after their refund.
 	RolledUp int64
+	// Foreign counts the passes over campaigns that record another owner
+	// than this worker's (Config.Owner): skipped, never settled. A
+	// deployment sharing a namespace with another by mistake.
+	Foreign int64
+	// Reaped counts the discount reservations the worker expired (Reap).
+	Reaped int64
 }
 
 // Worker settles campaigns. Use New, then Start and Stop, or Pass / Drain.
@@ -188,11 +200,14 @@ type Worker struct {
 	funded  map[string]bool
 	claimAt map[stream]string // where the last reclaim stopped
 	swept   map[stream]int64  // the term of its part when last swept
+	// foreignOf: the campaigns found foreign, and their owner, logged once.
+	foreignOf map[string]string
+	ownerID   atomic.Pointer[string] // Owner, once read
 
 	draining atomic.Bool // Drain runs: count what other processes' parts hold too
 
 	grants, replayed, entries, conflicts, malformed, deleted, refunds, failures atomic.Int64
-	discounts, refused, rolledUp                                                atomic.Int64
+	discounts, refused, rolledUp, foreign, reaped                               atomic.Int64
 	noDiscounts                                                                 sync.Once // warned that the sink takes no discounts
 
 	// failing is set while passes fail: the next pass then pings the
@@ -277,7 +292,8 @@ func New(cfg Config) (*Worker, error) {
 	}
 	return &Worker{
 		cfg: cfg, store: store, sink: sink, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
-		funded: map[string]bool{}, claimAt: map[stream]string{}, swept: map[stream]int64{}, wake: make(chan struct{}, 1),
+		funded: map[string]bool{}, claimAt: map[stream]string{}, swept: map[stream]int64{}, foreignOf: map[string]string{},
+		wake: make(chan struct{}, 1),
 		rollWake: make(chan struct{}, 1),
 	}, nil
 }
@@ -288,7 +304,7 @@ func (w *Worker) Stats() Stats {
 		Grants: w.grants.Load(), Replayed: w.replayed.Load(), Entries: w.entries.Load(),
 		Conflicts: w.conflicts.Load(), Malformed: w.malformed.Load(), Deleted: w.deleted.Load(),
 		Refunds: w.refunds.Load(), Failures: w.failures.Load(), Discounts: w.discounts.Load(),
-		Refused: w.refused.Load(), RolledUp: w.rolledUp.Load(),
+		Refused: w.refused.Load(), RolledUp: w.rolledUp.Load(), Foreign: w.foreign.Load(), Reaped: w.reaped.Load(),
 	}
 }
 
@@ -513,6 +529,7 @@ func (w *Worker) forget(ids, dids []string) {
 	maps.DeleteFunc(w.funded, func(id string, _ bool) bool { return !live[id] })
 	maps.DeleteFunc(w.claimAt, func(s stream, _ string) bool { return !live[s.campaign] })
 	maps.DeleteFunc(w.swept, func(s stream, _ int64) bool { return !live[s.campaign] })
+	maps.DeleteFunc(w.foreignOf, func(id string, _ string) bool { return !live[id] })
 }
 
 // only keeps the ids of Config.Only, when it is set.
@@ -575,7 +592,7 @@ func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 // shard is closed and drained.
 func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled int64, open bool, err error) {
 	_, root := w.holds(id, 0)
-	v, work, open, done, err := begin(ctx, w, id, root, "campaign", "campaign", w.store.Read,
+	v, work, open, done, err := begin(ctx, w, id, root, w.store.NS().CampaignKeys(id), "campaign", "campaign", w.store.Read,
 		func(ctx context.Context) error { return w.store.Unregister(ctx, id, nil, 0) }, w.retire)
 	if done {
 		return work, 0, open, err
@@ -616,12 +633,13 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 
 // begin is what a pass does first with a campaign of either kind: read
 // reads it; a registered campaign whose meta is gone (expired or deleted)
-// is unregistered, one still loading waits, and a settled one is retired,
-// each by the worker that holds the root's part (root). When done is
+// is unregistered, one still loading waits, one owned by another ledger
+// or sink is left alone (own; rk are the root's keys), and a settled one
+// is retired, each by the worker that holds the root's part (root). When done is
 // false the caller settles v; when it is true, the pass of this campaign
 // is over with work, open and err. kind is the log's key of the id, name
 // its word for the campaign.
-func begin[V interface{ Root() redisstore.Snapshot }](ctx context.Context, w *Worker, id string, root bool, kind, name string,
+func begin[V interface{ Root() redisstore.Snapshot }](ctx context.Context, w *Worker, id string, root bool, rk redisstore.Keys, kind, name string,
 	read func(context.Context, string) (V, error), unregister func(context.Context) error,
 	retire func(context.Context, V) error) (v V, work int, open, done bool, err error) {
 	v, err = read(ctx, id)
@@ -635,9 +653,15 @@ func begin[V interface{ Root() redisstore.Snapshot }](ctx context.Context, w *Wo
 	if err != nil {
 		return v, 0, true, true, err
 	}
-	switch v.Root().Meta["state"] {
-	case "loading":
+	if v.Root().Meta["state"] == "loading" {
 		return v, 0, true, true, nil
+	}
+	// Another deployment's campaign is none of this pass's business: not
+	// open, no work, nothing unsettled (a drain would wait for it forever).
+	if mine, err := w.own(ctx, id, v.Root(), rk); err != nil || !mine {
+		return v, 0, false, true, err
+	}
+	switch v.Root().Meta["state"] {
 	case "settled":
 		if !root {
 			return v, 0, false, true, nil

@@ -43,7 +43,7 @@ func (c *reconcileCmd) webhookFlags() error {
 
 // openSink opens the webhook, then Redis.
 func (c *reconcileCmd) openSink(ctx context.Context) (err error) {
-	if c.sink, err = openWebhook(c.hook, c.hookSecret); err != nil {
+	if c.sink, err = openWebhook(c.hook, c.hookSecret, c.hookName); err != nil {
 		return err
 	}
 	if c.conn, err = c.redis.dial(ctx); err != nil {

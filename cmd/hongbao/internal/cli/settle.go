@@ -70,6 +70,8 @@ type settleCmd struct {
 	drain, asJSON           bool
 	redrive, consumer, only string
 	retention, waitTimeout  time.Duration
+	reapEvery               time.Duration
+	hookName                string
 	leaseTTL                time.Duration
 	lease, otlpEndpoint     string
 	config                  string
@@ -88,6 +90,8 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
 	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
 	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
+	fs.StringVar(&c.hookName, "webhook-name", "", "the name of the wallet the webhook pays, the owner its campaigns record (the engines' hongbao.Config.Owner); default: webhook:<the URL without credentials or query>")
+	fs.DurationVar(&c.reapEvery, "reap-every", time.Second, "how often the holder of the lease expires discount reservations whose hold has passed")
 	fs.BoolVar(&c.drain, "drain", false, "exit once nothing is pending or undelivered (closed campaigns are refunded and settled on the way)")
 	fs.StringVar(&c.redrive, "redrive", "", "first put the dead grants of this campaign back into its stream (after fixing their cause)")
 	fs.StringVar(&c.consumer, "consumer", "", "consumer name in the settle group; must be stable across restarts (default: host name)")
@@ -119,6 +123,9 @@ func (c *settleCmd) parseFlags(args []string) error {
 	c.leaseTTL = c.leaseTTL.Truncate(time.Millisecond)
 	if c.parts < 1 || c.parts > scheduler.MaxParts {
 		return usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, c.parts)
+	}
+	if c.reapEvery < 10*time.Millisecond {
+		return usageErrorf("--reap-every must be at least 10ms")
 	}
 	if c.retention <= 0 {
 		return usageErrorf("--retention must be positive, not %s", c.retention)
@@ -155,7 +162,7 @@ func (c *settleCmd) open(ctx context.Context) error {
 	cfg := settle.Config{Namespace: c.redis.ns, Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
 		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout, Tracer: tr}
 	if c.hook != "" {
-		sink, err := openWebhook(c.hook, c.hookSecret)
+		sink, err := openWebhook(c.hook, c.hookSecret, c.hookName)
 		if err != nil {
 			return err
 		}
@@ -174,7 +181,8 @@ func (c *settleCmd) open(ctx context.Context) error {
 	}
 	c.deferClose(conn.Close)
 	cfg.Redis = conn.Client
-	c.sched, err = scheduler.New(scheduler.Config{Settle: cfg, LeaseName: c.lease, LeaseTTL: c.leaseTTL, Parts: c.parts, Logger: log})
+	c.sched, err = scheduler.New(scheduler.Config{Settle: cfg, LeaseName: c.lease, LeaseTTL: c.leaseTTL, Parts: c.parts,
+		ReapEvery: c.reapEvery, Logger: log})
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -239,7 +247,7 @@ func (c *settleCmd) report(st settle.Stats, took, rollTook time.Duration) {
 	}
 }
 
-func openWebhook(url, secretFile string) (*webhook.Sink, error) {
+func openWebhook(url, secretFile, name string) (*webhook.Sink, error) {
 	if secretFile == "" {
 		return nil, usageErrorf("--webhook needs --webhook-secret-file")
 	}
@@ -247,7 +255,7 @@ func openWebhook(url, secretFile string) (*webhook.Sink, error) {
 	if err != nil {
 		return nil, usageErrorf("--webhook-secret-file: %v", err)
 	}
-	sink, err := webhook.New(webhook.Config{URL: url, Secret: bytes.TrimSpace(b)})
+	sink, err := webhook.New(webhook.Config{URL: url, Secret: bytes.TrimSpace(b), Name: name})
 	if err != nil {
 		return nil, usageErrorf("--webhook: %v", err)
 	}
@@ -264,6 +272,7 @@ type reconcileCmd struct {
 	discount         string
 	dsn              string
 	hook, hookSecret string
+	hookName         string
 	asJSON           bool
 	balances         bool
 	conn             *redisConn
@@ -283,6 +292,7 @@ func (c *reconcileCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
 	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, ask the host's wallet at this URL what it holds of the campaign (a signed totals event) and compare that with Redis")
 	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
+	fs.StringVar(&c.hookName, "webhook-name", "", "the name of the wallet the webhook pays, as settle --webhook-name gives it; default: webhook:<the URL without credentials or query>")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
 	setUsage(fs, c.env, reconcileUsage)
 	operands, err := parseOperands(fs, c.env, args)

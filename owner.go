@@ -1,0 +1,157 @@
+package hongbao
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hongbao/hongbao/internal/redisstore"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// Identified names what a deployment's campaigns settle into: its
+// Identity is what a campaign records as its owner (Config.Owner). A
+// ledger.Ledger is one (an id created in the ledger when it was first
+// migrated), and so is a webhook.Sink (the name of the wallet it pays).
+type Identified interface {
+	Identity(ctx context.Context) (string, error)
+}
+
+// ErrOwner: the campaign records another owner than the one the call
+// expected (SetOwner). The typed *OwnerError says which.
+var ErrOwner = sentinel("campaign has another owner")
+
+// OwnerError is an ErrOwner with the owner the campaign records and the
+// one the call expected.
+type OwnerError struct {
+	Campaign string
+	Owner    string // the owner the campaign records ("" for none)
+	Expected string // the owner the call expected
+}
+
+func (e *OwnerError) Error() string { return "hongbao: " + e.bare() }
+func (e *OwnerError) bare() string {
+	return fmt.Sprintf("campaign %s is owned by %q, not %q", e.Campaign, e.Owner, e.Expected)
+}
+
+// Unwrap makes errors.Is(err, ErrOwner) hold.
+func (e *OwnerError) Unwrap() error { return ErrOwner }
+
+// OwnerChange is an operator's change of a campaign's owner (SetOwner):
+// a campaign created with the wrong owner, or a deployment moved to
+// another ledger. The scheduler of the new owner settles what is left to
+// settle into its own ledger or sink; what the old one settled stays
+// there (reconcile both).
+type OwnerChange struct {
+	// From is the owner the campaign records now ("" for none): the
+	// change is refused (ErrOwner) when it records another, so two
+	// operators never undo each other's change unknowingly.
+	From string
+	// To is the new owner (ValidateOwner).
+	To string
+	// Reason says why, for whoever reads the campaign next: it is
+	// recorded in the campaign with the previous owner and the time.
+	// Required.
+	Reason string
+}
+
+func (c OwnerChange) check() error {
+	if err := ValidateOwner(c.To); err != nil {
+		return err
+	}
+	if c.From != "" {
+		if err := ValidateOwner(c.From); err != nil {
+			return err
+		}
+	}
+	if c.Reason == "" {
+		return errors.New("hongbao: an owner change needs a reason")
+	}
+	return nil
+}
+
+// Owner is the owner the engine records in the campaigns it creates:
+// Config.Owner, else the Identity of Config.Packets when it has one (read
+// once, then kept), else "" (campaigns record none).
+func (e *Engine) Owner(ctx context.Context) (string, error) {
+	if e.cfg.Owner != "" {
+		return e.cfg.Owner, nil
+	}
+	id, ok := e.cfg.Packets.(Identified)
+	if !ok {
+		return "", nil
+	}
+	if o := e.ownerID.Load(); o != nil {
+		return *o, nil
+	}
+	o, err := id.Identity(ctx)
+	if err != nil {
+		return "", fmt.Errorf("hongbao: read the identity of Config.Packets: %w", err)
+	}
+	if err := ValidateOwner(o); err != nil {
+		return "", fmt.Errorf("hongbao: the identity of Config.Packets: %w", err)
+	}
+	e.ownerID.Store(&o)
+	return o, nil
+}
+
+// SetOwner changes the owner red packet campaign id records, as an
+// operator's explicit action: from ch.From to ch.To, with ch.Reason
+// recorded beside it. It returns the campaign's status after the change.
+// The scheduler of the new owner takes the campaign over at its next
+// pass; the old one no longer touches it. When Config.Packets keeps
+// terms, the recorded terms get the new owner too, so a rebuild restores
+// it. Changing to the owner the campaign already records changes nothing.
+func (e *Engine) SetOwner(ctx context.Context, id string, ch OwnerChange) (*Status, error) {
+	if err := e.setOwner(ctx, "set owner", id, e.store.NS().CampaignKeys(id), ch); err != nil {
+		return nil, err
+	}
+	return e.Status(ctx, id)
+}
+
+// SetOwner is Engine.SetOwner for discount campaign id.
+func (ds Discounts) SetOwner(ctx context.Context, id string, ch OwnerChange) (*DiscountStatus, error) {
+	e := ds.e
+	if err := e.setOwner(ctx, "set discount owner", id, e.store.NS().DiscountShardKeys(id, 1, 0).Keys(), ch); err != nil {
+		return nil, err
+	}
+	return ds.Status(ctx, id)
+}
+
+// setOwner runs owner.lua on the root of campaign id, then records the
+// new owner in the terms (red packet campaigns only: a discount
+// campaign's terms are its meta). A change whose terms write fails is
+// done in Redis already; a retry finds the new owner and writes the terms.
+func (e *Engine) setOwner(ctx context.Context, op, id string, root redisstore.Keys, ch OwnerChange) error {
+	if err := ValidateCampaignID(id); err != nil {
+		return err
+	}
+	if err := ch.check(); err != nil {
+		return opErr(op, id, err)
+	}
+	now, ok, err := e.store.SetOwner(ctx, root, ch.From, ch.To, ch.Reason)
+	if err != nil {
+		return opErr(op, id, mapStoreErr(err))
+	}
+	if !ok {
+		return opErr(op, id, &OwnerError{Campaign: id, Owner: now, Expected: ch.From})
+	}
+	if e.terms == nil || root.Tag != e.store.NS().CampaignKeys(id).Tag {
+		return nil
+	}
+	t, err := e.terms.Terms(ctx, id)
+	if errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) {
+		return nil // created before the terms were recorded: nothing to add to
+	}
+	if err != nil {
+		return opErr(op, id, fmt.Errorf("read the terms: %w", err))
+	}
+	if t.Owner == ch.To {
+		return nil
+	}
+	t.Owner = ch.To
+	if err := e.terms.WriteTerms(ctx, id, t); err != nil {
+		return opErr(op, id, fmt.Errorf("record the owner in the terms: %w", err))
+	}
+	return nil
+}
