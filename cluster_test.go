@@ -38,8 +38,9 @@ type onCluster struct {
 // a client given one node's address: a campaign's whole life with one shard
 // and with three (every campaign script), the keys outside campaigns
 // (the campaign index, the request counter, atomicop's scripts and the
-// leader's lease), a rain over three masters, and a rain during which a
-// shard's slot migrates to another master.
+// leader's lease), a rain over three masters, a rain during which a
+// shard's slot migrates to another master, and two deployments in two
+// namespaces settling campaigns of the same id each into its own ledger.
 func TestOnCluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.NewCluster(t, testenv.ClusterOptions{})
@@ -52,6 +53,7 @@ func TestOnCluster(t *testing.T) {
 	t.Run("RainOverThreeMasters", oc.rainOverMasters)
 	t.Run("MigrationDuringRain", oc.migration)
 	t.Run("PauseAndBlockOverThreeMasters", oc.pauseAndBlock)
+	t.Run("TwoNamespaces", oc.twoNamespaces)
 }
 
 // pauseAndBlock: a campaign over three masters pauses on every one of

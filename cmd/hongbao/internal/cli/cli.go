@@ -57,6 +57,7 @@ var commands = []struct {
 	{"demo", "run a simulated red packet rain end to end and check the invariants", newDemoCmd},
 	{"discount-demo", "run a simulated payment rush on a discount campaign end to end and check the invariants", newDiscountDemoCmd},
 	{"migrate", "create a ledger, or apply the migrations it lacks, and print its identity and schema version", newMigrateCmd},
+	{"owner", "read or change the owner a campaign records: the ledger or webhook wallet it settles into", newOwnerCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
 	{"rebuild", "restore a campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
 	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant; --balances: every ledger balance with its journal", newReconcileCmd},

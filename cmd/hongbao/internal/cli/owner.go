@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+const ownerUsage = `Usage: hongbao owner --redis URL [--namespace NS] [--discount] ID
+       hongbao owner --redis URL [--namespace NS] [--discount] ID --set NEW --from OLD --reason TEXT [--ledger DSN]
+
+Prints the owner a campaign records: the identity of the ledger ("ledger-"
+and 32 hex digits, hongbao migrate prints it) or of the webhook wallet
+(settle --webhook-name) it settles into. A scheduler settles, refunds and
+reaps only the campaigns it owns; another's are counted in
+hongbao_settlement_foreign_total and never paid (docs/operations.md, Sharing
+a Redis).
+
+With --set, changes it, as an operator's explicit action: from --from (the
+owner it records now; "" for none), which must match, to --set, recording
+--reason, the previous owner and the time in the campaign. The scheduler of
+the new owner settles what is left to settle from its next pass; what the
+old one settled stays in its ledger. With --ledger, the campaign's terms
+recorded there (what a rebuild restores) get the new owner too.
+
+Flags:`
+
+// ownerCmd is "hongbao owner": read or change the owner a campaign records.
+type ownerCmd struct {
+	base
+	redis            redisFlags
+	id, dsn          string
+	discount, asJSON bool
+	to, from, reason string
+	fromSet          bool
+	conn             *redisConn
+	led              ledger.Ledger
+	eng              *hongbao.Engine
+}
+
+func newOwnerCmd(env *IO) command { return &ownerCmd{base: base{env: env}} }
+
+func (c *ownerCmd) parseFlags(args []string) error {
+	fs := newFlagSet("owner", c.env)
+	c.redis.declare(fs, "required", false)
+	c.redis.declarePassword(fs)
+	c.redis.declareNamespace(fs)
+	fs.BoolVar(&c.discount, "discount", false, "ID is a discount campaign")
+	fs.StringVar(&c.to, "set", "", "the new owner: a ledger's identity or a webhook wallet's name")
+	fs.StringVar(&c.from, "from", "", "with --set: the owner the campaign records now (\"\" for none); the change is refused if it records another")
+	fs.StringVar(&c.reason, "reason", "", "with --set: why, recorded in the campaign (required)")
+	fs.StringVar(&c.dsn, "ledger", "", "with --set: the ledger that holds the campaign's terms, to record the new owner there too (sqlite:PATH or postgres://...)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the campaign's owner as JSON")
+	setUsage(fs, c.env, ownerUsage)
+	operands, err := parseOperands(fs, c.env, args)
+	if err != nil {
+		return err
+	}
+	if len(operands) != 1 {
+		return usageErrorf("give one campaign id")
+	}
+	c.id = operands[0]
+	c.fromSet = given(fs)["from"]
+	if err := hongbao.ValidateCampaignID(c.id); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if c.to == "" {
+		if c.fromSet || c.reason != "" || c.dsn != "" {
+			return usageErrorf("--from, --reason and --ledger go with --set")
+		}
+	} else {
+		if err := hongbao.ValidateOwner(c.to); err != nil {
+			return usageErrorf("--set: %v", err)
+		}
+		if !c.fromSet {
+			return usageErrorf("--set needs --from, the owner the campaign records now (\"\" for none)")
+		}
+		if c.reason == "" {
+			return usageErrorf("--set needs --reason")
+		}
+	}
+	if err := c.redis.checkNamespace(); err != nil {
+		return err
+	}
+	return c.redis.require()
+}
+
+func (c *ownerCmd) open(ctx context.Context) (err error) {
+	if c.dsn != "" {
+		if c.led, err = openExistingLedger(ctx, c.dsn); err != nil {
+			return err
+		}
+		c.deferClose(func() { _ = c.led.Close() })
+	}
+	if c.conn, err = c.redis.dial(ctx); err != nil {
+		return err
+	}
+	c.deferClose(c.conn.Close)
+	cfg := hongbao.Config{Redis: c.conn.Client, Namespace: c.redis.ns}
+	if c.led != nil {
+		// The ledger is here for its terms, not to give new campaigns an
+		// owner: this engine creates none.
+		cfg.Packets = c.led
+	}
+	c.eng, err = hongbao.New(cfg)
+	return err
+}
+
+// ownerReport is what owner prints as JSON.
+type ownerReport struct {
+	Campaign string `json:"campaign"`
+	Kind     string `json:"kind"`
+	Owner    string `json:"owner"`
+	Changed  bool   `json:"changed"`
+}
+
+func (c *ownerCmd) run(ctx context.Context) error {
+	rep := ownerReport{Campaign: c.id, Kind: "red_packet"}
+	if c.discount {
+		rep.Kind = "discount"
+	}
+	var err error
+	if c.to == "" {
+		rep.Owner, err = c.read(ctx)
+	} else {
+		rep.Owner, err = c.change(ctx)
+		rep.Changed = err == nil
+	}
+	if errors.Is(err, hongbao.ErrCampaignNotFound) || errors.Is(err, hongbao.ErrOwner) {
+		return &exitError{code: 1, err: err}
+	}
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return json.NewEncoder(c.env.Stdout).Encode(rep)
+	}
+	owner := rep.Owner
+	if owner == "" {
+		owner = "(none: the first scheduler to settle it claims it)"
+	}
+	verb := "is owned by"
+	if rep.Changed {
+		verb = "is now owned by"
+	}
+	fmt.Fprintf(c.env.Stdout, "%s %s %s\n", c.id, verb, owner)
+	return nil
+}
+
+func (c *ownerCmd) read(ctx context.Context) (string, error) {
+	if c.discount {
+		st, err := c.eng.Discounts().Status(ctx, c.id)
+		if err != nil {
+			return "", err
+		}
+		return st.Owner, nil
+	}
+	st, err := c.eng.Status(ctx, c.id)
+	if err != nil {
+		return "", err
+	}
+	return st.Owner, nil
+}
+
+func (c *ownerCmd) change(ctx context.Context) (string, error) {
+	ch := hongbao.OwnerChange{From: c.from, To: c.to, Reason: c.reason}
+	if c.discount {
+		st, err := c.eng.Discounts().SetOwner(ctx, c.id, ch)
+		if err != nil {
+			return "", err
+		}
+		return st.Owner, nil
+	}
+	st, err := c.eng.SetOwner(ctx, c.id, ch)
+	if err != nil {
+		return "", err
+	}
+	return st.Owner, nil
+}
