@@ -54,7 +54,6 @@ type SinkCounts struct {
 	Unsettled, Dead int64
 }
 
-
 // ReconcileSink compares red packet campaign id in Redis with what sink
 // holds of it (CompareSink): for a sink with no ledger to read grant by
 // grant, such as a host's wallet behind package webhook. It reads only

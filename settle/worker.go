@@ -293,7 +293,7 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, store: store, sink: sink, log: cfg.Logger.With("component", "settle", "consumer", cfg.Consumer),
 		funded: map[string]bool{}, claimAt: map[stream]string{}, swept: map[stream]int64{}, foreignOf: map[string]string{},
-		wake: make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
 		rollWake: make(chan struct{}, 1),
 	}, nil
 }
