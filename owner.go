@@ -17,9 +17,17 @@ type Identified interface {
 	Identity(ctx context.Context) (string, error)
 }
 
-// ErrOwner: the campaign records another owner than the one the call
-// expected (SetOwner). The typed *OwnerError says which.
-var ErrOwner = sentinel("campaign has another owner")
+var (
+	// ErrOwner: the campaign records another owner than the one the call
+	// expected (SetOwner). The typed *OwnerError says which.
+	ErrOwner = sentinel("campaign has another owner")
+	// ErrOwnerSettling: SetOwner found entries of the campaign delivered
+	// to the current owner's settlement and not yet acknowledged. Moved
+	// now, one whose ledger write committed but whose acknowledgement had
+	// not would be settled again into the new owner's ledger: paid twice.
+	// Stop the current owner's scheduler (or let it finish) and retry.
+	ErrOwnerSettling = sentinel("the current owner is settling the campaign")
+)
 
 // OwnerError is an ErrOwner with the owner the campaign records and the
 // one the call expected.
@@ -41,7 +49,10 @@ func (e *OwnerError) Unwrap() error { return ErrOwner }
 // a campaign created with the wrong owner, or a deployment moved to
 // another ledger. The scheduler of the new owner settles what is left to
 // settle into its own ledger or sink; what the old one settled stays
-// there (reconcile both).
+// there (reconcile both). Stop the old owner's settlement first: SetOwner
+// refuses a campaign whose entries it holds unacknowledged
+// (ErrOwnerSettling), and a pass it began before the change may still
+// settle, into the old ledger, what it read.
 type OwnerChange struct {
 	// From is the owner the campaign records now ("" for none): the
 	// change is refused (ErrOwner) when it records another, so two
@@ -53,6 +64,13 @@ type OwnerChange struct {
 	// recorded in the campaign with the previous owner and the time.
 	// Required.
 	Reason string
+	// DespitePending changes the owner even while entries are delivered
+	// to the current owner's settlement and not acknowledged
+	// (ErrOwnerSettling otherwise): for entries the current owner's ledger
+	// refused or never received (a reconcile against it shows which),
+	// which the new owner's worker then takes over. Any of them the
+	// current owner did write is paid twice. Default false.
+	DespitePending bool
 }
 
 func (c OwnerChange) check() error {
@@ -103,7 +121,7 @@ func (e *Engine) Owner(ctx context.Context) (string, error) {
 // terms, the recorded terms get the new owner too, so a rebuild restores
 // it. Changing to the owner the campaign already records changes nothing.
 func (e *Engine) SetOwner(ctx context.Context, id string, ch OwnerChange) (*Status, error) {
-	if err := e.setOwner(ctx, "set owner", id, e.store.NS().CampaignKeys(id), ch); err != nil {
+	if err := e.setOwner(ctx, "set owner", id, false, ch); err != nil {
 		return nil, err
 	}
 	return e.Status(ctx, id)
@@ -111,24 +129,34 @@ func (e *Engine) SetOwner(ctx context.Context, id string, ch OwnerChange) (*Stat
 
 // SetOwner is Engine.SetOwner for discount campaign id.
 func (ds Discounts) SetOwner(ctx context.Context, id string, ch OwnerChange) (*DiscountStatus, error) {
-	e := ds.e
-	if err := e.setOwner(ctx, "set discount owner", id, e.store.NS().DiscountShardKeys(id, 1, 0).Keys(), ch); err != nil {
+	if err := ds.e.setOwner(ctx, "set discount owner", id, true, ch); err != nil {
 		return nil, err
 	}
 	return ds.Status(ctx, id)
 }
 
-// setOwner runs owner.lua on the root of campaign id, then records the
-// new owner in the terms (red packet campaigns only: a discount
-// campaign's terms are its meta). A change whose terms write fails is
-// done in Redis already; a retry finds the new owner and writes the terms.
-func (e *Engine) setOwner(ctx context.Context, op, id string, root redisstore.Keys, ch OwnerChange) error {
+// setOwner runs owner.lua on the root of campaign id (a discount
+// campaign when discount is set), then records the new owner in the
+// terms (red packet campaigns only: a discount campaign's terms are its
+// meta). A change whose terms write fails is done in Redis already; a
+// retry finds the new owner and writes the terms.
+func (e *Engine) setOwner(ctx context.Context, op, id string, discount bool, ch OwnerChange) error {
 	if err := ValidateCampaignID(id); err != nil {
 		return err
 	}
 	if err := ch.check(); err != nil {
 		return opErr(op, id, err)
 	}
+	shards, err := e.shardsOf(ctx, id, discount)
+	if err != nil {
+		return opErr(op, id, mapStoreErr(err))
+	}
+	if !ch.DespitePending {
+		if err := e.settling(ctx, op, id, shards); err != nil {
+			return err
+		}
+	}
+	root := shards[0]
 	now, ok, err := e.store.SetOwner(ctx, root, ch.From, ch.To, ch.Reason)
 	if err != nil {
 		return opErr(op, id, mapStoreErr(err))
@@ -136,7 +164,7 @@ func (e *Engine) setOwner(ctx context.Context, op, id string, root redisstore.Ke
 	if !ok {
 		return opErr(op, id, &OwnerError{Campaign: id, Owner: now, Expected: ch.From})
 	}
-	if e.terms == nil || root.Tag != e.store.NS().CampaignKeys(id).Tag {
+	if e.terms == nil || discount {
 		return nil
 	}
 	t, err := e.terms.Terms(ctx, id)
@@ -152,6 +180,25 @@ func (e *Engine) setOwner(ctx context.Context, op, id string, root redisstore.Ke
 	t.Owner = ch.To
 	if err := e.terms.WriteTerms(ctx, id, t); err != nil {
 		return opErr(op, id, fmt.Errorf("record the owner in the terms: %w", err))
+	}
+	return nil
+}
+
+// settling refuses an owner change while the campaign of shards has
+// stream entries delivered to a settlement worker and not yet
+// acknowledged (ErrOwnerSettling): entries in flight to the old owner's
+// ledger. Entries not delivered yet are the new owner's to settle.
+func (e *Engine) settling(ctx context.Context, op, id string, shards []redisstore.Keys) error {
+	var pending int64
+	for _, k := range shards {
+		b, err := e.store.Backlog(ctx, k)
+		if err != nil {
+			return opErr(op, id, mapStoreErr(err))
+		}
+		pending += b.Pending
+	}
+	if pending > 0 {
+		return opErr(op, id, fmt.Errorf("%w: %d stream entries delivered and not acknowledged; stop or drain the current owner's settlement, then retry", ErrOwnerSettling, pending))
 	}
 	return nil
 }

@@ -52,6 +52,9 @@ func TestLedgerRefusesForeignWrites(t *testing.T) {
 	id, err := l.Identity(ctx)
 	require.NoError(t, err)
 	_, err = eng.SetOwner(ctx, c.ID, hongbao.OwnerChange{From: "wallet:elsewhere", To: id, Reason: "settles into this ledger"})
+	require.ErrorIs(t, err, hongbao.ErrOwnerSettling, "the refused entries are still delivered to the misconfigured worker")
+	_, err = eng.SetOwner(ctx, c.ID, hongbao.OwnerChange{From: "wallet:elsewhere", To: id, Reason: "settles into this ledger",
+		DespitePending: true}) // the ledger refused every one: none was written anywhere
 	require.NoError(t, err)
 	w2, err := settle.New(settle.Config{Redis: r.Client, Ledger: l, Consumer: "w", Logger: quiet(), Only: []string{c.ID}})
 	require.NoError(t, err)

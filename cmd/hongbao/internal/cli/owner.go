@@ -24,8 +24,12 @@ With --set, changes it, as an operator's explicit action: from --from (the
 owner it records now; "" for none), which must match, to --set, recording
 --reason, the previous owner and the time in the campaign. The scheduler of
 the new owner settles what is left to settle from its next pass; what the
-old one settled stays in its ledger. With --ledger, the campaign's terms
-recorded there (what a rebuild restores) get the new owner too.
+old one settled stays in its ledger. Stop the old owner's settlement
+first: the change is refused (exit 1) while entries are delivered to it and
+not acknowledged, since any it wrote would be settled again by the new owner
+(--despite-pending overrides, for entries its ledger refused). With
+--ledger, the campaign's terms recorded there (what a rebuild restores) get
+the new owner too.
 
 Flags:`
 
@@ -36,7 +40,7 @@ type ownerCmd struct {
 	id, dsn          string
 	discount, asJSON bool
 	to, from, reason string
-	fromSet          bool
+	fromSet, despite bool
 	conn             *redisConn
 	led              ledger.Ledger
 	eng              *hongbao.Engine
@@ -54,6 +58,7 @@ func (c *ownerCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.from, "from", "", "with --set: the owner the campaign records now (\"\" for none); the change is refused if it records another")
 	fs.StringVar(&c.reason, "reason", "", "with --set: why, recorded in the campaign (required)")
 	fs.StringVar(&c.dsn, "ledger", "", "with --set: the ledger that holds the campaign's terms, to record the new owner there too (sqlite:PATH or postgres://...)")
+	fs.BoolVar(&c.despite, "despite-pending", false, "with --set: change it even while entries are delivered to the current owner's settlement and unacknowledged; any of them its ledger did write is paid twice (check with reconcile first)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the campaign's owner as JSON")
 	setUsage(fs, c.env, ownerUsage)
 	operands, err := parseOperands(fs, c.env, args)
@@ -69,8 +74,8 @@ func (c *ownerCmd) parseFlags(args []string) error {
 		return usageErrorf("%v", err)
 	}
 	if c.to == "" {
-		if c.fromSet || c.reason != "" || c.dsn != "" {
-			return usageErrorf("--from, --reason and --ledger go with --set")
+		if c.fromSet || c.reason != "" || c.dsn != "" || c.despite {
+			return usageErrorf("--from, --reason, --ledger and --despite-pending go with --set")
 		}
 	} else {
 		if err := hongbao.ValidateOwner(c.to); err != nil {
@@ -130,7 +135,7 @@ func (c *ownerCmd) run(ctx context.Context) error {
 		rep.Owner, err = c.change(ctx)
 		rep.Changed = err == nil
 	}
-	if errors.Is(err, hongbao.ErrCampaignNotFound) || errors.Is(err, hongbao.ErrOwner) {
+	if errors.Is(err, hongbao.ErrCampaignNotFound) || errors.Is(err, hongbao.ErrOwner) || errors.Is(err, hongbao.ErrOwnerSettling) {
 		return &exitError{code: 1, err: err}
 	}
 	if err != nil {
@@ -167,7 +172,7 @@ func (c *ownerCmd) read(ctx context.Context) (string, error) {
 }
 
 func (c *ownerCmd) change(ctx context.Context) (string, error) {
-	ch := hongbao.OwnerChange{From: c.from, To: c.to, Reason: c.reason}
+	ch := hongbao.OwnerChange{From: c.from, To: c.to, Reason: c.reason, DespitePending: c.despite}
 	if c.discount {
 		st, err := c.eng.Discounts().SetOwner(ctx, c.id, ch)
 		if err != nil {
