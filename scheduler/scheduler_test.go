@@ -113,6 +113,36 @@ func TestSchedulerSettlesAndReaps(t *testing.T) {
 	})
 }
 
+// TestSettleProcessReaps: in the split topology (an API process with the
+// engine and no scheduler, a settle process with the scheduler and no
+// engine), the scheduler still expires a discount reservation whose hold
+// passed, while the campaign is open: an abandoned payment gives its unit
+// and the user's allowance back within the hold, not at the close.
+func TestSettleProcessReaps(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	s := f.start(t, scheduler.Config{LeaseTTL: time.Second, ReapEvery: 50 * time.Millisecond}) // no Engine: hongbao settle
+	waitFor(t, "the lease", 5*time.Second, s.IsLeader)
+	d, err := f.eng.Discounts().Create(ctx, hongbao.DiscountSpec{Budget: 500, Quota: 5, Max: 100, PerUserCount: 1, Hold: hongbao.MinHold})
+	require.NoError(t, err)
+	r, err := f.eng.Discounts().Reserve(ctx, d.ID, "buyer", "order-1", 10000)
+	require.NoError(t, err)
+	require.True(t, r.Outcome.HasAmount())
+	r, err = f.eng.Discounts().Reserve(ctx, d.ID, "buyer", "order-2", 10000)
+	require.NoError(t, err)
+	require.Equal(t, hongbao.OverLimit, r.Outcome, "one discount per user while the first is held")
+	waitFor(t, "the settle process to expire the reservation", 10*time.Second, func() bool {
+		st, err := f.eng.Discounts().Status(ctx, d.ID)
+		require.NoError(t, err)
+		return st.ReservedCount == 0 && st.RemainingCents == 500
+	})
+	require.Positive(t, s.Worker().Stats().Reaped)
+	r, err = f.eng.Discounts().Reserve(ctx, d.ID, "buyer", "order-3", 10000)
+	require.NoError(t, err)
+	require.True(t, r.Outcome.HasAmount(), "the user's allowance came back with the expiry: %v", r.Outcome)
+}
+
 // TestSchedulerBoundsBacklog: with MaxBacklog set, a campaign whose
 // unsettled grant batches pass the bound answers grabs ErrBusy, read from
 // the backlog (not per grab), and grants again once settlement catches up.
