@@ -36,8 +36,11 @@ type Campaign struct {
 	MinCents       int64     `json:"min_cents"`
 	MaxCents       int64     `json:"max_cents"` // 0: unbounded
 	FundingAccount string    `json:"funding_account"`
-	Seed           uint64    `json:"seed,string"`
-	Shards         int       `json:"shards"`
+	// Owner is the identity of the ledger or webhook wallet the campaign
+	// settles into; "" when it records none.
+	Owner  string `json:"owner,omitempty"`
+	Seed   uint64 `json:"seed,string"`
+	Shards int    `json:"shards"`
 }
 
 // CampaignStatus is a campaign and where its money is.
@@ -162,6 +165,7 @@ type Discount struct {
 	Shards             int       `json:"shards"`
 	Hold               Duration  `json:"hold"`
 	FundingAccount     string    `json:"funding_account"`
+	Owner              string    `json:"owner,omitempty"` // the ledger or wallet it settles into
 	Seed               uint64    `json:"seed,string"`
 	TailCount          int       `json:"tail_count"`
 }

@@ -30,6 +30,7 @@ type discountOut struct {
 	Shards           int    `json:"shards"`
 	Hold             string `json:"hold"`
 	FundingAccount   string `json:"funding_account"`
+	Owner            string `json:"owner,omitempty"` // the ledger or wallet it settles into
 	// Seed is a decimal string (a uint64 does not survive a JavaScript
 	// number); only admins see campaigns.
 	Seed      string `json:"seed"`
@@ -42,7 +43,7 @@ func discountJSON(d *hongbao.Discount) discountOut {
 		ID: d.ID, State: string(d.State), OpensAt: rfc3339(d.OpensAt), ClosesAt: rfc3339(d.ClosesAt),
 		Budget: f(d.Budget), BudgetCents: d.Budget, Quota: d.Quota, Min: f(d.Min), MinCents: d.Min,
 		Max: f(d.Max), MaxCents: d.Max, PerUserCount: d.PerUserCount, Shards: d.Shards,
-		Hold: d.Hold.String(), FundingAccount: d.Funding, Seed: strconv.FormatUint(d.Seed, 10), TailCount: d.TailCount,
+		Hold: d.Hold.String(), FundingAccount: d.Funding, Owner: d.Owner, Seed: strconv.FormatUint(d.Seed, 10), TailCount: d.TailCount,
 	}
 	if d.PerUserAmount > 0 {
 		out.PerUserAmount, out.PerUserAmountCents = f(d.PerUserAmount), d.PerUserAmount

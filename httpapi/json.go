@@ -25,6 +25,8 @@ type campaignOut struct {
 	Max            string `json:"max,omitempty"`
 	MaxCents       int64  `json:"max_cents,omitempty"`
 	FundingAccount string `json:"funding_account"`
+	// Owner is the ledger or wallet the campaign settles into.
+	Owner string `json:"owner,omitempty"`
 	// Seed is a decimal string: a uint64 does not survive a JavaScript
 	// number. Only admins see campaigns, so it is always there.
 	Seed string `json:"seed"`
@@ -38,7 +40,7 @@ func campaignJSON(c *hongbao.Campaign) campaignOut {
 	out := campaignOut{
 		ID: c.ID, State: string(c.State), OpensAt: rfc3339(c.OpensAt), ClosesAt: rfc3339(c.ClosesAt),
 		Total: hongbao.FormatCents(c.Total), TotalCents: c.Total, Count: c.Count, Split: string(c.Split),
-		Min: hongbao.FormatCents(c.Min), MinCents: c.Min, FundingAccount: c.Funding, Shards: max(c.Shards, 1),
+		Min: hongbao.FormatCents(c.Min), MinCents: c.Min, FundingAccount: c.Funding, Owner: c.Owner, Shards: max(c.Shards, 1),
 		Seed: strconv.FormatUint(c.Seed, 10),
 	}
 	if c.Max > 0 {

@@ -232,6 +232,7 @@ func (a *apiClient) create(t *testing.T, base, body string) string {
 	code, m, err := a.call("POST", base+"/v1/campaigns", a.admin, body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, code, "%v", m)
+	require.Regexp(t, `^ledger-[0-9a-f]{32}$`, m["owner"], "serve's campaigns record its ledger as their owner")
 	return m["id"].(string)
 }
 
