@@ -36,13 +36,35 @@ var (
 // Create validates spec, draws the amounts (split.Discounts),
 // deals them to the shards (each shard's tail last), loads them and makes
 // the campaign live, the root shard last, so no reservation sees it in
-// part. A create that crashed can be run again with the same id. A
-// campaign that exists past loading is ErrCampaignExists (an
-// *ExistsError), once it is registered again; a refused spec a
-// *SpecError. As for Create, the campaign is registered before it goes
-// live. When Config.Packets is a ledger, an id the ledger knows as
-// settled while Redis no longer holds it is ErrCampaignRetired.
+// part. Creates of the same id may run at once, in one process or in
+// many: exactly one creates the campaign, every other waits until it is
+// live and returns ErrCampaignExists, as for Engine.Create (create.go). A
+// create that crashed can be run again with the same id. A campaign that
+// exists past loading is ErrCampaignExists (an *ExistsError), once it is
+// registered again; a refused spec a *SpecError. As for Create, the
+// campaign is registered before it goes live. When Config.Packets is a
+// ledger, an id the ledger knows as settled while Redis no longer holds
+// it is ErrCampaignRetired.
 func (ds Discounts) Create(ctx context.Context, spec DiscountSpec) (*Discount, error) {
+	for {
+		d, err := ds.createOnce(ctx, spec)
+		var held *heldError
+		if !errors.As(err, &held) {
+			return d, err
+		}
+		spec.ID = held.id
+		root := ds.e.store.NS().DiscountShardKeys(held.id, 1, 0).Keys()
+		if err := ds.e.awaitLoad(ctx, "create discount", held.id, root); err != nil {
+			return nil, ds.e.registerExisting(ctx, "create discount", true, err)
+		}
+	}
+}
+
+// createOnce is one attempt of Create: a *heldError when another create
+// holds the load. Stopped anywhere after the root's begin and before its
+// activation, the campaign stays loading under this create's hold until
+// it lapses, and the next create of the id begins every shard again.
+func (ds Discounts) createOnce(ctx context.Context, spec DiscountSpec) (_ *Discount, err error) {
 	d, queues, err := prepareDiscount(spec)
 	if err != nil {
 		return nil, err
@@ -55,14 +77,26 @@ func (ds Discounts) Create(ctx context.Context, spec DiscountSpec) (*Discount, e
 		return nil, opErr("create discount", d.ID, err)
 	}
 	layout := ds.e.store.NS().DiscountLayout(d.ID, d.Shards)
-	token := newToken()
-	for k, keys := range layout {
-		existing, err := ds.e.store.DiscountBegin(ctx, keys, token, k > 0, discountMeta(d, k, queues[k]))
-		if err != nil {
-			return nil, opErr("create discount", d.ID, mapStoreErr(err))
+	root := layout[0].Keys()
+	l := redisstore.Loader{Token: newToken(), Hold: ds.e.cfg.LoadHold}
+	b, err := ds.e.store.DiscountBegin(ctx, layout[0], l, discountMeta(d, 0, queues[0]))
+	if err := begun("create discount", d.ID, b, err); err != nil {
+		return nil, ds.e.registerExisting(ctx, "create discount", true, err)
+	}
+	h := ds.e.keep(ctx, root, l.Token)
+	defer func() {
+		if lost := h.stop(); err != nil && !lost && !isHeld(err) {
+			ds.e.giveUp(h, root, l.Token)
 		}
-		if existing != "" {
-			return nil, ds.e.registerExisting(ctx, "create discount", true, &ExistsError{ID: d.ID, State: State(existing)})
+	}()
+	// Stopped from here to the root's activation, the campaign is loading
+	// under this create's hold; the create that takes the load over begins
+	// every shard again (one activated that never served included).
+	l.Epoch = b.Epoch
+	for k := 1; k < d.Shards; k++ {
+		b, err := ds.e.store.DiscountBegin(h.ctx, layout[k], l, discountMeta(d, k, queues[k]))
+		if err := h.shardBegun("create discount", d.ID, b, err); err != nil {
+			return nil, ds.e.registerExisting(ctx, "create discount", true, err)
 		}
 	}
 	if known {
@@ -72,25 +106,31 @@ func (ds Discounts) Create(ctx context.Context, spec DiscountSpec) (*Discount, e
 	}
 	loaded := 0
 	for k, keys := range layout {
-		if err := ds.e.store.Load(ctx, keys.Keys(), token, int64(k+1), int64(d.Shards), queues[k], ds.e.progress(d.Quota, loaded)); err != nil {
-			return nil, opErr("create discount", d.ID, mapStoreErr(err))
+		if err := ds.e.store.Load(h.ctx, keys.Keys(), l.Token, int64(k+1), int64(d.Shards), queues[k], ds.e.progress(d.Quota, loaded)); err != nil {
+			return nil, h.lostErr(d.ID, opErr("create discount", d.ID, mapStoreErr(err)))
 		}
 		loaded += len(queues[k])
 	}
 	window := Spec{OpensAt: spec.OpensAt, ClosesAt: spec.ClosesAt}
-	opens, closes, err := ds.e.window(ctx, window)
+	opens, closes, err := ds.e.window(h.ctx, window)
 	if err != nil {
-		return nil, opErr("create discount", d.ID, err)
+		return nil, h.lostErr(d.ID, opErr("create discount", d.ID, err))
 	}
-	if err := ds.e.register(ctx, "create discount", d.ID, true, closes); err != nil {
-		return nil, err
+	if err := ds.e.register(h.ctx, "create discount", d.ID, true, closes); err != nil {
+		return nil, h.lostErr(d.ID, err)
 	}
-	var act redisstore.Activation
-	for k := d.Shards - 1; k >= 0; k-- {
-		act, err = ds.e.store.Activate(ctx, layout[k].Keys(), token, opens, closes, ds.e.cfg.DefaultWindow.Milliseconds())
-		if err != nil {
-			return nil, ds.e.activateErr(ctx, d.ID, true, window, err)
+	for k := d.Shards - 1; k > 0; k-- {
+		if _, err := ds.e.store.Activate(h.ctx, layout[k].Keys(), l.Token, opens, closes, ds.e.cfg.DefaultWindow.Milliseconds()); err != nil {
+			return nil, h.lostErr(d.ID, ds.e.activateErr(ctx, d.ID, true, window, err))
 		}
+	}
+	// As for red packets, the keeper stops before the root's activation.
+	if h.stop() {
+		return nil, &heldError{id: d.ID}
+	}
+	act, err := ds.e.store.Activate(ctx, root, l.Token, opens, closes, ds.e.cfg.DefaultWindow.Milliseconds())
+	if err != nil {
+		return nil, ds.e.activateErr(ctx, d.ID, true, window, err)
 	}
 	ds.e.discounts.learn(d.ID, d.Shards)
 	d.State = State(act.State)

@@ -64,7 +64,7 @@ func TestDiscountIDRetired(t *testing.T) {
 
 	// A load begun, as by a create whose check ran before the keys
 	// expired: the create finds it and refuses all the same.
-	_, err = redisstore.New(r.Client).DiscountBegin(ctx, root, "tok", false, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 2}})
+	_, err = redisstore.New(r.Client).DiscountBegin(ctx, root, redisstore.Loader{Token: "tok"}, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 2}})
 	require.NoError(t, err)
 	_, err = eng.Discounts().Create(ctx, spec)
 	require.ErrorIs(t, err, hongbao.ErrCampaignRetired)

@@ -220,9 +220,9 @@ func TestDiscountInterruptedCreate(t *testing.T) {
 	layout := redisstore.Default.DiscountLayout(id, 3)
 	// The root was loading; shard 2 alone went live, with a share of a
 	// campaign that never existed.
-	_, err := store.DiscountBegin(ctx, layout[0], "crashed", false, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 3, Shard: 0}})
+	b, err := store.DiscountBegin(ctx, layout[0], redisstore.Loader{Token: "crashed"}, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 3, Shard: 0}})
 	require.NoError(t, err)
-	_, err = store.DiscountBegin(ctx, layout[2], "crashed", true, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 3, Shard: 2, BaseCount: 2, BaseCents: 200}})
+	_, err = store.DiscountBegin(ctx, layout[2], redisstore.Loader{Token: "crashed", Epoch: b.Epoch}, redisstore.DiscountMeta{ShardShare: redisstore.ShardShare{Shards: 3, Shard: 2, BaseCount: 2, BaseCents: 200}})
 	require.NoError(t, err)
 	require.NoError(t, store.Load(ctx, layout[2].Keys(), "crashed", 3, 3, []int64{100, 100}, nil))
 	_, err = store.Activate(ctx, layout[2].Keys(), "crashed", 0, 0, 60_000)
@@ -241,8 +241,8 @@ func TestDiscountInterruptedCreate(t *testing.T) {
 	r2, err := eng.Discounts().Reserve(ctx, id, usersHomedOn("i", 1, 3, 2)[0], "o", 100)
 	require.NoError(t, err)
 	require.Equal(t, hongbao.Reserved, r2.Outcome)
-	existing, err := store.DiscountBegin(ctx, layout[2], "again", true, redisstore.DiscountMeta{})
+	again, err := store.DiscountBegin(ctx, layout[2], redisstore.Loader{Token: "again", Epoch: time.Now().Add(time.Hour).UnixMilli()}, redisstore.DiscountMeta{})
 	require.NoError(t, err)
-	require.Equal(t, "open", existing)
+	require.Equal(t, "open", again.Existing)
 	requireAudit(t, eng, id)
 }

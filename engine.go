@@ -122,6 +122,15 @@ type Config struct {
 	// settles one claims it. 1 to 256 printable ASCII bytes, no space
 	// (ValidateOwner); a webhook.Sink's Identity is one.
 	Owner string
+	// LoadHold is how long a create holds the campaign it is loading
+	// without renewing the hold; the create renews it every third of
+	// LoadHold while it works. Another create of the same id meanwhile
+	// waits for the campaign to go live; once a hold lapsed (its create
+	// died or stalled), the next create takes the load over and starts it
+	// again (see Create). Longer: a create that stalls (a paused process,
+	// a slow ledger) keeps its campaign longer; shorter: a create that died
+	// is taken over sooner. Default DefaultLoadHold (5s); 100ms to 10m.
+	LoadHold time.Duration
 	// Logger receives what the engine says outside a call's error: a
 	// configuration it warns about, background work that failed.
 	// Default: slog.Default().
@@ -164,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.BlockSize < 0 || c.BlockSize > 100000 {
 		return errors.New("hongbao: Config.BlockSize must be within 0..100000")
+	}
+	if c.LoadHold != 0 && (c.LoadHold < 100*time.Millisecond || c.LoadHold > 10*time.Minute) {
+		return errors.New("hongbao: Config.LoadHold must be within 100ms..10m")
 	}
 	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
 		return errors.New("hongbao: Config.WaitReplicas and WaitTimeout must not be negative")
@@ -219,6 +231,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.BlockSize == 0 {
 		cfg.BlockSize = DefaultBlockSize
 	}
+	if cfg.LoadHold == 0 {
+		cfg.LoadHold = DefaultLoadHold
+	}
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
 		store = redisstore.NewLegacy(cfg.Redis)
@@ -242,21 +257,45 @@ func New(cfg Config) (*Engine, error) {
 
 // Create validates spec, splits the total into packets, loads them into
 // Redis and makes the campaign live, in that order: a grab never sees a
-// half-loaded pool. A create that crashed or was interrupted can be run
-// again with the same id; it starts the load over. A campaign that exists
-// past loading is never touched: that is ErrCampaignExists. A refused spec
-// is a *SpecError (see Spec.Validate), a refused id an *IDError. When
-// Config.Packets is a ledger, an id the ledger shows settled (refunded),
-// or live (grants, opened blocks), while Redis no longer holds it is
-// ErrCampaignRetired, and nothing is written: a second campaign under it
-// would share the first one's packets, fund, grants and refund in the
-// ledger, and grant again packets granted before (a campaign Redis lost
-// is rebuilt, not created).
+// half-loaded pool. Creates of the same id may run at once, in one
+// process or in many (replicas of a service): exactly one creates the
+// campaign, and every other waits until it is live and returns
+// ErrCampaignExists (an *ExistsError with its state), or
+// ErrCreateInProgress should ctx end first (create.go). A create that
+// crashed or was interrupted can be run again with the same id: it takes
+// the load over once the first one's hold lapsed (Config.LoadHold) and
+// starts it over. A campaign that exists past loading is never touched:
+// that is ErrCampaignExists. A refused spec is a *SpecError (see
+// Spec.Validate), a refused id an *IDError. When Config.Packets is a
+// ledger, an id the ledger shows settled (refunded), or live (grants,
+// opened blocks), while Redis no longer holds it is ErrCampaignRetired,
+// and nothing is written: a second campaign under it would share the
+// first one's packets, fund, grants and refund in the ledger, and grant
+// again packets granted before (a campaign Redis lost is rebuilt, not
+// created).
 //
 // The campaign is registered for settlement before it goes live, and
 // again by every create that finds it live (register.go): whatever step
 // failed, a campaign that can be grabbed is one the scheduler settles.
 func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
+	for {
+		c, err := e.createOnce(ctx, spec)
+		var held *heldError
+		if !errors.As(err, &held) {
+			return c, err
+		}
+		// Another create holds the load: wait until the campaign is live,
+		// or begin again (from the recorded seed) once its hold lapsed.
+		spec.ID = held.id
+		if err := e.awaitLoad(ctx, "create", held.id, e.store.NS().CampaignKeys(held.id)); err != nil {
+			return nil, e.registerExisting(ctx, "create", false, err)
+		}
+	}
+}
+
+// createOnce is one attempt of Create: a *heldError when another create
+// holds the load.
+func (e *Engine) createOnce(ctx context.Context, spec Spec) (*Campaign, error) {
 	spec, err := e.recordedSeed(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -294,34 +333,55 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 // createOne loads and activates a one-shard campaign: begin, load,
 // activate, each on the campaign's own keys. settled: the ledger shows the
 // campaign refunded, so a begin that finds nothing past loading is refused
-// (ErrCampaignRetired, settledInLedger).
-func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (redisstore.Activation, error) {
+// (ErrCampaignRetired, settledInLedger). Stopped after the begin, the
+// campaign stays loading under this create's hold until it lapses, and the
+// next create of the id starts it over (create.go).
+func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (act redisstore.Activation, err error) {
 	k := e.store.NS().CampaignKeys(c.ID)
-	token := newToken()
-	existing, err := e.store.Begin(ctx, k, token, false, redisstore.Meta{Terms: terms(c), Frontier: e.frontier(c.Count)})
-	if err != nil {
-		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
+	l := redisstore.Loader{Token: newToken(), Hold: e.cfg.LoadHold}
+	b, err := e.store.Begin(ctx, k, l, redisstore.Meta{Terms: terms(c), Frontier: e.frontier(c.Count)})
+	if err := begun("create", c.ID, b, err); err != nil {
+		return redisstore.Activation{}, err
 	}
-	if existing != "" {
-		return redisstore.Activation{}, &ExistsError{ID: c.ID, State: State(existing)}
-	}
+	h := e.keep(ctx, k, l.Token)
+	defer func() {
+		if lost := h.stop(); err != nil && !lost && !isHeld(err) {
+			e.giveUp(h, k, l.Token)
+		}
+	}()
 	if settled {
 		// Its keys expired after the check, or a refused create left
 		// this load: never live again.
 		return redisstore.Activation{}, opErr("create", c.ID, ErrCampaignRetired)
 	}
-	if err := e.store.Load(ctx, k, token, 1, 1, amounts, e.progress(c.Count, 0)); err != nil {
-		return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
+	// Stopped from here to the activation, the campaign is loading (no
+	// grab sees it) under this create's hold: the staged chunks are thrown
+	// away by the create that takes the load over; the packets recorded are
+	// recorded again by it, the same (recordedSeed); a registered loading
+	// campaign is skipped by every walker until it goes live.
+	if err := e.store.Load(h.ctx, k, l.Token, 1, 1, amounts, e.progress(c.Count, 0)); err != nil {
+		return redisstore.Activation{}, h.lostErr(c.ID, opErr("create", c.ID, mapStoreErr(err)))
 	}
-	opens, closes, err := e.record(ctx, c, spec, amounts, false)
+	opens, closes, err := e.record(h.ctx, c, spec, amounts, false)
 	if err != nil {
-		return redisstore.Activation{}, err
+		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
-	if err := e.register(ctx, "create", c.ID, false, e.provisionalClose(opens, closes)); err != nil {
-		return redisstore.Activation{}, err
+	if err := e.register(h.ctx, "create", c.ID, false, e.provisionalClose(opens, closes)); err != nil {
+		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
-	act, err := e.store.Activate(ctx, k, token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
+	// The keeper stops before the activation: once live, a renewal would
+	// find the campaign no longer loading. activate.lua checks the token.
+	if h.stop() {
+		return redisstore.Activation{}, &heldError{id: c.ID}
+	}
+	act, err = e.store.Activate(ctx, k, l.Token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
 	return act, e.activateErr(ctx, c.ID, false, spec, err)
+}
+
+// isHeld says whether err is a *heldError.
+func isHeld(err error) bool {
+	var held *heldError
+	return errors.As(err, &held)
 }
 
 // progress reports loading progress, offset by the packets of shards
@@ -366,34 +426,54 @@ func (e *Engine) record(ctx context.Context, c *Campaign, spec Spec, amounts []i
 	return opens, closes, nil
 }
 
-// recordedSeed gives a retried create the seed its first attempt drew.
-// A create that recorded its packets and died before the campaign went
-// live is run again with the same id; with no seed in the spec it would
-// draw a new split, which the recorder refuses as other packets. When the
+// recordedSeed gives a retried create the seed its first attempt drew,
+// or the seed of the create whose load it takes over (create.go). A
+// create that recorded its packets and died before the campaign went live
+// is run again with the same id; with no seed in the spec it would draw a
+// new split, which the recorder refuses as other packets. When the
 // recorder holds terms for this id that match the spec, their seed is
-// used, so the retry records the same packets and goes on.
+// used, so the retry records the same packets and goes on. A create that
+// died between recording its packets and its terms left no terms; the
+// campaign's root still loading under its load holds the seed (begin
+// wrote it), and that is used when its terms match the spec.
 func (e *Engine) recordedSeed(ctx context.Context, spec Spec) (Spec, error) {
-	if spec.Seed != nil || spec.ID == "" || e.terms == nil {
+	if spec.Seed != nil || spec.ID == "" || e.cfg.Packets == nil {
 		return spec, nil
-	}
-	t, err := e.terms.Terms(ctx, spec.ID)
-	if errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) {
-		return spec, nil
-	}
-	if err != nil {
-		return spec, opErr("create", spec.ID, fmt.Errorf("read the recorded terms: %w", err))
 	}
 	sp, err := spec.check()
 	if err != nil {
 		return spec, err
 	}
-	funding := spec.Funding
-	if funding == "" {
-		funding = DefaultFunding
+	want := ledger.Terms{Funding: cmp.Or(spec.Funding, DefaultFunding), Total: sp.Total, Count: int64(sp.Count),
+		Min: sp.Min, Max: sp.Max, Split: string(sp.Algorithm), Shards: max(spec.Shards, 1)}
+	same := func(t ledger.Terms) bool {
+		return t.Total == want.Total && t.Count == want.Count && t.Min == want.Min && t.Max == want.Max &&
+			t.Split == want.Split && t.Shards == want.Shards && t.Funding == want.Funding
 	}
-	if t.Total == sp.Total && t.Count == int64(sp.Count) && t.Min == sp.Min && t.Max == sp.Max &&
-		t.Split == string(sp.Algorithm) && t.Shards == max(spec.Shards, 1) && t.Funding == funding {
-		seed := t.Seed
+	if e.terms != nil {
+		t, err := e.terms.Terms(ctx, spec.ID)
+		switch {
+		case err == nil && same(t):
+			spec.Seed = &t.Seed
+			return spec, nil
+		case err != nil && !errors.Is(err, ledger.ErrNoPackets) && !errors.Is(err, ledger.ErrNoTerms):
+			return spec, opErr("create", spec.ID, fmt.Errorf("read the recorded terms: %w", err))
+		}
+	}
+	snap, err := e.store.Status(ctx, e.store.NS().CampaignKeys(spec.ID))
+	if errors.Is(err, redisstore.ErrNoCampaign) {
+		return spec, nil
+	}
+	if err != nil {
+		return spec, opErr("create", spec.ID, mapStoreErr(err))
+	}
+	m := snap.Meta
+	if State(m["state"]) != StateLoading || m["load_token"] == "" || m["rebuild_token"] != "" {
+		return spec, nil
+	}
+	t := ledger.Terms{Funding: m["funding"], Total: snap.Int("total"), Count: snap.Int("count"), Min: snap.Int("min"),
+		Max: snap.Int("max"), Split: m["split"], Shards: int(max(snap.Int("shards"), 1))}
+	if seed, err := strconv.ParseUint(m["seed"], 10, 64); err == nil && same(t) {
 		spec.Seed = &seed
 	}
 	return spec, nil
@@ -432,11 +512,15 @@ func (e *Engine) recordClose(ctx context.Context, st *Status) error {
 
 // activateErr is the error of an activation of campaign id (a discount
 // campaign when discount is set). One refused for its window takes the
-// campaign out of the registry again (dropRefused).
+// campaign out of the registry again (dropRefused); one refused because
+// another create took the load over is a *heldError.
 func (e *Engine) activateErr(ctx context.Context, id string, discount bool, spec Spec, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, redisstore.ErrStale):
+		// Another create took the load over before this activation.
+		return &heldError{id: id}
 	case errors.Is(err, redisstore.ErrWindow):
 		e.dropRefused(ctx, id, discount)
 		return opErr("create", id, windowError(spec, e.cfg.DefaultWindow, err))
@@ -720,6 +804,8 @@ func mapStoreErr(err error) error {
 	case errors.Is(err, redisstore.ErrNoCampaign):
 		return &kindError{kind: ErrCampaignNotFound, cause: err}
 	case errors.Is(err, redisstore.ErrStale):
+		// Create turns a load taken over into a wait (create.go); this is
+		// for a caller that did not.
 		return &kindError{kind: ErrLoadInterrupted, cause: err}
 	case errors.Is(err, redisstore.ErrWindow):
 		return &kindError{kind: ErrInvalidSpec, cause: err}

@@ -330,9 +330,9 @@ func TestInterruptedCreate(t *testing.T) {
 	id := testenv.UniqueID(t)
 
 	// A create that crashed after loading part of its pool.
-	existing, err := store.Begin(ctx, redisstore.Default.CampaignKeys(id), "crashed-loader", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10000, Count: 5000}})
+	b, err := store.Begin(ctx, redisstore.Default.CampaignKeys(id), redisstore.Loader{Token: "crashed-loader"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 10000, Count: 5000}})
 	require.NoError(t, err)
-	require.Empty(t, existing)
+	require.NotZero(t, b.Epoch, "loading")
 	part := make([]int64, 4000)
 	for i := range part {
 		part[i] = 2
@@ -378,7 +378,7 @@ func TestActivateChecksContents(t *testing.T) {
 	ctx := context.Background()
 	store := redisstore.New(r.Client)
 	id := testenv.UniqueID(t)
-	_, err := store.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
+	_, err := store.Begin(ctx, redisstore.Default.CampaignKeys(id), redisstore.Loader{Token: "tok"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
 	require.NoError(t, err)
 	require.NoError(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "tok", 1, 1, []int64{50, 50}, nil))
 	_, err = store.Activate(ctx, redisstore.Default.CampaignKeys(id), "tok", 0, 0, 60000)
@@ -386,13 +386,13 @@ func TestActivateChecksContents(t *testing.T) {
 	// A chunk that does not start where the staged list ends is refused.
 	require.ErrorIs(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "tok", 1, 1, []int64{1}, nil), redisstore.ErrStale)
 
-	_, err = store.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok2", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
+	_, err = store.Begin(ctx, redisstore.Default.CampaignKeys(id), redisstore.Loader{Token: "tok2"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 3}})
 	require.NoError(t, err)
 	require.NoError(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "tok2", 1, 1, []int64{50, 49, 2}, nil))
 	_, err = store.Activate(ctx, redisstore.Default.CampaignKeys(id), "tok2", 0, 0, 60000)
 	require.ErrorIs(t, err, redisstore.ErrContents, "wrong sum")
 
-	_, err = store.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok3", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 2}})
+	_, err = store.Begin(ctx, redisstore.Default.CampaignKeys(id), redisstore.Loader{Token: "tok3"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 2}})
 	require.NoError(t, err)
 	require.ErrorIs(t, store.Load(ctx, redisstore.Default.CampaignKeys(id), "tok3", 1, 1, []int64{100, 0}, nil), redisstore.ErrContents, "zero amount")
 	_, err = eng.Grab(ctx, id, "x")

@@ -32,7 +32,16 @@ var (
 	ErrBusy = sentinel("busy, retry later")
 	// ErrLoadInterrupted: another create of the same campaign took over
 	// while this one was loading the pool.
+	//
+	// Deprecated: Create no longer returns it: a create whose load another
+	// one took over waits for that one, as every other create of the same
+	// id does (ErrCampaignExists, or ErrCreateInProgress).
 	ErrLoadInterrupted = sentinel("campaign load interrupted")
+	// ErrCreateInProgress: another create of the same campaign is loading
+	// it, and the context ended while this create waited for it to go
+	// live. Nothing was done by this call; create again (it answers
+	// ErrCampaignExists once the campaign is live) or read its status.
+	ErrCreateInProgress = sentinel("another create of this campaign is loading it")
 	// ErrUnavailable: Redis refused the write without running it: fewer
 	// good replicas than its min-replicas-to-write, a primary demoted to a
 	// replica during a failover, a server still loading; or the grab

@@ -51,7 +51,7 @@ func TestHeld(t *testing.T) {
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound)
 
 	loading := testenv.UniqueID(t)
-	_, err = redisstore.New(r.Client).Begin(ctx, redisstore.Default.CampaignKeys(loading), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 1}})
+	_, err = redisstore.New(r.Client).Begin(ctx, redisstore.Default.CampaignKeys(loading), redisstore.Loader{Token: "tok"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 100, Count: 1}})
 	require.NoError(t, err)
 	_, err = eng.Held(ctx, loading, "alice")
 	require.ErrorIs(t, err, hongbao.ErrCampaignNotFound, "a loading campaign is not found")

@@ -71,7 +71,7 @@ func TestCampaignIDRetired(t *testing.T) {
 
 		// A load begun, as by a create whose check ran before the keys
 		// expired: the create finds it and refuses all the same.
-		_, err = redisstore.New(r.Client).Begin(ctx, root, "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 1000}})
+		_, err = redisstore.New(r.Client).Begin(ctx, root, redisstore.Loader{Token: "tok"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 1000}})
 		require.NoError(t, err)
 		_, err = eng.Create(ctx, spec)
 		require.ErrorIs(t, err, hongbao.ErrCampaignRetired)

@@ -142,24 +142,41 @@ func closeShards(ctx context.Context, s *redisstore.Store, shards []redisstore.K
 }
 
 // createSharded loads and activates a campaign of c.Shards shards. The
-// root begins first: it alone decides whether the campaign exists. Then
-// every other shard begins (one left live by a create that crashed before
-// its root went live is loaded afresh, if it never granted, lent or
-// borrowed a packet), each loads its share, every other shard activates,
-// and the root last: until the root is live the campaign is not found, so
-// nobody who learned of it from Create or Status ever sees it in part.
-// Every shard gets the same window, resolved once by the Redis clock.
-func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (redisstore.Activation, error) {
+// root begins first: it alone decides whether the campaign exists, and
+// whether this create holds its load (create.go). Then every other shard
+// begins under the epoch the root's begin drew (one left live by a create
+// that crashed before its root went live is loaded afresh, if it never
+// granted, lent or borrowed a packet; one a newer load began means this
+// load was taken over), each loads its share, every other shard
+// activates, and the root last: until the root is live the campaign is
+// not found, so nobody who learned of it from Create or Status ever sees
+// it in part. Every shard gets the same window, resolved once by the
+// Redis clock. Stopped anywhere before the root's activation, the
+// campaign stays loading under this create's hold until it lapses, and
+// the next create of the id begins every shard again.
+func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (act redisstore.Activation, err error) {
 	r := newRoute(e.store.NS(), c.ID, c.Shards)
-	token := newToken()
 	shares := deal(amounts, c.Shards)
-	for k, keys := range r.keys {
-		existing, err := e.store.Begin(ctx, keys, token, k > 0, e.shardMeta(c, k, shares[k]))
-		if err != nil {
-			return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
+	l := redisstore.Loader{Token: newToken(), Hold: e.cfg.LoadHold}
+	b, err := e.store.Begin(ctx, r.keys[0], l, e.shardMeta(c, 0, shares[0]))
+	if err := begun("create", c.ID, b, err); err != nil {
+		return redisstore.Activation{}, err
+	}
+	h := e.keep(ctx, r.keys[0], l.Token)
+	defer func() {
+		if lost := h.stop(); err != nil && !lost && !isHeld(err) {
+			e.giveUp(h, r.keys[0], l.Token)
 		}
-		if existing != "" {
-			return redisstore.Activation{}, &ExistsError{ID: c.ID, State: State(existing)}
+	}()
+	// Stopped from here to the root's activation, the campaign is loading
+	// under this create's hold (as in createOne); shards activated before
+	// the root never served, and the create that takes the load over
+	// begins them again.
+	l.Epoch = b.Epoch
+	for k := 1; k < c.Shards; k++ {
+		b, err := e.store.Begin(h.ctx, r.keys[k], l, e.shardMeta(c, k, shares[k]))
+		if err := h.shardBegun("create", c.ID, b, err); err != nil {
+			return redisstore.Activation{}, err
 		}
 	}
 	if settled {
@@ -168,24 +185,30 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 	}
 	before := 0
 	for k, keys := range r.keys {
-		if err := e.store.Load(ctx, keys, token, int64(k+1), int64(c.Shards), shares[k], e.progress(c.Count, before)); err != nil {
-			return redisstore.Activation{}, opErr("create", c.ID, mapStoreErr(err))
+		if err := e.store.Load(h.ctx, keys, l.Token, int64(k+1), int64(c.Shards), shares[k], e.progress(c.Count, before)); err != nil {
+			return redisstore.Activation{}, h.lostErr(c.ID, opErr("create", c.ID, mapStoreErr(err)))
 		}
 		before += len(shares[k])
 	}
-	opens, closes, err := e.record(ctx, c, spec, amounts, true)
+	opens, closes, err := e.record(h.ctx, c, spec, amounts, true)
 	if err != nil {
-		return redisstore.Activation{}, err
+		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
-	if err := e.register(ctx, "create", c.ID, false, closes); err != nil {
-		return redisstore.Activation{}, err
+	if err := e.register(h.ctx, "create", c.ID, false, closes); err != nil {
+		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
-	var act redisstore.Activation
-	for k := c.Shards - 1; k >= 0; k-- {
-		act, err = e.store.Activate(ctx, r.keys[k], token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
-		if err != nil {
-			return redisstore.Activation{}, e.activateErr(ctx, c.ID, false, spec, err)
+	for k := c.Shards - 1; k > 0; k-- {
+		if _, err := e.store.Activate(h.ctx, r.keys[k], l.Token, opens, closes, e.cfg.DefaultWindow.Milliseconds()); err != nil {
+			return redisstore.Activation{}, h.lostErr(c.ID, e.activateErr(ctx, c.ID, false, spec, err))
 		}
+	}
+	// As in createOne, the keeper stops before the root's activation.
+	if h.stop() {
+		return redisstore.Activation{}, &heldError{id: c.ID}
+	}
+	act, err = e.store.Activate(ctx, r.keys[0], l.Token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
+	if err != nil {
+		return redisstore.Activation{}, e.activateErr(ctx, c.ID, false, spec, err)
 	}
 	e.co.learn(c.ID, c.Shards)
 	return act, nil

@@ -223,9 +223,9 @@ func TestInterruptedShardedCreate(t *testing.T) {
 	layout := redisstore.Default.Layout(id, shards)
 	// Shard 2 alone went live, with an empty share of a campaign that
 	// never existed; the root was loading.
-	_, err := store.Begin(ctx, layout[0], "crashed", false, redisstore.Meta{Share: &redisstore.ShardShare{Shards: 3, Shard: 0}, Terms: &redisstore.Terms{Total: 600, Count: 6}})
+	b, err := store.Begin(ctx, layout[0], redisstore.Loader{Token: "crashed"}, redisstore.Meta{Share: &redisstore.ShardShare{Shards: 3, Shard: 0}, Terms: &redisstore.Terms{Total: 600, Count: 6}})
 	require.NoError(t, err)
-	_, err = store.Begin(ctx, layout[2], "crashed", true, redisstore.Meta{Share: &redisstore.ShardShare{Shards: 3, Shard: 2, BaseCount: 2, BaseCents: 200}})
+	_, err = store.Begin(ctx, layout[2], redisstore.Loader{Token: "crashed", Epoch: b.Epoch}, redisstore.Meta{Share: &redisstore.ShardShare{Shards: 3, Shard: 2, BaseCount: 2, BaseCents: 200}})
 	require.NoError(t, err)
 	require.NoError(t, store.Load(ctx, layout[2], "crashed", 3, 3, []int64{100, 100}, nil))
 	_, err = store.Activate(ctx, layout[2], "crashed", 0, 0, 60_000)

@@ -55,10 +55,14 @@ func create[S, C any](s *Server, k *createKind[S, C], w http.ResponseWriter, r *
 	}
 	// The engine refuses a retired id itself (ErrCampaignRetired), after
 	// the check above: the keys expired in between, or the server checks
-	// no Retired of its own.
+	// no Retired of its own. A create of an id another request (here or on
+	// another replica) is creating waits for that one, and answers
+	// ErrCampaignExists once it is live: the replay below; or
+	// ErrCreateInProgress when the request's time ran out first (409
+	// in_progress, errorTable).
 	c, err := k.create(ctx, spec)
 	var exists *hongbao.ExistsError
-	if errors.As(err, &exists) || errors.Is(err, hongbao.ErrLoadInterrupted) {
+	if errors.As(err, &exists) {
 		replay(ctx, s, k, w, r, admin, spec)
 		return
 	}
@@ -98,7 +102,8 @@ func replay[S, C any](ctx context.Context, s *Server, k *createKind[S, C], w htt
 	id := *k.id(&spec)
 	c, err := k.status(ctx, id)
 	if errors.Is(err, hongbao.ErrCampaignNotFound) {
-		// Another request with the same key is still loading the pool.
+		// A rebuild holds the campaign (the engine waits for a create
+		// loading it): not live yet.
 		err = errCreateLoading
 	}
 	if err != nil {

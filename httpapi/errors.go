@@ -115,6 +115,8 @@ var errorTable = []errorRow{
 	{is: []error{hongbao.ErrOrderMismatch}, counted: true,
 		answer: &requestError{status: http.StatusConflict, code: CodeOrderMismatch, msg: "this order was reserved for another order amount (reserve a new amount with a new order id)"}},
 	{is: []error{hongbao.ErrCampaignRetired}, answer: errKeyRetired},
+	// Before the deadline row: the create's wait for another one ended.
+	{is: []error{hongbao.ErrCreateInProgress}, answer: errCreateLoading},
 	{is: []error{hongbao.ErrCampaignNotFound, settle.ErrNoCampaign}, counted: true,
 		answer: &requestError{status: http.StatusNotFound, code: CodeNotFound, msg: "no such campaign"}},
 	{is: []error{hongbao.ErrNoGrant},

@@ -48,6 +48,7 @@ func TestErrorTable(t *testing.T) {
 		{context.DeadlineExceeded, 503, CodeUnavailable, "2", "error"},
 		{badRequest(CodeInvalidJSON, "malformed JSON"), 400, CodeInvalidJSON, "", "error"},
 		{errCreateLoading, 409, CodeInProgress, "2", "error"},
+		{fmt.Errorf("%w: %w", hongbao.ErrCreateInProgress, context.DeadlineExceeded), 409, CodeInProgress, "2", "error"},
 		{errors.New("redis: connection reset by a secret host"), 500, CodeInternal, "", "error"},
 	} {
 		for _, err := range []error{tc.err, fmt.Errorf("hongbao: grab c1: %w", tc.err)} {

@@ -166,9 +166,9 @@ func TestRebuildRefuses(t *testing.T) {
 	// A create that is loading it.
 	id := testenv.UniqueID(t)
 	require.NoError(t, e.l.WritePackets(ctx, id, []int64{5, 5}))
-	existing, err := redisstore.New(e.r.Client).Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10, Count: 2}})
+	b, err := redisstore.New(e.r.Client).Begin(ctx, redisstore.Default.CampaignKeys(id), redisstore.Loader{Token: "tok"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 10, Count: 2}})
 	require.NoError(t, err)
-	require.Empty(t, existing)
+	require.NotZero(t, b.Epoch, "loading")
 	_, err = e.rebuild(e.r.Client, id, true)
 	require.ErrorIs(t, err, rebuild.ErrCreating)
 }

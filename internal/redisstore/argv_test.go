@@ -3,6 +3,7 @@ package redisstore
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -15,6 +16,8 @@ func TestScriptArgv(t *testing.T) {
 	t.Parallel()
 	terms := &Terms{Total: 1000, Count: 10, Min: 1, Max: 500, Split: "double_average", Seed: 42, Funding: "platform"}
 	termsArgv := []string{"total", "1000", "count", "10", "min", "1", "max", "500", "split", "double_average", "seed", "42", "funding", "platform"}
+	root := Loader{Token: "tok", Hold: 5 * time.Second}
+	shard := Loader{Token: "tok", Epoch: 1_700_000_000_000, Hold: 5 * time.Second} // a shard's hold is the root's
 	cat := func(parts ...[]string) []string {
 		var out []string
 		for _, p := range parts {
@@ -27,16 +30,16 @@ func TestScriptArgv(t *testing.T) {
 		got  []string
 		want []string
 	}{
-		{"one-shard begin", Meta{Terms: terms}.argv("tok", false), cat([]string{"tok", "0"}, termsArgv)},
-		{"one-shard begin, frontier", Meta{Terms: terms, Frontier: &Frontier{Block: 10000, Sealed: 10}}.argv("tok", false),
-			cat([]string{"tok", "0"}, termsArgv, []string{"block", "10000", "sealed", "10"})},
-		{"root shard begin", Meta{Share: &ShardShare{Shards: 3, Shard: 0, BaseCount: 4, BaseCents: 400}, Terms: terms}.argv("tok", false),
-			cat([]string{"tok", "0", "shards", "3", "shard", "0", "base_count", "4", "base_cents", "400"}, termsArgv)},
-		{"other shard begin", Meta{Share: &ShardShare{Shards: 3, Shard: 2, BaseCount: 3, BaseCents: 300}, Frontier: &Frontier{Block: 100, Sealed: 3}}.argv("tok", true),
-			[]string{"tok", "1", "shards", "3", "shard", "2", "base_count", "3", "base_cents", "300", "block", "100", "sealed", "3"}},
+		{"one-shard begin", Meta{Terms: terms}.argv(root), cat([]string{"tok", "0", "5000"}, termsArgv)},
+		{"one-shard begin, frontier", Meta{Terms: terms, Frontier: &Frontier{Block: 10000, Sealed: 10}}.argv(root),
+			cat([]string{"tok", "0", "5000"}, termsArgv, []string{"block", "10000", "sealed", "10"})},
+		{"root shard begin", Meta{Share: &ShardShare{Shards: 3, Shard: 0, BaseCount: 4, BaseCents: 400}, Terms: terms}.argv(root),
+			cat([]string{"tok", "0", "5000", "shards", "3", "shard", "0", "base_count", "4", "base_cents", "400"}, termsArgv)},
+		{"other shard begin", Meta{Share: &ShardShare{Shards: 3, Shard: 2, BaseCount: 3, BaseCents: 300}, Frontier: &Frontier{Block: 100, Sealed: 3}}.argv(shard),
+			[]string{"tok", "1700000000000", "0", "shards", "3", "shard", "2", "base_count", "3", "base_cents", "300", "block", "100", "sealed", "3"}},
 		{"discount begin", DiscountMeta{Budget: 900, Quota: 9, Min: 100, Max: 100, PerUserCount: 2, PerUserAmount: 150, HoldMs: 60000,
-			Funding: "platform", Seed: 7, TailCount: 1, ShardShare: ShardShare{Shards: 3, Shard: 1, BaseCount: 3, BaseCents: 300}}.argv("tok", true),
-			[]string{"tok", "1", "kind", "discount", "budget", "900", "quota", "9", "min", "100", "max", "100",
+			Funding: "platform", Seed: 7, TailCount: 1, ShardShare: ShardShare{Shards: 3, Shard: 1, BaseCount: 3, BaseCents: 300}}.argv(shard),
+			[]string{"tok", "1700000000000", "0", "kind", "discount", "budget", "900", "quota", "9", "min", "100", "max", "100",
 				"per_user_count", "2", "per_user_amount", "150", "hold_ms", "60000", "funding", "platform",
 				"seed", "7", "tail_count", "1", "shards", "3", "shard", "1", "base_count", "3", "base_cents", "300",
 				"comp_cents", "0", "reserved_count", "0", "reserved_cents", "0",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/hongbao/hongbao/internal/luascript"
 )
@@ -73,19 +74,54 @@ type Meta struct {
 
 func i64(v int64) string { return strconv.FormatInt(v, 10) }
 
-// Begin starts loading a campaign (or one shard of it) with meta m. If it
-// already exists past loading, it returns its state and nothing is
-// changed, unless restartUnused is set and the shard never granted, lent
-// or borrowed a packet: then it is loaded afresh.
-func (s *Store) Begin(ctx context.Context, k Keys, token string, restartUnused bool, m Meta) (existing string, err error) {
-	keys := []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied}
-	return s.beginLoad(ctx, s.s.begin, "begin load", keys, m.argv(token, restartUnused))
+// Loader names one create's load of a campaign (begin.lua, disc_begin.lua):
+// its token, and its place among the loads of the campaign.
+type Loader struct {
+	// Token is random and names the load: load.lua, renew.lua and
+	// activate.lua act only for the load that holds the token.
+	Token string
+	// Epoch is 0 at the campaign's root, whose begin draws the load's
+	// epoch (Begun.Epoch); at every other shard the epoch the root's
+	// begin drew: a shard refuses a load older than the newest that
+	// began it.
+	Epoch int64
+	// Hold, at the root, is how long the load holds the campaign without
+	// a renewal (Renew, or a chunk of Load): while it runs another
+	// create's begin is answered Held; once it lapsed the load may be
+	// taken over. 0: the load can be taken over at once.
+	Hold time.Duration
 }
 
-// argv is begin.lua's ARGV: the load token, the restart flag, then the
-// meta fields.
-func (m Meta) argv(token string, restartUnused bool) []string {
-	a := beginArgv(token, restartUnused, 13)
+// Begun is what a begin found.
+type Begun struct {
+	// Epoch is the epoch the load began under, when it began (Existing
+	// empty, Held false).
+	Epoch int64
+	// Existing is the state of a campaign (shard) past loading, or
+	// "loading" when a rebuild holds it; nothing was changed.
+	Existing string
+	// Held: another load holds the campaign. At the root its hold runs
+	// for Left more (wait, then begin again); at another shard a newer
+	// load began it (this load lost the campaign). Nothing was changed.
+	Held bool
+	Left time.Duration
+}
+
+// Begin starts loading a campaign (or one shard of it) with meta m, for
+// the load l. A campaign past loading is never touched (Begun.Existing),
+// except a shard other than the root that never granted, lent or
+// borrowed a packet: it is loaded afresh. A campaign loading under
+// another load is taken over only once that load's hold lapsed, and a
+// shard only by a load at least as new as the one that began it
+// (Begun.Held otherwise).
+func (s *Store) Begin(ctx context.Context, k Keys, l Loader, m Meta) (Begun, error) {
+	keys := []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied}
+	return s.beginLoad(ctx, s.s.begin, "begin load", keys, m.argv(l))
+}
+
+// argv is begin.lua's ARGV: the load, then the meta fields.
+func (m Meta) argv(l Loader) []string {
+	a := beginArgv(l, 13)
 	return m.Frontier.appendTo(m.Terms.appendTo(m.Share.appendTo(a)))
 }
 
@@ -106,18 +142,18 @@ type DiscountMeta struct {
 }
 
 // DiscountBegin starts loading one shard of a discount campaign with meta
-// m. If it already exists past loading, it returns its state and nothing
-// is changed, unless restartUnused is set and the shard never reserved,
-// lent or borrowed anything: then it is loaded afresh.
-func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, token string, restartUnused bool, m DiscountMeta) (existing string, err error) {
+// m, for the load l, as Begin does; a shard other than the root past
+// loading is loaded afresh when it never reserved, lent or borrowed
+// anything.
+func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, l Loader, m DiscountMeta) (Begun, error) {
 	keys := []string{k.Meta, k.Staging, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Xfers, k.Applied}
-	return s.beginLoad(ctx, s.s.discountBegin, "begin discount load", keys, m.argv(token, restartUnused))
+	return s.beginLoad(ctx, s.s.discountBegin, "begin discount load", keys, m.argv(l))
 }
 
-// argv is disc_begin.lua's ARGV: the load token, the restart flag, then
-// the meta fields, the shard's counters at zero.
-func (m DiscountMeta) argv(token string, restartUnused bool) []string {
-	a := beginArgv(token, restartUnused, 22)
+// argv is disc_begin.lua's ARGV: the load, then the meta fields, the
+// shard's counters at zero.
+func (m DiscountMeta) argv(l Loader) []string {
+	a := beginArgv(l, 22)
 	a = append(a, "kind", "discount", "budget", i64(m.Budget), "quota", i64(m.Quota),
 		"min", i64(m.Min), "max", i64(m.Max),
 		"per_user_count", i64(m.PerUserCount), "per_user_amount", i64(m.PerUserAmount),
@@ -132,28 +168,60 @@ func (m DiscountMeta) argv(token string, restartUnused bool) []string {
 }
 
 // beginArgv starts the ARGV of both begin scripts, with room for fields
-// meta fields: the load token, then '1' to restart an unused shard.
-func beginArgv(token string, restartUnused bool, fields int) []string {
-	flag := "0"
-	if restartUnused {
-		flag = "1"
+// meta fields: the load token, its epoch (0 at the root) and, at the
+// root, its hold in ms.
+func beginArgv(l Loader, fields int) []string {
+	hold := "0"
+	if l.Epoch == 0 {
+		hold = i64(l.Hold.Milliseconds())
 	}
-	return append(make([]string, 0, 2+2*fields), token, flag)
+	return append(make([]string, 0, 3+2*fields), l.Token, i64(l.Epoch), hold)
 }
 
-// beginLoad runs a begin script and reads its reply: loading started
-// ("" and nil), or the state of a campaign or shard past loading.
-func (s *Store) beginLoad(ctx context.Context, sc *luascript.Script, op string, keys, argv []string) (existing string, err error) {
+// beginLoad runs a begin script and reads its reply.
+func (s *Store) beginLoad(ctx context.Context, sc *luascript.Script, op string, keys, argv []string) (Begun, error) {
 	vals, err := sc.Exec(ctx, s.c, keys, argv).ToArray()
 	if err != nil {
-		return "", resultError(op, err)
+		return Begun{}, resultError(op, err)
 	}
 	if len(vals) != 2 {
-		return "", fmt.Errorf("%s: reply of %d elements", op, len(vals))
+		return Begun{}, fmt.Errorf("%s: reply of %d elements", op, len(vals))
 	}
-	if code, _ := vals[0].AsInt64(); code == 1 {
-		st, _ := vals[1].ToString()
-		return st, nil
+	code, err := vals[0].AsInt64()
+	if err != nil {
+		return Begun{}, fmt.Errorf("%s: reply: %w", op, err)
 	}
-	return "", nil
+	switch code {
+	case 0:
+		epoch, err := vals[1].AsInt64()
+		if err != nil || epoch < 1 {
+			return Begun{}, fmt.Errorf("%s: epoch %d: %v", op, epoch, err)
+		}
+		return Begun{Epoch: epoch}, nil
+	case 1:
+		st, err := vals[1].ToString()
+		if err != nil {
+			return Begun{}, fmt.Errorf("%s: state: %w", op, err)
+		}
+		return Begun{Existing: st}, nil
+	case 2:
+		left, err := vals[1].AsInt64()
+		if err != nil {
+			return Begun{}, fmt.Errorf("%s: hold: %w", op, err)
+		}
+		return Begun{Held: true, Left: time.Duration(left) * time.Millisecond}, nil
+	}
+	return Begun{}, fmt.Errorf("%s: reply code %d", op, code)
+}
+
+// Renew sets the hold of the load token on campaign k (its root's keys)
+// to last hold from now (renew.lua); 0 gives it up, so that another
+// create may take the load over at once. ErrStale: the campaign is no
+// longer loading under this token: another create took the load over, or
+// it went live.
+func (s *Store) Renew(ctx context.Context, k Keys, token string, hold time.Duration) error {
+	if err := s.s.renew.Exec(ctx, s.c, []string{k.Meta}, []string{token, i64(hold.Milliseconds())}).Error(); err != nil {
+		return resultError("renew load", err)
+	}
+	return nil
 }

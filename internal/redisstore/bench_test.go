@@ -20,7 +20,7 @@ func BenchmarkStoreGrab(b *testing.B) {
 	ctx := context.Background()
 	id := testenv.UniqueID(b)
 	const batch = 16
-	if _, err := s.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: batch * 100, Count: batch}}); err != nil {
+	if _, err := s.Begin(ctx, redisstore.Default.CampaignKeys(id), redisstore.Loader{Token: "tok"}, redisstore.Meta{Terms: &redisstore.Terms{Total: batch * 100, Count: batch}}); err != nil {
 		b.Fatal(err)
 	}
 	amounts := make([]int64, batch)

@@ -22,9 +22,9 @@ func newDiscountShard(t *testing.T, s *redisstore.Store, amounts []int64) rediss
 	}
 	m := redisstore.DiscountMeta{Max: 1000, HoldMs: 60000,
 		ShardShare: redisstore.ShardShare{Shards: 1, Shard: 0, BaseCount: int64(len(amounts)), BaseCents: sum}}
-	existing, err := s.DiscountBegin(ctx, k, "tok", false, m)
+	b, err := s.DiscountBegin(ctx, k, redisstore.Loader{Token: "tok"}, m)
 	require.NoError(t, err)
-	require.Empty(t, existing)
+	require.NotZero(t, b.Epoch, "loading")
 	require.NoError(t, s.Load(ctx, k.Keys(), "tok", 1, 1, amounts, nil))
 	_, err = s.Activate(ctx, k.Keys(), "tok", 0, 0, 3_600_000)
 	require.NoError(t, err)

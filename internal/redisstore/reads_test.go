@@ -17,7 +17,7 @@ import (
 func activate(t *testing.T, s *redisstore.Store, id string, count int) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := s.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 10 * int64(count), Count: int64(count)}})
+	_, err := s.Begin(ctx, redisstore.Default.CampaignKeys(id), redisstore.Loader{Token: "tok"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 10 * int64(count), Count: int64(count)}})
 	require.NoError(t, err)
 	amounts := make([]int64, count)
 	for i := range amounts {
@@ -48,7 +48,7 @@ func TestBacklog(t *testing.T) {
 
 	_, err := s.Backlog(ctx, redisstore.Default.CampaignKeys(id))
 	require.ErrorIs(t, err, redisstore.ErrNoCampaign, "no campaign")
-	_, err = s.Begin(ctx, redisstore.Default.CampaignKeys(id), "tok", false, redisstore.Meta{Terms: &redisstore.Terms{Total: 30, Count: 3}})
+	_, err = s.Begin(ctx, redisstore.Default.CampaignKeys(id), redisstore.Loader{Token: "tok"}, redisstore.Meta{Terms: &redisstore.Terms{Total: 30, Count: 3}})
 	require.NoError(t, err)
 	_, err = s.Backlog(ctx, redisstore.Default.CampaignKeys(id))
 	require.ErrorIs(t, err, redisstore.ErrNoCampaign, "still loading")

@@ -54,6 +54,8 @@ var (
 	blockSrc string
 	//go:embed lua/owner.lua
 	ownerSrc string
+	//go:embed lua/renew.lua
+	renewSrc string
 
 	// The discount campaigns' own scripts (discount.go).
 	//go:embed lua/disc_begin.lua
@@ -84,7 +86,7 @@ type scripts struct {
 	xferTake, xferApply                                                                           *luascript.Script
 	rebuildFreeze, rebuildSwap, rebuildActivate                                                   *luascript.Script
 	blockPeek, blockOpen                                                                          *luascript.Script
-	pause, pauseGen, block, owner                                                                 *luascript.Script
+	pause, pauseGen, block, owner, renew                                                          *luascript.Script
 	discountBegin, discountReserve, discountConfirm, discountCancel, discountReap, discountSettle *luascript.Script
 }
 
@@ -100,7 +102,7 @@ func newScripts(legacy bool) *scripts {
 		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
 		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
 		blockPeek: mk(blockPeekSrc), blockOpen: mk(blockOpenSrc),
-		pause: mk(pauseSrc), pauseGen: mk(pauseGenSrc), block: mk(blockSrc), owner: mk(ownerSrc),
+		pause: mk(pauseSrc), pauseGen: mk(pauseGenSrc), block: mk(blockSrc), owner: mk(ownerSrc), renew: mk(renewSrc),
 		discountBegin: mk(discountBeginSrc), discountReserve: mk(discountReserveSrc), discountConfirm: mk(discountConfirmSrc),
 		discountCancel: mk(discountCancelSrc), discountReap: mk(discountReapSrc), discountSettle: mk(discountSettleSrc),
 	}

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,8 @@ type Proxy struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn
+	held   *sync.Cond // on mu; signalled by Resume
+	paused bool       // under mu
 }
 
 // NewProxy listens on a free loopback port and forwards to target; it
@@ -34,6 +35,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		t.Fatalf("proxy listen: %v", err)
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln}
+	p.held = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -59,6 +61,24 @@ func (p *Proxy) Cut() {
 
 // Restore ends a Cut: new connections reach the server again.
 func (p *Proxy) Restore() { p.cut.Store(false) }
+
+// Pause holds every request back on its way to the server until Resume,
+// as a stalled client (a paused process, a network holding its packets)
+// would: what reached the server before runs and is answered, nothing
+// sent after reaches it.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+}
+
+// Resume ends a Pause: the requests held back go on, in order.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.held.Broadcast()
+	p.mu.Unlock()
+}
 
 // Delay holds every reply back by d before passing it on (0: none), as a
 // slow network or a stalled server would.
@@ -90,8 +110,28 @@ func (p *Proxy) accept() {
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); s.Close() }()
+		go func() { defer p.wg.Done(); p.requests(c, s); s.Close() }()
 		go func() { defer p.wg.Done(); p.replies(c, s); c.Close() }()
+	}
+}
+
+func (p *Proxy) requests(c, s net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.paused {
+				p.held.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := s.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
@@ -119,6 +159,7 @@ func (p *Proxy) replies(c, s net.Conn) {
 
 func (p *Proxy) close() {
 	p.ln.Close()
+	p.Resume()
 	p.mu.Lock()
 	for _, c := range p.conns {
 		c.Close()

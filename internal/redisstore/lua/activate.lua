@@ -11,8 +11,10 @@
 --         them; else count and total); HBWINDOW closes_at not after opens_at or
 --         already past
 -- Writes  RENAME of staging to pool, XGROUP CREATE of the settle group at 0 (MKSTREAM),
---         HDEL of the load fields and HSET of state, opens_at, closes_at, created_at
---         and the zeroed counters in meta, HSET of the blocked hash's placeholder field
+--         HDEL of the load fields (load_token, load_lease, load_until, the staged
+--         counters; load_epoch stays, the fence of a later begin of the shard) and
+--         HSET of state, opens_at, closes_at, created_at and the zeroed counters in
+--         meta, HSET of the blocked hash's placeholder field
 --         '' (no user id is empty), so that the key grab.lua takes always exists.
 -- Complexity O(1). Every check runs before the first write; RENAME makes the pool
 -- appear whole, so no grab ever sees a half-loaded pool. On a slot being migrated
@@ -58,7 +60,7 @@ end
 
 redis.call('RENAME', staging, pool)
 redis.call('XGROUP', 'CREATE', grants, 'settle', '0', 'MKSTREAM')
-redis.call('HDEL', meta, 'load_token', 'staged_count', 'staged_cents')
+redis.call('HDEL', meta, 'load_token', 'load_lease', 'load_until', 'staged_count', 'staged_cents')
 redis.call('HSET', meta, 'state', state, 'opens_at', string.format('%d', opens),
   'closes_at', string.format('%d', closes), 'created_at', string.format('%d', now),
   'granted_count', 0, 'granted_cents', 0, 'refunded_cents', 0)

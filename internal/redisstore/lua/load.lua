@@ -10,7 +10,8 @@
 --         HBOFFSET chunk out of order; HBAMOUNT an entry that is not "<seq>:<cents>"
 --         with the next seq and a positive amount
 -- Writes  for a chunk that is not empty: RPUSH of its packets to staging, HINCRBY of
---         staged_cents and staged_count in meta.
+--         staged_cents and staged_count in meta; at the root (meta has load_lease), HSET
+--         of load_until: every chunk renews the load's hold on the campaign.
 -- Complexity O(chunk). Chunks are at most a few thousand entries (Lua's unpack limit is ~8000).
 -- The offset and seq checks keep the list in seq order, one entry per seq; the
 -- staged sum is counted from what is pushed, so activation checks the real contents.
@@ -18,8 +19,9 @@
 -- printed with 14 significant digits, which would round sums near 2^53.
 local meta, staging = KEYS[1], KEYS[2]
 local token, offset = ARGV[1], tonumber(ARGV[2])
+--@include loader.lua
 
-local m = redis.call('HMGET', meta, 'state', 'load_token', 'staged_count', 'shard', 'shards')
+local m = redis.call('HMGET', meta, 'state', 'load_token', 'staged_count', 'shard', 'shards', 'load_lease')
 if m[1] ~= 'loading' or m[2] ~= token then
   return redis.error_reply('HBSTALE the load was superseded or the campaign is not loading')
 end
@@ -40,6 +42,7 @@ local n = #ARGV - 2
 if n == 0 then
   return offset
 end
+renew_hold(meta, m[6])
 redis.call('RPUSH', staging, unpack(ARGV, 3))
 redis.call('HINCRBY', meta, 'staged_cents', string.format('%d', sum))
 return redis.call('HINCRBY', meta, 'staged_count', n)
