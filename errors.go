@@ -40,6 +40,9 @@ var (
 	// record it (Config.Packets: unreachable, restarting). Nothing was
 	// granted to the caller; retry after a short pause.
 	ErrUnavailable = sentinel("store unavailable, retry later")
+	// ErrInvalidConfig: New was given a Config it cannot work with. A
+	// *ConfigError names the field and says why.
+	ErrInvalidConfig = sentinel("invalid configuration")
 )
 
 // The package's errors write the "hongbao: " prefix when they stand alone.
@@ -160,3 +163,41 @@ func (e *AmountError) bare() string  { return fmt.Sprintf("invalid amount %q: %s
 
 // Unwrap makes errors.Is(err, ErrInvalidAmount) true.
 func (e *AmountError) Unwrap() error { return ErrInvalidAmount }
+
+// ConfigError names the field of a Config that New (or Config.Validate)
+// refused, and why, in words meant for the developer who wrote it:
+// "hongbao: invalid configuration: Config.MaxBatch: must be within
+// 0..3000, got 5000". errors.Is(err, ErrInvalidConfig) is true, and so is
+// errors.Is against the cause, when there is one.
+type ConfigError struct {
+	// Field is the refused field as Go code names it: "Config.MaxBatch"
+	// for this package's Config; the packages beside the engine that
+	// refuse their Config with a ConfigError (scheduler, rebuild) name
+	// theirs with the package: "scheduler.Config.Parts".
+	Field string
+	// Value is the refused value as text ("5000", "10s"); empty when the
+	// field is missing or its value says nothing more.
+	Value string
+	// Reason says what is wrong with it: "must be within 0..3000".
+	Reason string
+	// Err is the cause, if any: the refusal of a namespace or an owner.
+	Err error
+}
+
+func (e *ConfigError) Error() string { return "hongbao: " + e.bare() }
+func (e *ConfigError) bare() string {
+	msg := "invalid configuration: " + e.Field + ": " + e.Reason
+	if e.Value != "" {
+		msg += ", got " + e.Value
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidConfig) true, and keeps the cause
+// in the chain.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrInvalidConfig, e.Err}
+}
