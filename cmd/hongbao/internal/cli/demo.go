@@ -162,8 +162,8 @@ func (d *demoCmd) parseFlags(args []string) error {
 	if !f.settle && f.ledger != "" {
 		return usageErrorf("--ledger makes no sense with --settle=false")
 	}
-	if f.waitN < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
-		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
+	if f.waitN < 0 || f.waitTimeout <= 0 || f.waitTimeout >= hongbao.DefaultBatchTimeout {
+		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and %s (the engine's batch timeout)", hongbao.DefaultBatchTimeout)
 	}
 	return nil
 }

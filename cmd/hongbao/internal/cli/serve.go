@@ -143,8 +143,8 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if err := f.redis.checkNamespace(); err != nil {
 		return err
 	}
-	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
-		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
+	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= hongbao.DefaultBatchTimeout {
+		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and %s (the engine's batch timeout)", hongbao.DefaultBatchTimeout)
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
