@@ -696,7 +696,7 @@ func (e *Engine) CloseCampaign(ctx context.Context, id string) (*Status, error) 
 func (e *Engine) Campaigns(ctx context.Context) ([]string, error) {
 	ids, err := e.store.Campaigns(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("hongbao: %w", err)
+		return nil, plainStoreErr(err)
 	}
 	return ids, nil
 }
@@ -730,7 +730,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 func (e *Engine) CountRequests(ctx context.Context, sec, n int64) (int64, error) {
 	count, err := e.store.CountRequests(ctx, sec, n)
 	if err != nil {
-		return 0, fmt.Errorf("hongbao: %w", err)
+		return 0, plainStoreErr(err)
 	}
 	return count, nil
 }
@@ -746,6 +746,9 @@ func mapStoreErr(err error) error {
 		return &kindError{kind: ErrLoadInterrupted, cause: err}
 	case errors.Is(err, redisstore.ErrWindow):
 		return &kindError{kind: ErrInvalidSpec, cause: err}
+	case errors.Is(err, redisstore.ErrClientClosed):
+		// Refused before sending: a closed client never sends again.
+		return &kindError{kind: ErrClosed, cause: err}
 	case errors.As(err, &unknown):
 		return &kindError{kind: ErrOutcomeUnknown, cause: err}
 	case redisstore.NotRun(err):

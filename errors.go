@@ -40,6 +40,15 @@ var (
 	// record it (Config.Packets: unreachable, restarting). Nothing was
 	// granted to the caller; retry after a short pause.
 	ErrUnavailable = sentinel("store unavailable, retry later")
+	// ErrClosed: the engine takes no more calls. It was shut down
+	// (Engine.Shutdown), or its Redis client was found closed before the
+	// call began (rueidis.Client.Close): nothing was sent, and nothing
+	// will be on this engine, so a retry here is pointless; a client
+	// retries on another instance. A call in flight when the client
+	// closed, whose reply the close cut short, may have acted: it is
+	// ErrOutcomeUnknown, like any lost reply, and ErrClosed only answers
+	// the calls after the client was found closed.
+	ErrClosed = sentinel("closed")
 	// ErrInvalidConfig: New was given a Config it cannot work with. A
 	// *ConfigError names the field and says why.
 	ErrInvalidConfig = sentinel("invalid configuration")
