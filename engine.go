@@ -206,6 +206,7 @@ type Engine struct {
 	discounts *discounter            // discount campaigns (discount_batch.go)
 	hooks     settleHooks            // a settlement scheduler's (engine_settle.go)
 	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
+	life      *life                  // the work Shutdown waits for (shutdown.go)
 	log       *slog.Logger
 }
 
@@ -257,10 +258,14 @@ func New(cfg Config) (*Engine, error) {
 	}
 	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
 	store = store.WithNamespace(ns)
-	terms, _ := cfg.Packets.(TermsRecorder)
+	lf := newLife()
+	var terms TermsRecorder
+	if t, ok := cfg.Packets.(TermsRecorder); ok {
+		terms = closedTerms{TermsRecorder: t, life: lf}
+	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), discounts: newDiscounter(store, cfg),
-		log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
+	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg, lf), discounts: newDiscounter(store, cfg, lf),
+		life: lf, log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into

@@ -295,3 +295,8 @@ func (s *Store) Close(ctx context.Context, k Keys, by string) (state, reason str
 	c, _ := vals[2].AsInt64()
 	return state, reason, c == 1, nil
 }
+
+// Shut makes every call of the store, and of its copies, fail with
+// ErrClientClosed from now on, without sending anything; the client stays
+// open for its other users (luascript.Shut).
+func (s *Store) Shut() { luascript.Shut(s.c) }

@@ -298,6 +298,17 @@ func (b *base) demoLedger(ctx context.Context, dsn, prefix string) (ledger.Ledge
 	return l, nil
 }
 
+// shutDownAtClose shuts eng down when the command closes: before the
+// ledger and Redis it uses, opened before it (closers run last opened
+// first), so no block it opens ahead of need meets a closed ledger.
+func (b *base) shutDownAtClose(eng *hongbao.Engine) {
+	b.deferClose(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = eng.Shutdown(ctx)
+	})
+}
+
 // demoRedis connects to the demo's Redis as its flags say, the emulator
 // allowed, until the command closes.
 func (b *base) demoRedis(ctx context.Context, r *redisFlags) (*redisConn, error) {
@@ -398,6 +409,7 @@ func (d *demoCmd) create(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.shutDownAtClose(d.eng)
 	d.camp, err = d.eng.Create(ctx, d.spec)
 	return err
 }

@@ -192,6 +192,7 @@ func (d *discountDemoCmd) start(ctx context.Context) error {
 	if d.eng, err = hongbao.New(hongbao.Config{Redis: d.conn.Client, LegacyScripts: legacy}); err != nil {
 		return err
 	}
+	d.shutDownAtClose(d.eng)
 	if d.d, err = d.eng.Discounts().Create(ctx, d.spec); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -614,8 +615,10 @@ func (s *serveCmd) run(ctx context.Context) error {
 }
 
 // shutdown stops taking requests and finishes the ones in flight (their
-// grabs complete in Redis and are answered), then stops the scheduler
-// after its current batch. close then closes the ledger, then Redis.
+// grabs complete in Redis and are answered), shuts the engine down (the
+// blocks it opens ahead of need write to the ledger in the background),
+// then stops the scheduler after its current batch. close then closes the
+// ledger, then Redis.
 func (s *serveCmd) shutdown(ctx context.Context) error {
 	s.api.Stopping()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.f.shutdownTimeout)
@@ -631,6 +634,12 @@ func (s *serveCmd) shutdown(ctx context.Context) error {
 	}
 	if s.metricsSrv != nil {
 		_ = s.metricsSrv.Close()
+	}
+	if s.eng != nil {
+		if eerr := s.eng.Shutdown(sctx); eerr != nil {
+			s.log.Error("shutdown: the engine's work in flight did not finish in time", "err", eerr)
+			err = cmp.Or(err, eerr)
+		}
 	}
 	if s.sched != nil {
 		s.sched.Stop()
