@@ -22,7 +22,7 @@ func TestClosedRedisClient(t *testing.T) {
 	ctx := context.Background()
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{r.Addr}, DisableCache: true})
 	require.NoError(t, err)
-	eng, err := hongbao.New(hongbao.Config{Redis: rc})
+	eng, err := hongbao.New(hongbao.Config{Redis: rc, WithoutLedger: true})
 	require.NoError(t, err)
 	c := create(t, eng, hongbao.Spec{Total: 1000, Count: 10})
 	d, err := eng.Discounts().Create(ctx, hongbao.DiscountSpec{ID: testenv.UniqueID(t), Budget: 1000, Quota: 10, PerUserCount: 1})
@@ -70,7 +70,7 @@ func requireClosedErr(t *testing.T, err error) {
 // testenvEngine is a bare engine on the test's own open client.
 func testenvEngine(t *testing.T, r *testenv.Redis) *hongbao.Engine {
 	t.Helper()
-	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, WithoutLedger: true})
 	require.NoError(t, err)
 	return eng
 }

@@ -1,7 +1,11 @@
 package hongbao_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +31,7 @@ func TestConfigErrors(t *testing.T) {
 		{"no redis", hongbao.Config{}, "Config.Redis", "", nil},
 		{"namespace", hongbao.Config{Redis: rc, Namespace: "a b"}, "Config.Namespace", "", nil},
 		{"owner", hongbao.Config{Redis: rc, Owner: "has space"}, "Config.Owner", "", hongbao.ErrInvalidID},
+		{"without ledger and a ledger", hongbao.Config{Redis: rc, Packets: nopRecorder{}, WithoutLedger: true}, "Config.WithoutLedger", "true", nil},
 		{"window", hongbao.Config{Redis: rc, DefaultWindow: -time.Second}, "Config.DefaultWindow", "-1s", nil},
 		{"batch timeout", hongbao.Config{Redis: rc, BatchTimeout: -time.Second}, "Config.BatchTimeout", "-1s", nil},
 		{"wait timeout", hongbao.Config{Redis: rc, WaitTimeout: -time.Second}, "Config.WaitTimeout", "-1s", nil},
@@ -79,4 +84,39 @@ func TestConfigErrors(t *testing.T) {
 func newErr(cfg hongbao.Config) error {
 	_, err := hongbao.New(cfg)
 	return err
+}
+
+// nopRecorder records nothing.
+type nopRecorder struct{}
+
+func (nopRecorder) WritePackets(context.Context, string, []int64) error { return nil }
+
+// TestNewWarnsWithoutLedger: an engine without Config.Packets says what is
+// lost, once, at New, unless Config.WithoutLedger says it is on purpose;
+// one with a recorder says nothing.
+func TestNewWarnsWithoutLedger(t *testing.T) {
+	t.Parallel()
+	rc := testenv.SharedRedis(t).Client
+	for _, tc := range []struct {
+		name string
+		cfg  hongbao.Config
+		warn bool
+	}{
+		{"bare", hongbao.Config{Redis: rc}, true},
+		{"on purpose", hongbao.Config{Redis: rc, WithoutLedger: true}, false},
+		{"recorder", hongbao.Config{Redis: rc, Packets: nopRecorder{}}, false},
+	} {
+		var buf bytes.Buffer
+		tc.cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+		_, err := hongbao.New(tc.cfg)
+		require.NoError(t, err)
+		if !tc.warn {
+			require.Empty(t, buf.String(), tc.name)
+			continue
+		}
+		require.Equal(t, 1, strings.Count(buf.String(), "level=WARN"), tc.name)
+		for _, word := range []string{"Config.Packets is nil", "rebuilt", "Config.WithoutLedger"} {
+			require.Contains(t, buf.String(), word, tc.name)
+		}
+	}
 }

@@ -96,8 +96,17 @@ type Config struct {
 	// as funded while Redis no longer holds it, and Create one the ledger
 	// shows refunded (settled) while Redis no longer holds it
 	// (ErrCampaignRetired).
-	// Default nil.
+	// Default nil: New then warns through Logger, unless WithoutLedger.
 	Packets PacketRecorder
+	// WithoutLedger says that Packets is nil on purpose, and New does not
+	// warn about it. Without Packets a campaign Redis lost cannot be
+	// rebuilt (hongbao rebuild restores it from the packets the ledger
+	// holds), pools have no pop frontier (BlockSize), and nothing stops a
+	// Create from reusing the id of a campaign settled and gone from
+	// Redis, whose packets, fund and grants it would then share in the
+	// ledger (ErrCampaignRetired). For tests, benchmarks and demos; set
+	// with Packets it is refused. Default false.
+	WithoutLedger bool
 	// BlockSize is the size of the blocks the durable pop frontier opens
 	// a pool in, when Config.Packets is a ledger.BlockRecorder (a
 	// ledger.Ledger is): a campaign's pools start sealed, and the engine
@@ -167,6 +176,9 @@ func (c Config) Validate() error {
 		if err := ValidateOwner(c.Owner); err != nil {
 			return &ConfigError{Field: "Config.Owner", Reason: bareMessage(err), Err: err}
 		}
+	}
+	if c.WithoutLedger && c.Packets != nil {
+		return &ConfigError{Field: "Config.WithoutLedger", Value: "true", Reason: "says there is no ledger, but Config.Packets is set"}
 	}
 	for _, f := range []struct {
 		name string
@@ -264,6 +276,10 @@ func New(cfg Config) (*Engine, error) {
 		terms = closedTerms{TermsRecorder: t, life: lf}
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Packets == nil && !cfg.WithoutLedger {
+		cfg.Logger.Warn("hongbao: Config.Packets is nil: campaigns this engine creates cannot be rebuilt if Redis loses them, their pools have no pop frontier, and a settled campaign's id can be created again; pass a ledger (ledger/open), or set Config.WithoutLedger to say it is on purpose",
+			"namespace", ns.Name())
+	}
 	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg, lf), discounts: newDiscounter(store, cfg, lf),
 		life: lf, log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
 }

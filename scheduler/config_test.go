@@ -20,7 +20,7 @@ import (
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	rc := testenv.SharedRedis(t).Client
-	eng, err := hongbao.New(hongbao.Config{Redis: rc, Namespace: "other"})
+	eng, err := hongbao.New(hongbao.Config{Redis: rc, Namespace: "other", WithoutLedger: true})
 	require.NoError(t, err)
 	ok := settle.Config{Redis: rc, Ledger: struct{ ledger.Ledger }{}}
 	cases := []struct {

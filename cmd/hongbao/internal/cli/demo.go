@@ -404,6 +404,8 @@ func (d *demoCmd) create(ctx context.Context) error {
 		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout}
 	if d.led != nil {
 		cfg.Packets = d.led // every packet and the terms, before the campaign goes live
+	} else {
+		cfg.WithoutLedger = true // --settle=false: the grants stay in Redis for another process
 	}
 	d.eng, err = hongbao.New(cfg)
 	if err != nil {
