@@ -44,7 +44,11 @@ import (
 
 // Sink is where settled entries go. ledger.Ledger is one; package webhook
 // has another. Every method must be idempotent: after a crash the worker
-// sends again what it sent before the crash.
+// sends again what it sent before the crash. A Sink settles red packet
+// campaigns; to settle discount campaigns too it must also be a
+// DiscountSink (ApplyDiscounts), else the worker leaves them unsettled
+// and logs it once. Optional too: TotalsSink, for ReconcileSink, and an
+// Identity method naming the wallet it settles into (Config.Owner).
 type Sink interface {
 	// Fund records the campaign's funding, once.
 	Fund(ctx context.Context, c ledger.Campaign) error
