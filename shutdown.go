@@ -12,9 +12,10 @@ import (
 
 // Shutdown stops the engine: it takes no new work, waits until the work
 // it runs beyond its callers' calls is done, then closes its use of
-// Redis. Every call after it fails with ErrClosed, at once: grabs and
-// discount calls before they queue, a create before it reads the ledger,
-// the others before they reach Redis.
+// Redis. Once it began, grabs and discount calls fail with ErrClosed
+// before they queue and creates before they read the ledger; once it
+// returned nil, every other call fails with ErrClosed before it reaches
+// Redis.
 //
 // The work it waits for is the engine's own: the batches of the lanes in
 // flight (grabs and discount calls queued before it began are sent and
