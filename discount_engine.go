@@ -414,7 +414,7 @@ func (ds Discounts) CloseCampaign(ctx context.Context, id string) (*DiscountStat
 func (ds Discounts) Campaigns(ctx context.Context) ([]string, error) {
 	ids, err := ds.e.store.DiscountCampaigns(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("hongbao: %w", err)
+		return nil, plainStoreErr(err)
 	}
 	return ids, nil
 }

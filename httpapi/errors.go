@@ -29,7 +29,7 @@ const (
 	CodeOutcomeUnknown      = "outcome_unknown"      // 503, with Retry-After: retrying the grab is safe
 	CodeInProgress          = "in_progress"          // 409, with Retry-After: a create with this Idempotency-Key is loading
 	CodeIdempotencyMismatch = "idempotency_mismatch" // 422: the Idempotency-Key was used for another campaign spec
-	CodeNotReady            = "not_ready"            // 503: a dependency is unreachable or the server is stopping
+	CodeNotReady            = "not_ready"            // 503: a dependency is unreachable, or the server (its engine) is stopping
 	CodeUnavailable         = "unavailable"          // 503: the request ran out of time, or the store takes no writes now
 	CodeInternal            = "internal"             // 500
 	CodeNoReservation       = "no_reservation"       // 404: the user holds no reservation of that order
@@ -69,6 +69,7 @@ var (
 	errGlobalLimit    = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "the service is at its request limit"}
 	errDemoLimit      = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many demo players from this address"}
 	errShuttingDown   = &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: "shutting down"}
+	errEngineClosed   = &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: "this instance is stopping and takes no more requests; nothing was done, retry on another"}
 	errLiveViewsFull  = &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, msg: "too many live views are open; retry later", retry: true}
 	errLedgerUnread   = &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
 	errCreateLoading  = &requestError{status: http.StatusConflict, code: CodeInProgress, msg: "a create with this Idempotency-Key is in progress; retry", retry: true}
@@ -151,6 +152,10 @@ var errorTable = []errorRow{
 			msg: "busy (too many requests waiting, or Redis moving or restarting); nothing was done, retry shortly"}},
 	{is: []error{hongbao.ErrUnavailable},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the store takes no writes now; retrying is safe", retry: true}},
+	// The engine was shut down, or its Redis client closed, before the
+	// call: nothing was done and this process will do nothing more, so
+	// the answer is the stopping server's, not a retry here.
+	{is: []error{hongbao.ErrClosed}, answer: errEngineClosed},
 	{is: []error{hongbao.ErrOutcomeUnknown}, counted: true,
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, msg: "the answer was lost; retrying is safe", retry: true}},
 	{is: []error{context.DeadlineExceeded, context.Canceled},

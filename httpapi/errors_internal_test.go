@@ -45,6 +45,7 @@ func TestErrorTable(t *testing.T) {
 		{hongbao.ErrBusy, 503, CodeBusy, "2", "busy"},
 		{hongbao.ErrUnavailable, 503, CodeUnavailable, "2", "error"},
 		{hongbao.ErrOutcomeUnknown, 503, CodeOutcomeUnknown, "2", "outcome_unknown"},
+		{hongbao.ErrClosed, 503, CodeNotReady, "", "error"},
 		{context.DeadlineExceeded, 503, CodeUnavailable, "2", "error"},
 		{badRequest(CodeInvalidJSON, "malformed JSON"), 400, CodeInvalidJSON, "", "error"},
 		{errCreateLoading, 409, CodeInProgress, "2", "error"},

@@ -124,6 +124,22 @@ type Config struct {
 	Paused bool
 }
 
+// Validate checks the configuration. A refusal is a *hongbao.ConfigError
+// (errors.Is(err, hongbao.ErrInvalidConfig)) naming the field from this
+// package: "rebuild.Config.Ledger".
+func (c Config) Validate() error {
+	switch {
+	case c.Redis == nil:
+		return &hongbao.ConfigError{Field: "rebuild.Config.Redis", Reason: "is required"}
+	case c.Ledger == nil:
+		return &hongbao.ConfigError{Field: "rebuild.Config.Ledger", Reason: "is required: a rebuild restores the campaign from the packets it recorded"}
+	}
+	if _, err := redisstore.ParseNamespace(c.Namespace); err != nil {
+		return &hongbao.ConfigError{Field: "rebuild.Config.Namespace", Reason: err.Error(), Err: err}
+	}
+	return nil
+}
+
 // Report is what a rebuild did and what it could not know.
 type Report struct {
 	Campaign string `json:"campaign"`
@@ -215,18 +231,16 @@ type run struct {
 }
 
 // Rebuild restores campaign id; see the package comment. The report is
-// returned with ErrHealthy too, listing nothing wrong.
+// returned with ErrHealthy too, listing nothing wrong. A Config that
+// Validate refuses is a *hongbao.ConfigError, and nothing is read.
 func Rebuild(ctx context.Context, cfg Config, id string) (*Report, error) {
-	if cfg.Redis == nil || cfg.Ledger == nil {
-		return nil, errors.New("rebuild: Config.Redis and Config.Ledger are required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if err := hongbao.ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	ns, err := redisstore.ParseNamespace(cfg.Namespace)
-	if err != nil {
-		return nil, fmt.Errorf("rebuild: Config.Namespace: %w", err)
-	}
+	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
 	r := &run{cfg: cfg, id: id, store: redisstore.New(cfg.Redis).WithNamespace(ns),
 		rep: &Report{Campaign: id, Problems: []string{}, Conflicts: []string{}, Notes: []string{}, UnrecoverablePackets: []int64{}}}
 	for _, step := range []func(context.Context) error{r.readLedger, r.check, r.freeze, r.fence, r.read, r.decide, r.write, r.activate} {

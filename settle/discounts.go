@@ -26,15 +26,25 @@ import (
 // lease). A campaign whose every unit is confirmed, with nothing held, is
 // closed by the worker, reason exhausted.
 
-// DiscountSink is a Sink that also takes confirmed discounts; ledger.Ledger
-// is one. A worker whose sink is not one leaves discount campaigns alone
-// (and says so once in its log).
+// DiscountSink is a Sink that also takes confirmed discounts: what a
+// custom sink implements to settle discount campaigns. ledger.Ledger is
+// one (so are the PostgreSQL and SQLite ledgers); a webhook.Sink is not.
+// A worker whose sink is not one settles red packet campaigns only, and
+// leaves discount campaigns alone: their confirmed discounts stay pending
+// in Redis, nothing is funded or refunded, the campaign stays registered
+// for a worker that takes them, and the worker says so once in its log
+// ("the sink takes no discounts").
 type DiscountSink interface {
 	// ApplyDiscounts writes a batch of one discount campaign's confirmed
 	// discounts atomically and says which it refused as conflicting, as
-	// Sink.ApplyGrants does grants.
+	// Sink.ApplyGrants does grants. The campaign is
+	// ledger.DiscountCampaign of the campaign's id, and Fund and Refund
+	// of the Sink receive the same name for its budget and its leftover.
 	ApplyDiscounts(ctx context.Context, campaign string, ds []ledger.Discount) (ledger.DiscountResult, error)
 }
+
+// Every ledger settles discount campaigns.
+var _ DiscountSink = ledger.Ledger(nil)
 
 // CloseExhausted is the close reason of a discount campaign whose every
 // discount is confirmed (hongbao.CloseExhausted).

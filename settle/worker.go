@@ -44,7 +44,11 @@ import (
 
 // Sink is where settled entries go. ledger.Ledger is one; package webhook
 // has another. Every method must be idempotent: after a crash the worker
-// sends again what it sent before the crash.
+// sends again what it sent before the crash. A Sink settles red packet
+// campaigns; to settle discount campaigns too it must also be a
+// DiscountSink (ApplyDiscounts), else the worker leaves them unsettled
+// and logs it once. Optional too: TotalsSink, for ReconcileSink, and an
+// Identity method naming the wallet it settles into (Config.Owner).
 type Sink interface {
 	// Fund records the campaign's funding, once.
 	Fund(ctx context.Context, c ledger.Campaign) error
@@ -226,13 +230,11 @@ type Worker struct {
 	startM sync.Mutex
 }
 
-// New returns a Worker.
+// New returns a Worker, or a *ConfigError (ErrConfig) for a Config that
+// Validate refuses.
 func New(cfg Config) (*Worker, error) {
-	if cfg.Redis == nil {
-		return nil, errors.New("settle: Config.Redis is required")
-	}
-	if (cfg.Ledger == nil) == (cfg.Sink == nil) {
-		return nil, errors.New("settle: set exactly one of Config.Ledger and Config.Sink")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	sink := cfg.Sink
 	if cfg.Ledger != nil {
@@ -270,16 +272,10 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.WaitReplicas < 0 || cfg.WaitTimeout < 0 {
-		return nil, errors.New("settle: Config.WaitReplicas and WaitTimeout must not be negative")
-	}
 	if cfg.WaitTimeout == 0 {
 		cfg.WaitTimeout = 500 * time.Millisecond
 	}
-	ns, err := redisstore.ParseNamespace(cfg.Namespace)
-	if err != nil {
-		return nil, fmt.Errorf("settle: Config.Namespace: %w", err)
-	}
+	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
 		store = redisstore.NewLegacy(cfg.Redis)

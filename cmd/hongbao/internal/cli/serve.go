@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -143,8 +144,8 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if err := f.redis.checkNamespace(); err != nil {
 		return err
 	}
-	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
-		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
+	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= hongbao.DefaultBatchTimeout {
+		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and %s (the engine's batch timeout)", hongbao.DefaultBatchTimeout)
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
@@ -614,8 +615,10 @@ func (s *serveCmd) run(ctx context.Context) error {
 }
 
 // shutdown stops taking requests and finishes the ones in flight (their
-// grabs complete in Redis and are answered), then stops the scheduler
-// after its current batch. close then closes the ledger, then Redis.
+// grabs complete in Redis and are answered), shuts the engine down (the
+// blocks it opens ahead of need write to the ledger in the background),
+// then stops the scheduler after its current batch. close then closes the
+// ledger, then Redis.
 func (s *serveCmd) shutdown(ctx context.Context) error {
 	s.api.Stopping()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.f.shutdownTimeout)
@@ -631,6 +634,12 @@ func (s *serveCmd) shutdown(ctx context.Context) error {
 	}
 	if s.metricsSrv != nil {
 		_ = s.metricsSrv.Close()
+	}
+	if s.eng != nil {
+		if eerr := s.eng.Shutdown(sctx); eerr != nil {
+			s.log.Error("shutdown: the engine's work in flight did not finish in time", "err", eerr)
+			err = cmp.Or(err, eerr)
+		}
 	}
 	if s.sched != nil {
 		s.sched.Stop()
