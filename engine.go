@@ -126,6 +126,11 @@ type Config struct {
 	// configuration it warns about, background work that failed.
 	// Default: slog.Default().
 	Logger *slog.Logger
+	// Observers hear every grab, discount call and batch script call,
+	// with its answer and latency (see Observer): metrics, for one
+	// (package metrics). Engine.Observe adds more later. Default none:
+	// nothing is spent on them.
+	Observers []Observer
 }
 
 // PacketRecorder records a campaign's packets; see Config.Packets.
@@ -182,6 +187,7 @@ type Engine struct {
 	terms     TermsRecorder          // Config.Packets, when it keeps terms; else nil
 	discounts *discounter            // discount campaigns (discount_batch.go)
 	hooks     settleHooks            // a settlement scheduler's (engine_settle.go)
+	obs       *observers             // Config.Observers and Observe's (observe.go)
 	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
 	log       *slog.Logger
 }
@@ -236,7 +242,8 @@ func New(cfg Config) (*Engine, error) {
 	store = store.WithNamespace(ns)
 	terms, _ := cfg.Packets.(TermsRecorder)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), discounts: newDiscounter(store, cfg),
+	obs := newObservers(cfg.Observers)
+	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg, obs), discounts: newDiscounter(store, cfg, obs), obs: obs,
 		log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
 }
 
@@ -499,8 +506,16 @@ func unixMs(t time.Time) int64 {
 // retry returns the user's packet if one was granted.
 //
 // Concurrent grabs of one campaign are coalesced into batch calls of the
-// grab script (see Config.MaxBatch).
+// grab script (see Config.MaxBatch). The engine's observers hear it
+// (Config.Observers).
 func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
+	if obs := e.obs.load(); obs != nil {
+		return e.grabObserved(ctx, obs, id, user)
+	}
+	return e.grab(ctx, id, user)
+}
+
+func (e *Engine) grab(ctx context.Context, id, user string) (Grant, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return Grant{}, err
 	}
@@ -516,9 +531,6 @@ func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
 			return Grant{}, err
 		}
 		return Grant{}, opErr("grab", id, mapStoreErr(err))
-	}
-	if res.Outcome == redisstore.Granted {
-		e.granted()
 	}
 	return toGrant(id, user, res)
 }

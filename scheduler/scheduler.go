@@ -351,7 +351,6 @@ func (s *Scheduler) Stop() {
 	s.cancel()
 	<-s.done
 	if e := s.cfg.Engine; e != nil {
-		e.OnGranted(nil)
 		s.pub.Stop()
 		e.SetSettleBusy(nil)
 	}
