@@ -162,7 +162,7 @@ func (c *settleCmd) open(ctx context.Context) error {
 	cfg := settle.Config{Namespace: c.redis.ns, Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
 		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout, Tracer: tr}
 	if c.hook != "" {
-		sink, err := openWebhook(c.hook, c.hookSecret, c.hookName)
+		sink, err := openWebhook(c.hook, c.hookSecret, c.hookName, log)
 		if err != nil {
 			return err
 		}
@@ -247,7 +247,8 @@ func (c *settleCmd) report(st settle.Stats, took, rollTook time.Duration) {
 	}
 }
 
-func openWebhook(url, secretFile, name string) (*webhook.Sink, error) {
+// openWebhook opens the sink of --webhook URL, its retries logged to log.
+func openWebhook(url, secretFile, name string, log *slog.Logger) (*webhook.Sink, error) {
 	if secretFile == "" {
 		return nil, usageErrorf("--webhook needs --webhook-secret-file")
 	}
@@ -255,7 +256,7 @@ func openWebhook(url, secretFile, name string) (*webhook.Sink, error) {
 	if err != nil {
 		return nil, usageErrorf("--webhook-secret-file: %v", err)
 	}
-	sink, err := webhook.New(webhook.Config{URL: url, Secret: bytes.TrimSpace(b), Name: name})
+	sink, err := webhook.New(webhook.Config{URL: url, Secret: bytes.TrimSpace(b), Name: name, Logger: log})
 	if err != nil {
 		return nil, usageErrorf("--webhook: %v", err)
 	}
