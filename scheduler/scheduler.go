@@ -213,6 +213,10 @@ func memberID(consumer string) string {
 // Worker returns the settlement worker (its Stats, its Backlog).
 func (s *Scheduler) Worker() *settle.Worker { return s.worker }
 
+// Parts is the number of parts of the deployment's settlement
+// (Config.Parts; 1 unless set).
+func (s *Scheduler) Parts() int { return s.cfg.Parts }
+
 // IsLeader says whether this process holds the lease now; with several
 // parts, whether it holds one of them at least.
 func (s *Scheduler) IsLeader() bool {

@@ -26,6 +26,7 @@ import (
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/metrics"
 	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
 )
@@ -53,8 +54,7 @@ type serveCmd struct {
 	served      chan error // what srv.Serve returned
 	pprof       *http.Server
 	metricsSrv  *http.Server
-	leaseHeld   prometheus.Gauge // 1 while this process holds the lease
-	tracer      trace.Tracer     // nil: tracing off
+	tracer      trace.Tracer // nil: tracing off
 
 	// demo, when not nil, turns on the API's demo mode (demo --web).
 	demo *httpapi.Demo
@@ -394,12 +394,10 @@ func (s *serveCmd) newAPI(context.Context) error {
 		return err
 	}
 	s.eng = eng
-	var settleStats func() settle.Stats
 	if f.settle {
 		if err := s.newScheduler(); err != nil {
 			return err
 		}
-		settleStats = s.sched.Worker().Stats
 	}
 	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
@@ -413,7 +411,6 @@ func (s *serveCmd) newAPI(context.Context) error {
 		Fund: func(ctx context.Context, c *hongbao.Campaign) error {
 			return led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total})
 		},
-		SettleStats: settleStats,
 		SettledCents: func(ctx context.Context, id string) (int64, error) {
 			t, err := led.Totals(ctx, id)
 			return t.GrantCents, err
@@ -429,30 +426,16 @@ func (s *serveCmd) newAPI(context.Context) error {
 	return nil
 }
 
-// registry returns the registry of serve's metrics: the API's, the
-// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go),
-// and the settlement parts, configured and held here.
+// registry returns the registry of serve's metrics; the API adds its own
+// and the engine's. Each process exports the metrics of the duties it
+// performs: with the scheduler, its lease, parts and settlement counters
+// (metrics.NewScheduler); with --settle=false none of them, so that no
+// API process claims a missing scheduler (hongbao settle exports them).
 func (s *serveCmd) registry() *prometheus.Registry {
-	s.leaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "hongbao_scheduler_lease_held",
-		Help: "1 while this process holds the scheduler lease, or with --settle-parts above 1 at least one part (runs settlement, closes on time and refunds).",
-	})
-	parts := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "hongbao_scheduler_parts",
-		Help: "The deployment's number of settlement parts (--settle-parts).",
-	})
-	parts.Set(float64(s.f.settleParts))
-	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "hongbao_scheduler_parts_held",
-		Help: "Settlement parts this process holds now (with one part: 1 while it holds the lease).",
-	}, func() float64 {
-		if s.sched == nil {
-			return 0
-		}
-		return float64(len(s.sched.HeldParts()))
-	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.leaseHeld, parts, held)
+	if s.sched != nil {
+		reg.MustRegister(metrics.NewScheduler(s.sched))
+	}
 	return reg
 }
 
