@@ -186,6 +186,9 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.Settle.Parts = s.single
 		s.el, err = leader.New(leader.Config{
 			Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: cfg.LeaseName, TTL: cfg.LeaseTTL, Logger: cfg.Logger, OnElected: s.lease,
+			// Named as the settlement consumer (by default the host), so
+			// that a process waiting for the lease says whom it waits for.
+			ID: cfg.Settle.Consumer,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
