@@ -137,8 +137,8 @@ func (s *serveCmd) parseFlags(args []string) error {
 		return err
 	}
 	f := &s.f
-	if f.logFormat != "text" && f.logFormat != "json" {
-		return usageErrorf("--log-format must be text or json")
+	if err := checkLogFormat(f.logFormat); err != nil {
+		return err
 	}
 	if err := f.redis.checkNamespace(); err != nil {
 		return err
@@ -180,16 +180,28 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if _, err := web.New(web.Options{Embedders: f.playEmbedders}); err != nil {
 		return usageErrorf("--play-embedder: %v", err)
 	}
-	if f.logFormat == "json" {
-		s.log = slog.New(slog.NewJSONHandler(s.env.Stderr, nil))
-	} else {
-		s.log = slog.New(slog.NewTextHandler(s.env.Stderr, nil))
-	}
+	s.log = newLogger(s.env, f.logFormat)
 	s.consumer = f.consumer
 	if s.consumer == "" {
 		s.consumer = defaultConsumer(f.listen)
 	}
 	return nil
+}
+
+// checkLogFormat checks a --log-format.
+func checkLogFormat(format string) error {
+	if format != "text" && format != "json" {
+		return usageErrorf("--log-format must be text or json")
+	}
+	return nil
+}
+
+// newLogger logs to env's stderr in format (text or json).
+func newLogger(env *IO, format string) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(env.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(env.Stderr, nil))
 }
 
 // defaultConsumer names the settlement consumer of a serve listening on
@@ -526,7 +538,7 @@ func (s *serveCmd) listenPprof(context.Context) error {
 // listenAside serves srv on addr, a listener of its own beside the API's,
 // until the command closes, and returns the address it listens on; flag
 // names addr's flag in the error.
-func (s *serveCmd) listenAside(addr, flag string, srv *http.Server) (net.Addr, error) {
+func (s *base) listenAside(addr, flag string, srv *http.Server) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
