@@ -131,7 +131,7 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
-	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics (settlement counters, the scheduler lease and parts) and /healthz, without credentials, on this address (keep it private); not with --drain; default: off")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics (settlement counters, the scheduler lease and parts) and /healthz, without credentials, on this address (keep it private); with --drain, while it runs; default: off")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	declareConfig(fs, &c.config)
 	setUsage(fs, c.env, settleUsage)
@@ -140,9 +140,6 @@ func (c *settleCmd) parseFlags(args []string) error {
 	}
 	if err := checkLogFormat(c.logFormat); err != nil {
 		return err
-	}
-	if c.metricsListen != "" && c.drain {
-		return usageErrorf("--metrics-listen serves a running scheduler; a --drain settles and exits")
 	}
 	if c.waitN < 0 || c.waitTimeout <= 0 {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be positive")
