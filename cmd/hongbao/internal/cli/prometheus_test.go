@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
@@ -106,12 +107,15 @@ func freeAddr(t *testing.T) string {
 }
 
 // promAPI reads the HTTP API of a Prometheus server.
-type promAPI struct{ base string }
+type promAPI struct {
+	base string
+	c    *http.Client // openapitest's: Prometheus's paths are none of ours, and pass unchecked
+}
 
 // get decodes the data of the API answer to path (with query) into out.
 func (p promAPI) get(t *testing.T, path string, query url.Values, out any) bool {
 	t.Helper()
-	res, err := http.Get(p.base + path + "?" + query.Encode())
+	res, err := p.c.Get(p.base + path + "?" + query.Encode())
 	if err != nil {
 		return false // not listening yet
 	}
@@ -238,7 +242,7 @@ scrape_configs:
 	listen := freeAddr(t)
 	startProc(t, prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+listen, "--log.level=warn")
-	p := promAPI{base: "http://" + listen}
+	p := promAPI{base: "http://" + listen, c: openapitest.Client(t)}
 
 	// Traffic: a grant the scheduler settles.
 	base := "http://" + api.wait(t, "serve's API", regexp.MustCompile(`msg=serving addr=([0-9.:]+)`))

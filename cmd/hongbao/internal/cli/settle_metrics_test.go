@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/redisserver"
 )
 
@@ -68,10 +69,11 @@ func (p *settleProc) stop(t *testing.T) {
 	}
 }
 
-// get reads path of the metrics listener: its status and body.
+// get reads path of the metrics listener: its status and body, checked
+// against openapi.json as serve's /metrics and /healthz are.
 func (p *settleProc) get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	res, err := http.Get(p.metrics + path)
+	res, err := openapitest.Client(t).Get(p.metrics + path)
 	require.NoError(t, err)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
