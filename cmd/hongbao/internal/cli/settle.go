@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -140,6 +141,11 @@ func (c *settleCmd) parseFlags(args []string) error {
 	}
 	if err := checkLogFormat(c.logFormat); err != nil {
 		return err
+	}
+	if c.metricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.metricsListen); err != nil {
+			return usageErrorf("--metrics-listen %q: %v", c.metricsListen, err)
+		}
 	}
 	if c.waitN < 0 || c.waitTimeout <= 0 {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be positive")

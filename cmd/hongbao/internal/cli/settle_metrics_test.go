@@ -124,8 +124,8 @@ func TestSettleMetricsListen(t *testing.T) {
 	waitFor(t, "b to take the lease over", 10*time.Second, func() bool { return b.has(t, "hongbao_scheduler_lease_held 1") })
 }
 
-// TestSettleFlags: settle's help names its flags; a bad --log-format is a
-// usage error.
+// TestSettleFlags: settle's help names its flags; a bad --log-format or
+// --metrics-listen is a usage error, before any connection.
 func TestSettleFlags(t *testing.T) {
 	t.Parallel()
 	code, _, errs := run(t, nil, "settle", "-h")
@@ -135,7 +135,12 @@ func TestSettleFlags(t *testing.T) {
 	for _, f := range []string{"-metrics-listen", "-log-format", "-lease", "-settle-parts", "-drain"} {
 		require.Contains(t, errs, f)
 	}
-	code, _, errs = run(t, nil, "settle", "--redis", "redis://127.0.0.1:1", "--ledger", "sqlite:x.db", "--log-format", "xml")
-	require.Equal(t, 2, code, errs)
-	require.Contains(t, errs, "--log-format must be text or json")
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--log-format", "xml", "--log-format must be text or json"},
+		{"--metrics-listen", "not-an-address", `--metrics-listen "not-an-address"`},
+	} {
+		code, _, errs = run(t, nil, "settle", "--redis", "redis://127.0.0.1:1", "--ledger", "sqlite:x.db", tc.flag, tc.value)
+		require.Equal(t, 2, code, errs)
+		require.Contains(t, errs, tc.want)
+	}
 }
