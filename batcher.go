@@ -82,7 +82,8 @@ type batcher[Q, R any] struct {
 	timeout            time.Duration
 	exec               execFunc[Q, R]
 	tracer             trace.Tracer // nil: no spans
-	ops                []string     // the name of each opcode, for spans
+	ops                []string     // the name of each opcode, for spans and observers
+	obs                *observers   // the engine's (observe.go)
 
 	lanes map[laneKey]*lane[Q, R]
 	pool  sync.Pool // of *waiter[Q, R]
@@ -114,9 +115,9 @@ func (c *counters) borrowed(moved int) {
 
 // init readies b: build lays out a campaign of a number of shards, exec
 // runs a batch.
-func (b *batcher[Q, R]) init(cfg Config, lf *life, maxBatch int, build func(id string, shards int) *route, exec execFunc[Q, R]) {
+func (b *batcher[Q, R]) init(cfg Config, lf *life, obs *observers, maxBatch int, build func(id string, shards int) *route, exec execFunc[Q, R]) {
 	b.life = lf
-	b.routes, b.build = map[string]*route{}, build
+	b.routes, b.build, b.obs = map[string]*route{}, build, obs
 	b.maxBatch, b.maxQueue, b.timeout = maxBatch, cfg.MaxQueue, cfg.BatchTimeout
 	b.exec = exec
 	b.tracer = cfg.Tracer
@@ -247,11 +248,22 @@ func (b *batcher[Q, R]) run(l *lane[Q, R]) {
 		if b.tracer != nil {
 			ctx, span = b.batchSpan(ctx, l, batch)
 		}
+		obs := b.obs.load()
+		var start time.Time
+		if obs != nil {
+			start = time.Now()
+		}
 		each, err := b.exec(ctx, l, reqs, results[:len(batch)])
 		if span != nil {
 			endSpan(span, err)
 		}
 		cancel()
+		if obs != nil {
+			ev := BatchEvent{Op: b.ops[l.key.op], Campaign: l.key.id, Size: len(batch), Duration: time.Since(start), Err: err}
+			for _, x := range obs {
+				x.o.ObserveBatch(ev)
+			}
+		}
 		b.batches.Add(1)
 		b.requests.Add(uint64(len(batch)))
 		b.sizes[min(bits.Len(uint(len(batch)-1)), batchBuckets-1)].Add(1)

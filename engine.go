@@ -147,6 +147,11 @@ type Config struct {
 	// configuration it warns about, background work that failed.
 	// Default: slog.Default().
 	Logger *slog.Logger
+	// Observers hear every grab, discount call and batch script call,
+	// with its answer and latency (see Observer): metrics, for one
+	// (package metrics). Engine.Observe adds more later. Default none:
+	// nothing is spent on them.
+	Observers []Observer
 }
 
 // Defaults of Config's fields.
@@ -229,6 +234,7 @@ type Engine struct {
 	terms     TermsRecorder          // Config.Packets, when it keeps terms; else nil
 	discounts *discounter            // discount campaigns (discount_batch.go)
 	hooks     settleHooks            // a settlement scheduler's (engine_settle.go)
+	obs       *observers             // Config.Observers and Observe's (observe.go)
 	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
 	life      *life                  // the work Shutdown waits for (shutdown.go)
 	log       *slog.Logger
@@ -295,7 +301,8 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger.Warn("hongbao: Config.Packets is nil: campaigns this engine creates cannot be rebuilt if Redis loses them, their pools have no pop frontier, and a settled campaign's id can be created again; pass a ledger (ledger/open), or set Config.WithoutLedger to say it is on purpose",
 			"namespace", ns.Name())
 	}
-	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg, lf), discounts: newDiscounter(store, cfg, lf),
+	obs := newObservers(cfg.Observers)
+	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg, lf, obs), discounts: newDiscounter(store, cfg, lf, obs), obs: obs,
 		life: lf, log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
 }
 
@@ -627,8 +634,16 @@ func unixMs(t time.Time) int64 {
 // retry returns the user's packet if one was granted.
 //
 // Concurrent grabs of one campaign are coalesced into batch calls of the
-// grab script (see Config.MaxBatch).
+// grab script (see Config.MaxBatch). The engine's observers hear it
+// (Config.Observers).
 func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
+	if obs := e.obs.load(); obs != nil {
+		return e.grabObserved(ctx, obs, id, user)
+	}
+	return e.grab(ctx, id, user)
+}
+
+func (e *Engine) grab(ctx context.Context, id, user string) (Grant, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return Grant{}, err
 	}
@@ -644,9 +659,6 @@ func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
 			return Grant{}, err
 		}
 		return Grant{}, opErr("grab", id, mapStoreErr(err))
-	}
-	if res.Outcome == redisstore.Granted {
-		e.granted()
 	}
 	return toGrant(id, user, res)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 
@@ -192,4 +193,46 @@ func check(err error) {
 	if err != nil {
 		panic(err)
 	}
+}
+
+// grantCounter is an observer of an embedder's own: it counts the grants.
+// Embedding NopObserver, it implements only what it needs.
+type grantCounter struct {
+	hongbao.NopObserver
+	grants atomic.Int64
+}
+
+func (c *grantCounter) ObserveGrab(ev hongbao.GrabEvent) {
+	if ev.Err == nil && ev.Grant.Outcome == hongbao.Granted {
+		c.grants.Add(1)
+	}
+}
+
+// Observers hear every grab with its answer and latency; any number of
+// them, the scheduler's and the metrics' beside an embedder's own.
+func ExampleEngine_Observe() {
+	ctx := context.Background()
+	client := exampleClient()
+	defer client.Close()
+
+	eng, err := hongbao.New(hongbao.Config{Redis: client})
+	if err != nil {
+		panic(err)
+	}
+	counter := &grantCounter{}
+	stop := eng.Observe(counter)
+	c, err := eng.Create(ctx, hongbao.Spec{Total: 200, Count: 2})
+	if err != nil {
+		panic(err)
+	}
+	for _, user := range []string{"alice", "alice", "bob", "carol"} {
+		if _, err := eng.Grab(ctx, c.ID, user); err != nil {
+			panic(err)
+		}
+	}
+	stop() // the observer hears no more; the others still do
+	_, _ = eng.Grab(ctx, c.ID, "dave")
+	fmt.Println("grants heard:", counter.grants.Load())
+	// Output:
+	// grants heard: 2
 }

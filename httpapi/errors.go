@@ -84,13 +84,14 @@ func notReady(msg string) *requestError {
 
 // errorRow answers the errors that are any of is, or, with as, those that
 // as turns into an answer (typed errors, answered from their fields).
-// Counted rows give their code as the metric label of a failed grab or
-// discount call; the others count as "error".
+// A failed grab or discount call is counted under its code when package
+// metrics labels its error so (metrics.ErrorLabel: not_found, busy,
+// outcome_unknown and the reservation refusals), else as "error";
+// TestErrorTable holds the two together.
 type errorRow struct {
-	is      []error
-	as      func(error) *requestError
-	answer  *requestError
-	counted bool
+	is     []error
+	as     func(error) *requestError
+	answer *requestError
 }
 
 // errorTable maps the errors of the engine, settle and decoding to the
@@ -105,20 +106,20 @@ var errorTable = []errorRow{
 		}
 		return nil
 	}},
-	{is: []error{hongbao.ErrNoReservation}, counted: true,
+	{is: []error{hongbao.ErrNoReservation},
 		answer: &requestError{status: http.StatusNotFound, code: CodeNoReservation, msg: "this user holds no reservation of this order"}},
-	{is: []error{hongbao.ErrReservationExpired}, counted: true,
+	{is: []error{hongbao.ErrReservationExpired},
 		answer: &requestError{status: http.StatusConflict, code: CodeExpired, msg: "the reservation of this order expired; its discount went back (reserve again with a new order id)"}},
-	{is: []error{hongbao.ErrReservationCancelled}, counted: true,
+	{is: []error{hongbao.ErrReservationCancelled},
 		answer: &requestError{status: http.StatusConflict, code: CodeCancelled, msg: "the reservation of this order was cancelled (reserve again with a new order id)"}},
-	{is: []error{hongbao.ErrReservationConfirmed}, counted: true,
+	{is: []error{hongbao.ErrReservationConfirmed},
 		answer: &requestError{status: http.StatusConflict, code: CodeConfirmed, msg: "the discount of this order is confirmed; it can no longer be cancelled"}},
-	{is: []error{hongbao.ErrOrderMismatch}, counted: true,
+	{is: []error{hongbao.ErrOrderMismatch},
 		answer: &requestError{status: http.StatusConflict, code: CodeOrderMismatch, msg: "this order was reserved for another order amount (reserve a new amount with a new order id)"}},
 	{is: []error{hongbao.ErrCampaignRetired}, answer: errKeyRetired},
 	// Before the deadline row: the create's wait for another one ended.
 	{is: []error{hongbao.ErrCreateInProgress}, answer: errCreateLoading},
-	{is: []error{hongbao.ErrCampaignNotFound, settle.ErrNoCampaign}, counted: true,
+	{is: []error{hongbao.ErrCampaignNotFound, settle.ErrNoCampaign},
 		answer: &requestError{status: http.StatusNotFound, code: CodeNotFound, msg: "no such campaign"}},
 	{is: []error{hongbao.ErrNoGrant},
 		answer: &requestError{status: http.StatusNotFound, code: CodeNoGrant, msg: "you hold no packet of this campaign"}},
@@ -147,7 +148,7 @@ var errorTable = []errorRow{
 	// bare, the client still hears nothing of its text.
 	{is: []error{hongbao.ErrInvalidSpec, hongbao.ErrInvalidAmount},
 		answer: &requestError{status: http.StatusBadRequest, code: CodeInvalidRequest, msg: "invalid campaign"}},
-	{is: []error{hongbao.ErrBusy}, counted: true,
+	{is: []error{hongbao.ErrBusy},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, retry: true,
 			msg: "busy (too many requests waiting, or Redis moving or restarting); nothing was done, retry shortly"}},
 	{is: []error{hongbao.ErrUnavailable},
@@ -156,38 +157,30 @@ var errorTable = []errorRow{
 	// call: nothing was done and this process will do nothing more, so
 	// the answer is the stopping server's, not a retry here.
 	{is: []error{hongbao.ErrClosed}, answer: errEngineClosed},
-	{is: []error{hongbao.ErrOutcomeUnknown}, counted: true,
+	{is: []error{hongbao.ErrOutcomeUnknown},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, msg: "the answer was lost; retrying is safe", retry: true}},
 	{is: []error{context.DeadlineExceeded, context.Canceled},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the request ran out of time; retry", retry: true}},
 }
 
-// answerOf finds err's answer in errorTable; counted says whether its code
-// is its metric label. It is nil for an internal error.
-func answerOf(err error) (answer *requestError, counted bool) {
+// answerOf finds err's answer in errorTable. It is nil for an internal
+// error.
+func answerOf(err error) *requestError {
 	for i := range errorTable {
 		row := &errorTable[i]
 		if row.as != nil {
 			if a := row.as(err); a != nil {
-				return a, row.counted
+				return a
 			}
 			continue
 		}
 		for _, target := range row.is {
 			if errors.Is(err, target) {
-				return row.answer, row.counted
+				return row.answer
 			}
 		}
 	}
-	return nil, false
-}
-
-// errorLabel is the metric label of a failed grab or discount call.
-func errorLabel(err error) string {
-	if a, counted := answerOf(err); counted {
-		return a.code
-	}
-	return "error"
+	return nil
 }
 
 // fail answers an error from the engine, settle, decoding or a handler's
@@ -195,7 +188,7 @@ func errorLabel(err error) string {
 // fields of their typed errors, never from an error's text; anything else
 // is logged and answered without its text.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	a, _ := answerOf(err)
+	a := answerOf(err)
 	switch {
 	case a == nil:
 		s.log.Error("request failed", "route", r.Pattern, "err", err)

@@ -210,6 +210,9 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.Settle.Parts = s.single
 		s.el, err = leader.New(leader.Config{
 			Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: cfg.LeaseName, TTL: cfg.LeaseTTL, Logger: cfg.Logger, OnElected: s.lease,
+			// Named as the settlement consumer (by default the host), so
+			// that a process waiting for the lease says whom it waits for.
+			ID: cfg.Settle.Consumer,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
@@ -236,6 +239,10 @@ func memberID(consumer string) string {
 
 // Worker returns the settlement worker (its Stats, its Backlog).
 func (s *Scheduler) Worker() *settle.Worker { return s.worker }
+
+// Parts is the number of parts of the deployment's settlement
+// (Config.Parts; 1 unless set).
+func (s *Scheduler) Parts() int { return s.cfg.Parts }
 
 // IsLeader says whether this process holds the lease now; with several
 // parts, whether it holds one of them at least.
@@ -375,7 +382,6 @@ func (s *Scheduler) Stop() {
 	s.cancel()
 	<-s.done
 	if e := s.cfg.Engine; e != nil {
-		e.OnGranted(nil)
 		s.pub.Stop()
 		e.SetSettleBusy(nil)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -164,7 +165,7 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 		for _, g := range e.Grants {
 			user, order, ok := redisstore.SplitOrderKey(g.User)
 			if !ok {
-				w.malformed.Add(1)
+				w.tell(&w.malformed, hongbao.SettleMalformed, sh.id, 1, nil)
 				w.log.Error("malformed confirms entry moved to the dead stream", "discount", sh.id, "entry", e.ID, "field", g.User)
 				return w.store.Dead(ctx, sh.keys, e.ID, "malformed: field "+g.User, e.Raw)
 			}
@@ -177,11 +178,11 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}
-	w.discounts.Add(int64(res.Inserted))
-	w.replayed.Add(int64(res.Replayed))
+	w.tell(&w.discounts, hongbao.SettleDiscounts, sh.id, int64(res.Inserted), nil)
+	w.tell(&w.replayed, hongbao.SettleReplayed, sh.id, int64(res.Replayed), nil)
 	bad := map[string][]redisstore.DeadGrant{}
 	for _, c := range res.Conflicts {
-		w.conflicts.Add(1)
+		w.tell(&w.conflicts, hongbao.SettleConflict, sh.id, 1, nil)
 		w.log.Error("INCIDENT: conflicting discount", "discount", sh.id, "kind", c.Kind,
 			"user", c.Discount.User, "order", c.Discount.Order, "seq", c.Discount.Seq, "cents", c.Discount.Cents,
 			"existing_order", c.Existing.Order, "existing_seq", c.Existing.Seq)
@@ -239,7 +240,7 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 		return false, 0, err
 	}
 	if changed {
-		w.refunds.Add(1)
+		w.tell(&w.refunds, hongbao.SettleRefund, id, 1, nil)
 		w.log.Info("discount campaign settled", "discount", id, "confirmed_cents", cents, "refund_cents", refund)
 	}
 	return true, 0, w.retireDiscount(ctx, v)

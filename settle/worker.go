@@ -38,6 +38,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -161,6 +162,12 @@ type Config struct {
 	// (hongbao.settle.batch) and of its ledger transaction (OpenTelemetry).
 	// Default nil: no spans.
 	Tracer trace.Tracer
+	// Observers hear each result of the worker as it counts it in Stats
+	// (hongbao.Observer.ObserveSettle): grants and discounts written,
+	// replays, conflicts, refusals, malformed and deleted entries, failed
+	// passes, foreign campaigns, refunds, reaped reservations. Their other
+	// methods are not called. Default none.
+	Observers []hongbao.Observer
 }
 
 // Stats counts what a worker did.
@@ -352,7 +359,7 @@ func (w *Worker) loop(ctx context.Context, halt <-chan struct{}) {
 		var pause time.Duration
 		switch {
 		case err != nil && ctx.Err() == nil:
-			w.failures.Add(1)
+			w.tell(&w.failures, hongbao.SettleFailed, "", 1, err)
 			backoff = min(max(2*backoff, 100*time.Millisecond), w.cfg.MaxBackoff)
 			pause, idle = backoff, 0
 			w.log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
@@ -560,7 +567,7 @@ func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 			return p, nil
 		}
 		if err != nil {
-			w.failures.Add(1)
+			w.tell(&w.failures, hongbao.SettleFailed, "", 1, err)
 			backoff = min(max(2*backoff, 100*time.Millisecond), w.cfg.MaxBackoff)
 			w.log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
 			select {
@@ -818,7 +825,7 @@ func (w *Worker) reclaim(ctx context.Context, sh shard) (int, error) {
 	w.claimAt[streamOf(sh)] = next
 	w.mu.Unlock()
 	if len(deleted) > 0 {
-		w.deleted.Add(int64(len(deleted)))
+		w.tell(&w.deleted, hongbao.SettleDeleted, sh.id, int64(len(deleted)), nil)
 		w.log.Error("ALARM: pending grants entries were deleted from the stream before settling",
 			"campaign", sh.id, "shard", sh.keys.Tag, "ids", deleted)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -58,6 +59,9 @@ type Config struct {
 	// does not share. Printable, without whitespace, at most MaxNameLen
 	// bytes.
 	Name string
+	// Logger hears each failed attempt that will be retried (the call's
+	// error says the rest). Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // MaxNameLen bounds Config.Name, in bytes: a name travels in every event
@@ -156,6 +160,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Name == "" {
 		c.Name, _ = DefaultName(c.URL) // Validate reports a bad URL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
