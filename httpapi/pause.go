@@ -43,7 +43,7 @@ func (s *Server) pauseRoute(kind string, pause bool, do pauseOf) func(http.Respo
 			out, state, shards, err := do(ctx, id, pause)
 			if err == nil {
 				s.log.Info("admin action", "who", admin, "action", action, kind, id,
-					"state", state, "paused_shards", shards, "remote", r.RemoteAddr)
+					"state", state, "paused_shards", shards, "remote", s.remote(r))
 			}
 			return out, err
 		})
@@ -135,7 +135,7 @@ func (s *Server) blockUsers(discount, add bool) func(http.ResponseWriter, *http.
 				return nil, err
 			}
 			s.log.Info("admin action", "who", admin, "action", action, "campaign", id, "discount", discount,
-				"users", len(users), "changed", n, "remote", r.RemoteAddr)
+				"users", len(users), "changed", n, "remote", s.remote(r))
 			out := blockOut{Campaign: id, Removed: &n}
 			if add {
 				out.Added, out.Removed = &n, nil

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -67,7 +68,8 @@ type serveFlags struct {
 	redis                                               redisFlags
 	listen, ledger, dataDir, pprof, consumer, logFormat string
 	adminKeys, paymentKeys, tokenSecrets, playEmbedders fileList
-	metricsKeys                                         fileList
+	metricsKeys, trustedProxies                         fileList
+	proxies                                             []netip.Prefix // trustedProxies, read
 	metricsListen, tlsCert, tlsKey                      string
 	metricsPprof                                        bool
 	tokenIssuer, tokenAudience                          string
@@ -112,6 +114,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.userBurst, "user-burst", 10, "burst of the per-user limit")
 	fs.Float64Var(&f.ipRate, "ip-rate", 0, "requests per second per client address (0: no limit)")
 	fs.IntVar(&f.ipBurst, "ip-burst", 0, "burst of the per-address limit (default: the rate)")
+	fs.Var(&f.trustedProxies, "trusted-proxy", "a network (CIDR, or one address) of the proxies in front of serve (the gateway, a load balancer): from a peer in it the client address of the per-address limits and the logs is the right-most X-Forwarded-For entry that is not a trusted proxy; repeat for several; default: none, the client is the TCP peer and X-Forwarded-For is ignored")
 	fs.Int64Var(&f.globalRate, "global-rate", 0, "API requests per second over every serve process sharing the Redis, spent only by requests that authenticated (0: no limit)")
 	fs.Float64Var(&f.authFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (IPv6: per /64); past it and its burst the address is answered 429 (negative: no limit)")
 	fs.IntVar(&f.authFailBurst, "auth-fail-burst", 50, "burst of the failed-authentication limit")
@@ -172,6 +175,11 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if f.reapEvery < 10*time.Millisecond {
 		return usageErrorf("--reap-every must be at least 10ms")
 	}
+	proxies, err := parseNetworks(f.trustedProxies)
+	if err != nil {
+		return usageErrorf("--trusted-proxy: %v", err)
+	}
+	f.proxies = proxies
 	// Redis keeps whole milliseconds.
 	f.leaseTTL = f.leaseTTL.Truncate(time.Millisecond)
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
@@ -190,6 +198,28 @@ func (s *serveCmd) parseFlags(args []string) error {
 		s.consumer = defaultConsumer(f.listen)
 	}
 	return nil
+}
+
+// parseNetworks reads networks written as CIDRs (10.0.0.0/8) or single
+// addresses (10.0.0.2, a network of one).
+func parseNetworks(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range list {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is neither a CIDR network nor an address", v)
+			}
+			a = a.Unmap()
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // defaultConsumer names the settlement consumer of a serve listening on
@@ -419,7 +449,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 			return t.GrantCents, err
 		},
 		UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
-		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
+		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst, TrustedProxies: f.proxies,
 		Logger: s.log, Registry: s.registry(), Tracer: s.tracer,
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
 	})
