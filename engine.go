@@ -183,6 +183,7 @@ type Engine struct {
 	discounts *discounter            // discount campaigns (discount_batch.go)
 	hooks     settleHooks            // a settlement scheduler's (engine_settle.go)
 	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
+	pauseStep func(written int)      // tests only: runs after each shard a pause or resume writes (pause.go)
 	log       *slog.Logger
 }
 
