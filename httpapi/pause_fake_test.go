@@ -84,7 +84,9 @@ func TestPauseOvertakenOnFakes(t *testing.T) {
 	require.NoError(t, err)
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
-	ts := &testServer{URL: hs.URL, Server: s, Client: &http.Client{Transport: openapitest.Transport(t, http.DefaultTransport), Timeout: 10 * time.Second}}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	ts := &testServer{URL: hs.URL, Server: s, Client: &http.Client{Transport: openapitest.Transport(t, tr), Timeout: 10 * time.Second}}
 	admin := string(adminKey)
 	for _, over := range []bool{true, false} {
 		e.overtaken = over
