@@ -149,9 +149,6 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
 	}
-	if f.leaseTTL < 300*time.Millisecond {
-		return usageErrorf("--lease-ttl must be at least 300ms")
-	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageErrorf("--tls-cert-file and --tls-key-file go together")
 	}
@@ -169,11 +166,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if f.maxBacklog < 0 {
 		return usageErrorf("--max-backlog must not be negative")
 	}
-	if f.settleParts < 1 || f.settleParts > scheduler.MaxParts {
-		return usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, f.settleParts)
-	}
-	if f.reapEvery < 10*time.Millisecond {
-		return usageErrorf("--reap-every must be at least 10ms")
+	ignored, err := f.checkSettle()
+	if err != nil {
+		return err
 	}
 	proxies, err := parseNetworks(f.trustedProxies)
 	if err != nil {
@@ -193,11 +188,33 @@ func (s *serveCmd) parseFlags(args []string) error {
 	} else {
 		s.log = slog.New(slog.NewTextHandler(s.env.Stderr, nil))
 	}
+	if ignored != "" {
+		s.log.Warn("--settle=false settles nothing: the settlement flags are not used", "ignored", ignored)
+	}
 	s.consumer = f.consumer
 	if s.consumer == "" {
 		s.consumer = defaultConsumer(f.listen)
 	}
 	return nil
+}
+
+// checkSettle checks the flags of the scheduler (--settle-parts,
+// --lease-ttl, --reap-every). With --settle=false nothing uses them, so
+// nothing about them stops serve: it answers what it would have refused,
+// for a warning, instead.
+func (f *serveFlags) checkSettle() (ignored string, err error) {
+	switch {
+	case f.settleParts < 1 || f.settleParts > scheduler.MaxParts:
+		err = usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, f.settleParts)
+	case f.leaseTTL < 300*time.Millisecond:
+		err = usageErrorf("--lease-ttl must be at least 300ms")
+	case f.reapEvery < 10*time.Millisecond:
+		err = usageErrorf("--reap-every must be at least 10ms")
+	}
+	if err != nil && !f.settle {
+		return err.Error(), nil
+	}
+	return "", err
 }
 
 // parseNetworks reads networks written as CIDRs (10.0.0.0/8) or single
