@@ -129,6 +129,12 @@ type Status struct {
 	// returned and 0 once a Resume did.
 	Paused       bool
 	PausedShards int
+	// Overtaken is set only on the status Pause or Resume answers: a
+	// Pause or Resume that started later wrote a shard before this call
+	// could, and the campaign is as that later call wants (Paused says
+	// which), not as this one asked; PausedShards may disagree with Paused
+	// while the later call is still writing.
+	Overtaken bool
 	// BlockedUsers counts the users blocked on the campaign (Engine.Block).
 	BlockedUsers int64
 	// Now is the Redis clock at the read.

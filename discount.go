@@ -201,10 +201,11 @@ type DiscountStatus struct {
 	RefundedCents int64
 	// InFlight counts the units (of RemainingCount) moving between shards.
 	InFlight int64
-	// Paused, PausedShards and BlockedUsers are as in Status
+	// Paused, PausedShards, Overtaken and BlockedUsers are as in Status
 	// (Discounts.Pause, Discounts.Block).
 	Paused       bool
 	PausedShards int
+	Overtaken    bool
 	BlockedUsers int64
 	// Now is the Redis clock at the read of the root.
 	Now time.Time

@@ -237,6 +237,7 @@ type Engine struct {
 	obs       *observers             // Config.Observers and Observe's (observe.go)
 	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
 	life      *life                  // the work Shutdown waits for (shutdown.go)
+	pauseStep func(written int)      // tests only: runs after each shard a pause or resume writes (pause.go)
 	log       *slog.Logger
 }
 

@@ -28,7 +28,26 @@ const MaxBlockUsers = redisstore.MaxBlockBatch
 // call of a newer generation wrote it before: Pauses and Resumes that
 // race (two operators, two consoles) leave every shard, once all have
 // returned, as the call that started last (took the later generation)
-// wants, never some paused and some not.
+// wants, never some paused and some not. A call never takes a second
+// generation: an older call that finds a shard written by a newer one
+// leaves it, goes on with the shards the newer one may not have reached
+// yet (it will), and answers the campaign as it finds it, Overtaken. A
+// call that took its generation again to write over a newer one would
+// turn the newer call's answer into a lie: a Resume that started before a
+// Pause but ran slower would resume the grabs after the Pause had told
+// its operator "paused".
+//
+// The root's counter can fall behind the shards' generations: a root
+// rebuilt without its meta starts it again at 0, and a failover can lose
+// its last increments. Generations it would then hand out again are ones
+// the shards already hold, and their writes would be refused as if a
+// newer call had overtaken them. So a call first reads the newest
+// generation the shards hold and takes its own above it as well as above
+// the counter (which lifts the counter): a generation is then above every
+// write made before the call started, and a write refused after that can
+// only be a newer call's. The read is not atomic with the take; a write
+// landing between them comes from a call that took its generation before
+// this one's (the counter only grows), so it is below this one's anyway.
 //
 // Status.Paused reads the root's flag and Status.PausedShards counts the
 // shards that hold one: after a Pause or Resume that failed (or crashed)
@@ -56,13 +75,19 @@ func (e *Engine) pauseCampaign(ctx context.Context, op, id string, paused bool) 
 		return nil, err
 	}
 	r, _, err := e.read(ctx, id)
+	overtaken := false
 	if err == nil {
-		err = pauseShards(ctx, e.store, r.keys, paused)
+		overtaken, err = pauseShards(ctx, e.store, r.keys, paused, e.pauseStep)
 	}
 	if err != nil {
 		return nil, opErr(op, id, mapStoreErr(err))
 	}
-	return e.Status(ctx, id)
+	st, err := e.Status(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st.Overtaken = overtaken
+	return st, nil
 }
 
 // Pause stops the reservations of discount campaign id until
@@ -84,26 +109,30 @@ func (e *Engine) pauseDiscount(ctx context.Context, op, id string, paused bool) 
 		return nil, err
 	}
 	shards, err := e.discountShards(ctx, id)
+	overtaken := false
 	if err == nil {
-		err = pauseShards(ctx, e.store, shards, paused)
+		overtaken, err = pauseShards(ctx, e.store, shards, paused, e.pauseStep)
 	}
 	if err != nil {
 		return nil, opErr(op, id, mapStoreErr(err))
 	}
-	return e.Discounts().Status(ctx, id)
+	st, err := e.Discounts().Status(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st.Overtaken = overtaken
+	return st, nil
 }
 
-// pauseShards takes a generation, then pauses every shard, the root
-// last, or resumes them, the root first: the root's flag, which Status
-// reports, is set only after every other shard's and cleared before them.
-// A shard a newer call wrote is left as that call wants. When a shard
-// holds a newer generation than this call's, either a call that started
-// later overtook this one, or the root's counter fell behind (a root
-// rebuilt without its meta): the call then takes a generation above
-// every shard's and writes them all again, once. Each racing call redoes
-// at most once, so the shards still end as the last write pass to start
-// wants, and a lost counter costs one more pass, not a mixed campaign.
-func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.Keys, paused bool) error {
+// pauseShards takes a generation above the shards' newest and the root's
+// counter, then pauses every shard, the root last, or resumes them, the
+// root first: the root's flag, which Status reports, is set only after
+// every other shard's and cleared before them. It answers overtaken when
+// a shard refused the write: a call that started later wrote it, and the
+// campaign is as that call wants. step, when not nil, runs after the
+// generation is taken and after each shard written (tests hold a call
+// there).
+func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.Keys, paused bool, step func(int)) (overtaken bool, err error) {
 	order := make([]redisstore.Keys, 0, len(shards))
 	order = append(order, shards[1:]...)
 	if paused {
@@ -111,28 +140,30 @@ func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.K
 	} else {
 		order = append([]redisstore.Keys{shards[0]}, order...)
 	}
-	above := int64(0)
-	for pass := 0; pass < 2; pass++ {
-		gen, err := s.PauseGen(ctx, shards[0], above)
-		if err != nil {
-			return err
-		}
-		newest := gen
-		for _, k := range order {
-			r, err := s.Pause(ctx, k, paused, gen)
-			if err != nil {
-				return err
-			}
-			newest = max(newest, r.Newest)
-		}
-		if newest == gen {
-			return nil
-		}
-		above = newest
+	newest, err := s.NewestPause(ctx, shards)
+	if err != nil {
+		return false, err
 	}
-	// Overtaken twice: the newer call's pass decides; the counter is
-	// above every shard's already (this call's second generation was).
-	return nil
+	gen, err := s.PauseGen(ctx, shards[0], newest)
+	if err != nil {
+		return false, err
+	}
+	if step != nil {
+		step(0)
+	}
+	for i, k := range order {
+		r, err := s.Pause(ctx, k, paused, gen)
+		if err != nil {
+			return overtaken, err
+		}
+		// A shard the newer call has not reached yet still takes this
+		// write: the newer call writes it after.
+		overtaken = overtaken || !r.Applied
+		if step != nil {
+			step(i + 1)
+		}
+	}
+	return overtaken, nil
 }
 
 func (e *Engine) discountShards(ctx context.Context, id string) ([]redisstore.Keys, error) {

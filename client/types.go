@@ -57,7 +57,11 @@ type CampaignStatus struct {
 	InFlight       int        `json:"in_flight"`     // packets moving between shards (in RemainingCount)
 	Paused         bool       `json:"paused"`        // an operator paused it (PauseCampaign)
 	PausedShards   int        `json:"paused_shards"` // all shards once a pause answered, 0 once a resume did
-	BlockedUsers   int        `json:"blocked_users"`
+	// Overtaken, on the answer of PauseCampaign or ResumeCampaign only:
+	// one that started later wrote a shard first, and the campaign is as
+	// that one wants (Paused), not as this call asked.
+	Overtaken    bool `json:"overtaken"`
+	BlockedUsers int  `json:"blocked_users"`
 }
 
 // Settlement is the campaign's grants on their way to the ledger.
@@ -186,6 +190,7 @@ type DiscountStatus struct {
 	InFlight          int       `json:"in_flight"`
 	Paused            bool      `json:"paused"`
 	PausedShards      int       `json:"paused_shards"`
+	Overtaken         bool      `json:"overtaken"` // as in CampaignStatus (PauseDiscount, ResumeDiscount)
 	BlockedUsers      int       `json:"blocked_users"`
 	Now               time.Time `json:"now"`
 }

@@ -25,16 +25,25 @@ const MinSecretLen = token.MinSecretLen
 // (token.Secret: signers share it without importing the handlers).
 type Secret = token.Secret
 
-var errNoCredentials = errors.New("missing bearer credentials")
+var (
+	errNoCredentials   = errors.New("missing bearer credentials")
+	errLongCredentials = fmt.Errorf("bearer credentials longer than %d bytes", maxCredentialLen)
+)
 
 // bearer returns the credentials of an "Authorization: Bearer x" header.
+// Credentials longer than maxCredentialLen are refused before anything
+// hashes or decodes them.
 func bearer(r *http.Request) (string, error) {
 	h := r.Header.Get("Authorization")
 	scheme, cred, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
+	cred = strings.TrimSpace(cred)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || cred == "" {
 		return "", errNoCredentials
 	}
-	return strings.TrimSpace(cred), nil
+	if len(cred) > maxCredentialLen {
+		return "", errLongCredentials
+	}
+	return cred, nil
 }
 
 // TokenScope is what a deployment's user tokens must say besides their

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,7 @@ func TestConfigRefusesUselessSecrets(t *testing.T) {
 		"kid twice":              {[]httpapi.Secret{userSecret, {KID: userSecret.KID, Key: userSecret2.Key}}, [][]byte{adminKey}, "two user token secrets"},
 		"short secret":           {[]httpapi.Secret{{KID: "k", Key: []byte("short")}}, [][]byte{adminKey}, "at least 32"},
 		"short admin key":        {[]httpapi.Secret{userSecret}, [][]byte{[]byte("short")}, "at least 32"},
+		"long admin key":         {[]httpapi.Secret{userSecret}, [][]byte{bytes.Repeat([]byte("k"), 4097)}, "at most 4096"},
 		"no secret":              {nil, [][]byte{adminKey}, "at least one user token secret"},
 		"no admin key":           {[]httpapi.Secret{userSecret}, nil, "at least one admin key"},
 	} {

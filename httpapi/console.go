@@ -163,7 +163,7 @@ func (s *Server) campaignEvents(w http.ResponseWriter, r *http.Request, admin st
 		return
 	}
 	defer s.live.unsubscribe(sub)
-	s.log.Debug("live view opened", "who", admin, "campaign", id, "remote", r.RemoteAddr)
+	s.log.Debug("live view opened", "who", admin, "campaign", id, "remote", s.remote(r))
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -214,7 +214,7 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request, admin string) {
 		if err != nil {
 			return nil, err
 		}
-		s.log.Info("admin action", "who", admin, "action", "redrive", "campaign", id, "entries", n, "remote", r.RemoteAddr)
+		s.log.Info("admin action", "who", admin, "action", "redrive", "campaign", id, "entries", n, "remote", s.remote(r))
 		return redriveOut{Campaign: id, Redriven: n}, nil
 	})
 }
@@ -246,7 +246,7 @@ func (s *Server) demoToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if ok, wait := s.demoLim.allow(addrKey(r), s.cfg.Now()); !ok {
+	if ok, wait := s.demoLim.allow(s.addrKey(r), s.cfg.Now()); !ok {
 		s.metrics.limited.WithLabelValues("demo_token").Inc()
 		s.refuse(w, errDemoLimit, wait)
 		return

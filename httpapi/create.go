@@ -114,6 +114,6 @@ func replay[S, C any](ctx context.Context, s *Server, k *createKind[S, C], w htt
 		s.fail(w, r, errKeyReused)
 		return
 	}
-	s.log.Info("admin action", "who", admin, "action", k.action+"-replayed", k.name, id, "remote", r.RemoteAddr)
+	s.log.Info("admin action", "who", admin, "action", k.action+"-replayed", k.name, id, "remote", s.remote(r))
 	writeJSON(w, http.StatusOK, k.json(c))
 }

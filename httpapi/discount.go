@@ -46,7 +46,7 @@ func (s *Server) createDiscount(w http.ResponseWriter, r *http.Request, admin st
 			s.log.Info("admin action", "who", admin, "action", "create-discount", "discount", d.ID,
 				"budget_cents", d.Budget, "quota", d.Quota, "min_cents", d.Min, "max_cents", d.Max,
 				"per_user_count", d.PerUserCount, "per_user_amount_cents", d.PerUserAmount, "shards", d.Shards,
-				"hold", d.Hold, "funding", d.Funding, "opens_at", d.OpensAt, "closes_at", d.ClosesAt, "remote", r.RemoteAddr)
+				"hold", d.Hold, "funding", d.Funding, "opens_at", d.OpensAt, "closes_at", d.ClosesAt, "remote", s.remote(r))
 		},
 		json: func(d *hongbao.Discount) any { return discountJSON(d) },
 	}, w, r, admin)
@@ -92,7 +92,7 @@ func (s *Server) closeDiscount(w http.ResponseWriter, r *http.Request, admin str
 			return nil, err
 		}
 		s.log.Info("admin action", "who", admin, "action", "close-discount", "discount", id,
-			"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
+			"state", st.State, "close_reason", st.CloseReason, "remote", s.remote(r))
 		return discountStatusJSON(st), nil
 	})
 }

@@ -71,6 +71,7 @@ type discountStatusOut struct {
 	InFlight          int64  `json:"in_flight"`
 	Paused            bool   `json:"paused"`
 	PausedShards      int    `json:"paused_shards"`
+	Overtaken         bool   `json:"overtaken,omitempty"`
 	BlockedUsers      int64  `json:"blocked_users"`
 	Now               string `json:"now"`
 }
@@ -83,7 +84,7 @@ func discountStatusJSON(st *hongbao.DiscountStatus) discountStatusOut {
 		ReservedCount: st.ReservedCount, Reserved: f(st.ReservedCents), ReservedCents: st.ReservedCents,
 		RemainingCount: st.RemainingCount, Remaining: f(st.RemainingCents), RemainingCents: st.RemainingCents,
 		CompensationCents: st.CompensationCents, RefundedCents: st.RefundedCents, InFlight: st.InFlight,
-		Paused: st.Paused, PausedShards: st.PausedShards, BlockedUsers: st.BlockedUsers,
+		Paused: st.Paused, PausedShards: st.PausedShards, Overtaken: st.Overtaken, BlockedUsers: st.BlockedUsers,
 		Now: rfc3339(st.Now),
 	}
 }

@@ -71,6 +71,7 @@ type statusOut struct {
 	InFlight       int64         `json:"in_flight"`
 	Paused         bool          `json:"paused"`
 	PausedShards   int           `json:"paused_shards"`
+	Overtaken      bool          `json:"overtaken,omitempty"`
 	BlockedUsers   int64         `json:"blocked_users"`
 	Settlement     settlementOut `json:"settlement"`
 	Now            string        `json:"now"`
@@ -82,7 +83,7 @@ func statusJSON(st *hongbao.Status, b settle.Backlog) statusOut {
 		GrantedCount: st.GrantedCount, Granted: hongbao.FormatCents(st.GrantedCents), GrantedCents: st.GrantedCents,
 		RemainingCount: st.RemainingCount, Remaining: hongbao.FormatCents(st.RemainingCents), RemainingCents: st.RemainingCents,
 		Refunded: hongbao.FormatCents(st.RefundedCents), RefundedCents: st.RefundedCents, InFlight: st.InFlight,
-		Paused: st.Paused, PausedShards: st.PausedShards, BlockedUsers: st.BlockedUsers,
+		Paused: st.Paused, PausedShards: st.PausedShards, Overtaken: st.Overtaken, BlockedUsers: st.BlockedUsers,
 		Settlement: settlementOut{LagEntries: b.Lag, PendingEntries: b.Pending, DeadEntries: b.Dead},
 		Now:        rfc3339(st.Now),
 	}

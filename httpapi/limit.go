@@ -91,25 +91,6 @@ func (l *bucketLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 	return false, l.wait(b.tokens)
 }
 
-// blocked says whether key has no token now (and how long until one is
-// there), without taking one. A nil limiter blocks nothing.
-func (l *bucketLimiter) blocked(key string, now time.Time) (bool, time.Duration) {
-	if l == nil {
-		return false, 0
-	}
-	sh := l.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	b := sh.m[key]
-	if b == nil {
-		return false, 0
-	}
-	if tokens := l.refilled(b, now); tokens < 1 {
-		return true, l.wait(tokens)
-	}
-	return false, 0
-}
-
 // shard is the shard that holds key's bucket.
 func (l *bucketLimiter) shard(key string) *bucketShard {
 	return &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]

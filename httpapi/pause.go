@@ -29,8 +29,15 @@ func (s *Server) pauseRoutes() {
 }
 
 // pauseOf pauses (or resumes) one kind of campaign and returns its
-// answer, and the state and shards paused for the log.
-type pauseOf func(ctx context.Context, id string, pause bool) (out any, state hongbao.State, pausedShards int, err error)
+// answer, and for the log what it says of the pause.
+type pauseOf func(ctx context.Context, id string, pause bool) (out any, said pauseSaid, err error)
+
+// pauseSaid is what a pause's answer says, for the log.
+type pauseSaid struct {
+	state        hongbao.State
+	pausedShards int
+	overtaken    bool // a pause or resume that started later decided
+}
 
 // pauseRoute is the handler of a pause or resume of one kind.
 func (s *Server) pauseRoute(kind string, pause bool, do pauseOf) func(http.ResponseWriter, *http.Request, string) {
@@ -40,10 +47,10 @@ func (s *Server) pauseRoute(kind string, pause bool, do pauseOf) func(http.Respo
 	}
 	return func(w http.ResponseWriter, r *http.Request, admin string) {
 		s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
-			out, state, shards, err := do(ctx, id, pause)
+			out, said, err := do(ctx, id, pause)
 			if err == nil {
 				s.log.Info("admin action", "who", admin, "action", action, kind, id,
-					"state", state, "paused_shards", shards, "remote", r.RemoteAddr)
+					"state", said.state, "paused_shards", said.pausedShards, "overtaken", said.overtaken, "remote", s.remote(r))
 			}
 			return out, err
 		})
@@ -52,32 +59,32 @@ func (s *Server) pauseRoute(kind string, pause bool, do pauseOf) func(http.Respo
 
 // pauseCampaign answers with the status and its settlement backlog, as
 // GET /v1/campaigns/{id} does.
-func (s *Server) pauseCampaign(ctx context.Context, id string, pause bool) (any, hongbao.State, int, error) {
+func (s *Server) pauseCampaign(ctx context.Context, id string, pause bool) (any, pauseSaid, error) {
 	do := s.cfg.Engine.Resume
 	if pause {
 		do = s.cfg.Engine.Pause
 	}
 	st, err := do(ctx, id)
 	if err != nil {
-		return nil, "", 0, err
+		return nil, pauseSaid{}, err
 	}
 	out, err := s.withBacklog(ctx, id, st)
 	if err != nil {
-		return nil, "", 0, err
+		return nil, pauseSaid{}, err
 	}
-	return out, st.State, st.PausedShards, nil
+	return out, pauseSaid{st.State, st.PausedShards, st.Overtaken}, nil
 }
 
-func (s *Server) pauseDiscount(ctx context.Context, id string, pause bool) (any, hongbao.State, int, error) {
+func (s *Server) pauseDiscount(ctx context.Context, id string, pause bool) (any, pauseSaid, error) {
 	do := s.cfg.Discounts.Resume
 	if pause {
 		do = s.cfg.Discounts.Pause
 	}
 	st, err := do(ctx, id)
 	if err != nil {
-		return nil, "", 0, err
+		return nil, pauseSaid{}, err
 	}
-	return discountStatusJSON(st), st.State, st.PausedShards, nil
+	return discountStatusJSON(st), pauseSaid{st.State, st.PausedShards, st.Overtaken}, nil
 }
 
 // blockRequest is the body of POST .../blocked and .../blocked/remove.
@@ -135,7 +142,7 @@ func (s *Server) blockUsers(discount, add bool) func(http.ResponseWriter, *http.
 				return nil, err
 			}
 			s.log.Info("admin action", "who", admin, "action", action, "campaign", id, "discount", discount,
-				"users", len(users), "changed", n, "remote", r.RemoteAddr)
+				"users", len(users), "changed", n, "remote", s.remote(r))
 			out := blockOut{Campaign: id, Removed: &n}
 			if add {
 				out.Added, out.Removed = &n, nil

@@ -121,10 +121,11 @@ func TestFailedAuthSpendsNoBudget(t *testing.T) {
 }
 
 // TestFailedAuthLimitedPerAddress: an address that spent its allowance of
-// failed authentications is answered 429 before its credentials are read;
-// an IPv6 address counts by its /64; another address is not touched; the
-// failures are logged sampled (not one line each); and an admin key is
-// named in the logs by an HMAC, not by a plain hash of the key.
+// failed authentications is answered 429 for its further failures, and
+// served for valid credentials; an IPv6 address counts by its /64;
+// another address is not touched; the failures are logged sampled (not
+// one line each); and an admin key is named in the logs by an HMAC, not
+// by a plain hash of the key.
 func TestFailedAuthLimitedPerAddress(t *testing.T) {
 	t.Parallel()
 	var logs syncBuf
@@ -148,7 +149,8 @@ func TestFailedAuthLimitedPerAddress(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, call("[2001:db8:1:2::"+string(rune('1'+i))+"]:4000", "bad"), i)
 	}
 	require.Equal(t, http.StatusTooManyRequests, call("[2001:db8:1:2:ffff::1]:1", "bad"), "the same /64")
-	require.Equal(t, http.StatusTooManyRequests, call("[2001:db8:1:2::9]:1", token(t, "alice")), "the address is refused before its credentials are read")
+	require.Equal(t, http.StatusOK, call("[2001:db8:1:2::9]:1", token(t, "alice")), "a valid token is served from an address past its allowance")
+	require.Equal(t, http.StatusTooManyRequests, call("[2001:db8:1:2::9]:1", "bad"), "and a bad one is still refused 429")
 	require.Equal(t, http.StatusUnauthorized, call("[2001:db8:1:3::1]:1", "bad"), "another /64")
 	require.Equal(t, http.StatusOK, call("192.0.2.7:1", token(t, "alice")))
 	require.LessOrEqual(t, strings.Count(logs.String(), "authentications failed"), 2, logs.String())

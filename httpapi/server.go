@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,19 +100,31 @@ type Config struct {
 	// process. Default 5 per second, burst 10; negative turns it off.
 	UserRate  float64
 	UserBurst int
-	// IPRate and IPBurst limit requests per client address (the TCP peer),
-	// per second, in this process. Default off (0): behind a platform's
-	// gateway every request comes from a few addresses.
+	// IPRate and IPBurst limit requests per client address (the TCP peer,
+	// or the forwarded client behind TrustedProxies), per second, in this
+	// process. Default off (0): behind a platform's gateway that is not in
+	// TrustedProxies every request comes from a few addresses.
 	IPRate  float64
 	IPBurst int
+	// TrustedProxies are the networks of the proxies in front of the
+	// service (a platform's gateway, a load balancer) whose
+	// X-Forwarded-For is believed. A request whose TCP peer is in one of
+	// them comes from the right-most address of its X-Forwarded-For that
+	// is not itself in one: the address the outermost trusted proxy saw.
+	// The failed-authentication limit, IPRate, the demo's token limit and
+	// the logs count that client. From any other peer the header is
+	// ignored: anyone can write it. Default none: the client is the TCP
+	// peer.
+	TrustedProxies []netip.Prefix
 	// GlobalRate limits /v1 requests per second over every process sharing
 	// the Redis; only requests that authenticated spend it. Default off
 	// (0).
 	GlobalRate int64
 	// AuthFailRate and AuthFailBurst limit failed authentications per
 	// client address (an IPv6 address's /64), per second, in this process:
-	// an address past them is answered 429 before its credentials are
-	// read. Default 5 per second, burst 50; negative turns it off.
+	// a failure from an address past them is answered 429 instead of 401
+	// or 403. Valid credentials are served whatever their address spent.
+	// Default 5 per second, burst 50; negative turns it off.
 	AuthFailRate  float64
 	AuthFailBurst int
 	// Timeout bounds each call to Redis or the ledger made for a request.
@@ -192,19 +204,22 @@ func (c *Config) Validate() error {
 		}
 		kids[s.KID] = true
 	}
-	for i, k := range c.AdminKeys {
-		if len(k) < MinSecretLen {
-			return fmt.Errorf("httpapi: admin key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
+	for _, class := range []struct {
+		name string
+		keys [][]byte
+	}{{"admin", c.AdminKeys}, {"payment", c.PaymentKeys}, {"metrics", c.MetricsKeys}} {
+		for i, k := range class.keys {
+			if len(k) < MinSecretLen {
+				return fmt.Errorf("httpapi: %s key %d is %d bytes; at least %d needed", class.name, i+1, len(k), MinSecretLen)
+			}
+			if len(k) > maxCredentialLen {
+				return fmt.Errorf("httpapi: %s key %d is %d bytes; at most %d are read", class.name, i+1, len(k), maxCredentialLen)
+			}
 		}
 	}
-	for i, k := range c.PaymentKeys {
-		if len(k) < MinSecretLen {
-			return fmt.Errorf("httpapi: payment key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
-		}
-	}
-	for i, k := range c.MetricsKeys {
-		if len(k) < MinSecretLen {
-			return fmt.Errorf("httpapi: metrics key %d is %d bytes; at least %d needed", i+1, len(k), MinSecretLen)
+	for _, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return fmt.Errorf("httpapi: trusted proxy network %v is not valid", p)
 		}
 	}
 	return nil
@@ -449,28 +464,16 @@ func (s *Server) count(route string, code int, start time.Time) {
 	o.(prometheus.Observer).Observe(time.Since(start).Seconds())
 }
 
-// clientIP is the TCP peer's address. Forwarded headers are not trusted:
-// anyone can write them.
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// v1 applies the per-address limits to an API route: requests, and
-// failed authentications. The global budget is spent after
-// authentication (user, admin, payment, anyone).
+// v1 applies the per-address request limit to an API route. Failed
+// authentications are limited where they fail (authFailed), and the
+// global budget is spent after authentication (user, admin, payment,
+// anyone).
 func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.ipLim.allow(clientIP(r), s.cfg.Now()); !ok {
+		if ok, wait := s.ipLim.allow(s.clientIP(r), s.cfg.Now()); !ok {
 			s.metrics.limited.WithLabelValues("ip").Inc()
 			s.countRefusal(r)
 			s.refuse(w, errAddressLimit, wait)
-			return
-		}
-		if !s.failGate(w, r) {
 			return
 		}
 		next(w, r)
@@ -583,7 +586,7 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 			}
 			s.log.Info("admin action", "who", admin, "action", "create", "campaign", c.ID,
 				"total_cents", c.Total, "count", c.Count, "split", c.Split, "funding", c.Funding,
-				"opens_at", c.OpensAt, "closes_at", c.ClosesAt, "idempotency_key", spec.ID != "", "remote", r.RemoteAddr)
+				"opens_at", c.OpensAt, "closes_at", c.ClosesAt, "idempotency_key", spec.ID != "", "remote", s.remote(r))
 		},
 		json: func(c *hongbao.Campaign) any { return campaignJSON(c) },
 	}, w, r, admin)
@@ -709,7 +712,7 @@ func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin str
 			return nil, err
 		}
 		s.log.Info("admin action", "who", admin, "action", "close", "campaign", id,
-			"state", st.State, "close_reason", st.CloseReason, "remote", r.RemoteAddr)
+			"state", st.State, "close_reason", st.CloseReason, "remote", s.remote(r))
 		return s.withBacklog(ctx, id, st)
 	})
 }
@@ -779,9 +782,6 @@ func (s *Server) Metrics() http.Handler { return s.promh }
 // privateMetrics serves /metrics on the API's listener to a metrics key
 // or an admin key only: the metrics name every campaign and its money.
 func (s *Server) privateMetrics(w http.ResponseWriter, r *http.Request) {
-	if !s.failGate(w, r) {
-		return
-	}
 	if _, err := s.scrapers.match(r); err != nil {
 		s.authFailed(w, r, "metrics", err, errNeedMetricsKey)
 		return

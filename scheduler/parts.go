@@ -270,11 +270,7 @@ func (p *parts) letGoAll() {
 // others rebalance at their next round.
 func (p *parts) leave() {
 	p.letGoAll()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := p.rc.Do(ctx, p.rc.B().Hdel().Key(partsKeys(p.s.ns.LeasePrefix(), p.s.cfg.LeaseName)[0]).Field(p.member).Build()).Error(); err != nil {
-		p.log.Warn("settlement parts: cannot withdraw the announcement; it runs out by itself", "err", err)
-	}
+	withdraw(p.s, p.member)
 }
 
 // setHeld records part k held (with its token) or let go, and tells

@@ -163,9 +163,9 @@ func (c Config) withDefaults() Config {
 type Scheduler struct {
 	cfg    Config
 	worker *settle.Worker
-	el     *leader.Elector // with one part; nil with several
-	parts  *parts          // with several parts; nil with one
-	single *single         // with one part: the settle.PartHolder
+	one    *onePart // with one part: the announcement and the elector; nil with several
+	parts  *parts   // with several parts; nil with one
+	single *single  // with one part: the settle.PartHolder
 	log    *slog.Logger
 	pub    *Publisher // the engine's grants on the wake channel; nil without one
 	ns     redisstore.Namespace
@@ -199,24 +199,20 @@ func New(cfg Config) (*Scheduler, error) {
 	ns, _ := redisstore.ParseNamespace(cfg.Settle.Namespace) // checked by Validate
 	var err error
 	s := &Scheduler{cfg: cfg, ns: ns, log: cfg.Logger.With("component", "scheduler", "namespace", ns.Name())}
+	lease := cfg.LeaseName
 	if cfg.Parts > 1 {
-		if err := (leader.Config{Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: cfg.LeaseName + ":part:0", TTL: cfg.LeaseTTL}).Validate(); err != nil {
-			return nil, fmt.Errorf("scheduler: %w", err)
-		}
+		lease += ":part:0"
+	}
+	if err := (leader.Config{Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: lease, TTL: cfg.LeaseTTL}).Validate(); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	if cfg.Parts > 1 {
 		s.parts = newParts(s, memberID(cfg.Settle.Consumer))
 		cfg.Settle.Parts = s.parts
 	} else {
 		s.single = &single{}
 		cfg.Settle.Parts = s.single
-		s.el, err = leader.New(leader.Config{
-			Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: cfg.LeaseName, TTL: cfg.LeaseTTL, Logger: cfg.Logger, OnElected: s.lease,
-			// Named as the settlement consumer (by default the host), so
-			// that a process waiting for the lease says whom it waits for.
-			ID: cfg.Settle.Consumer,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: %w", err)
-		}
+		s.one = newOnePart(s, memberID(cfg.Settle.Consumer))
 	}
 	w, err := settle.New(cfg.Settle)
 	if err != nil {
@@ -250,7 +246,7 @@ func (s *Scheduler) IsLeader() bool {
 	if s.parts != nil {
 		return len(s.parts.list()) > 0
 	}
-	return s.el.IsLeader()
+	return s.one.isLeader()
 }
 
 // HeldParts lists the parts this process holds now: with one part, [0]
@@ -265,13 +261,14 @@ func (s *Scheduler) HeldParts() []int {
 	return nil
 }
 
-// Start joins the election (with several parts: announces this process
-// and takes its parts), and starts reading the backlog when
+// Start announces this process and joins the election (with several
+// parts: takes its parts), and starts reading the backlog when
 // Config.MaxBacklog is set. The work starts when this process takes the
-// lease, and stops when it loses it, Stop is called or ctx ends. With
-// several parts, Start fails with ErrParts when a live process of the
-// deployment counts another number of parts; with one part, when a live
-// process counts more than one.
+// lease, and stops when it loses it, Stop is called or ctx ends. Start
+// fails with ErrParts when a live process of the deployment counts
+// another number of parts (see one.go); a process counting another number
+// that is found live later makes this one let its lease or parts go until
+// every process agrees.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -281,20 +278,26 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.checkOwner(ctx); err != nil {
 		return err
 	}
-	if err := s.checkParts(ctx); err != nil {
-		return err
+	ctx, cancel := context.WithCancel(ctx)
+	if s.one != nil {
+		s.one.start(ctx)
 	}
-	if s.parts == nil {
-		if err := s.el.Start(ctx); err != nil {
-			return fmt.Errorf("scheduler: %w", err)
-		}
+	if err := s.checkParts(ctx); err != nil {
+		cancel()
+		return err
 	}
 	if e := s.cfg.Engine; e != nil {
 		s.pub = Publish(s.cfg.Settle.Redis, e)
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	s.cancel, s.done = cancel, make(chan struct{})
 	var wg sync.WaitGroup
+	if s.one != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.one.run(ctx)
+		}()
+	}
 	if s.parts != nil {
 		_ = s.worker.Start(context.WithoutCancel(ctx))
 		wg.Add(2)
@@ -347,12 +350,14 @@ func (s *Scheduler) checkOwner(ctx context.Context) error {
 }
 
 // checkParts refuses to start a process whose number of parts differs from
-// a live one's; with several parts it takes the first parts too. Any other
-// failure (Redis not answering yet) is left to the rounds that follow.
+// a live one's. It announces this process (its first round): with one
+// part it starts the elector, with several it takes the first parts. Any
+// other failure (Redis not answering yet) is left to the rounds that
+// follow.
 func (s *Scheduler) checkParts(ctx context.Context) error {
 	var err error
 	if s.parts == nil {
-		_, err = announce(ctx, s.cfg.Settle.Redis, s.ns.LeasePrefix(), s.cfg.LeaseName, "", 1, time.Millisecond, nil)
+		err = s.one.round(ctx, true)
 	} else {
 		err = s.parts.round(ctx)
 	}
@@ -377,7 +382,7 @@ func (s *Scheduler) Stop() {
 	if s.parts != nil {
 		s.worker.StopAfterPass(s.cfg.StopGrace)
 	} else {
-		s.el.Stop()
+		s.one.halt()
 	}
 	s.cancel()
 	<-s.done
@@ -392,20 +397,21 @@ func (s *Scheduler) Stop() {
 // (settle.Worker.Drain). With one part it needs no lease, as an
 // operator's one-off; with several it takes this process's share of the
 // parts, settles them, and ends once every part, its own or another
-// process's, has nothing left; then it lets its parts go. The scheduler
-// must not be started.
+// process's, has nothing left; then it lets its parts go. Either way it
+// announces itself while it drains, and it fails with ErrParts, as Start
+// does, when a live process counts another number of parts: at once,
+// having settled nothing, or, when one is found later, between two
+// batches. The scheduler must not be started.
 func (s *Scheduler) Drain(ctx context.Context) (settle.Progress, error) {
-	if s.parts == nil {
-		s.single.drain.Store(true)
-		defer s.single.drain.Store(false)
-		return s.worker.Drain(ctx)
-	}
 	s.mu.Lock()
 	if s.cancel != nil {
 		s.mu.Unlock()
 		return settle.Progress{}, errors.New("scheduler: Drain of a started scheduler")
 	}
 	s.mu.Unlock()
+	if s.parts == nil {
+		return s.drainOne(ctx)
+	}
 	if err := s.checkParts(ctx); err != nil {
 		s.parts.leave()
 		return settle.Progress{}, err
@@ -421,6 +427,33 @@ func (s *Scheduler) Drain(ctx context.Context) (settle.Progress, error) {
 		<-done
 	}()
 	return s.worker.Drain(ctx)
+}
+
+// drainOne is Drain with one part: no lease, an announcement.
+func (s *Scheduler) drainOne(ctx context.Context) (settle.Progress, error) {
+	if err := s.one.round(ctx, false); errors.Is(err, ErrParts) {
+		return settle.Progress{}, err
+	} else if err != nil {
+		s.log.Warn("scheduler: cannot check the deployment's parts yet; going on", "err", err)
+	}
+	dctx, refuse := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.one.drain(dctx, refuse)
+	}()
+	defer func() {
+		refuse(nil)
+		<-done
+		withdraw(s, s.one.member)
+	}()
+	s.single.drain.Store(true)
+	defer s.single.drain.Store(false)
+	p, err := s.worker.Drain(dctx)
+	if cause := context.Cause(dctx); errors.Is(cause, ErrParts) {
+		return p, cause
+	}
+	return p, err
 }
 
 // lease runs settlement and the discount reaper while this process holds

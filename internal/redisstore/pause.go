@@ -12,13 +12,43 @@ import (
 // MaxBlockBatch is the most users one block.lua call takes.
 const MaxBlockBatch = 1000
 
+// NewestPause reads the newest generation any of shards holds (their
+// pause_applied; 0 when none holds one), which a call passes to PauseGen
+// as above before its first write. It reads the shards one at a time,
+// pipelined, not at one instant: a generation written after a shard was
+// read was taken before the call's (from the root's counter, which only
+// grows) or after it, never lost.
+func (s *Store) NewestPause(ctx context.Context, shards []Keys) (int64, error) {
+	cmds := make(rueidis.Commands, 0, len(shards))
+	for _, k := range shards {
+		cmds = append(cmds, s.c.B().Hget().Key(k.Meta).Field("pause_applied").Build())
+	}
+	newest := int64(0)
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		v, err := r.ToString()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("pause generation of %s: %w", shards[i].Tag, err)
+		}
+		g, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || g < 0 {
+			return 0, fmt.Errorf("pause generation of %s: %w: pause_applied %q", shards[i].Tag, ErrCorrupt, v)
+		}
+		newest = max(newest, g)
+	}
+	return newest, nil
+}
+
 // PauseGen runs pause_gen.lua on root, the meta of a campaign's (a
 // discount campaign's) root: it takes the generation of a new pause or
 // resume, to pass to Pause on every shard, above the root's counter and
-// above (0, or the newest a shard answered: it lifts a counter that fell
-// behind). Generations only grow, so the call that took the later one
-// started later. ErrNoCampaign when the campaign does not exist or is
-// loading. Under WithWait it answers once the replicas hold it (else an
+// above (0, or what NewestPause read from the shards: it lifts a counter
+// that fell behind them, as one of a root rebuilt without its meta does).
+// Generations only grow, so the call that took the later one started
+// later. ErrNoCampaign when the campaign does not exist or is loading.
+// Under WithWait it answers once the replicas hold it (else an
 // *UnknownError): a failover that undid it would hand the same generation
 // to the next call.
 func (s *Store) PauseGen(ctx context.Context, root Keys, above int64) (int64, error) {

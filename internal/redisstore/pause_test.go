@@ -68,3 +68,40 @@ func TestPauseRefusesAnOlderGeneration(t *testing.T) {
 	_, err = s.PauseGen(ctx, redisstore.Default.DiscountShardKeys("no-such", 1, 0).Keys(), 0)
 	require.ErrorIs(t, err, redisstore.ErrNoCampaign)
 }
+
+// TestNewestPause: NewestPause reads the newest generation over the
+// shards given (0 before any pause, a shard that does not exist counting
+// as none), and a generation PauseGen takes above it is above every
+// shard's even when the root's counter is behind them.
+func TestNewestPause(t *testing.T) {
+	t.Parallel()
+	r := testenv.SharedRedis(t)
+	s := redisstore.New(r.Client)
+	ctx := context.Background()
+	a, b := newDiscountShard(t, s, []int64{100}).Keys(), newDiscountShard(t, s, []int64{100}).Keys()
+	missing := redisstore.Default.DiscountShardKeys("no-such", 1, 0).Keys()
+	shards := []redisstore.Keys{a, b, missing}
+	n, err := s.NewestPause(ctx, shards)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	for range 3 {
+		g, err := s.PauseGen(ctx, b, 0)
+		require.NoError(t, err)
+		_, err = s.Pause(ctx, b, true, g)
+		require.NoError(t, err)
+	}
+	n, err = s.NewestPause(ctx, shards)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	g, err := s.PauseGen(ctx, a, n) // a's counter is at 0
+	require.NoError(t, err)
+	require.EqualValues(t, 4, g)
+	p, err := s.Pause(ctx, b, false, g)
+	require.NoError(t, err)
+	require.True(t, p.Applied)
+
+	require.NoError(t, r.Client.Do(ctx, r.Client.B().Hset().Key(a.Meta).FieldValue().FieldValue("pause_applied", "x").Build()).Error())
+	_, err = s.NewestPause(ctx, shards)
+	require.ErrorIs(t, err, redisstore.ErrCorrupt)
+}

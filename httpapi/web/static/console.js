@@ -387,7 +387,14 @@ function bindPause(id, ctx, signal) {
       const { data } = await ctx.act('POST', path);
       btn.dataset.busy = '';
       header(data);
-      ctx.toast(resume ? 'Resumed. Grabs are answered again.' : 'Paused. Grabs now answer "paused" until you resume; the window still runs.');
+      if (data.overtaken) {
+        // A pause or resume that started later (another operator's) wrote
+        // first: the campaign is as that one wants, which header(data) shows.
+        ctx.toast('Overtaken: a ' + (data.paused ? 'pause' : 'resume') + ' that started after yours decides; the campaign is ' +
+          (data.paused ? 'paused.' : 'not paused.'));
+      } else {
+        ctx.toast(resume ? 'Resumed. Grabs are answered again.' : 'Paused. Grabs now answer "paused" until you resume; the window still runs.');
+      }
     } catch (err) {
       btn.dataset.busy = '';
       if (signal.aborted || authFailed(err)) return;

@@ -270,12 +270,14 @@ func (c *campaignCmd) print(kind string, out any) {
 	switch v := out.(type) {
 	case *client.CampaignStatus:
 		fmt.Fprintf(w, "%s: %s, %s, %d users blocked\n", head, v.State, pauseText(v.Paused, v.PausedShards, v.Shards), v.BlockedUsers)
+		c.printOvertaken(v.Overtaken, v.Paused)
 		fmt.Fprintf(w, "  granted %d of %d packets (%s of %s), remaining %d (%s), refunded %s\n",
 			v.GrantedCount, v.Count, hongbao.FormatCents(v.GrantedCents), hongbao.FormatCents(v.TotalCents),
 			v.RemainingCount, hongbao.FormatCents(v.RemainingCents), hongbao.FormatCents(v.RefundedCents))
 		printWindow(w, v.OpensAt, v.ClosesAt)
 	case *client.DiscountStatus:
 		fmt.Fprintf(w, "%s: %s, %s, %d users blocked\n", head, v.State, pauseText(v.Paused, v.PausedShards, v.Shards), v.BlockedUsers)
+		c.printOvertaken(v.Overtaken, v.Paused)
 		fmt.Fprintf(w, "  confirmed %d (%s), reserved %d (%s), remaining %d of %d (%s of %s), refunded %s\n",
 			v.ConfirmedCount, hongbao.FormatCents(v.ConfirmedCents), v.ReservedCount, hongbao.FormatCents(v.ReservedCents),
 			v.RemainingCount, v.Quota, hongbao.FormatCents(v.RemainingCents), hongbao.FormatCents(v.BudgetCents), hongbao.FormatCents(v.RefundedCents))
@@ -294,6 +296,20 @@ func (c *campaignCmd) print(kind string, out any) {
 		}
 		_ = tw.Flush()
 	}
+}
+
+// printOvertaken says, under the answer of a pause or resume that one
+// started later overtook, that the campaign is as that one wants, not as
+// this one asked.
+func (c *campaignCmd) printOvertaken(overtaken, paused bool) {
+	if !overtaken {
+		return
+	}
+	what := "not paused"
+	if paused {
+		what = "paused"
+	}
+	fmt.Fprintf(c.env.Stdout, "  overtaken: a pause or resume that started after this %s wrote first; the campaign is %s, as that one wants\n", c.action, what)
 }
 
 // pauseText says whether a campaign is paused, and when a pause or resume

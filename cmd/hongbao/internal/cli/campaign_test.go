@@ -236,3 +236,30 @@ func TestParseOperands(t *testing.T) {
 		require.Equal(t, tc.api, *api, "%q", tc.args)
 	}
 }
+
+// TestCampaignPrintsOvertaken: the answer of a pause or resume that a
+// later one overtook says so, and what the campaign is now.
+func TestCampaignPrintsOvertaken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		action string
+		out    any
+		want   string // the second line; "" for none about it
+	}{
+		{"resume", &client.CampaignStatus{Campaign: client.Campaign{State: "open", Shards: 2}, Paused: true, PausedShards: 2, Overtaken: true},
+			"  overtaken: a pause or resume that started after this resume wrote first; the campaign is paused, as that one wants\n"},
+		{"pause", &client.DiscountStatus{Discount: client.Discount{State: "open", Shards: 2}, Overtaken: true},
+			"  overtaken: a pause or resume that started after this pause wrote first; the campaign is not paused, as that one wants\n"},
+		{"pause", &client.CampaignStatus{Campaign: client.Campaign{State: "open", Shards: 2}, Paused: true, PausedShards: 2}, ""},
+	} {
+		var out bytes.Buffer
+		cmd := &campaignCmd{base: base{env: &IO{Stdout: &out}}, action: c.action, id: "c1"}
+		cmd.print("red packet", c.out)
+		lines := strings.SplitAfter(out.String(), "\n")
+		if c.want == "" {
+			require.NotContains(t, out.String(), "overtaken")
+			continue
+		}
+		require.Equal(t, c.want, lines[1], out.String())
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -68,7 +69,8 @@ type serveFlags struct {
 	redis                                               redisFlags
 	listen, ledger, dataDir, pprof, consumer, logFormat string
 	adminKeys, paymentKeys, tokenSecrets, playEmbedders fileList
-	metricsKeys                                         fileList
+	metricsKeys, trustedProxies                         fileList
+	proxies                                             []netip.Prefix // trustedProxies, read
 	metricsListen, tlsCert, tlsKey                      string
 	metricsPprof                                        bool
 	tokenIssuer, tokenAudience                          string
@@ -113,6 +115,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.userBurst, "user-burst", 10, "burst of the per-user limit")
 	fs.Float64Var(&f.ipRate, "ip-rate", 0, "requests per second per client address (0: no limit)")
 	fs.IntVar(&f.ipBurst, "ip-burst", 0, "burst of the per-address limit (default: the rate)")
+	fs.Var(&f.trustedProxies, "trusted-proxy", "a network (CIDR, or one address) of the proxies in front of serve (the gateway, a load balancer): from a peer in it the client address of the per-address limits and the logs is the right-most X-Forwarded-For entry that is not a trusted proxy; repeat for several; default: none, the client is the TCP peer and X-Forwarded-For is ignored")
 	fs.Int64Var(&f.globalRate, "global-rate", 0, "API requests per second over every serve process sharing the Redis, spent only by requests that authenticated (0: no limit)")
 	fs.Float64Var(&f.authFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (IPv6: per /64); past it and its burst the address is answered 429 (negative: no limit)")
 	fs.IntVar(&f.authFailBurst, "auth-fail-burst", 50, "burst of the failed-authentication limit")
@@ -147,9 +150,6 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= hongbao.DefaultBatchTimeout {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and %s (the engine's batch timeout)", hongbao.DefaultBatchTimeout)
 	}
-	if f.leaseTTL < 300*time.Millisecond {
-		return usageErrorf("--lease-ttl must be at least 300ms")
-	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageErrorf("--tls-cert-file and --tls-key-file go together")
 	}
@@ -167,12 +167,15 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if f.maxBacklog < 0 {
 		return usageErrorf("--max-backlog must not be negative")
 	}
-	if f.settleParts < 1 || f.settleParts > scheduler.MaxParts {
-		return usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, f.settleParts)
+	ignored, err := f.checkSettle()
+	if err != nil {
+		return err
 	}
-	if f.reapEvery < 10*time.Millisecond {
-		return usageErrorf("--reap-every must be at least 10ms")
+	proxies, err := parseNetworks(f.trustedProxies)
+	if err != nil {
+		return usageErrorf("--trusted-proxy: %v", err)
 	}
+	f.proxies = proxies
 	// Redis keeps whole milliseconds.
 	f.leaseTTL = f.leaseTTL.Truncate(time.Millisecond)
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
@@ -182,6 +185,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 		return usageErrorf("--play-embedder: %v", err)
 	}
 	s.log = newLogger(s.env, f.logFormat)
+	if ignored != "" {
+		s.log.Warn("--settle=false settles nothing: the settlement flags are not used", "ignored", ignored)
+	}
 	s.consumer = f.consumer
 	if s.consumer == "" {
 		s.consumer = defaultConsumer(f.listen)
@@ -203,6 +209,47 @@ func newLogger(env *IO, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(env.Stderr, nil))
 	}
 	return slog.New(slog.NewTextHandler(env.Stderr, nil))
+}
+
+// checkSettle checks the flags of the scheduler (--settle-parts,
+// --lease-ttl, --reap-every). With --settle=false nothing uses them, so
+// nothing about them stops serve: it answers what it would have refused,
+// for a warning, instead.
+func (f *serveFlags) checkSettle() (ignored string, err error) {
+	switch {
+	case f.settleParts < 1 || f.settleParts > scheduler.MaxParts:
+		err = usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, f.settleParts)
+	case f.leaseTTL < 300*time.Millisecond:
+		err = usageErrorf("--lease-ttl must be at least 300ms")
+	case f.reapEvery < 10*time.Millisecond:
+		err = usageErrorf("--reap-every must be at least 10ms")
+	}
+	if err != nil && !f.settle {
+		return err.Error(), nil
+	}
+	return "", err
+}
+
+// parseNetworks reads networks written as CIDRs (10.0.0.0/8) or single
+// addresses (10.0.0.2, a network of one).
+func parseNetworks(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range list {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is neither a CIDR network nor an address", v)
+			}
+			a = a.Unmap()
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // defaultConsumer names the settlement consumer of a serve listening on
@@ -429,7 +476,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 			return t.GrantCents, err
 		},
 		UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
-		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
+		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst, TrustedProxies: f.proxies,
 		Logger: s.log, Registry: s.registry(), Tracer: s.tracer,
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
 	})
