@@ -3,6 +3,7 @@ package hongbao
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -11,11 +12,12 @@ const MaxBlockedPage = 1000
 
 // BlockedPage lists at most limit (1..MaxBlockedPage) of the users
 // blocked on campaign id from offset, and how many are blocked in all.
-// The users come shard by shard, each shard's in the order Redis scans
-// its hash (for a small one, the order they were blocked in), so pages
-// read one after the other list every user once while nobody is blocked
-// or unblocked; a change between two pages may shift a user into the
-// page already read, or repeat one, as with any offset. Unlike
+// The pages walk the shards in turn, each shard in the order Redis scans
+// its hash, and a page's users are sorted by user id: a campaign that
+// blocks no more than limit users answers them all, by user id, in one
+// page. Pages read one after the other list every user once while nobody
+// is blocked or unblocked; a change between two pages may shift a user
+// into the page already read, or repeat one, as with any offset. Unlike
 // BlockedUsers it reads no more than the shards before the page (their
 // sizes only) and the page: each Redis call is bounded, whatever the
 // number of users blocked.
@@ -75,5 +77,6 @@ func (e *Engine) blockedPage(ctx context.Context, op, id string, discount bool, 
 			cursor = next
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].User < out[j].User })
 	return out, total, nil
 }
