@@ -82,10 +82,15 @@ type batcher[Q, R any] struct {
 	timeout            time.Duration
 	exec               execFunc[Q, R]
 	tracer             trace.Tracer // nil: no spans
-	ops                []string     // the name of each opcode, for spans
+	ops                []string     // the name of each opcode, for spans and observers
+	obs                *observers   // the engine's (observe.go)
 
 	lanes map[laneKey]*lane[Q, R]
 	pool  sync.Pool // of *waiter[Q, R]
+	// life counts the lanes in flight, so that Shutdown waits for them;
+	// closed (under mu) refuses new requests once Shutdown began.
+	life   *life
+	closed bool
 }
 
 // counters are an engine's counts of batches and refills since it started.
@@ -110,8 +115,9 @@ func (c *counters) borrowed(moved int) {
 
 // init readies b: build lays out a campaign of a number of shards, exec
 // runs a batch.
-func (b *batcher[Q, R]) init(cfg Config, maxBatch int, build func(id string, shards int) *route, exec execFunc[Q, R]) {
-	b.routes, b.build = map[string]*route{}, build
+func (b *batcher[Q, R]) init(cfg Config, lf *life, obs *observers, maxBatch int, build func(id string, shards int) *route, exec execFunc[Q, R]) {
+	b.life = lf
+	b.routes, b.build, b.obs = map[string]*route{}, build, obs
 	b.maxBatch, b.maxQueue, b.timeout = maxBatch, cfg.MaxQueue, cfg.BatchTimeout
 	b.exec = exec
 	b.tracer = cfg.Tracer
@@ -157,6 +163,11 @@ func (b *batcher[Q, R]) wait(ctx context.Context, sc trace.SpanContext, op opcod
 	w.state.Store(queued)
 
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.pool.Put(w)
+		return zero, ErrClosed
+	}
 	r := b.routeLocked(id)
 	k := laneKey{id: id, shards: r.shards, op: op}
 	if r.shards > 1 {
@@ -168,14 +179,21 @@ func (b *batcher[Q, R]) wait(ctx context.Context, sc trace.SpanContext, op opcod
 		b.lanes[k] = l
 	}
 	l.mu.Lock()
-	b.mu.Unlock()
 	if len(l.queue) >= b.maxQueue {
+		b.mu.Unlock()
 		l.mu.Unlock()
 		b.pool.Put(w)
 		return zero, ErrBusy
 	}
+	start := !l.inflight
+	if start {
+		// Counted under mu, so before a Shutdown that finds the
+		// batcher open (close takes mu) starts to wait.
+		b.life.add()
+	}
+	b.mu.Unlock()
 	l.queue = append(l.queue, w)
-	if !l.inflight {
+	if start {
 		l.inflight = true
 		go b.run(l)
 	}
@@ -196,9 +214,18 @@ func (b *batcher[Q, R]) wait(ctx context.Context, sc trace.SpanContext, op opcod
 	}
 }
 
+// close refuses new requests (ErrClosed); the lanes in flight carry on
+// until their queues are empty.
+func (b *batcher[Q, R]) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+}
+
 // run sends batches for lane l until its queue is empty. A batch runs on
 // its own context: a caller that gives up does not cancel the others'.
 func (b *batcher[Q, R]) run(l *lane[Q, R]) {
+	defer b.life.done()
 	batch := make([]*waiter[Q, R], 0, b.maxBatch)
 	reqs := make([]Q, 0, b.maxBatch)
 	results := make([]R, b.maxBatch)
@@ -221,11 +248,22 @@ func (b *batcher[Q, R]) run(l *lane[Q, R]) {
 		if b.tracer != nil {
 			ctx, span = b.batchSpan(ctx, l, batch)
 		}
+		obs := b.obs.load()
+		var start time.Time
+		if obs != nil {
+			start = time.Now()
+		}
 		each, err := b.exec(ctx, l, reqs, results[:len(batch)])
 		if span != nil {
 			endSpan(span, err)
 		}
 		cancel()
+		if obs != nil {
+			ev := BatchEvent{Op: b.ops[l.key.op], Campaign: l.key.id, Size: len(batch), Duration: time.Since(start), Err: err}
+			for _, x := range obs {
+				x.o.ObserveBatch(ev)
+			}
+		}
 		b.batches.Add(1)
 		b.requests.Add(uint64(len(batch)))
 		b.sizes[min(bits.Len(uint(len(batch)-1)), batchBuckets-1)].Add(1)

@@ -26,10 +26,10 @@ type coalescer struct {
 	openingAhead              atomic.Int64
 }
 
-func newCoalescer(store *redisstore.Store, cfg Config) *coalescer {
+func newCoalescer(store *redisstore.Store, cfg Config, lf *life, obs *observers) *coalescer {
 	c := &coalescer{store: store, blockSize: cfg.BlockSize}
 	c.blocks, _ = cfg.Packets.(ledger.BlockRecorder)
-	c.init(cfg, cfg.MaxBatch, func(id string, shards int) *route { return newRoute(store.NS(), id, shards) }, c.exec)
+	c.init(cfg, lf, obs, cfg.MaxBatch, func(id string, shards int) *route { return newRoute(store.NS(), id, shards) }, c.exec)
 	c.ops = []string{opGrab: "grab"}
 	return c
 }

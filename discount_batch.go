@@ -46,9 +46,9 @@ type discounter struct {
 	store *redisstore.Store
 }
 
-func newDiscounter(store *redisstore.Store, cfg Config) *discounter {
+func newDiscounter(store *redisstore.Store, cfg Config, lf *life, obs *observers) *discounter {
 	d := &discounter{store: store}
-	d.init(cfg, min(cfg.MaxBatch, redisstore.MaxDiscountBatch), func(id string, shards int) *route { return newDiscountRoute(store.NS(), id, shards) }, d.exec)
+	d.init(cfg, lf, obs, min(cfg.MaxBatch, redisstore.MaxDiscountBatch), func(id string, shards int) *route { return newDiscountRoute(store.NS(), id, shards) }, d.exec)
 	d.ops = []string{opReserve: "reserve", opConfirm: "confirm", opCancel: "cancel"}
 	return d
 }

@@ -209,7 +209,14 @@ func checkOrder(id, user, order string) error {
 // outcomes (Exhausted, OverLimit, not open, closed) are in the
 // Reservation. As for Grab: a full queue is ErrBusy (nothing attempted),
 // a lost reply ErrOutcomeUnknown (a retry answers what was reserved).
+// The engine's observers hear it, as they hear Confirm and Cancel.
 func (ds Discounts) Reserve(ctx context.Context, id, user, order string, orderCents int64) (Reservation, error) {
+	return ds.e.discountObserved(OpReserve, id, user, order, func() (Reservation, error) {
+		return ds.reserve(ctx, id, user, order, orderCents)
+	})
+}
+
+func (ds Discounts) reserve(ctx context.Context, id, user, order string, orderCents int64) (Reservation, error) {
 	if err := checkOrder(id, user, order); err != nil {
 		return Reservation{}, err
 	}
@@ -246,6 +253,12 @@ func (ds Discounts) Reserve(ctx context.Context, id, user, order string, orderCe
 // ErrReservationCancelled, an unknown order ErrNoReservation. Confirms
 // are accepted after the campaign closed, until the hold ends.
 func (ds Discounts) Confirm(ctx context.Context, id, user, order string) (Reservation, error) {
+	return ds.e.discountObserved(OpConfirm, id, user, order, func() (Reservation, error) {
+		return ds.confirm(ctx, id, user, order)
+	})
+}
+
+func (ds Discounts) confirm(ctx context.Context, id, user, order string) (Reservation, error) {
 	res, err := ds.e.settleOrder(ctx, opConfirm, "confirm", id, user, order)
 	if err != nil {
 		return Reservation{}, err
@@ -265,6 +278,12 @@ func (ds Discounts) Confirm(ctx context.Context, id, user, order string) (Reserv
 // State Expired (its amount went back too). A confirmed one is
 // ErrReservationConfirmed, an unknown order ErrNoReservation.
 func (ds Discounts) Cancel(ctx context.Context, id, user, order string) (Reservation, error) {
+	return ds.e.discountObserved(OpCancel, id, user, order, func() (Reservation, error) {
+		return ds.cancel(ctx, id, user, order)
+	})
+}
+
+func (ds Discounts) cancel(ctx context.Context, id, user, order string) (Reservation, error) {
 	res, err := ds.e.settleOrder(ctx, opCancel, "cancel", id, user, order)
 	if err != nil {
 		return Reservation{}, err
@@ -414,7 +433,7 @@ func (ds Discounts) CloseCampaign(ctx context.Context, id string) (*DiscountStat
 func (ds Discounts) Campaigns(ctx context.Context) ([]string, error) {
 	ids, err := ds.e.store.DiscountCampaigns(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("hongbao: %w", err)
+		return nil, plainStoreErr(err)
 	}
 	return ids, nil
 }

@@ -29,6 +29,9 @@ type ledgerTotals interface {
 // and Redis holds no keys of id, the id is retired: ErrCampaignRetired,
 // before anything is written. Without such a ledger nothing is known.
 func (e *Engine) discountKnown(ctx context.Context, id string) (bool, error) {
+	if e.life.closing() {
+		return false, opErr("create discount", id, ErrClosed) // no more ledger reads
+	}
 	l, ok := e.cfg.Packets.(ledgerTotals)
 	if !ok {
 		return false, nil

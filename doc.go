@@ -16,6 +16,13 @@
 // amount. Each of these is one Lua script on the user's home shard;
 // docs/discounts.md explains the design and its invariants.
 //
+// What the engine does is heard by Observers (Config.Observers,
+// Engine.Observe): each grab, discount call and batch with its answer and
+// latency, and, from a settlement worker, each result of settlement. The
+// scheduler's wake-up of settlement is one, package metrics (Prometheus)
+// another, an embedder's own hooks more; none replaces another, and an
+// engine without any spends nothing on them.
+//
 // Money is int64 cents everywhere; decimal strings appear only at the
 // edges (ParseCents, FormatCents; package money has them for packages that
 // do not import the engine).

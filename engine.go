@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,8 @@ type Config struct {
 	MaxQueue int
 	// BatchTimeout bounds one batch call to Redis. It is the batch's own
 	// deadline, never a caller's: a caller whose context ends stops
-	// waiting, and the batch carries on for the others. Default 5s.
+	// waiting, and the batch carries on for the others. Default
+	// DefaultBatchTimeout (5s).
 	BatchTimeout time.Duration
 	// LegacyScripts sends the scripts without their "#!lua" flags line, for
 	// servers that cannot parse it: Redis before 7.0 and the in-process
@@ -75,9 +77,10 @@ type Config struct {
 	// confirm, cancel) wait in the same way. Default 0 (no waiting). See
 	// docs/durability.md.
 	WaitReplicas int
-	// WaitTimeout bounds each WAIT. Default 500ms; it must be shorter than
-	// BatchTimeout. A batch that answered from earlier writes only sends
-	// two (see WaitReplicas).
+	// WaitTimeout bounds each WAIT. Default DefaultWaitTimeout (500ms);
+	// with WaitReplicas above 0 it must be shorter than BatchTimeout, the
+	// default one (5s) when BatchTimeout is not set. A batch that answered
+	// from earlier writes only sends two (see WaitReplicas).
 	WaitTimeout time.Duration
 	// Packets, if not nil, records every packet of a campaign (seq i+1 is
 	// cents[i]) before the campaign goes live, so that a campaign Redis
@@ -93,8 +96,17 @@ type Config struct {
 	// as funded while Redis no longer holds it, and Create one the ledger
 	// shows refunded (settled) while Redis no longer holds it
 	// (ErrCampaignRetired).
-	// Default nil.
+	// Default nil: New then warns through Logger, unless WithoutLedger.
 	Packets PacketRecorder
+	// WithoutLedger says that Packets is nil on purpose, and New does not
+	// warn about it. Without Packets a campaign Redis lost cannot be
+	// rebuilt (hongbao rebuild restores it from the packets the ledger
+	// holds), pools have no pop frontier (BlockSize), and nothing stops a
+	// Create from reusing the id of a campaign settled and gone from
+	// Redis, whose packets, fund and grants it would then share in the
+	// ledger (ErrCampaignRetired). For tests, benchmarks and demos; set
+	// with Packets it is refused. Default false.
+	WithoutLedger bool
 	// BlockSize is the size of the blocks the durable pop frontier opens
 	// a pool in, when Config.Packets is a ledger.BlockRecorder (a
 	// ledger.Ledger is): a campaign's pools start sealed, and the engine
@@ -102,7 +114,7 @@ type Config struct {
 	// popped, so after Redis lost the campaign a rebuild quarantines at
 	// most about one block per shard. With another recorder, or none,
 	// there is no frontier: every packet is poppable from the start.
-	// Default DefaultBlockSize (10,000); at most 100,000.
+	// Default DefaultBlockSize (10,000); at most MaxBlockSize (100,000).
 	BlockSize int
 	// Tracer, if not nil, records spans (OpenTelemetry): each request's
 	// wait in the coalescer (hongbao.coalesce.wait), each batch script call
@@ -135,7 +147,22 @@ type Config struct {
 	// configuration it warns about, background work that failed.
 	// Default: slog.Default().
 	Logger *slog.Logger
+	// Observers hear every grab, discount call and batch script call,
+	// with its answer and latency (see Observer): metrics, for one
+	// (package metrics). Engine.Observe adds more later. Default none:
+	// nothing is spent on them.
+	Observers []Observer
 }
+
+// Defaults of Config's fields.
+const (
+	// DefaultBatchTimeout is Config.BatchTimeout's default.
+	DefaultBatchTimeout = 5 * time.Second
+	// DefaultWaitTimeout is Config.WaitTimeout's default.
+	DefaultWaitTimeout = 500 * time.Millisecond
+	// MaxBlockSize is the largest Config.BlockSize.
+	MaxBlockSize = 100000
+)
 
 // PacketRecorder records a campaign's packets; see Config.Packets.
 type PacketRecorder interface {
@@ -149,39 +176,52 @@ type TermsRecorder interface {
 	Terms(ctx context.Context, campaign string) (ledger.Terms, error)
 }
 
-// Validate checks the configuration.
+// Validate checks the configuration, with its defaults applied where
+// one field is checked against another. A refusal is a *ConfigError
+// naming the field (errors.Is(err, ErrInvalidConfig)).
 func (c Config) Validate() error {
 	if c.Redis == nil {
-		return errors.New("hongbao: Config.Redis is required")
+		return &ConfigError{Field: "Config.Redis", Reason: "is required"}
 	}
 	if _, err := redisstore.ParseNamespace(c.Namespace); err != nil {
-		return fmt.Errorf("hongbao: Config.Namespace: %w", err)
+		return &ConfigError{Field: "Config.Namespace", Reason: err.Error(), Err: err}
 	}
 	if c.Owner != "" {
 		if err := ValidateOwner(c.Owner); err != nil {
-			return fmt.Errorf("hongbao: Config.Owner: %w", err)
+			return &ConfigError{Field: "Config.Owner", Reason: bareMessage(err), Err: err}
 		}
 	}
-	if c.DefaultWindow < 0 {
-		return errors.New("hongbao: Config.DefaultWindow must not be negative")
+	if c.WithoutLedger && c.Packets != nil {
+		return &ConfigError{Field: "Config.WithoutLedger", Value: "true", Reason: "says there is no ledger, but Config.Packets is set"}
 	}
-	if c.MaxBatch < 0 || c.MaxBatch > redisstore.MaxBatch {
-		return fmt.Errorf("hongbao: Config.MaxBatch must be within 0..%d", redisstore.MaxBatch)
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"DefaultWindow", c.DefaultWindow}, {"BatchTimeout", c.BatchTimeout}, {"WaitTimeout", c.WaitTimeout}} {
+		if f.v < 0 {
+			return &ConfigError{Field: "Config." + f.name, Value: f.v.String(), Reason: "must not be negative"}
+		}
 	}
-	if c.MaxQueue < 0 || c.BatchTimeout < 0 {
-		return errors.New("hongbao: Config.MaxQueue and BatchTimeout must not be negative")
-	}
-	if c.BlockSize < 0 || c.BlockSize > 100000 {
-		return errors.New("hongbao: Config.BlockSize must be within 0..100000")
+	for _, f := range []struct {
+		name    string
+		v, most int
+	}{{"MaxBatch", c.MaxBatch, redisstore.MaxBatch}, {"MaxQueue", c.MaxQueue, math.MaxInt}, {"BlockSize", c.BlockSize, MaxBlockSize}, {"WaitReplicas", c.WaitReplicas, math.MaxInt}} {
+		if f.v < 0 || f.v > f.most {
+			reason := "must not be negative"
+			if f.most != math.MaxInt {
+				reason = fmt.Sprintf("must be within 0..%d", f.most)
+			}
+			return &ConfigError{Field: "Config." + f.name, Value: strconv.Itoa(f.v), Reason: reason}
+		}
 	}
 	if c.LoadHold != 0 && (c.LoadHold < 100*time.Millisecond || c.LoadHold > 10*time.Minute) {
-		return errors.New("hongbao: Config.LoadHold must be within 100ms..10m")
+		return &ConfigError{Field: "Config.LoadHold", Value: c.LoadHold.String(), Reason: "must be within 100ms..10m"}
 	}
-	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
-		return errors.New("hongbao: Config.WaitReplicas and WaitTimeout must not be negative")
-	}
-	if c.WaitReplicas > 0 && c.BatchTimeout > 0 && c.WaitTimeout >= c.BatchTimeout {
-		return errors.New("hongbao: Config.WaitTimeout must be shorter than BatchTimeout")
+	// Each WAIT runs inside its batch's call, so it must end before the
+	// batch's deadline does, whether either was set or left to default.
+	if wait, batch := cmp.Or(c.WaitTimeout, DefaultWaitTimeout), cmp.Or(c.BatchTimeout, DefaultBatchTimeout); c.WaitReplicas > 0 && wait >= batch {
+		return &ConfigError{Field: "Config.WaitTimeout", Value: wait.String(),
+			Reason: fmt.Sprintf("must be shorter than Config.BatchTimeout (%s)", batch)}
 	}
 	return nil
 }
@@ -194,7 +234,9 @@ type Engine struct {
 	terms     TermsRecorder          // Config.Packets, when it keeps terms; else nil
 	discounts *discounter            // discount campaigns (discount_batch.go)
 	hooks     settleHooks            // a settlement scheduler's (engine_settle.go)
+	obs       *observers             // Config.Observers and Observe's (observe.go)
 	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
+	life      *life                  // the work Shutdown waits for (shutdown.go)
 	log       *slog.Logger
 }
 
@@ -226,7 +268,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.MaxQueue = 20000
 	}
 	if cfg.BatchTimeout == 0 {
-		cfg.BatchTimeout = 5 * time.Second
+		cfg.BatchTimeout = DefaultBatchTimeout
 	}
 	if cfg.BlockSize == 0 {
 		cfg.BlockSize = DefaultBlockSize
@@ -240,7 +282,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.WaitReplicas > 0 {
 		if cfg.WaitTimeout == 0 {
-			cfg.WaitTimeout = 500 * time.Millisecond
+			cfg.WaitTimeout = DefaultWaitTimeout
 		}
 		store = store.WithWait(cfg.WaitReplicas, cfg.WaitTimeout)
 	}
@@ -249,10 +291,19 @@ func New(cfg Config) (*Engine, error) {
 	}
 	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
 	store = store.WithNamespace(ns)
-	terms, _ := cfg.Packets.(TermsRecorder)
+	lf := newLife()
+	var terms TermsRecorder
+	if t, ok := cfg.Packets.(TermsRecorder); ok {
+		terms = closedTerms{TermsRecorder: t, life: lf}
+	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg), discounts: newDiscounter(store, cfg),
-		log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
+	if cfg.Packets == nil && !cfg.WithoutLedger {
+		cfg.Logger.Warn("hongbao: Config.Packets is nil: campaigns this engine creates cannot be rebuilt if Redis loses them, their pools have no pop frontier, and a settled campaign's id can be created again; pass a ledger (ledger/open), or set Config.WithoutLedger to say it is on purpose",
+			"namespace", ns.Name())
+	}
+	obs := newObservers(cfg.Observers)
+	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg, lf, obs), discounts: newDiscounter(store, cfg, lf, obs), obs: obs,
+		life: lf, log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into
@@ -583,8 +634,16 @@ func unixMs(t time.Time) int64 {
 // retry returns the user's packet if one was granted.
 //
 // Concurrent grabs of one campaign are coalesced into batch calls of the
-// grab script (see Config.MaxBatch).
+// grab script (see Config.MaxBatch). The engine's observers hear it
+// (Config.Observers).
 func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
+	if obs := e.obs.load(); obs != nil {
+		return e.grabObserved(ctx, obs, id, user)
+	}
+	return e.grab(ctx, id, user)
+}
+
+func (e *Engine) grab(ctx context.Context, id, user string) (Grant, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return Grant{}, err
 	}
@@ -600,9 +659,6 @@ func (e *Engine) Grab(ctx context.Context, id, user string) (Grant, error) {
 			return Grant{}, err
 		}
 		return Grant{}, opErr("grab", id, mapStoreErr(err))
-	}
-	if res.Outcome == redisstore.Granted {
-		e.granted()
 	}
 	return toGrant(id, user, res)
 }
@@ -757,7 +813,7 @@ func (e *Engine) CloseCampaign(ctx context.Context, id string) (*Status, error) 
 func (e *Engine) Campaigns(ctx context.Context) ([]string, error) {
 	ids, err := e.store.Campaigns(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("hongbao: %w", err)
+		return nil, plainStoreErr(err)
 	}
 	return ids, nil
 }
@@ -791,7 +847,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 func (e *Engine) CountRequests(ctx context.Context, sec, n int64) (int64, error) {
 	count, err := e.store.CountRequests(ctx, sec, n)
 	if err != nil {
-		return 0, fmt.Errorf("hongbao: %w", err)
+		return 0, plainStoreErr(err)
 	}
 	return count, nil
 }
@@ -809,6 +865,9 @@ func mapStoreErr(err error) error {
 		return &kindError{kind: ErrLoadInterrupted, cause: err}
 	case errors.Is(err, redisstore.ErrWindow):
 		return &kindError{kind: ErrInvalidSpec, cause: err}
+	case errors.Is(err, redisstore.ErrClientClosed):
+		// Refused before sending: a closed client never sends again.
+		return &kindError{kind: ErrClosed, cause: err}
 	case errors.As(err, &unknown):
 		return &kindError{kind: ErrOutcomeUnknown, cause: err}
 	case redisstore.NotRun(err):

@@ -3,12 +3,11 @@ package hongbao
 import "sync/atomic"
 
 // settleHooks are what a settlement scheduler tells the engine: which
-// campaigns are too far behind to take more grabs, and whom to wake when
-// a grant is made. Both are read on the grab path with one atomic load
-// each and never cost a Redis call.
+// campaigns are too far behind to take more grabs. It is read on the grab
+// path with one atomic load and never costs a Redis call. (Whom to wake
+// when a grant is made is an Observer: scheduler.Publisher.)
 type settleHooks struct {
-	busy    atomic.Pointer[map[string]struct{}]
-	granted atomic.Pointer[func()]
+	busy atomic.Pointer[map[string]struct{}]
 }
 
 // SetSettleBusy makes grabs of the campaigns ids answer ErrBusy, before
@@ -38,23 +37,4 @@ func (e *Engine) settleBusy(id string) bool {
 	}
 	_, ok := (*m)[id]
 	return ok
-}
-
-// OnGranted sets f to be called after each grab that granted a packet
-// (nil: none), replacing an earlier f. f runs on the grab's goroutine and
-// must not block: a settlement worker's Wake is one, so that the grant is
-// settled now rather than at the worker's next idle poll.
-func (e *Engine) OnGranted(f func()) {
-	if f == nil {
-		e.hooks.granted.Store(nil)
-		return
-	}
-	e.hooks.granted.Store(&f)
-}
-
-// granted calls the OnGranted function, if any.
-func (e *Engine) granted() {
-	if f := e.hooks.granted.Load(); f != nil {
-		(*f)()
-	}
 }

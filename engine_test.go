@@ -21,7 +21,7 @@ import (
 func newEngine(t *testing.T) (*hongbao.Engine, *testenv.Redis) {
 	t.Helper()
 	r := testenv.SharedRedis(t)
-	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, WithoutLedger: true})
 	require.NoError(t, err)
 	return eng, r
 }

@@ -49,6 +49,18 @@ var (
 	// record it (Config.Packets: unreachable, restarting). Nothing was
 	// granted to the caller; retry after a short pause.
 	ErrUnavailable = sentinel("store unavailable, retry later")
+	// ErrClosed: the engine takes no more calls. It was shut down
+	// (Engine.Shutdown), or its Redis client was found closed before the
+	// call began (rueidis.Client.Close): nothing was sent, and nothing
+	// will be on this engine, so a retry here is pointless; a client
+	// retries on another instance. A call in flight when the client
+	// closed, whose reply the close cut short, may have acted: it is
+	// ErrOutcomeUnknown, like any lost reply, and ErrClosed only answers
+	// the calls after the client was found closed.
+	ErrClosed = sentinel("closed")
+	// ErrInvalidConfig: New was given a Config it cannot work with. A
+	// *ConfigError names the field and says why.
+	ErrInvalidConfig = sentinel("invalid configuration")
 )
 
 // The package's errors write the "hongbao: " prefix when they stand alone.
@@ -169,3 +181,41 @@ func (e *AmountError) bare() string  { return fmt.Sprintf("invalid amount %q: %s
 
 // Unwrap makes errors.Is(err, ErrInvalidAmount) true.
 func (e *AmountError) Unwrap() error { return ErrInvalidAmount }
+
+// ConfigError names the field of a Config that New (or Config.Validate)
+// refused, and why, in words meant for the developer who wrote it:
+// "hongbao: invalid configuration: Config.MaxBatch: must be within
+// 0..3000, got 5000". errors.Is(err, ErrInvalidConfig) is true, and so is
+// errors.Is against the cause, when there is one.
+type ConfigError struct {
+	// Field is the refused field as Go code names it: "Config.MaxBatch"
+	// for this package's Config; the packages beside the engine that
+	// refuse their Config with a ConfigError (scheduler, rebuild) name
+	// theirs with the package: "scheduler.Config.Parts".
+	Field string
+	// Value is the refused value as text ("5000", "10s"); empty when the
+	// field is missing or its value says nothing more.
+	Value string
+	// Reason says what is wrong with it: "must be within 0..3000".
+	Reason string
+	// Err is the cause, if any: the refusal of a namespace or an owner.
+	Err error
+}
+
+func (e *ConfigError) Error() string { return "hongbao: " + e.bare() }
+func (e *ConfigError) bare() string {
+	msg := "invalid configuration: " + e.Field + ": " + e.Reason
+	if e.Value != "" {
+		msg += ", got " + e.Value
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidConfig) true, and keeps the cause
+// in the chain.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrInvalidConfig, e.Err}
+}

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/open"
 	"github.com/hongbao/hongbao/split"
 )
 
@@ -125,4 +130,109 @@ func ExampleEngine_Pause() {
 	// paused: false
 	// bob GRANTED
 	// mallory BLOCKED
+}
+
+// The README's library example, line for line (TestReadmeExample holds
+// them alike): a ledger records every packet before a campaign goes live,
+// so a campaign Redis loses can be rebuilt; the engine shuts down before
+// the ledger and Redis close.
+func Example_ledger() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "hongbao-example")
+	check(err)
+	defer os.RemoveAll(dir)
+	srv, err := testenv.SharedServer()
+	check(err)
+
+	// README: client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	check(err)
+	// README: led, err := open.Open(ctx, "sqlite:ledger.db")
+	led, err := open.Open(ctx, "sqlite:"+filepath.Join(dir, "ledger.db"))
+	check(err)
+	eng, err := hongbao.New(hongbao.Config{Redis: client, Packets: led})
+	check(err)
+	defer func() { eng.Shutdown(ctx); led.Close(); client.Close() }() // in this order
+
+	total, _ := hongbao.ParseCents("100.00")
+	c, err := eng.Create(ctx, hongbao.Spec{Total: total, Count: 50})
+	check(err)
+	g, err := eng.Grab(ctx, c.ID, "user-42")
+	check(err)
+	fmt.Println(g.Outcome)
+	g, err = eng.Held(ctx, c.ID, "user-42")
+	check(err)
+	fmt.Println(g.Outcome)
+	st, err := eng.Status(ctx, c.ID)
+	check(err)
+	fmt.Println(st.State, st.GrantedCount, st.RemainingCount)
+	st, err = eng.Pause(ctx, c.ID)
+	check(err)
+	fmt.Println("paused:", st.Paused)
+	st, err = eng.CloseCampaign(ctx, c.ID)
+	check(err)
+	fmt.Println(st.State, st.CloseReason)
+	a, err := eng.Audit(ctx, c.ID)
+	check(err)
+	fmt.Println("audit ok:", a.OK())
+	packets := 0
+	check(led.Packets(ctx, c.ID, func(ledger.Packet) error { packets++; return nil }))
+	fmt.Println("packets in the ledger:", packets)
+	// Output:
+	// GRANTED
+	// ALREADY
+	// open 1 49
+	// paused: true
+	// closed operator
+	// audit ok: true
+	// packets in the ledger: 50
+}
+
+// check panics on an error: examples have no *testing.T.
+func check(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// grantCounter is an observer of an embedder's own: it counts the grants.
+// Embedding NopObserver, it implements only what it needs.
+type grantCounter struct {
+	hongbao.NopObserver
+	grants atomic.Int64
+}
+
+func (c *grantCounter) ObserveGrab(ev hongbao.GrabEvent) {
+	if ev.Err == nil && ev.Grant.Outcome == hongbao.Granted {
+		c.grants.Add(1)
+	}
+}
+
+// Observers hear every grab with its answer and latency; any number of
+// them, the scheduler's and the metrics' beside an embedder's own.
+func ExampleEngine_Observe() {
+	ctx := context.Background()
+	client := exampleClient()
+	defer client.Close()
+
+	eng, err := hongbao.New(hongbao.Config{Redis: client})
+	if err != nil {
+		panic(err)
+	}
+	counter := &grantCounter{}
+	stop := eng.Observe(counter)
+	c, err := eng.Create(ctx, hongbao.Spec{Total: 200, Count: 2})
+	if err != nil {
+		panic(err)
+	}
+	for _, user := range []string{"alice", "alice", "bob", "carol"} {
+		if _, err := eng.Grab(ctx, c.ID, user); err != nil {
+			panic(err)
+		}
+	}
+	stop() // the observer hears no more; the others still do
+	_, _ = eng.Grab(ctx, c.ID, "dave")
+	fmt.Println("grants heard:", counter.grants.Load())
+	// Output:
+	// grants heard: 2
 }

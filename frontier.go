@@ -89,16 +89,19 @@ const prefetchTimeout = 10 * time.Second
 // nothing once the opened part holds a quarter block again, so engines
 // hinted at once open one block, not one each. A failure is left to the
 // synchronous open a grab makes when only sealed packets remain.
+// Shutdown waits for the opens in flight and starts none.
 func (c *coalescer) prefetch(id string, k int, keys redisstore.Keys) {
-	if c.blocks == nil {
-		return
+	if c.blocks == nil || c.life.closing() {
+		return // Shutdown began: no new work, and a grab opens what it needs
 	}
 	key := id + "/" + strconv.Itoa(k)
 	if _, busy := c.opening.LoadOrStore(key, true); busy {
 		return
 	}
 	c.openingAhead.Add(1)
+	c.life.add() // from a lane in flight, so before Shutdown stops waiting
 	go func() {
+		defer c.life.done()
 		defer c.openingAhead.Add(-1)
 		defer c.opening.Delete(key)
 		ctx, cancel := context.WithTimeout(context.Background(), prefetchTimeout)

@@ -2,7 +2,6 @@ package hongbao
 
 import (
 	"context"
-	"fmt"
 )
 
 // CampaignsPage lists at most limit of the registered (not yet settled)
@@ -12,7 +11,7 @@ import (
 func (e *Engine) CampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error) {
 	ids, n, err := e.store.IndexPage(ctx, e.store.NS().CampaignsIndex(), offset, limit)
 	if err != nil {
-		return nil, 0, fmt.Errorf("hongbao: %w", err)
+		return nil, 0, plainStoreErr(err)
 	}
 	return ids, int(n), nil
 }
@@ -21,7 +20,7 @@ func (e *Engine) CampaignsPage(ctx context.Context, offset, limit int) ([]string
 func (ds Discounts) CampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error) {
 	ids, n, err := ds.e.store.IndexPage(ctx, ds.e.store.NS().DiscountsIndex(), offset, limit)
 	if err != nil {
-		return nil, 0, fmt.Errorf("hongbao: %w", err)
+		return nil, 0, plainStoreErr(err)
 	}
 	return ids, int(n), nil
 }

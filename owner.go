@@ -90,8 +90,12 @@ func (c OwnerChange) check() error {
 
 // Owner is the owner the engine records in the campaigns it creates:
 // Config.Owner, else the Identity of Config.Packets when it has one (read
-// once, then kept), else "" (campaigns record none).
+// once, then kept), else "" (campaigns record none). After Shutdown it is
+// ErrClosed.
 func (e *Engine) Owner(ctx context.Context) (string, error) {
+	if e.life.closing() {
+		return "", ErrClosed // Shutdown began: no more ledger reads
+	}
 	if e.cfg.Owner != "" {
 		return e.cfg.Owner, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 )
 
 // loadCompose loads compose/compose.yaml as docker compose would: the
@@ -127,4 +128,52 @@ func secretNames(s types.ServiceConfig) []string {
 		out = append(out, sec.Source)
 	}
 	return out
+}
+
+// TestComposeScrapesEveryProcess: Prometheus scrapes the metrics listener
+// of every hongbao process, the API processes and the scheduler alike
+// (each exports the metrics of its own duties; without the scheduler's,
+// the settlement counters and the lease have no source and the alerts on
+// them are blind), starts after them, and loads the alerts; the config
+// file gives both commands their listener on the scraped port.
+func TestComposeScrapesEveryProcess(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	b, err := os.ReadFile("compose/prometheus.yml")
+	require.NoError(t, err)
+	var prom struct {
+		RuleFiles     []string `json:"rule_files"`
+		ScrapeConfigs []struct {
+			StaticConfigs []struct {
+				Targets []string `json:"targets"`
+			} `json:"static_configs"`
+		} `json:"scrape_configs"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &prom))
+	require.Equal(t, []string{"/etc/prometheus/alerts.yml"}, prom.RuleFiles)
+	var targets []string
+	for _, sc := range prom.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			targets = append(targets, st.Targets...)
+		}
+	}
+	var hongbao []string
+	for name, s := range p.Services {
+		if s.Image == "hongbao:dev" {
+			hongbao = append(hongbao, name)
+			require.Contains(t, targets, name+":9090", "Prometheus scrapes %s", name)
+			require.Contains(t, p.Services["prometheus"].DependsOn, name)
+		}
+	}
+	require.Len(t, hongbao, 3)
+
+	b, err = os.ReadFile("hongbao.yaml")
+	require.NoError(t, err)
+	var cfg struct {
+		Serve  map[string]any `json:"serve"`
+		Settle map[string]any `json:"settle"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	require.Equal(t, "0.0.0.0:9090", cfg.Serve["metrics-listen"])
+	require.Equal(t, "0.0.0.0:9090", cfg.Settle["metrics-listen"])
 }

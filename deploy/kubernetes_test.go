@@ -272,8 +272,16 @@ func TestChartDefaults(t *testing.T) {
 	require.Equal(t, "hongbao", dig(t, api, "spec", "template", "spec", "volumes", 1, "secret", "secretName"))
 
 	sched := find(t, objs, "Deployment", "hb-hongbao-scheduler")
-	require.Equal(t, []any{"settle", "--config", "/etc/hongbao/hongbao.yaml"},
-		dig(t, sched, "spec", "template", "spec", "containers", 0, "args"))
+	sc := dig(t, sched, "spec", "template", "spec", "containers", 0)
+	require.Equal(t, []any{"settle", "--config", "/etc/hongbao/hongbao.yaml"}, dig(t, sc, "args"))
+	// The scheduler exports its own duties' metrics, on the metrics port,
+	// and is probed there.
+	require.Equal(t, "metrics", dig(t, sc, "ports", 0, "name"))
+	require.EqualValues(t, 9090, dig(t, sc, "ports", 0, "containerPort"))
+	for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+		require.Equal(t, "/healthz", dig(t, sc, probe, "httpGet", "path"), probe)
+		require.Equal(t, "metrics", dig(t, sc, probe, "httpGet", "port"), probe)
+	}
 
 	// The config file the pods read: the chart's settings over the
 	// values', secrets as paths only.
@@ -287,6 +295,8 @@ func TestChartDefaults(t *testing.T) {
 	require.Contains(t, cfg["ledger"], "passfile=/run/secrets/hongbao/pgpass")
 	require.EqualValues(t, 1, cfg["wait-replicas"])
 	require.Equal(t, "168h", dig(t, cfg, "settle", "retention"))
+	require.Equal(t, "0.0.0.0:9090", dig(t, cfg, "settle", "metrics-listen"))
+	require.Equal(t, "0.0.0.0:9090", dig(t, cfg, "serve", "metrics-listen"))
 	require.NotContains(t, cfg, "redis-password-file")
 
 	pdb := find(t, objs, "PodDisruptionBudget", "hb-hongbao-api")
@@ -321,9 +331,17 @@ func TestChartValues(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 6, checked, "every object but the ServiceMonitor (a CRD) has a schema")
+	require.Equal(t, 6, checked, "every object but the ServiceMonitor and the PodMonitor (CRDs) has a schema")
 	sm := find(t, objs, "ServiceMonitor", "hb-hongbao")
 	require.Equal(t, "metrics", dig(t, sm, "spec", "endpoints", 0, "port"))
+	// The scheduler has no Service: its pods are scraped as pods, on the
+	// port its container names metrics.
+	pm := find(t, objs, "PodMonitor", "hb-hongbao-scheduler")
+	require.Equal(t, "metrics", dig(t, pm, "spec", "podMetricsEndpoints", 0, "port"))
+	require.Equal(t, "scheduler", dig(t, pm, "spec", "selector", "matchLabels", "app.kubernetes.io/component"))
+	require.Equal(t, "prom", dig(t, pm, "metadata", "labels", "release"))
+	sched := find(t, objs, "Deployment", "hb-hongbao-scheduler")
+	require.EqualValues(t, 9000, dig(t, sched, "spec", "template", "spec", "containers", 0, "ports", 0, "containerPort"))
 
 	api := find(t, objs, "Deployment", "hb-hongbao-api")
 	require.EqualValues(t, 6, dig(t, api, "spec", "replicas"))
@@ -341,6 +359,7 @@ func TestChartValues(t *testing.T) {
 	require.EqualValues(t, 2, cfg["wait-replicas"])
 	require.EqualValues(t, 50000, dig(t, cfg, "serve", "global-rate"))
 	require.Equal(t, "0.0.0.0:8000", dig(t, cfg, "serve", "listen"))
+	require.Equal(t, "0.0.0.0:9000", dig(t, cfg, "settle", "metrics-listen"))
 	require.NotContains(t, cfg["serve"], "payment-key-file")
 	require.Equal(t, "/run/secrets/hongbao/redis_password", cfg["redis-password-file"])
 }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/ledger"
@@ -106,15 +105,11 @@ func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ strin
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	start := time.Now()
 	res, err := s.cfg.Discounts.Reserve(ctx, id, rv.user, rv.order, rv.cents)
-	s.dmetrics.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		s.dmetrics.count("reserve", errorLabel(err))
 		s.fail(w, r, err)
 		return
 	}
-	s.dmetrics.count("reserve", res.Outcome.String())
 	writeJSON(w, http.StatusOK, reserveJSON(res))
 }
 
@@ -140,17 +135,17 @@ func (s *Server) orderTarget(w http.ResponseWriter, r *http.Request) (id, order,
 }
 
 func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	s.endOrder(w, r, "confirm", s.cfg.Discounts.Confirm, confirmJSON)
+	s.endOrder(w, r, s.cfg.Discounts.Confirm, confirmJSON)
 }
 
 func (s *Server) cancelDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	s.endOrder(w, r, "cancel", s.cfg.Discounts.Cancel, cancelJSON)
+	s.endOrder(w, r, s.cfg.Discounts.Cancel, cancelJSON)
 }
 
-// endOrder answers a confirm or a cancel (op) of an order's reservation:
-// call runs under the request's timeout, answer spells its result, and
-// the outcome is counted under op.
-func (s *Server) endOrder(w http.ResponseWriter, r *http.Request, op string,
+// endOrder answers a confirm or a cancel of an order's reservation: call
+// runs under the request's timeout, answer spells its result. The
+// engine's observers count it (package metrics).
+func (s *Server) endOrder(w http.ResponseWriter, r *http.Request,
 	call func(ctx context.Context, id, user, order string) (hongbao.Reservation, error), answer func(hongbao.Reservation) orderOut) {
 	id, order, user, ok := s.orderTarget(w, r)
 	if !ok {
@@ -160,19 +155,8 @@ func (s *Server) endOrder(w http.ResponseWriter, r *http.Request, op string,
 	defer cancel()
 	res, err := call(ctx, id, user, order)
 	if err != nil {
-		s.dmetrics.count(op, errorLabel(err))
 		s.fail(w, r, err)
 		return
 	}
-	out := answer(res)
-	s.dmetrics.count(op, again(res.Again, out.Outcome))
-	writeJSON(w, http.StatusOK, out)
-}
-
-// again is the metric label of an answer that repeats an earlier one.
-func again(repeat bool, outcome string) string {
-	if repeat {
-		return "already_" + outcome
-	}
-	return outcome
+	writeJSON(w, http.StatusOK, answer(res))
 }

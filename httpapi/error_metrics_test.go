@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/metrics"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -26,9 +28,10 @@ func TestErrorMetrics(t *testing.T) {
 	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"}) // no replica: every WAIT falls short
 	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewSettlement(fixedStats{Failures: 3}))
 	ts := newTestServer(t, func(c *httpapi.Config) {
-		c.Engine, c.Settlement = eng, settle.NewBacklogs(r.Client, "")
-		c.SettleStats = func() settle.Stats { return settle.Stats{Failures: 3} }
+		c.Engine, c.Settlement, c.Registry = eng, settle.NewBacklogs(r.Client, ""), reg
 	})
 	id := ts.create(t, `{"total":"1.00","count":2}`)
 	g := ts.do(t, "POST", "/v1/campaigns/"+id+"/grab", token(t, "wu"), "")
@@ -53,3 +56,8 @@ func TestErrorMetrics(t *testing.T) {
 		require.Equal(t, want, lines[line], "the scrape has %q: %v", line, lines[line])
 	}
 }
+
+// fixedStats are a settlement worker's counters, as a test sets them.
+type fixedStats settle.Stats
+
+func (f fixedStats) Stats() settle.Stats { return settle.Stats(f) }

@@ -29,7 +29,7 @@ const (
 	CodeOutcomeUnknown      = "outcome_unknown"      // 503, with Retry-After: retrying the grab is safe
 	CodeInProgress          = "in_progress"          // 409, with Retry-After: a create with this Idempotency-Key is loading
 	CodeIdempotencyMismatch = "idempotency_mismatch" // 422: the Idempotency-Key was used for another campaign spec
-	CodeNotReady            = "not_ready"            // 503: a dependency is unreachable or the server is stopping
+	CodeNotReady            = "not_ready"            // 503: a dependency is unreachable, or the server (its engine) is stopping
 	CodeUnavailable         = "unavailable"          // 503: the request ran out of time, or the store takes no writes now
 	CodeInternal            = "internal"             // 500
 	CodeNoReservation       = "no_reservation"       // 404: the user holds no reservation of that order
@@ -69,6 +69,7 @@ var (
 	errGlobalLimit    = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "the service is at its request limit"}
 	errDemoLimit      = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many demo players from this address"}
 	errShuttingDown   = &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: "shutting down"}
+	errEngineClosed   = &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: "this instance is stopping and takes no more requests; nothing was done, retry on another"}
 	errLiveViewsFull  = &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, msg: "too many live views are open; retry later", retry: true}
 	errLedgerUnread   = &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
 	errCreateLoading  = &requestError{status: http.StatusConflict, code: CodeInProgress, msg: "a create with this Idempotency-Key is in progress; retry", retry: true}
@@ -83,13 +84,14 @@ func notReady(msg string) *requestError {
 
 // errorRow answers the errors that are any of is, or, with as, those that
 // as turns into an answer (typed errors, answered from their fields).
-// Counted rows give their code as the metric label of a failed grab or
-// discount call; the others count as "error".
+// A failed grab or discount call is counted under its code when package
+// metrics labels its error so (metrics.ErrorLabel: not_found, busy,
+// outcome_unknown and the reservation refusals), else as "error";
+// TestErrorTable holds the two together.
 type errorRow struct {
-	is      []error
-	as      func(error) *requestError
-	answer  *requestError
-	counted bool
+	is     []error
+	as     func(error) *requestError
+	answer *requestError
 }
 
 // errorTable maps the errors of the engine, settle and decoding to the
@@ -104,20 +106,20 @@ var errorTable = []errorRow{
 		}
 		return nil
 	}},
-	{is: []error{hongbao.ErrNoReservation}, counted: true,
+	{is: []error{hongbao.ErrNoReservation},
 		answer: &requestError{status: http.StatusNotFound, code: CodeNoReservation, msg: "this user holds no reservation of this order"}},
-	{is: []error{hongbao.ErrReservationExpired}, counted: true,
+	{is: []error{hongbao.ErrReservationExpired},
 		answer: &requestError{status: http.StatusConflict, code: CodeExpired, msg: "the reservation of this order expired; its discount went back (reserve again with a new order id)"}},
-	{is: []error{hongbao.ErrReservationCancelled}, counted: true,
+	{is: []error{hongbao.ErrReservationCancelled},
 		answer: &requestError{status: http.StatusConflict, code: CodeCancelled, msg: "the reservation of this order was cancelled (reserve again with a new order id)"}},
-	{is: []error{hongbao.ErrReservationConfirmed}, counted: true,
+	{is: []error{hongbao.ErrReservationConfirmed},
 		answer: &requestError{status: http.StatusConflict, code: CodeConfirmed, msg: "the discount of this order is confirmed; it can no longer be cancelled"}},
-	{is: []error{hongbao.ErrOrderMismatch}, counted: true,
+	{is: []error{hongbao.ErrOrderMismatch},
 		answer: &requestError{status: http.StatusConflict, code: CodeOrderMismatch, msg: "this order was reserved for another order amount (reserve a new amount with a new order id)"}},
 	{is: []error{hongbao.ErrCampaignRetired}, answer: errKeyRetired},
 	// Before the deadline row: the create's wait for another one ended.
 	{is: []error{hongbao.ErrCreateInProgress}, answer: errCreateLoading},
-	{is: []error{hongbao.ErrCampaignNotFound, settle.ErrNoCampaign}, counted: true,
+	{is: []error{hongbao.ErrCampaignNotFound, settle.ErrNoCampaign},
 		answer: &requestError{status: http.StatusNotFound, code: CodeNotFound, msg: "no such campaign"}},
 	{is: []error{hongbao.ErrNoGrant},
 		answer: &requestError{status: http.StatusNotFound, code: CodeNoGrant, msg: "you hold no packet of this campaign"}},
@@ -146,43 +148,39 @@ var errorTable = []errorRow{
 	// bare, the client still hears nothing of its text.
 	{is: []error{hongbao.ErrInvalidSpec, hongbao.ErrInvalidAmount},
 		answer: &requestError{status: http.StatusBadRequest, code: CodeInvalidRequest, msg: "invalid campaign"}},
-	{is: []error{hongbao.ErrBusy}, counted: true,
+	{is: []error{hongbao.ErrBusy},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, retry: true,
 			msg: "busy (too many requests waiting, or Redis moving or restarting); nothing was done, retry shortly"}},
 	{is: []error{hongbao.ErrUnavailable},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the store takes no writes now; retrying is safe", retry: true}},
-	{is: []error{hongbao.ErrOutcomeUnknown}, counted: true,
+	// The engine was shut down, or its Redis client closed, before the
+	// call: nothing was done and this process will do nothing more, so
+	// the answer is the stopping server's, not a retry here.
+	{is: []error{hongbao.ErrClosed}, answer: errEngineClosed},
+	{is: []error{hongbao.ErrOutcomeUnknown},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, msg: "the answer was lost; retrying is safe", retry: true}},
 	{is: []error{context.DeadlineExceeded, context.Canceled},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the request ran out of time; retry", retry: true}},
 }
 
-// answerOf finds err's answer in errorTable; counted says whether its code
-// is its metric label. It is nil for an internal error.
-func answerOf(err error) (answer *requestError, counted bool) {
+// answerOf finds err's answer in errorTable. It is nil for an internal
+// error.
+func answerOf(err error) *requestError {
 	for i := range errorTable {
 		row := &errorTable[i]
 		if row.as != nil {
 			if a := row.as(err); a != nil {
-				return a, row.counted
+				return a
 			}
 			continue
 		}
 		for _, target := range row.is {
 			if errors.Is(err, target) {
-				return row.answer, row.counted
+				return row.answer
 			}
 		}
 	}
-	return nil, false
-}
-
-// errorLabel is the metric label of a failed grab or discount call.
-func errorLabel(err error) string {
-	if a, counted := answerOf(err); counted {
-		return a.code
-	}
-	return "error"
+	return nil
 }
 
 // fail answers an error from the engine, settle, decoding or a handler's
@@ -190,7 +188,7 @@ func errorLabel(err error) string {
 // fields of their typed errors, never from an error's text; anything else
 // is logged and answered without its text.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	a, _ := answerOf(err)
+	a := answerOf(err)
 	switch {
 	case a == nil:
 		s.log.Error("request failed", "route", r.Pattern, "err", err)

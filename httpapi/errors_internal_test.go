@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/metrics"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -45,6 +46,7 @@ func TestErrorTable(t *testing.T) {
 		{hongbao.ErrBusy, 503, CodeBusy, "2", "busy"},
 		{hongbao.ErrUnavailable, 503, CodeUnavailable, "2", "error"},
 		{hongbao.ErrOutcomeUnknown, 503, CodeOutcomeUnknown, "2", "outcome_unknown"},
+		{hongbao.ErrClosed, 503, CodeNotReady, "", "error"},
 		{context.DeadlineExceeded, 503, CodeUnavailable, "2", "error"},
 		{badRequest(CodeInvalidJSON, "malformed JSON"), 400, CodeInvalidJSON, "", "error"},
 		{errCreateLoading, 409, CodeInProgress, "2", "error"},
@@ -59,7 +61,9 @@ func TestErrorTable(t *testing.T) {
 			require.Contains(t, w.Body.String(), `"code":"`+tc.code+`"`, "%v", err)
 			require.NotContains(t, w.Body.String(), "secret host", "no internal text")
 			require.Equal(t, tc.retry, w.Header().Get("Retry-After"), "%v", err)
-			require.Equal(t, tc.label, errorLabel(err), "%v", err)
+			// The metric label is the API's code, or "error".
+			require.Equal(t, tc.label, metrics.ErrorLabel(err), "%v", err)
+			require.True(t, tc.label == "error" || tc.label == tc.code, "%v: label %s, code %s", err, tc.label, tc.code)
 		}
 	}
 }

@@ -44,6 +44,9 @@ type fakeEngine struct {
 	dcreated func(spec hongbao.DiscountSpec) (*hongbao.Discount, error)
 }
 
+// Observe adds nothing: the fake answers without an engine to observe.
+func (f *fakeEngine) Observe(hongbao.Observer) func() { return func() {} }
+
 func (f *fakeEngine) called(format string, a ...any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

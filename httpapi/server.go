@@ -26,7 +26,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/settle"
+	"github.com/hongbao/hongbao/metrics"
 	"github.com/hongbao/hongbao/split"
 )
 
@@ -81,9 +81,6 @@ type Config struct {
 	// succeeds: the settlement worker writes the same entry before the
 	// campaign's first grant. Default nil: the worker funds.
 	Fund func(ctx context.Context, c *hongbao.Campaign) error
-	// SettleStats, if not nil, reads the settlement worker's counters for
-	// the conflicts metric. Default: nil (the metric is absent).
-	SettleStats func() settle.Stats
 	// SettledCents, if not nil, reads the cents of a campaign's grants
 	// already in the ledger, for the backlog in cents
 	// (hongbao_settlement_lag_cents and its per-campaign series): the
@@ -129,7 +126,10 @@ type Config struct {
 	// (OpenTelemetry), a child of the caller's traceparent when one came.
 	// Default nil: no spans.
 	Tracer trace.Tracer
-	// Registry receives the metrics served at /metrics. Default: a new
+	// Registry receives the metrics served at /metrics: the API's, the
+	// engine's (metrics.NewEngine, observing Engine) and the campaigns'
+	// (metrics.NewCampaigns), registered by New; a process that runs a
+	// scheduler adds its own (metrics.NewScheduler). Default: a new
 	// registry.
 	Registry *prometheus.Registry
 	// Now is the clock for tokens and rate limits. Default time.Now.
@@ -220,8 +220,7 @@ type Server struct {
 	scrapers *keyAuth // the metrics keys and the admin keys
 	promh    http.Handler
 	log      *slog.Logger
-	metrics  *metrics
-	dmetrics *discountMetrics
+	metrics  *apiMetrics
 	userLim  *bucketLimiter
 	ipLim    *bucketLimiter
 	failLim  *bucketLimiter // failed authentications per address
@@ -236,7 +235,6 @@ type Server struct {
 
 	counters  sync.Map // routeCode -> prometheus.Counter
 	latencies sync.Map // route -> prometheus.Observer
-	outcomes  sync.Map // grab outcome -> prometheus.Counter
 }
 
 // New returns a Server.
@@ -266,10 +264,7 @@ func New(cfg Config) (*Server, error) {
 		s.demoLim = newBucketLimiter(cfg.Demo.TokenRate, cfg.Demo.TokenBurst)
 	}
 	s.setKeys()
-	sc := newStateCollector(cfg.Engine, cfg.Store, cfg.Settlement, cfg.SettleStats, cfg.Timeout, s.log)
-	sc.settled = cfg.SettledCents
-	s.metrics = newMetrics(cfg.Registry, sc)
-	s.dmetrics = newDiscountMetrics(cfg.Registry, cfg.Discounts, cfg.Timeout, s.log)
+	s.metrics = newMetrics(cfg.Registry, cfg, s)
 	s.live = newLiveHub(cfg.MaxLiveCampaigns, cfg.MaxLiveViews, cfg.LiveInterval, cfg.Timeout, s.readLive, s.log, cfg.Now)
 
 	s.handle("POST /v1/campaigns", s.v1(s.admin(s.createCampaign)))
@@ -740,17 +735,15 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
+	// The engine's observers count the grab (package metrics); the
+	// console's live counts are this process's own.
 	start := time.Now()
 	g, err := s.cfg.Engine.Grab(ctx, id, user)
-	s.metrics.grabLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		// A WAIT short of its replicas, or a lost reply, is counted apart
-		// (outcome_unknown), as the discount routes count theirs.
-		label, live := errorLabel(err), liveError
+		label, live := metrics.ErrorLabel(err), liveError
 		if label == CodeBusy {
 			live = liveBusy
 		}
-		s.grabCounter(label).Inc()
 		if label != CodeNotFound {
 			s.live.store.record(id, live, 0, start)
 		}
@@ -758,20 +751,11 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 		return
 	}
 	name := outcomeNames[g.Outcome]
-	s.grabCounter(name).Inc()
 	s.live.store.record(id, liveOutcomeOf(g.Outcome), g.Cents, start)
 	bp := grantBufs.Get().(*[]byte)
 	*bp = appendGrant((*bp)[:0], g, name)
 	writeBody(w, http.StatusOK, *bp)
 	grantBufs.Put(bp)
-}
-
-func (s *Server) grabCounter(outcome string) prometheus.Counter {
-	c, ok := s.outcomes.Load(outcome)
-	if !ok {
-		c, _ = s.outcomes.LoadOrStore(outcome, s.metrics.grabs.WithLabelValues(outcome))
-	}
-	return c.(prometheus.Counter)
 }
 
 func (s *Server) myGrant(w http.ResponseWriter, r *http.Request, user string) {

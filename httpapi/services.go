@@ -47,12 +47,14 @@ type Discounts interface {
 	BlockedPage(ctx context.Context, id string, offset, limit int) ([]hongbao.BlockedUser, int, error)
 }
 
-// Engine is every red packet call the API makes, and the grab batching
-// counters its metrics read.
+// Engine is every red packet call the API makes, and what its metrics
+// need (metrics.Observed): the engine's counters, and Observe to count
+// every grab and discount call the engine answers.
 type Engine interface {
 	Grabber
 	Campaigns
 	Stats() hongbao.Stats
+	Observe(o hongbao.Observer) (remove func())
 }
 
 // discountsOf is the Discounts of an Engine that has them (a

@@ -41,6 +41,12 @@
 // Once.Extend and release Once.Release, both checked against the token
 // inside Redis: a process whose lease ran out and was taken can neither
 // renew nor release the new holder's.
+//
+// Beside the mark, the holder writes a note, <Prefix>{<Name>}:holder,
+// "<token> <Config.ID>", after each claim and renewal, with the lease's
+// TTL. It decides nothing; Holder reads it with the mark, and an Elector
+// waiting for the lease logs whom it waits for. A note whose token is not
+// the mark's (written late, or by an earlier holder) names nobody.
 package leader
 
 import (
@@ -48,6 +54,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -112,9 +120,14 @@ type Config struct {
 	// the others try to take it. At most TTL/2, so that a renewal that
 	// fails once is tried again before the holder gives up. Default: TTL/3.
 	RenewEvery time.Duration
-	// Logger receives the elections, the losses and the Redis errors.
-	// Default: slog.Default().
+	// Logger receives the elections, the losses, whom this process waits
+	// for, and the Redis errors. Default: slog.Default().
 	Logger *slog.Logger
+	// ID names this process to the others: the holder's note says it
+	// (Holder), and a process waiting for the lease logs it. At most
+	// MaxIDLen bytes. Default: the host name and the process id,
+	// "host:pid".
+	ID string
 	// OnElected runs the leader's work, in a goroutine of its own, each
 	// time this process takes the lease. Its context is cancelled when the
 	// lease is lost or the Elector stops; it should return soon after,
@@ -142,8 +155,15 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = host + ":" + strconv.Itoa(os.Getpid())
+	}
 	return c
 }
+
+// MaxIDLen bounds Config.ID, in bytes.
+const MaxIDLen = 256
 
 // Validate reports whether the configuration, with its defaults filled in,
 // can be used.
@@ -162,6 +182,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: TTL %v, want whole milliseconds", ErrConfig, c.TTL)
 	case c.RenewEvery < time.Millisecond || c.RenewEvery > c.TTL/2:
 		return fmt.Errorf("%w: RenewEvery %v, want 1ms..TTL/2 (%v)", ErrConfig, c.RenewEvery, c.TTL/2)
+	case len(c.ID) > MaxIDLen:
+		return fmt.Errorf("%w: ID of %d bytes, want at most %d", ErrConfig, len(c.ID), MaxIDLen)
 	}
 	return nil
 }
@@ -184,6 +206,10 @@ type Elector struct {
 	cfg  Config
 	once *atomicop.Once
 	log  *slog.Logger
+	// mark and note are the keys of the holder's mark (atomicop's) and of
+	// its note (Holder).
+	mark, note string
+	notes      sync.WaitGroup // notes being written
 
 	mu      sync.Mutex
 	leading bool
@@ -203,8 +229,9 @@ func New(cfg Config) (*Elector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	keys := cfg.Prefix + "{" + cfg.Name + "}:"
 	return &Elector{
-		cfg: cfg, once: once,
+		cfg: cfg, once: once, mark: keys + "mark", note: keys + "holder",
 		log: cfg.Logger.With("component", "leader", "lease", cfg.Name),
 	}, nil
 }
@@ -242,6 +269,7 @@ func (e *Elector) Stop() {
 	}
 	cancel()
 	<-done
+	e.notes.Wait()
 }
 
 // IsLeader reports whether this process holds the lease now, as far as it

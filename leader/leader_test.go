@@ -158,6 +158,7 @@ func TestConfigValidate(t *testing.T) {
 		{"renewal longer than half the ttl", leader.Config{Redis: c, TTL: time.Second, RenewEvery: 600 * time.Millisecond}, false},
 		{"renewal at half the ttl", leader.Config{Redis: c, TTL: time.Second, RenewEvery: 500 * time.Millisecond}, true},
 		{"negative renewal", leader.Config{Redis: c, RenewEvery: -time.Second}, false},
+		{"long id", leader.Config{Redis: c, ID: strings.Repeat("x", leader.MaxIDLen+1)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,6 +18,9 @@ type answer struct {
 	token  int64          // the token extended
 	claim  atomicop.Claim // the Claim's answer
 	err    error
+	// holder is who holds the lease when the Claim found it Busy, as far
+	// as a read after it could tell (the zero Holder when it could not).
+	holder Holder
 }
 
 // loop is the state of a started Elector, owned by one goroutine. Redis
@@ -45,6 +48,10 @@ type loop struct {
 	// returns.
 	stopWork context.CancelFunc
 	workDone chan struct{}
+	// waitingFor is the token of the holding this process last said it
+	// waits for, so that it says so once per holding; unnamed the token
+	// of a holding seen once without its note.
+	waitingFor, unnamed int64
 }
 
 func newLoop(e *Elector) *loop {
@@ -94,6 +101,9 @@ func (l *loop) send(ctx context.Context) {
 			a.err = l.e.once.Extend(cctx, l.cfg.Name, token, l.cfg.TTL)
 		} else {
 			a.claim, a.err = l.e.once.Claim(cctx, l.cfg.Name, l.cfg.TTL)
+			if a.err == nil && a.claim.Status == atomicop.Busy {
+				a.holder, _ = l.e.Holder(cctx)
+			}
 		}
 		l.answers <- a
 	}()
@@ -114,6 +124,7 @@ func (l *loop) handle(ctx context.Context, a answer) {
 		l.token = a.claim.Token
 		l.renewed(ctx, a.sent)
 	case a.claim.Status == atomicop.Busy:
+		l.waiting(a.holder)
 		// Try again soon after the holder's lease would run out, and
 		// at least every RenewEvery in case it is released.
 		l.after(min(a.claim.TTL+time.Millisecond, l.cfg.RenewEvery))
@@ -154,6 +165,7 @@ func (l *loop) renewed(ctx context.Context, sent time.Time) {
 	l.until = until
 	l.deadline.Reset(until.Sub(now))
 	l.e.setLeading(true, until)
+	l.e.writeNote(ctx, l.token)
 	l.after(sent.Add(l.cfg.RenewEvery).Sub(now))
 	if l.leading {
 		return
@@ -171,6 +183,26 @@ func (l *loop) renewed(ctx context.Context, sent time.Time) {
 		defer close(done)
 		l.cfg.OnElected(wctx, term)
 	}()
+}
+
+// waiting says, once per holding, that another process holds the lease
+// and whom this one waits for. A holding found without its note (its
+// holder had just taken it) is named at the next try.
+func (l *loop) waiting(h Holder) {
+	if h.Token == 0 || h.Token == l.waitingFor {
+		return
+	}
+	holder := h.ID
+	if holder == "" {
+		if l.unnamed != h.Token {
+			l.unnamed = h.Token
+			return
+		}
+		holder = "unknown (a holder that writes no note)"
+	}
+	l.waitingFor = h.Token
+	l.log.Info("waiting for the lease: another process holds it", "holder", holder, "holder_token", h.Token,
+		"expires_in", h.TTL.Round(time.Millisecond), "self", l.cfg.ID)
 }
 
 // lose gives up leadership, if held: IsLeader turns false, OnElected's

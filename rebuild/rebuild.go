@@ -65,11 +65,13 @@
 package rebuild
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/redis/rueidis"
 
@@ -122,6 +124,25 @@ type Config struct {
 	// was, and as before otherwise (Report.PauseUnknown says when a lost
 	// shard may have been paused). Default false.
 	Paused bool
+	// Logger hears what the rebuild restored, quarantined and could not
+	// know, as the Report says it. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate checks the configuration. A refusal is a *hongbao.ConfigError
+// (errors.Is(err, hongbao.ErrInvalidConfig)) naming the field from this
+// package: "rebuild.Config.Ledger".
+func (c Config) Validate() error {
+	switch {
+	case c.Redis == nil:
+		return &hongbao.ConfigError{Field: "rebuild.Config.Redis", Reason: "is required"}
+	case c.Ledger == nil:
+		return &hongbao.ConfigError{Field: "rebuild.Config.Ledger", Reason: "is required: a rebuild restores the campaign from the packets it recorded"}
+	}
+	if _, err := redisstore.ParseNamespace(c.Namespace); err != nil {
+		return &hongbao.ConfigError{Field: "rebuild.Config.Namespace", Reason: err.Error(), Err: err}
+	}
+	return nil
 }
 
 // Report is what a rebuild did and what it could not know.
@@ -215,29 +236,49 @@ type run struct {
 }
 
 // Rebuild restores campaign id; see the package comment. The report is
-// returned with ErrHealthy too, listing nothing wrong.
+// returned with ErrHealthy too, listing nothing wrong. A Config that
+// Validate refuses is a *hongbao.ConfigError, and nothing is read.
 func Rebuild(ctx context.Context, cfg Config, id string) (*Report, error) {
-	if cfg.Redis == nil || cfg.Ledger == nil {
-		return nil, errors.New("rebuild: Config.Redis and Config.Ledger are required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if err := hongbao.ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	ns, err := redisstore.ParseNamespace(cfg.Namespace)
-	if err != nil {
-		return nil, fmt.Errorf("rebuild: Config.Namespace: %w", err)
-	}
+	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
 	r := &run{cfg: cfg, id: id, store: redisstore.New(cfg.Redis).WithNamespace(ns),
 		rep: &Report{Campaign: id, Problems: []string{}, Conflicts: []string{}, Notes: []string{}, UnrecoverablePackets: []int64{}}}
+	log := cmp.Or(cfg.Logger, slog.Default()).With("component", "rebuild", "campaign", id)
 	for _, step := range []func(context.Context) error{r.readLedger, r.check, r.freeze, r.fence, r.read, r.decide, r.write, r.activate} {
 		if err := step(ctx); err != nil {
 			if errors.Is(err, ErrHealthy) {
+				log.Info("campaign looks healthy: nothing rebuilt")
 				return r.rep, err
 			}
 			return nil, fmt.Errorf("rebuild %s: %w", id, err)
 		}
 	}
+	r.rep.log(log)
 	return r.rep, nil
+}
+
+// log tells what the rebuild did: what it restored, then, as warnings,
+// what it held out and what it did not follow, and its notes.
+func (rep *Report) log(log *slog.Logger) {
+	log.Info("campaign rebuilt", "state", rep.State, "shards", rep.Shards, "shards_survived", rep.ShardsSurvived,
+		"restored_claims", rep.RestoredClaims, "to_settle", rep.ToSettle, "restored_pool", rep.RestoredPool,
+		"ledger_fence", rep.LedgerFence, "paused", rep.Paused)
+	if rep.Quarantined > 0 || rep.Unrecoverable > 0 || rep.Released > 0 {
+		log.Warn("packets held out of the pools (refunded with the campaign) or released", "quarantined", rep.Quarantined,
+			"quarantined_cents", rep.QuarantinedCents, "unrecoverable", rep.Unrecoverable, "unrecoverable_cents", rep.UnrecoverableCents,
+			"released", rep.Released, "released_cents", rep.ReleasedCents)
+	}
+	if len(rep.Conflicts) > 0 {
+		log.Warn("records not followed", "conflicts", rep.ConflictCount, "first", rep.Conflicts[0])
+	}
+	for _, n := range rep.Notes {
+		log.Info("rebuild note", "note", n)
+	}
 }
 
 // newToken names one rebuild.

@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,22 +97,49 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate checks the configuration.
+// Validate checks the configuration, and the settlement's in it. A
+// refusal is a *hongbao.ConfigError (errors.Is(err,
+// hongbao.ErrInvalidConfig)) naming the field from this package,
+// "scheduler.Config.Parts"; one of Settle's also matches settle.ErrConfig
+// and keeps its *settle.ConfigError in the chain.
 func (c Config) Validate() error {
-	if c.Settle.Redis == nil {
-		return errors.New("scheduler: Config.Settle.Redis is required")
+	refuse := func(field, value, reason string) error {
+		return &hongbao.ConfigError{Field: "scheduler.Config." + field, Value: value, Reason: reason}
 	}
-	if c.LeaseTTL < 0 || c.ReapEvery < 0 || c.StopGrace < 0 || c.BacklogEvery < 0 || c.MaxBacklog < 0 {
-		return errors.New("scheduler: durations and MaxBacklog must not be negative")
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"LeaseTTL", c.LeaseTTL}, {"ReapEvery", c.ReapEvery}, {"StopGrace", c.StopGrace}, {"BacklogEvery", c.BacklogEvery}} {
+		if f.v < 0 {
+			return refuse(f.name, f.v.String(), "must not be negative")
+		}
 	}
-	if c.MaxBacklog > 0 && c.Engine == nil {
-		return errors.New("scheduler: Config.MaxBacklog needs Config.Engine")
+	switch {
+	case c.LeaseTTL != 0 && c.LeaseTTL < leader.MinTTL:
+		return refuse("LeaseTTL", c.LeaseTTL.String(), "must be at least "+leader.MinTTL.String())
+	case c.LeaseTTL%time.Millisecond != 0:
+		return refuse("LeaseTTL", c.LeaseTTL.String(), "must be whole milliseconds")
+	case strings.ContainsAny(c.LeaseName, "{}"):
+		return refuse("LeaseName", c.LeaseName, "must not contain braces")
+	case c.MaxBacklog < 0:
+		return refuse("MaxBacklog", strconv.FormatInt(c.MaxBacklog, 10), "must not be negative")
+	case c.MaxBacklog > 0 && c.Engine == nil:
+		return refuse("MaxBacklog", strconv.FormatInt(c.MaxBacklog, 10), "needs scheduler.Config.Engine: the grabs it bounds are the engine's")
+	case c.Parts < 0 || c.Parts > MaxParts:
+		return refuse("Parts", strconv.Itoa(c.Parts), fmt.Sprintf("must be within 1..%d (0 for 1)", MaxParts))
+	case c.Settle.Parts != nil:
+		return refuse("Settle.Parts", "", "is the scheduler's own; leave it nil")
 	}
-	if c.Parts < 0 || c.Parts > MaxParts {
-		return fmt.Errorf("scheduler: Config.Parts must be 1-%d (0 for 1), not %d", MaxParts, c.Parts)
+	if err := c.Settle.Validate(); err != nil {
+		var se *settle.ConfigError
+		if errors.As(err, &se) {
+			return &hongbao.ConfigError{Field: "scheduler.Config.Settle." + strings.TrimPrefix(se.Field, "Config."),
+				Value: se.Value, Reason: se.Reason, Err: err}
+		}
+		return err
 	}
-	if c.Settle.Parts != nil {
-		return errors.New("scheduler: Config.Settle.Parts is the scheduler's own; leave it nil")
+	if ns, _ := redisstore.ParseNamespace(c.Settle.Namespace); c.Engine != nil && c.Engine.Namespace() != ns.Name() {
+		return refuse("Settle.Namespace", ns.Name(), fmt.Sprintf("is not the engine's namespace %q: the scheduler would settle, reap and wake other campaigns than the engine's", c.Engine.Namespace()))
 	}
 	return nil
 }
@@ -167,13 +196,8 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	ns, err := redisstore.ParseNamespace(cfg.Settle.Namespace)
-	if err != nil {
-		return nil, fmt.Errorf("scheduler: Config.Settle.Namespace: %w", err)
-	}
-	if cfg.Engine != nil && cfg.Engine.Namespace() != ns.Name() {
-		return nil, fmt.Errorf("scheduler: Config.Settle.Namespace %q is not the engine's namespace %q: the scheduler would settle, reap and wake other campaigns than the engine's", ns.Name(), cfg.Engine.Namespace())
-	}
+	ns, _ := redisstore.ParseNamespace(cfg.Settle.Namespace) // checked by Validate
+	var err error
 	s := &Scheduler{cfg: cfg, ns: ns, log: cfg.Logger.With("component", "scheduler", "namespace", ns.Name())}
 	if cfg.Parts > 1 {
 		if err := (leader.Config{Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: cfg.LeaseName + ":part:0", TTL: cfg.LeaseTTL}).Validate(); err != nil {
@@ -186,6 +210,9 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.Settle.Parts = s.single
 		s.el, err = leader.New(leader.Config{
 			Redis: cfg.Settle.Redis, Prefix: ns.LeasePrefix(), Name: cfg.LeaseName, TTL: cfg.LeaseTTL, Logger: cfg.Logger, OnElected: s.lease,
+			// Named as the settlement consumer (by default the host), so
+			// that a process waiting for the lease says whom it waits for.
+			ID: cfg.Settle.Consumer,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
@@ -212,6 +239,10 @@ func memberID(consumer string) string {
 
 // Worker returns the settlement worker (its Stats, its Backlog).
 func (s *Scheduler) Worker() *settle.Worker { return s.worker }
+
+// Parts is the number of parts of the deployment's settlement
+// (Config.Parts; 1 unless set).
+func (s *Scheduler) Parts() int { return s.cfg.Parts }
 
 // IsLeader says whether this process holds the lease now; with several
 // parts, whether it holds one of them at least.
@@ -351,7 +382,6 @@ func (s *Scheduler) Stop() {
 	s.cancel()
 	<-s.done
 	if e := s.cfg.Engine; e != nil {
-		e.OnGranted(nil)
 		s.pub.Stop()
 		e.SetSettleBusy(nil)
 	}

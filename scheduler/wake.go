@@ -25,31 +25,50 @@ func WakeChannel(ns string) string {
 // rate, and a grant waits at most wakeGap for its message.
 const wakeGap = 20 * time.Millisecond
 
-// Publisher tells the scheduler about an engine's grants by WakeChannel:
-// one PUBLISH after a grant, then at most one per 20ms while grants go
-// on, from a goroutine of its own (a grab never waits for it). A Scheduler
-// with an Engine runs one; a process that serves grabs without a
-// scheduler (serve --settle=false) runs its own, so that the scheduler
-// elsewhere settles its grants at once. A lost message costs only time:
-// the scheduler also polls.
+// Publisher tells the scheduler about an engine's grants and confirmed
+// discounts by WakeChannel: one PUBLISH after a grant, then at most one
+// per 20ms while grants go on, from a goroutine of its own (a grab never
+// waits for it). It is one of the engine's observers (hongbao.Observer),
+// beside the metrics and any of the embedder's own. A Scheduler with an
+// Engine runs one; a process that serves grabs without a scheduler (serve
+// --settle=false) runs its own, so that the scheduler elsewhere settles
+// its grants at once. A lost message costs only time: the scheduler also
+// polls.
 type Publisher struct {
+	hongbao.NopObserver
 	rc      rueidis.Client
 	channel string
 	kick    chan struct{}
 	cancel  context.CancelFunc
 	done    chan struct{}
+	remove  func() // takes the Publisher out of the engine's observers
 	once    sync.Once
 }
 
 // Publish starts a Publisher of eng's grants on rc, on the wake channel of
-// eng's namespace; Stop ends it. It
-// replaces eng's OnGranted.
+// eng's namespace, as an observer of eng (Engine.Observe): the engine's
+// other observers stay. Stop ends it.
 func Publish(rc rueidis.Client, eng *hongbao.Engine) *Publisher {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Publisher{rc: rc, channel: WakeChannel(eng.Namespace()), kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
-	eng.OnGranted(p.Kick)
+	p.remove = eng.Observe(p)
 	go p.run(ctx)
 	return p
+}
+
+// ObserveGrab kicks after a grab that granted a packet.
+func (p *Publisher) ObserveGrab(ev hongbao.GrabEvent) {
+	if ev.Err == nil && ev.Grant.Outcome == hongbao.Granted {
+		p.Kick()
+	}
+}
+
+// ObserveDiscount kicks after a confirm that made a discount final: it
+// settles into the ledger as a grant does.
+func (p *Publisher) ObserveDiscount(ev hongbao.DiscountEvent) {
+	if ev.Op == hongbao.OpConfirm && ev.Err == nil && !ev.Reservation.Again {
+		p.Kick()
+	}
 }
 
 // Kick asks for a wake message; it never blocks.
@@ -81,9 +100,11 @@ func (p *Publisher) run(ctx context.Context) {
 	}
 }
 
-// Stop ends the Publisher and waits for it.
+// Stop takes the Publisher out of the engine's observers, ends it and
+// waits for it.
 func (p *Publisher) Stop() {
 	p.once.Do(func() {
+		p.remove()
 		p.cancel()
 		<-p.done
 	})

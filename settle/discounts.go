@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -26,15 +27,25 @@ import (
 // lease). A campaign whose every unit is confirmed, with nothing held, is
 // closed by the worker, reason exhausted.
 
-// DiscountSink is a Sink that also takes confirmed discounts; ledger.Ledger
-// is one. A worker whose sink is not one leaves discount campaigns alone
-// (and says so once in its log).
+// DiscountSink is a Sink that also takes confirmed discounts: what a
+// custom sink implements to settle discount campaigns. ledger.Ledger is
+// one (so are the PostgreSQL and SQLite ledgers); a webhook.Sink is not.
+// A worker whose sink is not one settles red packet campaigns only, and
+// leaves discount campaigns alone: their confirmed discounts stay pending
+// in Redis, nothing is funded or refunded, the campaign stays registered
+// for a worker that takes them, and the worker says so once in its log
+// ("the sink takes no discounts").
 type DiscountSink interface {
 	// ApplyDiscounts writes a batch of one discount campaign's confirmed
 	// discounts atomically and says which it refused as conflicting, as
-	// Sink.ApplyGrants does grants.
+	// Sink.ApplyGrants does grants. The campaign is
+	// ledger.DiscountCampaign of the campaign's id, and Fund and Refund
+	// of the Sink receive the same name for its budget and its leftover.
 	ApplyDiscounts(ctx context.Context, campaign string, ds []ledger.Discount) (ledger.DiscountResult, error)
 }
+
+// Every ledger settles discount campaigns.
+var _ DiscountSink = ledger.Ledger(nil)
 
 // CloseExhausted is the close reason of a discount campaign whose every
 // discount is confirmed (hongbao.CloseExhausted).
@@ -154,7 +165,7 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 		for _, g := range e.Grants {
 			user, order, ok := redisstore.SplitOrderKey(g.User)
 			if !ok {
-				w.malformed.Add(1)
+				w.tell(&w.malformed, hongbao.SettleMalformed, sh.id, 1, nil)
 				w.log.Error("malformed confirms entry moved to the dead stream", "discount", sh.id, "entry", e.ID, "field", g.User)
 				return w.store.Dead(ctx, sh.keys, e.ID, "malformed: field "+g.User, e.Raw)
 			}
@@ -167,11 +178,11 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}
-	w.discounts.Add(int64(res.Inserted))
-	w.replayed.Add(int64(res.Replayed))
+	w.tell(&w.discounts, hongbao.SettleDiscounts, sh.id, int64(res.Inserted), nil)
+	w.tell(&w.replayed, hongbao.SettleReplayed, sh.id, int64(res.Replayed), nil)
 	bad := map[string][]redisstore.DeadGrant{}
 	for _, c := range res.Conflicts {
-		w.conflicts.Add(1)
+		w.tell(&w.conflicts, hongbao.SettleConflict, sh.id, 1, nil)
 		w.log.Error("INCIDENT: conflicting discount", "discount", sh.id, "kind", c.Kind,
 			"user", c.Discount.User, "order", c.Discount.Order, "seq", c.Discount.Seq, "cents", c.Discount.Cents,
 			"existing_order", c.Existing.Order, "existing_seq", c.Existing.Seq)
@@ -229,7 +240,7 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 		return false, 0, err
 	}
 	if changed {
-		w.refunds.Add(1)
+		w.tell(&w.refunds, hongbao.SettleRefund, id, 1, nil)
 		w.log.Info("discount campaign settled", "discount", id, "confirmed_cents", cents, "refund_cents", refund)
 	}
 	return true, 0, w.retireDiscount(ctx, v)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -89,13 +90,13 @@ func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.En
 		case e.Deleted:
 			// Pending but gone from the stream: nothing left to read. The
 			// alarm is raised; acknowledging stops it from repeating.
-			w.deleted.Add(1)
+			w.tell(&w.deleted, hongbao.SettleDeleted, id, 1, nil)
 			w.log.Error("ALARM: pending grants entry was deleted before settling", "campaign", id, "entry", e.ID)
 			if err := w.store.Ack(ctx, sh.keys, e.ID); err != nil {
 				return err
 			}
 		case e.Err != nil:
-			w.malformed.Add(1)
+			w.tell(&w.malformed, hongbao.SettleMalformed, id, 1, nil)
 			w.log.Error("malformed grants entry moved to the dead stream", "campaign", id, "entry", e.ID, "err", e.Err)
 			if err := w.store.Dead(ctx, sh.keys, e.ID, "malformed: "+e.Err.Error(), e.Raw); err != nil {
 				return err
@@ -137,14 +138,14 @@ func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) err
 	if err != nil {
 		return w.applyFailed(ctx, sh, es, err)
 	}
-	w.grants.Add(int64(res.Inserted))
-	w.replayed.Add(int64(res.Replayed))
+	w.tell(&w.grants, hongbao.SettleGrants, id, int64(res.Inserted), nil)
+	w.tell(&w.replayed, hongbao.SettleReplayed, id, int64(res.Replayed), nil)
 
 	// Conflicts are incidents: each goes to the dead stream with its
 	// entry's acknowledgement; entries without conflicts are acknowledged.
 	bad := map[string][]redisstore.DeadGrant{}
 	for _, c := range res.Conflicts {
-		w.conflicts.Add(1)
+		w.tell(&w.conflicts, hongbao.SettleConflict, id, 1, nil)
 		w.log.Error("INCIDENT: conflicting grant", "campaign", id, "kind", c.Kind,
 			"user", c.Grant.User, "seq", c.Grant.Seq, "cents", c.Grant.Cents,
 			"existing_user", c.Existing.User, "existing_seq", c.Existing.Seq)
@@ -205,7 +206,7 @@ func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entr
 		// holds. Writing it would be money nobody funded; retrying will
 		// not help. It goes to the dead stream (which holds the refund
 		// back and raises the dead-entries alert) and is counted.
-		w.refused.Add(1)
+		w.tell(&w.refused, hongbao.SettleRefused, sh.id, 1, nil)
 		w.log.Error("INCIDENT: the ledger refused "+stream+" entry as impossible; moved to the dead stream",
 			label, sh.id, "entry", es[0].ID, "err", err)
 		return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
@@ -219,7 +220,7 @@ func (w *Worker) applyFailed(ctx context.Context, sh shard, es []redisstore.Entr
 		return fmt.Errorf("ledger failed on entry %s: %w", es[0].ID, err)
 	}
 	// One entry that the ledger refuses as invalid: its own fault.
-	w.malformed.Add(1)
+	w.tell(&w.malformed, hongbao.SettleMalformed, sh.id, 1, nil)
 	w.log.Error(stream+" entry refused by the ledger; moved to the dead stream", label, sh.id, "entry", es[0].ID, "err", err)
 	return w.store.Dead(ctx, sh.keys, es[0].ID, "refused: "+err.Error(), es[0].Raw)
 }
@@ -327,7 +328,7 @@ func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, 
 		// Counted here, not after retire: a retire cut short (a stop, a
 		// failed reconcile read) is done again by the next pass, which
 		// finds the campaign settled and would not count it.
-		w.refunds.Add(1)
+		w.tell(&w.refunds, hongbao.SettleRefund, id, 1, nil)
 		w.log.Info("campaign settled", "campaign", id, "granted_cents", grantedCents, "refund_cents", refund)
 	}
 	if err := w.retire(ctx, v); err != nil {
@@ -406,7 +407,7 @@ func (w *Worker) refundFailed(ctx context.Context, root redisstore.Keys, label, 
 // campaign (which deletes the note, so the refund is tried again); without
 // it the worker would try and log the refund on every pass.
 func (w *Worker) refuseRefund(ctx context.Context, root redisstore.Keys, label, id, reason string) error {
-	w.refused.Add(1)
+	w.tell(&w.refused, hongbao.SettleRefused, id, 1, nil)
 	w.log.Error("INCIDENT: refund refused; campaign left unsettled, noted in its dead stream", label, id, "reason", reason)
 	return w.store.DeadNote(ctx, root, "refund refused: "+reason)
 }

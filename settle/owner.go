@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -65,7 +66,7 @@ func (w *Worker) own(ctx context.Context, id string, root redisstore.Snapshot, r
 	if err != nil || mine {
 		return mine, err
 	}
-	w.foreign.Add(1)
+	w.tell(&w.foreign, hongbao.SettleForeign, id, 1, nil)
 	w.mu.Lock()
 	seen := w.foreignOf[id] == owner
 	w.foreignOf[id] = owner

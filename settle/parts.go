@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/fnv"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
@@ -98,7 +99,7 @@ func (w *Worker) sweep(ctx context.Context, sh shard) (work int, err error) {
 			return work, err
 		}
 		if len(deleted) > 0 {
-			w.deleted.Add(int64(len(deleted)))
+			w.tell(&w.deleted, hongbao.SettleDeleted, sh.id, int64(len(deleted)), nil)
 			w.log.Error("ALARM: pending entries were deleted from the stream before settling",
 				"campaign", sh.id, "shard", sh.keys.Tag, "ids", deleted)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 )
 
@@ -24,12 +25,11 @@ func (w *Worker) Reap(ctx context.Context) (int, error) {
 	for _, id := range w.only(dids) {
 		n, err := w.reap(ctx, id)
 		total += n
+		w.tell(&w.reaped, hongbao.SettleReaped, id, int64(n), nil)
 		if err != nil {
-			w.reaped.Add(int64(total))
 			return total, err
 		}
 	}
-	w.reaped.Add(int64(total))
 	return total, nil
 }
 

@@ -38,13 +38,18 @@ import (
 	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 )
 
 // Sink is where settled entries go. ledger.Ledger is one; package webhook
 // has another. Every method must be idempotent: after a crash the worker
-// sends again what it sent before the crash.
+// sends again what it sent before the crash. A Sink settles red packet
+// campaigns; to settle discount campaigns too it must also be a
+// DiscountSink (ApplyDiscounts), else the worker leaves them unsettled
+// and logs it once. Optional too: TotalsSink, for ReconcileSink, and an
+// Identity method naming the wallet it settles into (Config.Owner).
 type Sink interface {
 	// Fund records the campaign's funding, once.
 	Fund(ctx context.Context, c ledger.Campaign) error
@@ -157,6 +162,12 @@ type Config struct {
 	// (hongbao.settle.batch) and of its ledger transaction (OpenTelemetry).
 	// Default nil: no spans.
 	Tracer trace.Tracer
+	// Observers hear each result of the worker as it counts it in Stats
+	// (hongbao.Observer.ObserveSettle): grants and discounts written,
+	// replays, conflicts, refusals, malformed and deleted entries, failed
+	// passes, foreign campaigns, refunds, reaped reservations. Their other
+	// methods are not called. Default none.
+	Observers []hongbao.Observer
 }
 
 // Stats counts what a worker did.
@@ -226,13 +237,11 @@ type Worker struct {
 	startM sync.Mutex
 }
 
-// New returns a Worker.
+// New returns a Worker, or a *ConfigError (ErrConfig) for a Config that
+// Validate refuses.
 func New(cfg Config) (*Worker, error) {
-	if cfg.Redis == nil {
-		return nil, errors.New("settle: Config.Redis is required")
-	}
-	if (cfg.Ledger == nil) == (cfg.Sink == nil) {
-		return nil, errors.New("settle: set exactly one of Config.Ledger and Config.Sink")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	sink := cfg.Sink
 	if cfg.Ledger != nil {
@@ -270,16 +279,10 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.WaitReplicas < 0 || cfg.WaitTimeout < 0 {
-		return nil, errors.New("settle: Config.WaitReplicas and WaitTimeout must not be negative")
-	}
 	if cfg.WaitTimeout == 0 {
 		cfg.WaitTimeout = 500 * time.Millisecond
 	}
-	ns, err := redisstore.ParseNamespace(cfg.Namespace)
-	if err != nil {
-		return nil, fmt.Errorf("settle: Config.Namespace: %w", err)
-	}
+	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
 		store = redisstore.NewLegacy(cfg.Redis)
@@ -356,7 +359,7 @@ func (w *Worker) loop(ctx context.Context, halt <-chan struct{}) {
 		var pause time.Duration
 		switch {
 		case err != nil && ctx.Err() == nil:
-			w.failures.Add(1)
+			w.tell(&w.failures, hongbao.SettleFailed, "", 1, err)
 			backoff = min(max(2*backoff, 100*time.Millisecond), w.cfg.MaxBackoff)
 			pause, idle = backoff, 0
 			w.log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
@@ -564,7 +567,7 @@ func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 			return p, nil
 		}
 		if err != nil {
-			w.failures.Add(1)
+			w.tell(&w.failures, hongbao.SettleFailed, "", 1, err)
 			backoff = min(max(2*backoff, 100*time.Millisecond), w.cfg.MaxBackoff)
 			w.log.Warn("settlement pass failed; backing off", "err", err, "backoff", backoff)
 			select {
@@ -822,7 +825,7 @@ func (w *Worker) reclaim(ctx context.Context, sh shard) (int, error) {
 	w.claimAt[streamOf(sh)] = next
 	w.mu.Unlock()
 	if len(deleted) > 0 {
-		w.deleted.Add(int64(len(deleted)))
+		w.tell(&w.deleted, hongbao.SettleDeleted, sh.id, int64(len(deleted)), nil)
 		w.log.Error("ALARM: pending grants entries were deleted from the stream before settling",
 			"campaign", sh.id, "shard", sh.keys.Tag, "ids", deleted)
 	}

@@ -53,7 +53,10 @@ func (s *Sink) deliver(ctx context.Context, event, key string, body []byte) ([]b
 		// Mark the outage now, so a Ping during the retries sees it too.
 		down := fmt.Errorf("%w: %s %s: attempt %d: %w", ErrUnavailable, event, key, attempt, last)
 		s.down.Store(&down)
-		if err := s.wait(ctx, s.backoff(attempt, retryAfter)); err != nil {
+		pause := s.backoff(attempt, retryAfter)
+		s.cfg.Logger.Warn("webhook: attempt failed; retrying", "event", event, "key", key, "attempt", attempt,
+			"max_attempts", s.cfg.MaxAttempts, "retry_in", pause, "err", err)
+		if err := s.wait(ctx, pause); err != nil {
 			return nil, fmt.Errorf("webhook: %s %s: %w (after %d attempts, last: %w)", event, key, err, attempt, last)
 		}
 	}

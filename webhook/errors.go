@@ -10,7 +10,8 @@ import (
 
 // Sentinel errors. Compare with errors.Is.
 var (
-	// ErrConfig: New was given a Config it cannot work with.
+	// ErrConfig: New was given a Config it cannot work with. A
+	// *ConfigError names the field.
 	ErrConfig = errors.New("webhook: invalid config")
 	// ErrSignature: a request's signature or timestamp header is missing,
 	// malformed or does not match its body under the secret.
@@ -34,6 +35,28 @@ var (
 	// campaign), or Event.Decode a body that is not the event's struct.
 	ErrRequest = errors.New("webhook: malformed request")
 )
+
+// ConfigError names the field of a Config that New (or Config.Validate,
+// or DefaultName) refused, and why: "webhook: invalid config:
+// Config.MaxAttempts: must be at least 1, got -1". It has the shape of
+// hongbao.ConfigError. Value is never a secret: the Secret's value, and a
+// URL, which may hold a password, are left out.
+type ConfigError struct {
+	Field  string // as Go code names it: "Config.Secret"
+	Value  string // the refused value as text, when it is shown; else empty
+	Reason string // what is wrong with it
+}
+
+func (e *ConfigError) Error() string {
+	msg := ErrConfig.Error() + ": " + e.Field + ": " + e.Reason
+	if e.Value != "" {
+		msg += ", got " + e.Value
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrConfig) true.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
 
 // RejectedError is an ErrRejected with the host's answer, for the incident
 // report. Body is a short excerpt of the response body.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -58,6 +59,9 @@ type Config struct {
 	// does not share. Printable, without whitespace, at most MaxNameLen
 	// bytes.
 	Name string
+	// Logger hears each failed attempt that will be retried (the call's
+	// error says the rest). Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // MaxNameLen bounds Config.Name, in bytes: a name travels in every event
@@ -72,7 +76,7 @@ const MaxNameLen = 256
 // are two names. It returns an error matching ErrConfig if rawURL is not
 // an absolute http(s) URL.
 func DefaultName(rawURL string) (string, error) {
-	p, err := parseHTTPURL("URL", rawURL)
+	p, err := parseHTTPURL("Config.URL", rawURL)
 	if err != nil {
 		return "", err
 	}
@@ -83,7 +87,7 @@ func DefaultName(rawURL string) (string, error) {
 func parseHTTPURL(name, v string) (*url.URL, error) {
 	p, err := url.Parse(v)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		return nil, fmt.Errorf("%w: %s %q is not an absolute http(s) URL", ErrConfig, name, v)
+		return nil, &ConfigError{Field: name, Reason: "is not an absolute http(s) URL"}
 	}
 	return p, nil
 }
@@ -94,15 +98,15 @@ func parseHTTPURL(name, v string) (*url.URL, error) {
 func validateName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty Name", ErrConfig)
+		return &ConfigError{Field: "Config.Name", Reason: "must not be empty"}
 	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: Name of %d bytes, want at most %d (set a shorter Config.Name)", ErrConfig, len(name), MaxNameLen)
+		return &ConfigError{Field: "Config.Name", Value: fmt.Sprintf("%d bytes", len(name)), Reason: fmt.Sprintf("must be at most %d bytes (set a shorter Config.Name)", MaxNameLen)}
 	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: Name %q is not UTF-8", ErrConfig, name)
+		return &ConfigError{Field: "Config.Name", Value: strconv.Quote(name), Reason: "must be UTF-8"}
 	}
 	for _, r := range name {
 		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("%w: Name %q holds %U, want printable characters without whitespace", ErrConfig, name, r)
+			return &ConfigError{Field: "Config.Name", Value: strconv.Quote(name), Reason: fmt.Sprintf("must hold printable characters without whitespace, not %U", r)}
 		}
 	}
 	return nil
@@ -110,11 +114,11 @@ func validateName(name string) error {
 
 // Validate reports whether c, with its defaults applied, can be used.
 func (c Config) Validate() error {
-	if _, err := parseHTTPURL("URL", c.URL); err != nil {
+	if _, err := parseHTTPURL("Config.URL", c.URL); err != nil {
 		return err
 	}
 	if c.PingURL != "" {
-		if _, err := parseHTTPURL("PingURL", c.PingURL); err != nil {
+		if _, err := parseHTTPURL("Config.PingURL", c.PingURL); err != nil {
 			return err
 		}
 	}
@@ -124,11 +128,11 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case len(c.Secret) < MinSecretLen:
-		return fmt.Errorf("%w: Secret has %d bytes, want at least %d", ErrConfig, len(c.Secret), MinSecretLen)
+		return &ConfigError{Field: "Config.Secret", Value: fmt.Sprintf("%d bytes", len(c.Secret)), Reason: fmt.Sprintf("must have at least %d bytes", MinSecretLen)}
 	case c.MaxAttempts < 1:
-		return fmt.Errorf("%w: MaxAttempts %d", ErrConfig, c.MaxAttempts)
+		return &ConfigError{Field: "Config.MaxAttempts", Value: strconv.Itoa(c.MaxAttempts), Reason: "must be at least 1"}
 	case c.BaseBackoff < 0 || c.MaxBackoff < c.BaseBackoff:
-		return fmt.Errorf("%w: BaseBackoff %s must be between 0 and MaxBackoff %s", ErrConfig, c.BaseBackoff, c.MaxBackoff)
+		return &ConfigError{Field: "Config.BaseBackoff", Value: c.BaseBackoff.String(), Reason: fmt.Sprintf("must be within 0 and Config.MaxBackoff (%s)", c.MaxBackoff)}
 	}
 	return nil
 }
@@ -156,6 +160,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Name == "" {
 		c.Name, _ = DefaultName(c.URL) // Validate reports a bad URL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }

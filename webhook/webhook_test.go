@@ -605,21 +605,22 @@ func TestVerify(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		mod  func(*Config)
-		ok   bool
+		name  string
+		mod   func(*Config)
+		field string // of the *ConfigError; "" when ok
 	}{
-		{name: "defaults", mod: func(*Config) {}, ok: true},
-		{name: "secret of 31 bytes", mod: func(c *Config) { c.Secret = c.Secret[:31] }},
-		{name: "no secret", mod: func(c *Config) { c.Secret = nil }},
-		{name: "no URL", mod: func(c *Config) { c.URL = "" }},
-		{name: "relative URL", mod: func(c *Config) { c.URL = "/hooks" }},
-		{name: "ftp URL", mod: func(c *Config) { c.URL = "ftp://127.0.0.1/x" }},
-		{name: "bad PingURL", mod: func(c *Config) { c.PingURL = "health" }},
-		{name: "good PingURL", mod: func(c *Config) { c.PingURL = "https://127.0.0.1/health" }, ok: true},
-		{name: "negative attempts", mod: func(c *Config) { c.MaxAttempts = -1 }},
-		{name: "base above max", mod: func(c *Config) { c.BaseBackoff = 10 * time.Second }},
-		{name: "negative base", mod: func(c *Config) { c.BaseBackoff = -time.Second }},
+		{name: "defaults", mod: func(*Config) {}},
+		{name: "secret of 31 bytes", mod: func(c *Config) { c.Secret = c.Secret[:31] }, field: "Config.Secret"},
+		{name: "no secret", mod: func(c *Config) { c.Secret = nil }, field: "Config.Secret"},
+		{name: "no URL", mod: func(c *Config) { c.URL = "" }, field: "Config.URL"},
+		{name: "relative URL", mod: func(c *Config) { c.URL = "/hooks" }, field: "Config.URL"},
+		{name: "ftp URL", mod: func(c *Config) { c.URL = "ftp://127.0.0.1/x" }, field: "Config.URL"},
+		{name: "bad PingURL", mod: func(c *Config) { c.PingURL = "health" }, field: "Config.PingURL"},
+		{name: "good PingURL", mod: func(c *Config) { c.PingURL = "https://127.0.0.1/health" }},
+		{name: "negative attempts", mod: func(c *Config) { c.MaxAttempts = -1 }, field: "Config.MaxAttempts"},
+		{name: "base above max", mod: func(c *Config) { c.BaseBackoff = 10 * time.Second }, field: "Config.BaseBackoff"},
+		{name: "negative base", mod: func(c *Config) { c.BaseBackoff = -time.Second }, field: "Config.BaseBackoff"},
+		{name: "bad name", mod: func(c *Config) { c.Name = "a b" }, field: "Config.Name"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -627,7 +628,7 @@ func TestConfigValidate(t *testing.T) {
 			cfg := Config{URL: "http://127.0.0.1:8080/hooks", Secret: bytes.Clone(testSecret)}
 			tc.mod(&cfg)
 			s, err := New(cfg)
-			if tc.ok {
+			if tc.field == "" {
 				require.NoError(t, err)
 				require.Equal(t, 8, s.cfg.MaxAttempts)
 				require.Equal(t, 100*time.Millisecond, s.cfg.BaseBackoff)
@@ -636,9 +637,17 @@ func TestConfigValidate(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, ErrConfig)
+			var ce *ConfigError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, tc.field, ce.Field)
+			require.NotContains(t, err.Error(), string(testSecret), "a secret is never in the message")
 			require.Nil(t, s)
 		})
 	}
+	// A URL may carry a password: the message never shows it.
+	_, err := New(Config{URL: "ftp://user:hunter2@wallet.example/x", Secret: testSecret})
+	require.ErrorIs(t, err, ErrConfig)
+	require.NotContains(t, err.Error(), "hunter2")
 }
 
 func TestSecretIsCopied(t *testing.T) {

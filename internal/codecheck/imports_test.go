@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // module is the module's import path.
@@ -130,4 +132,46 @@ func goList(t *testing.T, dir string, args ...string) []string {
 		}
 	}
 	return lines
+}
+
+// metricsTier are the packages that may depend on Prometheus: the
+// collectors, and the HTTP API that serves them (its own request metrics
+// beside). The core the embedders import (the engine, settle, the
+// scheduler, the ledgers, leader, webhook, rebuild...) must not: it hands
+// what it does to observers and Stats, and package metrics turns that
+// into collectors.
+var metricsTier = []string{module + "/metrics", module + "/httpapi"}
+
+// TestCoreImportsNoPrometheus holds that only metricsTier (and what is
+// above it: the commands, test support) depends on Prometheus.
+func TestCoreImportsNoPrometheus(t *testing.T) {
+	root := moduleRoot(t)
+	allowed := func(p string) bool {
+		if strings.HasPrefix(p, toolTier) || isTestSupport(p) {
+			return true
+		}
+		for _, m := range metricsTier {
+			if p == m || strings.HasPrefix(p, m+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	seen := false
+	for _, line := range goList(t, root, "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./...") {
+		fields := strings.Fields(line)
+		for _, dep := range fields[1:] {
+			if !strings.HasPrefix(dep, "github.com/prometheus/") {
+				continue
+			}
+			if fields[0] == module+"/metrics" {
+				seen = true
+			}
+			if !allowed(fields[0]) {
+				t.Errorf("%s depends on %s: hand the figures to an observer or Stats, and export them in package metrics", fields[0], dep)
+			}
+			break
+		}
+	}
+	require.True(t, seen, "the listing is read: package metrics depends on Prometheus")
 }

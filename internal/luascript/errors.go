@@ -1,6 +1,7 @@
 package luascript
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -21,7 +22,7 @@ type Errors struct {
 }
 
 // Wrap classifies err, the error of a script call for operation op, and
-// prefixes it with op; nil stays nil. See the package doc for the three
+// prefixes it with op; nil stays nil. See the package doc for the four
 // kinds.
 func (t *Errors) Wrap(op string, err error) error {
 	if err == nil {
@@ -33,6 +34,9 @@ func (t *Errors) Wrap(op string, err error) error {
 			return fmt.Errorf("%s: %w", op, &Error{Code: code, Message: msg, kind: kind})
 		}
 		return fmt.Errorf("%s: redis: %w", op, err)
+	}
+	if errors.Is(err, ErrClientClosed) {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w", op, &UnknownError{Err: err, kind: t.Unknown})
 }

@@ -2,7 +2,7 @@
 // the errors of its Redis Lua scripts. Packages with scripts
 // (internal/redisstore, atomicop) keep their .lua files and their error
 // sentinels; this package builds the scripts, runs them, and turns a
-// failed call into one of three kinds of error.
+// failed call into one of four kinds of error.
 //
 // # Embedding
 //
@@ -79,8 +79,12 @@
 //     a Lua runtime error, a refused command) stays a *rueidis.RedisError:
 //     the script did not run, or failed before its first write, since
 //     every script checks everything it can before writing;
-//   - anything else (a broken connection, a timeout, a cancelled context)
-//     becomes an *UnknownError: the script may or may not have run.
+//   - ErrClientClosed, a call that a Guard client refused before sending
+//     it because the client was found closed before the call began,
+//     stays as it is: nothing ran, and nothing will on that client;
+//   - anything else (a broken connection, a timeout, a cancelled context,
+//     a client closed while the call was in flight) becomes an
+//     *UnknownError: the script may or may not have run.
 //
 // # Script header
 //

@@ -28,7 +28,8 @@ end
 return redis.error_reply(ARGV[1])
 `
 
-// TestWrapKinds: the three kinds of error a script call can end in.
+// TestWrapKinds: the kinds of error a script call can end in (the
+// closed client's in closed_test.go).
 func TestWrapKinds(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)

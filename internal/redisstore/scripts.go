@@ -170,6 +170,11 @@ var scriptErrors = luascript.Errors{Codes: map[string]error{
 // message; it unwraps to one of the sentinels above.
 type ScriptError = luascript.Error
 
+// ErrClientClosed: the store's Redis client was found closed before the
+// call began, and the call was never sent. It is permanent: a closed
+// client stays closed.
+var ErrClientClosed = luascript.ErrClientClosed
+
 // UnknownError is a failure after which a write may or may not have
 // happened: the connection broke, or the reply did not arrive in time.
 type UnknownError = luascript.UnknownError

@@ -34,14 +34,16 @@ type Store struct {
 	ns            Namespace    // the prefix of every key the store builds
 }
 
-// New returns a Store on client c, a Redis 7 or later.
-func New(c rueidis.Client) *Store { return &Store{c: c, s: modernScripts} }
+// New returns a Store on client c, a Redis 7 or later. Once c is found
+// closed, the store's calls fail with ErrClientClosed (see
+// luascript.Guard).
+func New(c rueidis.Client) *Store { return &Store{c: luascript.Guard(c), s: modernScripts} }
 
 // NewLegacy returns a Store whose scripts carry no "#!lua" flags line, for
 // servers that cannot parse it (Redis before 7, the in-process emulator).
 // Such a server may fail a script at its first write when out of memory,
 // instead of refusing it up front.
-func NewLegacy(c rueidis.Client) *Store { return &Store{c: c, s: legacyScripts} }
+func NewLegacy(c rueidis.Client) *Store { return &Store{c: luascript.Guard(c), s: legacyScripts} }
 
 // WithWait returns a copy of the store whose grabs, discount calls
 // (reserve, confirm, cancel), Held reads and transfer steps are answered
@@ -293,3 +295,8 @@ func (s *Store) Close(ctx context.Context, k Keys, by string) (state, reason str
 	c, _ := vals[2].AsInt64()
 	return state, reason, c == 1, nil
 }
+
+// Shut makes every call of the store, and of its copies, fail with
+// ErrClientClosed from now on, without sending anything; the client stays
+// open for its other users (luascript.Shut).
+func (s *Store) Shut() { luascript.Shut(s.c) }

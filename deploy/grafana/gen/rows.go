@@ -1,11 +1,13 @@
 package main
 
-// The panels, row by row. Every metric named here is one serve exports
-// (httpapi/metrics.go, httpapi/discount_metrics.go, cmd/hongbao/internal/cli/serve.go);
-// a test of the main module starts serve, scrapes it and fails on a name
-// it does not find. Several serve processes report the same campaign
-// gauges (read from the shared Redis), so those are taken with max, never
-// summed; counters are per process and summed.
+// The panels, row by row. Every metric named here is one hongbao exports
+// (package metrics, which serve and settle register, and
+// httpapi/metrics.go); a test of the main module starts serve alone, then
+// serve --settle=false beside hongbao settle, scrapes them and fails on a
+// name that neither topology exports. Several serve processes report the
+// same campaign gauges (read from the shared Redis), so those are taken
+// with max, never summed; counters are per process and summed, and the
+// scheduler's series come only from the processes that run one.
 
 // one is a threshold value.
 func one() *float64 { v := 1.0; return &v }
@@ -104,8 +106,22 @@ func settlementRow() row {
 			help:    "Grants in dead streams, waiting for an operator (hongbao settle --redrive after the cause is fixed).",
 			queries: []query{q(`max(hongbao_settlement_dead_entries)`, "dead entries")}},
 		{title: "Scheduler lease holders", unit: "short", width: 3, stat: true, healthy: one(),
-			help:    "Processes holding the scheduler lease (settlement, close on time, refunds): 1 is right, 0 means nothing settles.",
+			help:    "Processes holding the scheduler lease (settlement, close on time, refunds), or with --settle-parts above 1 a part: 1 is right (up to the parts with parts), 0 means nothing settles. Only the processes that run a scheduler (serve with settlement, hongbao settle) report it.",
 			queries: []query{q(`sum(hongbao_scheduler_lease_held)`, "holders")}},
+		{title: "Settled per second", unit: "ops", width: 12,
+			help: "Grants and confirmed discounts the scheduler processes wrote to the ledger or sink, and replays: writes the ledger already had (after a crash or a reclaim; harmless).",
+			queries: []query{
+				q(`sum(rate(hongbao_settlement_grants_total`+rate+`))`, "grants"),
+				q(`sum(rate(hongbao_settlement_discounts_total`+rate+`))`, "discounts"),
+				q(`sum(rate(hongbao_settlement_replayed_total`+rate+`))`, "replayed"),
+			}},
+		{title: "Scheduler processes and parts", unit: "short", width: 12,
+			help: "Processes that run a scheduler (serve with settlement, hongbao settle), the settlement parts they hold together and the deployment's parts: fewer held than parts means a part nobody settles; no process at all, that nothing settles, closes or refunds.",
+			queries: []query{
+				q(`count(hongbao_scheduler_lease_held)`, "scheduler processes"),
+				q(`sum(hongbao_scheduler_parts_held)`, "parts held"),
+				q(`max(hongbao_scheduler_parts)`, "parts"),
+			}},
 	}}
 }
 

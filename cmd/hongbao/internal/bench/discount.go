@@ -239,7 +239,7 @@ func measureWorkers(ctx context.Context, t *target, o DiscountOptions, label str
 // Concurrency goroutines each pay once for every user of their share:
 // Discounts.Reserve, then Discounts.Confirm.
 func runHongbaoDiscount(ctx context.Context, t *target, o DiscountOptions, label string) (*dstats, error) {
-	eng, err := hongbao.New(hongbao.Config{Redis: t.client, MaxBatch: o.MaxBatch})
+	eng, err := hongbao.New(hongbao.Config{Redis: t.client, MaxBatch: o.MaxBatch, WithoutLedger: true})
 	if err != nil {
 		return nil, err
 	}

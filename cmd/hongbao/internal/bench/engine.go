@@ -69,6 +69,8 @@ func loadEngine(ctx context.Context, t *target, o Options, id string) (*hongbao.
 		WaitReplicas: o.WaitReplicas,
 		WaitTimeout:  o.WaitTimeout,
 		LoadProgress: func(n, _ int) { load.Set(int64(n)) },
+		// A benchmark of Redis alone: nothing is settled or rebuilt.
+		WithoutLedger: true,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -62,7 +62,7 @@ var commands = []struct {
 	{"rebuild", "restore a campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
 	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant; --balances: every ledger balance with its journal", newReconcileCmd},
 	{"serve", "run the HTTP service: the /v1 API, settlement and the scheduler", newServeCmd},
-	{"settle", "settle granted packets from Redis into the ledger (a worker)", newSettleCmd},
+	{"settle", "run the scheduler apart from the API: settlement into the ledger, close on time, refunds, the discount reaper (--metrics-listen: its metrics); --drain: settle what is there and exit", newSettleCmd},
 	{"token", "mint a user token (HS256 JWT) from the configured secret, for tests and demos", newTokenCmd},
 }
 

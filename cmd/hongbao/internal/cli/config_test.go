@@ -224,7 +224,8 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestSampleConfig: the sample config file the compose deployment mounts
-// is accepted by serve and settle, and says what the deployment needs.
+// is accepted by serve and settle, and says what the deployment needs:
+// the API without settlement, both processes' metrics listeners.
 func TestSampleConfig(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join("..", "..", "..", "..", "deploy", "hongbao.yaml")
@@ -243,6 +244,8 @@ func TestSampleConfig(t *testing.T) {
 	require.Equal(t, s.f.ledger, c.dsn)
 	require.Equal(t, 1, c.waitN)
 	require.Equal(t, "scheduler", c.consumer)
+	require.NotEmpty(t, c.metricsListen, "the scheduler exports its metrics too")
+	require.Equal(t, "json", c.logFormat)
 }
 
 // TestRedisPasswordFile: serve's and settle's --redis-password-file (and

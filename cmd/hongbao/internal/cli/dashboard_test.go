@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -55,6 +56,62 @@ func TestDashboardAndAlertsQueryExportedSeries(t *testing.T) {
 
 	if problems := missingSeries(t, queries, exported); len(problems) > 0 {
 		t.Fatalf("series queried but not exported:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// TestDashboardAndAlertsSplitTopology: in the topology the operations
+// guide recommends, API processes without the scheduler (serve
+// --settle=false) and a scheduler process (hongbao settle
+// --metrics-listen), every series a panel or a rule queries is exported
+// by one of them; each exports the metrics of its own duties: the API no
+// scheduler series (a lease gauge at 0 there would claim a missing
+// scheduler) and no settlement counters, the scheduler both.
+func TestDashboardAndAlertsSplitTopology(t *testing.T) {
+	t.Parallel()
+	queries := append(dashboardQueries(t), alertQueries(t)...)
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	payFile := writeSecret(t, fx.dir, "payment.key")
+	metricsFile := writeSecret(t, fx.dir, "metrics.key")
+	p := startServe(t, fx.args("--settle=false", "--user-rate", "-1", "--payment-key-file", payFile, "--metrics-key-file", metricsFile)...)
+	sp := startSettle(t, "--redis", fx.redisURL(), "--ledger", fx.dsn, "--lease-ttl", "1s")
+	api := fx.api(t, p.URL)
+	smallRain(t, api, p.URL, readSecret(t, payFile))
+	waitFor(t, "the scheduler to settle the rain", 10*time.Second, func() bool {
+		return sp.has(t, "hongbao_scheduler_lease_held 1") && !sp.has(t, "hongbao_settlement_grants_total 0")
+	})
+
+	code, body, err := api.raw("GET", p.URL+"/metrics", readSecret(t, metricsFile))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	fromAPI := exportedSeries(t, body)
+	code, body = sp.get(t, "/metrics")
+	require.Equal(t, http.StatusOK, code, body)
+	fromScheduler := exportedSeries(t, body)
+	require.Contains(t, fromAPI, "hongbao_grabs_total", "the API's scrape was not read")
+	for name := range fromAPI {
+		require.False(t, strings.HasPrefix(name, "hongbao_scheduler_"), "serve --settle=false exports %s", name)
+		require.False(t, strings.HasSuffix(name, "_total") && strings.HasPrefix(name, "hongbao_settlement_"),
+			"serve --settle=false exports the settlement counter %s of a worker it does not run", name)
+	}
+	for _, name := range []string{"hongbao_scheduler_lease_held", "hongbao_scheduler_parts", "hongbao_scheduler_parts_held",
+		"hongbao_settlement_conflicts_total", "hongbao_settlement_refused_total", "hongbao_settlement_failures_total",
+		"hongbao_settlement_foreign_total"} {
+		require.Contains(t, fromScheduler, name)
+	}
+
+	both := map[string]map[string]bool{}
+	for _, m := range []map[string]map[string]bool{fromAPI, fromScheduler} {
+		for name, ls := range m {
+			if both[name] == nil {
+				both[name] = map[string]bool{}
+			}
+			for l := range ls {
+				both[name][l] = true
+			}
+		}
+	}
+	if problems := missingSeries(t, queries, both); len(problems) > 0 {
+		t.Fatalf("series queried but exported by neither process:\n%s", strings.Join(problems, "\n"))
 	}
 }
 

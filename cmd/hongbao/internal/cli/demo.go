@@ -162,8 +162,8 @@ func (d *demoCmd) parseFlags(args []string) error {
 	if !f.settle && f.ledger != "" {
 		return usageErrorf("--ledger makes no sense with --settle=false")
 	}
-	if f.waitN < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
-		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
+	if f.waitN < 0 || f.waitTimeout <= 0 || f.waitTimeout >= hongbao.DefaultBatchTimeout {
+		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and %s (the engine's batch timeout)", hongbao.DefaultBatchTimeout)
 	}
 	return nil
 }
@@ -298,6 +298,17 @@ func (b *base) demoLedger(ctx context.Context, dsn, prefix string) (ledger.Ledge
 	return l, nil
 }
 
+// shutDownAtClose shuts eng down when the command closes: before the
+// ledger and Redis it uses, opened before it (closers run last opened
+// first), so no block it opens ahead of need meets a closed ledger.
+func (b *base) shutDownAtClose(eng *hongbao.Engine) {
+	b.deferClose(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = eng.Shutdown(ctx)
+	})
+}
+
 // demoRedis connects to the demo's Redis as its flags say, the emulator
 // allowed, until the command closes.
 func (b *base) demoRedis(ctx context.Context, r *redisFlags) (*redisConn, error) {
@@ -393,11 +404,14 @@ func (d *demoCmd) create(ctx context.Context) error {
 		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout}
 	if d.led != nil {
 		cfg.Packets = d.led // every packet and the terms, before the campaign goes live
+	} else {
+		cfg.WithoutLedger = true // --settle=false: the grants stay in Redis for another process
 	}
 	d.eng, err = hongbao.New(cfg)
 	if err != nil {
 		return err
 	}
+	d.shutDownAtClose(d.eng)
 	d.camp, err = d.eng.Create(ctx, d.spec)
 	return err
 }

@@ -189,9 +189,10 @@ func (d *discountDemoCmd) run(ctx context.Context) error {
 func (d *discountDemoCmd) start(ctx context.Context) error {
 	var err error
 	legacy := d.conn.Kind == "emulator"
-	if d.eng, err = hongbao.New(hongbao.Config{Redis: d.conn.Client, LegacyScripts: legacy}); err != nil {
+	if d.eng, err = hongbao.New(hongbao.Config{Redis: d.conn.Client, LegacyScripts: legacy, WithoutLedger: true}); err != nil {
 		return err
 	}
+	d.shutDownAtClose(d.eng)
 	if d.d, err = d.eng.Discounts().Create(ctx, d.spec); err != nil {
 		return err
 	}

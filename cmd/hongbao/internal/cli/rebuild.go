@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/hongbao/hongbao"
@@ -84,7 +85,9 @@ func (c *rebuildCmd) open(ctx context.Context) (err error) {
 
 func (c *rebuildCmd) run(ctx context.Context) error {
 	rep, err := rebuild.Rebuild(ctx, rebuild.Config{Redis: c.conn.Client, Namespace: c.redis.ns, Ledger: c.led, Force: c.force,
-		ReleaseQuarantineRiskingDoubleGrants: c.release, Paused: c.paused}, c.id)
+		ReleaseQuarantineRiskingDoubleGrants: c.release, Paused: c.paused,
+		// The report below says what the rebuild's log lines would.
+		Logger: slog.New(slog.DiscardHandler)}, c.id)
 	if errors.Is(err, rebuild.ErrHealthy) {
 		return fmt.Errorf("%w: nothing to do (--force rebuilds it anyway)", err)
 	}

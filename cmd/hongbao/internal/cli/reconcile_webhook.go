@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/settle"
@@ -43,7 +44,8 @@ func (c *reconcileCmd) webhookFlags() error {
 
 // openSink opens the webhook, then Redis.
 func (c *reconcileCmd) openSink(ctx context.Context) (err error) {
-	if c.sink, err = openWebhook(c.hook, c.hookSecret, c.hookName); err != nil {
+	log := slog.New(slog.NewTextHandler(c.env.Stderr, nil))
+	if c.sink, err = openWebhook(c.hook, c.hookSecret, c.hookName, log); err != nil {
 		return err
 	}
 	if c.conn, err = c.redis.dial(ctx); err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"github.com/hongbao/hongbao/internal/redisserver"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/metrics"
 	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
 )
@@ -53,8 +55,7 @@ type serveCmd struct {
 	served      chan error // what srv.Serve returned
 	pprof       *http.Server
 	metricsSrv  *http.Server
-	leaseHeld   prometheus.Gauge // 1 while this process holds the lease
-	tracer      trace.Tracer     // nil: tracing off
+	tracer      trace.Tracer // nil: tracing off
 
 	// demo, when not nil, turns on the API's demo mode (demo --web).
 	demo *httpapi.Demo
@@ -137,14 +138,14 @@ func (s *serveCmd) parseFlags(args []string) error {
 		return err
 	}
 	f := &s.f
-	if f.logFormat != "text" && f.logFormat != "json" {
-		return usageErrorf("--log-format must be text or json")
+	if err := checkLogFormat(f.logFormat); err != nil {
+		return err
 	}
 	if err := f.redis.checkNamespace(); err != nil {
 		return err
 	}
-	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= 5*time.Second {
-		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and 5s")
+	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= hongbao.DefaultBatchTimeout {
+		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and %s (the engine's batch timeout)", hongbao.DefaultBatchTimeout)
 	}
 	if f.leaseTTL < 300*time.Millisecond {
 		return usageErrorf("--lease-ttl must be at least 300ms")
@@ -180,16 +181,28 @@ func (s *serveCmd) parseFlags(args []string) error {
 	if _, err := web.New(web.Options{Embedders: f.playEmbedders}); err != nil {
 		return usageErrorf("--play-embedder: %v", err)
 	}
-	if f.logFormat == "json" {
-		s.log = slog.New(slog.NewJSONHandler(s.env.Stderr, nil))
-	} else {
-		s.log = slog.New(slog.NewTextHandler(s.env.Stderr, nil))
-	}
+	s.log = newLogger(s.env, f.logFormat)
 	s.consumer = f.consumer
 	if s.consumer == "" {
 		s.consumer = defaultConsumer(f.listen)
 	}
 	return nil
+}
+
+// checkLogFormat checks a --log-format.
+func checkLogFormat(format string) error {
+	if format != "text" && format != "json" {
+		return usageErrorf("--log-format must be text or json")
+	}
+	return nil
+}
+
+// newLogger logs to env's stderr in format (text or json).
+func newLogger(env *IO, format string) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(env.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(env.Stderr, nil))
 }
 
 // defaultConsumer names the settlement consumer of a serve listening on
@@ -394,12 +407,10 @@ func (s *serveCmd) newAPI(context.Context) error {
 		return err
 	}
 	s.eng = eng
-	var settleStats func() settle.Stats
 	if f.settle {
 		if err := s.newScheduler(); err != nil {
 			return err
 		}
-		settleStats = s.sched.Worker().Stats
 	}
 	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
@@ -413,7 +424,6 @@ func (s *serveCmd) newAPI(context.Context) error {
 		Fund: func(ctx context.Context, c *hongbao.Campaign) error {
 			return led.Fund(ctx, ledger.Campaign{ID: c.ID, Funding: c.Funding, Total: c.Total})
 		},
-		SettleStats: settleStats,
 		SettledCents: func(ctx context.Context, id string) (int64, error) {
 			t, err := led.Totals(ctx, id)
 			return t.GrantCents, err
@@ -429,30 +439,16 @@ func (s *serveCmd) newAPI(context.Context) error {
 	return nil
 }
 
-// registry returns the registry of serve's metrics: the API's, the
-// scheduler lease gauge, which the scheduler keeps (serve_scheduler.go),
-// and the settlement parts, configured and held here.
+// registry returns the registry of serve's metrics; the API adds its own
+// and the engine's. Each process exports the metrics of the duties it
+// performs: with the scheduler, its lease, parts and settlement counters
+// (metrics.NewScheduler); with --settle=false none of them, so that no
+// API process claims a missing scheduler (hongbao settle exports them).
 func (s *serveCmd) registry() *prometheus.Registry {
-	s.leaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "hongbao_scheduler_lease_held",
-		Help: "1 while this process holds the scheduler lease, or with --settle-parts above 1 at least one part (runs settlement, closes on time and refunds).",
-	})
-	parts := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "hongbao_scheduler_parts",
-		Help: "The deployment's number of settlement parts (--settle-parts).",
-	})
-	parts.Set(float64(s.f.settleParts))
-	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "hongbao_scheduler_parts_held",
-		Help: "Settlement parts this process holds now (with one part: 1 while it holds the lease).",
-	}, func() float64 {
-		if s.sched == nil {
-			return 0
-		}
-		return float64(len(s.sched.HeldParts()))
-	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.leaseHeld, parts, held)
+	if s.sched != nil {
+		reg.MustRegister(metrics.NewScheduler(s.sched))
+	}
 	return reg
 }
 
@@ -543,7 +539,7 @@ func (s *serveCmd) listenPprof(context.Context) error {
 // listenAside serves srv on addr, a listener of its own beside the API's,
 // until the command closes, and returns the address it listens on; flag
 // names addr's flag in the error.
-func (s *serveCmd) listenAside(addr, flag string, srv *http.Server) (net.Addr, error) {
+func (s *base) listenAside(addr, flag string, srv *http.Server) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
@@ -614,8 +610,10 @@ func (s *serveCmd) run(ctx context.Context) error {
 }
 
 // shutdown stops taking requests and finishes the ones in flight (their
-// grabs complete in Redis and are answered), then stops the scheduler
-// after its current batch. close then closes the ledger, then Redis.
+// grabs complete in Redis and are answered), shuts the engine down (the
+// blocks it opens ahead of need write to the ledger in the background),
+// then stops the scheduler after its current batch. close then closes the
+// ledger, then Redis.
 func (s *serveCmd) shutdown(ctx context.Context) error {
 	s.api.Stopping()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.f.shutdownTimeout)
@@ -631,6 +629,12 @@ func (s *serveCmd) shutdown(ctx context.Context) error {
 	}
 	if s.metricsSrv != nil {
 		_ = s.metricsSrv.Close()
+	}
+	if s.eng != nil {
+		if eerr := s.eng.Shutdown(sctx); eerr != nil {
+			s.log.Error("shutdown: the engine's work in flight did not finish in time", "err", eerr)
+			err = cmp.Or(err, eerr)
+		}
 	}
 	if s.sched != nil {
 		s.sched.Stop()

@@ -22,13 +22,6 @@ func (s *serveCmd) newScheduler() error {
 			WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer},
 		Engine: s.eng, LeaseTTL: f.leaseTTL, Parts: f.settleParts, ReapEvery: f.reapEvery, StopGrace: f.shutdownTimeout,
 		MaxBacklog: f.maxBacklog, Logger: s.log.With("consumer", s.consumer),
-		OnLease: func(held bool) {
-			if held {
-				s.leaseHeld.Set(1)
-			} else {
-				s.leaseHeld.Set(0)
-			}
-		},
 	})
 	if err != nil {
 		return usageErrorf("%v", err)

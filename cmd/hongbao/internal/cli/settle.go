@@ -8,13 +8,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
+	"github.com/hongbao/hongbao/metrics"
 	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
 	"github.com/hongbao/hongbao/webhook"
@@ -61,24 +68,45 @@ func (b *base) openLedgerRedis(ctx context.Context, dsn, url string) (ledger.Led
 	return l, conn, nil
 }
 
-// settleCmd is "hongbao settle": a settlement worker, until interrupted
-// or, with --drain, until nothing is left to settle.
+// settleCmd is "hongbao settle": the scheduler (settlement, close on
+// time, refunds, the discount reaper) under the lease, until interrupted,
+// or with --drain a worker until nothing is left to settle.
 type settleCmd struct {
 	base
-	redis                   redisFlags
-	dsn, hook, hookSecret   string
-	drain, asJSON           bool
-	redrive, consumer, only string
-	retention, waitTimeout  time.Duration
-	reapEvery               time.Duration
-	hookName                string
-	leaseTTL                time.Duration
-	lease, otlpEndpoint     string
-	config                  string
-	waitN, parts            int
-	campaigns               []string
-	sched                   *scheduler.Scheduler
+	redis                    redisFlags
+	dsn, hook, hookSecret    string
+	drain, asJSON            bool
+	redrive, consumer, only  string
+	retention, waitTimeout   time.Duration
+	reapEvery                time.Duration
+	hookName                 string
+	leaseTTL                 time.Duration
+	lease, otlpEndpoint      string
+	metricsListen, logFormat string
+	config                   string
+	waitN, parts             int
+	campaigns                []string
+	sched                    *scheduler.Scheduler
+	log                      *slog.Logger
 }
+
+// settleUsage introduces settle's flags.
+const settleUsage = `Usage: hongbao settle [flags]
+
+Runs the scheduler of a deployment whose API processes run without it
+(serve --settle=false): settlement of grants and confirmed discounts into
+the ledger (or a host's wallet, --webhook), closing campaigns on time,
+refunds, roll-ups and the discount reaper, while this process holds the
+scheduler lease (or, with --settle-parts above 1, its parts). Processes
+that wait for the lease say whom they wait for. With --metrics-listen it
+serves /metrics (settlement counters, the lease and the parts) and
+/healthz, as serve does on its own metrics address. With --drain it settles
+what is there, without the lease, and exits.
+
+Every flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LEDGER=sqlite:x.db;
+both override --config.
+
+Flags:`
 
 func newSettleCmd(env *IO) command { return &settleCmd{base: base{env: env}} }
 
@@ -104,9 +132,20 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics (settlement counters, the scheduler lease and parts) and /healthz, without credentials, on this address (keep it private); with --drain, while it runs; default: off")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	declareConfig(fs, &c.config)
+	setUsage(fs, c.env, settleUsage)
 	if err := c.parseFlagsConfig(fs, args, &c.config); err != nil {
 		return err
+	}
+	if err := checkLogFormat(c.logFormat); err != nil {
+		return err
+	}
+	if c.metricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.metricsListen); err != nil {
+			return usageErrorf("--metrics-listen %q: %v", c.metricsListen, err)
+		}
 	}
 	if c.waitN < 0 || c.waitTimeout <= 0 {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be positive")
@@ -147,13 +186,14 @@ func (c *settleCmd) parseFlags(args []string) error {
 	if c.hook != "" && c.dsn != "" {
 		return usageErrorf("give --ledger or --webhook, not both")
 	}
+	c.log = newLogger(c.env, c.logFormat)
 	return nil
 }
 
-// open opens the sink (the webhook or the ledger), then Redis, and makes
-// the scheduler.
+// open opens the sink (the webhook or the ledger), then Redis, makes the
+// scheduler and serves its metrics.
 func (c *settleCmd) open(ctx context.Context) error {
-	log := slog.New(slog.NewTextHandler(c.env.Stderr, nil))
+	log := c.log
 	tr, stop, err := openTracer(ctx, c.env.Getenv, c.otlpEndpoint, "settle", func(err error) { log.Warn("tracing", "err", err) })
 	if err != nil {
 		return err
@@ -162,7 +202,7 @@ func (c *settleCmd) open(ctx context.Context) error {
 	cfg := settle.Config{Namespace: c.redis.ns, Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
 		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout, Tracer: tr}
 	if c.hook != "" {
-		sink, err := openWebhook(c.hook, c.hookSecret, c.hookName)
+		sink, err := openWebhook(c.hook, c.hookSecret, c.hookName, log)
 		if err != nil {
 			return err
 		}
@@ -186,6 +226,33 @@ func (c *settleCmd) open(ctx context.Context) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	return c.listenMetrics()
+}
+
+// listenMetrics serves /metrics and /healthz on --metrics-listen, when
+// given: what this process does (the settlement counters, the lease and
+// the parts, as metrics.NewScheduler exports them) and the Go runtime's.
+func (c *settleCmd) listenMetrics() error {
+	if c.metricsListen == "" {
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewScheduler(c.sched),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		MaxRequestsInFlight: 4, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn),
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 60 * time.Second}
+	addr, err := c.listenAside(c.metricsListen, "metrics-listen", srv)
+	if err != nil {
+		return err
+	}
+	c.log.Info("metrics listening", "addr", addr.String())
 	return nil
 }
 
@@ -247,7 +314,8 @@ func (c *settleCmd) report(st settle.Stats, took, rollTook time.Duration) {
 	}
 }
 
-func openWebhook(url, secretFile, name string) (*webhook.Sink, error) {
+// openWebhook opens the sink of --webhook URL, its retries logged to log.
+func openWebhook(url, secretFile, name string, log *slog.Logger) (*webhook.Sink, error) {
 	if secretFile == "" {
 		return nil, usageErrorf("--webhook needs --webhook-secret-file")
 	}
@@ -255,7 +323,7 @@ func openWebhook(url, secretFile, name string) (*webhook.Sink, error) {
 	if err != nil {
 		return nil, usageErrorf("--webhook-secret-file: %v", err)
 	}
-	sink, err := webhook.New(webhook.Config{URL: url, Secret: bytes.TrimSpace(b), Name: name})
+	sink, err := webhook.New(webhook.Config{URL: url, Secret: bytes.TrimSpace(b), Name: name, Logger: log})
 	if err != nil {
 		return nil, usageErrorf("--webhook: %v", err)
 	}

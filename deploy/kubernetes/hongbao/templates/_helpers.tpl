@@ -43,7 +43,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- with .Values.secret.tokenSecret }}{{ $_ := set $serve "token-secret-file" (printf "%s/%s" $dir .) }}{{ end -}}
 {{- with .Values.secret.paymentKey }}{{ $_ := set $serve "payment-key-file" (printf "%s/%s" $dir .) }}{{ end -}}
 {{- $_ := set $cfg "serve" $serve -}}
-{{- $_ := set $cfg "settle" (deepCopy (.Values.config.settle | default dict)) -}}
+{{- $settle := deepCopy (.Values.config.settle | default dict) -}}
+{{- $_ := set $settle "metrics-listen" (printf "0.0.0.0:%v" .Values.service.metricsPort) -}}
+{{- $_ := set $cfg "settle" $settle -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 

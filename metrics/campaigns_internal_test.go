@@ -1,4 +1,4 @@
-package httpapi
+package metrics
 
 import (
 	"context"
@@ -28,10 +28,12 @@ func TestScrapesShareRedisReads(t *testing.T) {
 	c, err := eng.Create(ctx, hongbao.Spec{Total: 100, Count: 2})
 	require.NoError(t, err)
 
-	sc := newStateCollector(eng, eng, settle.NewBacklogs(r.Client, ""), nil, 5*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cc := NewCampaigns(CampaignsConfig{Campaigns: eng, Backlogs: settle.NewBacklogs(r.Client, ""),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	sc := cc.state
 	sc.cacheFor = time.Hour
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(sc)
+	reg.MustRegister(cc)
 	pool := func() float64 {
 		t.Helper()
 		fams, err := reg.Gather()
