@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 )
 
 // send runs call k and decodes its reply into a new T.
@@ -26,6 +28,33 @@ func create[T any](ctx context.Context, c *Client, path string, spec any, key st
 	return send[T](ctx, c, call{method: http.MethodPost, path: path, idempotent: true, body: spec, key: key})
 }
 
+// Page chooses a page of a list: at most Limit items (0: the most a page
+// holds, MaxListPage or MaxBlockedPage) from Offset.
+type Page struct {
+	Offset, Limit int
+}
+
+// The most items one page holds (openapi.json's limits).
+const (
+	MaxListPage    = 200  // campaigns, discount campaigns
+	MaxBlockedPage = 1000 // blocked users
+)
+
+// query is the page's query string, "" for the first default page.
+func (p Page) query() string {
+	q := url.Values{}
+	if p.Offset != 0 {
+		q.Set("offset", strconv.Itoa(p.Offset))
+	}
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
 func campaignPath(id, action string) string {
 	return "/v1/campaigns/" + url.PathEscape(id) + action
 }
@@ -45,9 +74,17 @@ func (c *Client) Campaign(ctx context.Context, id string) (*CampaignStatus, erro
 	return send[CampaignStatus](ctx, c, call{method: http.MethodGet, path: campaignPath(id, ""), idempotent: true})
 }
 
-// Campaigns lists the live campaigns (admin).
+// Campaigns lists the first page of the registered campaigns (admin):
+// created and not yet settled, by close time, the earliest first.
 func (c *Client) Campaigns(ctx context.Context) (*CampaignList, error) {
-	return send[CampaignList](ctx, c, call{method: http.MethodGet, path: "/v1/campaigns", idempotent: true})
+	return c.CampaignsPage(ctx, Page{})
+}
+
+// CampaignsPage lists page p of the registered campaigns (admin): the
+// live ones, and the closed ones until settlement has refunded them. The
+// next page starts at p.Offset + p.Limit while the answer says More.
+func (c *Client) CampaignsPage(ctx context.Context, p Page) (*CampaignList, error) {
+	return send[CampaignList](ctx, c, call{method: http.MethodGet, path: "/v1/campaigns" + p.query(), idempotent: true})
 }
 
 // CloseCampaign closes a campaign now (admin); before it opens this
@@ -76,6 +113,20 @@ func (c *Client) Redrive(ctx context.Context, id string) (*Redrive, error) {
 	return send[Redrive](ctx, c, call{method: http.MethodPost, path: campaignPath(id, "/redrive")})
 }
 
+// CreateCampaignJSON creates a red packet campaign (admin) from a create
+// body as the API takes it (openapi.json's CreateCampaign: amounts as
+// decimal strings or cents), sent as it is, under idempotencyKey (empty:
+// one drawn for this call's retries), as CreateCampaign does.
+func (c *Client) CreateCampaignJSON(ctx context.Context, body json.RawMessage, idempotencyKey string) (*Campaign, error) {
+	return create[Campaign](ctx, c, "/v1/campaigns", body, idempotencyKey)
+}
+
+// CreateDiscountJSON is CreateCampaignJSON for a discount campaign
+// (openapi.json's CreateDiscount).
+func (c *Client) CreateDiscountJSON(ctx context.Context, body json.RawMessage, idempotencyKey string) (*Discount, error) {
+	return create[Discount](ctx, c, "/v1/discounts", body, idempotencyKey)
+}
+
 // CreateDiscount creates a discount campaign (admin), idempotent as
 // CreateCampaign.
 func (c *Client) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discount, error) {
@@ -85,6 +136,12 @@ func (c *Client) CreateDiscount(ctx context.Context, spec DiscountSpec) (*Discou
 // Discount reads a discount campaign's status (admin).
 func (c *Client) Discount(ctx context.Context, id string) (*DiscountStatus, error) {
 	return send[DiscountStatus](ctx, c, call{method: http.MethodGet, path: discountPath(id, ""), idempotent: true})
+}
+
+// DiscountsPage lists page p of the registered discount campaigns
+// (admin), as CampaignsPage does the red packet campaigns.
+func (c *Client) DiscountsPage(ctx context.Context, p Page) (*DiscountList, error) {
+	return send[DiscountList](ctx, c, call{method: http.MethodGet, path: "/v1/discounts" + p.query(), idempotent: true})
 }
 
 // CloseDiscount stops a discount campaign's reservations (admin); confirms
@@ -103,22 +160,22 @@ func (c *Client) Reserve(ctx context.Context, id string, o Order) (*Reservation,
 
 // Confirm confirms the discount of a user's order once it is paid
 // (payment key); repeated, it answers the same.
-func (c *Client) Confirm(ctx context.Context, id, orderID, userID string) (*OrderOutcome, error) {
-	return c.order(ctx, id, orderID, userID, "/confirm")
+func (c *Client) Confirm(ctx context.Context, id string, o OrderRef) (*OrderOutcome, error) {
+	return c.order(ctx, id, o, "/confirm")
 }
 
 // Cancel releases the discount of a user's order (payment key); repeated,
 // it answers the same; Expired when the hold had ended first.
 // ErrConfirmed: a confirmed discount cannot be cancelled.
-func (c *Client) Cancel(ctx context.Context, id, orderID, userID string) (*OrderOutcome, error) {
-	return c.order(ctx, id, orderID, userID, "/cancel")
+func (c *Client) Cancel(ctx context.Context, id string, o OrderRef) (*OrderOutcome, error) {
+	return c.order(ctx, id, o, "/cancel")
 }
 
-func (c *Client) order(ctx context.Context, id, orderID, userID, action string) (*OrderOutcome, error) {
+func (c *Client) order(ctx context.Context, id string, o OrderRef, action string) (*OrderOutcome, error) {
 	body := struct {
 		UserID string `json:"user_id"`
-	}{userID}
-	path := discountPath(id, "/orders/"+url.PathEscape(orderID)+action)
+	}{o.UserID}
+	path := discountPath(id, "/orders/"+url.PathEscape(o.OrderID)+action)
 	return send[OrderOutcome](ctx, c, call{method: http.MethodPost, path: path, idempotent: true, body: body})
 }
 

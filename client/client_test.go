@@ -119,23 +119,23 @@ func TestDiscountCalls(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrOrderMismatch)
 
 	for range 2 {
-		o, err := pay.Confirm(ctx, d.ID, "o1", "u1")
+		o, err := pay.Confirm(ctx, d.ID, client.OrderRef{UserID: "u1", OrderID: "o1"})
 		require.NoError(t, err)
 		require.Equal(t, client.OrderOutcome{Outcome: client.Confirmed, OrderID: "o1", AmountCents: 100}, *o)
 	}
-	_, err = pay.Cancel(ctx, d.ID, "o1", "u1")
+	_, err = pay.Cancel(ctx, d.ID, client.OrderRef{UserID: "u1", OrderID: "o1"})
 	require.ErrorIs(t, err, client.ErrConfirmed)
 
 	_, err = pay.Reserve(ctx, d.ID, client.Order{UserID: "u1", OrderID: "o2", OrderAmountCents: 5000})
 	require.NoError(t, err)
-	o, err := pay.Cancel(ctx, d.ID, "o2", "u1")
+	o, err := pay.Cancel(ctx, d.ID, client.OrderRef{UserID: "u1", OrderID: "o2"})
 	require.NoError(t, err)
 	require.Equal(t, client.Cancelled, o.Outcome)
 	_, err = pay.Reserve(ctx, d.ID, client.Order{UserID: "u1", OrderID: "o2", OrderAmountCents: 5000})
 	require.ErrorIs(t, err, client.ErrCancelled)
-	_, err = pay.Confirm(ctx, d.ID, "o2", "u1")
+	_, err = pay.Confirm(ctx, d.ID, client.OrderRef{UserID: "u1", OrderID: "o2"})
 	require.ErrorIs(t, err, client.ErrCancelled)
-	_, err = pay.Confirm(ctx, d.ID, "o9", "u1")
+	_, err = pay.Confirm(ctx, d.ID, client.OrderRef{UserID: "u1", OrderID: "o9"})
 	require.ErrorIs(t, err, client.ErrNoReservation)
 	_, err = admin.As(userToken(t, "u1")).Reserve(ctx, d.ID, client.Order{UserID: "u1", OrderID: "o3", OrderAmountCents: 5000})
 	require.ErrorIs(t, err, client.ErrForbidden)
@@ -183,7 +183,10 @@ func TestErrorMapping(t *testing.T) {
 			_, err := admin.CreateCampaign(ctx, client.CampaignSpec{TotalCents: 100, Count: 0})
 			return err
 		}, 400, "invalid_request", client.ErrInvalidRequest},
-		{"bad order id", func() error { _, err := admin.Confirm(ctx, c.ID, "o*", "u"); return err }, 400, "invalid_id", client.ErrInvalidID},
+		{"bad order id", func() error {
+			_, err := admin.Confirm(ctx, c.ID, client.OrderRef{UserID: "u", OrderID: "o*"})
+			return err
+		}, 400, "invalid_id", client.ErrInvalidID},
 	}
 	for _, tc := range cases {
 		err := tc.call()

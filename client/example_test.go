@@ -121,12 +121,12 @@ func ExampleClient_Reserve() {
 		panic(err)
 	}
 	fmt.Println(r.Outcome, r.AmountCents)
-	o, err := pay.Confirm(ctx, d.ID, "o-1", "u-1")
+	o, err := pay.Confirm(ctx, d.ID, client.OrderRef{UserID: "u-1", OrderID: "o-1"})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(o.Outcome, o.AmountCents)
-	_, err = pay.Cancel(ctx, d.ID, "o-1", "u-1")
+	_, err = pay.Cancel(ctx, d.ID, client.OrderRef{UserID: "u-1", OrderID: "o-1"})
 	var e *client.Error
 	if errors.As(err, &e) {
 		fmt.Println(e.Status, e.Code, errors.Is(err, client.ErrConfirmed))

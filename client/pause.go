@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"sort"
 	"time"
 )
 
@@ -46,10 +47,13 @@ type BlockedUser struct {
 	Since time.Time `json:"since"`
 }
 
-// BlockedList is every user blocked on a campaign, by user id.
+// BlockedList is users blocked on a campaign: a page of them, sorted by
+// user id, or, from BlockedUsers, all of them.
 type BlockedList struct {
 	Campaign string        `json:"campaign"`
 	Users    []BlockedUser `json:"users"`
+	Total    int           `json:"total"` // how many are blocked in all
+	More     bool          `json:"more"`  // users follow this page
 }
 
 type blockBody struct {
@@ -67,9 +71,17 @@ func (c *Client) UnblockUsers(ctx context.Context, id string, users ...string) (
 	return send[BlockChange](ctx, c, call{method: http.MethodPost, path: campaignPath(id, "/blocked/remove"), idempotent: true, body: blockBody{users}})
 }
 
-// BlockedUsers lists the users blocked on campaign id.
+// BlockedUsers lists every user blocked on campaign id, reading it a
+// page at a time.
 func (c *Client) BlockedUsers(ctx context.Context, id string) (*BlockedList, error) {
-	return send[BlockedList](ctx, c, call{method: http.MethodGet, path: campaignPath(id, "/blocked"), idempotent: true})
+	return c.allBlocked(ctx, id, c.BlockedUsersPage)
+}
+
+// BlockedUsersPage lists page p of the users blocked on campaign id: the
+// pages walk the campaign's shards in turn, and each is sorted by user
+// id. The next page starts at p.Offset + p.Limit while More.
+func (c *Client) BlockedUsersPage(ctx context.Context, id string, p Page) (*BlockedList, error) {
+	return send[BlockedList](ctx, c, call{method: http.MethodGet, path: campaignPath(id, "/blocked") + p.query(), idempotent: true})
 }
 
 // BlockDiscountUsers blocks users on discount campaign id: their new
@@ -83,7 +95,38 @@ func (c *Client) UnblockDiscountUsers(ctx context.Context, id string, users ...s
 	return send[BlockChange](ctx, c, call{method: http.MethodPost, path: discountPath(id, "/blocked/remove"), idempotent: true, body: blockBody{users}})
 }
 
-// DiscountBlockedUsers lists the users blocked on discount campaign id.
+// DiscountBlockedUsers lists every user blocked on discount campaign id.
 func (c *Client) DiscountBlockedUsers(ctx context.Context, id string) (*BlockedList, error) {
-	return send[BlockedList](ctx, c, call{method: http.MethodGet, path: discountPath(id, "/blocked"), idempotent: true})
+	return c.allBlocked(ctx, id, c.DiscountBlockedUsersPage)
+}
+
+// DiscountBlockedUsersPage lists page p of the users blocked on discount
+// campaign id, as BlockedUsersPage does.
+func (c *Client) DiscountBlockedUsersPage(ctx context.Context, id string, p Page) (*BlockedList, error) {
+	return send[BlockedList](ctx, c, call{method: http.MethodGet, path: discountPath(id, "/blocked") + p.query(), idempotent: true})
+}
+
+// allBlocked reads every page of a blocklist. A user blocked or
+// unblocked meanwhile may shift between pages: each user is listed once.
+func (c *Client) allBlocked(ctx context.Context, id string, page func(context.Context, string, Page) (*BlockedList, error)) (*BlockedList, error) {
+	out := &BlockedList{Campaign: id, Users: []BlockedUser{}}
+	seen := map[string]bool{}
+	for p := (Page{Limit: MaxBlockedPage}); ; p.Offset += p.Limit {
+		l, err := page(ctx, id, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range l.Users {
+			if !seen[u.User] {
+				seen[u.User] = true
+				out.Users = append(out.Users, u)
+			}
+		}
+		out.Total = l.Total
+		if !l.More || len(l.Users) == 0 {
+			break
+		}
+	}
+	sort.Slice(out.Users, func(i, j int) bool { return out.Users[i].User < out.Users[j].User })
+	return out, nil
 }

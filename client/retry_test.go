@@ -60,7 +60,7 @@ func TestRetryAfterLostReserve(t *testing.T) {
 	require.Equal(t, 2, svc.fault.count("/reserve"))
 
 	pay = newClient(t, svc, paymentKey, &dropFirst{suffix: "/confirm"})
-	o, err := pay.Confirm(ctx, d.ID, "o-1", "erin")
+	o, err := pay.Confirm(ctx, d.ID, client.OrderRef{UserID: "erin", OrderID: "o-1"})
 	require.NoError(t, err)
 	require.Equal(t, client.Confirmed, o.Outcome)
 	require.Equal(t, r.AmountCents, o.AmountCents)

@@ -71,10 +71,12 @@ type Settlement struct {
 	DeadEntries    int `json:"dead_entries"`    // failed settlement, waiting for an operator
 }
 
-// CampaignList is the live campaigns, at most 200, those that close first.
+// CampaignList is a page of the registered campaigns (created, not yet
+// settled), by close time, the earliest first.
 type CampaignList struct {
 	Campaigns []CampaignStatus `json:"campaigns"`
-	More      bool             `json:"more"` // more are live than listed
+	Total     int              `json:"total"` // how many are registered
+	More      bool             `json:"more"`  // campaigns follow this page
 }
 
 // The outcomes of a grab.
@@ -195,12 +197,27 @@ type DiscountStatus struct {
 	Now               time.Time `json:"now"`
 }
 
+// DiscountList is a page of the registered discount campaigns, as
+// CampaignList.
+type DiscountList struct {
+	Discounts []DiscountStatus `json:"discounts"`
+	Total     int              `json:"total"`
+	More      bool             `json:"more"`
+}
+
 // Order is a reserve: the user who pays, the payment's order id and its
 // amount in cents (no discount exceeds it).
 type Order struct {
 	UserID           string `json:"user_id"`
 	OrderID          string `json:"order_id"`
 	OrderAmountCents int64  `json:"order_amount_cents"`
+}
+
+// OrderRef names the reservation a confirm or a cancel ends: the user's
+// order.
+type OrderRef struct {
+	UserID  string
+	OrderID string
 }
 
 // The outcomes of a reserve, a confirm and a cancel.

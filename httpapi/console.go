@@ -35,7 +35,8 @@ type Demo struct {
 	TokenBurst int
 }
 
-// maxListed bounds the campaigns GET /v1/campaigns reads and answers.
+// maxListed bounds the campaigns GET /v1/campaigns (GET /v1/discounts)
+// reads and answers.
 const maxListed = 200
 
 // grabRoute is the pattern of the grab route, whose answers and refusals
@@ -98,34 +99,27 @@ func (s *Server) readLive(ctx context.Context, id string) (*hongbao.Status, sett
 // campaignListOut answers GET /v1/campaigns.
 type campaignListOut struct {
 	Campaigns []statusOut `json:"campaigns"`
-	// More says there are more live campaigns than the maxListed that
-	// close first, which are listed.
-	More bool `json:"more"`
+	// Total counts the registered campaigns; More says there are some
+	// after this page.
+	Total int  `json:"total"`
+	More  bool `json:"more"`
 }
 
-// listCampaigns answers the live campaigns (created and not yet settled),
-// by close time. Requests that arrive while one reads Redis share its
-// reading.
+// listCampaigns answers a page of the registered campaigns (created and
+// not yet settled: live, and closed until settlement refunds them), by
+// close time. Requests for the same page that arrive while one reads
+// Redis share its reading.
 func (s *Server) listCampaigns(w http.ResponseWriter, r *http.Request, _ string) {
-	v, err, _ := s.lists.Do("list", func() (any, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 4*s.cfg.Timeout)
-		defer cancel()
-		return s.readCampaigns(ctx)
-	})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
+	s.listed(w, r, "campaigns", func(ctx context.Context, p page) (any, error) { return s.readCampaigns(ctx, p) })
 }
 
-func (s *Server) readCampaigns(ctx context.Context) (campaignListOut, error) {
+func (s *Server) readCampaigns(ctx context.Context, p page) (campaignListOut, error) {
 	out := campaignListOut{Campaigns: []statusOut{}}
-	ids, total, err := s.cfg.Engine.CampaignsPage(ctx, 0, maxListed)
+	ids, total, err := s.cfg.Engine.CampaignsPage(ctx, p.offset, p.limit)
 	if err != nil {
 		return out, err
 	}
-	out.More = total > len(ids)
+	out.Total, out.More = total, p.offset+len(ids) < total
 	for _, id := range ids {
 		st, b, err := s.readLive(ctx, id)
 		if errors.Is(err, hongbao.ErrCampaignNotFound) || errors.Is(err, settle.ErrNoCampaign) {

@@ -20,6 +20,7 @@ import (
 // discountRoutes registers the discount routes.
 func (s *Server) discountRoutes() {
 	s.handle("POST /v1/discounts", s.v1(s.admin(s.createDiscount)))
+	s.handle("GET /v1/discounts", s.v1(s.admin(s.listDiscounts)))
 	s.handle("GET /v1/discounts/{id}", s.v1(s.admin(s.getDiscount)))
 	s.handle("POST /v1/discounts/{id}/close", s.v1(s.admin(s.closeDiscount)))
 	s.handle("POST /v1/discounts/{id}/reserve", s.v1(s.payment(s.reserveDiscount)))

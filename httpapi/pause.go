@@ -152,10 +152,13 @@ func (s *Server) blockUsers(discount, add bool) func(http.ResponseWriter, *http.
 	}
 }
 
-// blockedOut answers GET .../blocked.
+// blockedOut answers GET .../blocked: a page of the users blocked, and
+// how many are in all.
 type blockedOut struct {
 	Campaign string           `json:"campaign"`
 	Users    []blockedUserOut `json:"users"`
+	Total    int              `json:"total"`
+	More     bool             `json:"more"`
 }
 
 type blockedUserOut struct {
@@ -165,16 +168,29 @@ type blockedUserOut struct {
 
 func (s *Server) listBlocked(discount bool) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, _ string) {
-		s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
-			list := s.cfg.Engine.BlockedUsers
-			if discount {
-				list = s.cfg.Discounts.BlockedUsers
+		var p page
+		target := func(w http.ResponseWriter, r *http.Request) (string, bool) {
+			id, ok := s.idTarget(w, r)
+			if !ok {
+				return "", false
 			}
-			us, err := list(ctx, id)
+			var err error
+			if p, err = pageOf(r, maxBlockedListed); err != nil {
+				s.fail(w, r, err)
+				return "", false
+			}
+			return id, true
+		}
+		s.onCampaign(w, r, target, func(ctx context.Context, id string) (any, error) {
+			list := s.cfg.Engine.BlockedPage
+			if discount {
+				list = s.cfg.Discounts.BlockedPage
+			}
+			us, total, err := list(ctx, id, p.offset, p.limit)
 			if err != nil {
 				return nil, err
 			}
-			out := blockedOut{Campaign: id, Users: make([]blockedUserOut, len(us))}
+			out := blockedOut{Campaign: id, Users: make([]blockedUserOut, len(us)), Total: total, More: p.offset+len(us) < total}
 			for i, u := range us {
 				out.Users[i] = blockedUserOut{User: u.User, Since: rfc3339(u.Since)}
 			}

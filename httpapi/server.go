@@ -245,7 +245,7 @@ type Server struct {
 	routes   []string
 	stopping atomic.Bool
 	live     *liveHub
-	lists    singleflight.Group // GET /v1/campaigns requests share a reading
+	lists    singleflight.Group // list requests for the same page share a reading
 	ready    readyCache
 
 	counters  sync.Map // routeCode -> prometheus.Counter

@@ -28,7 +28,7 @@ type Campaigns interface {
 	Resume(ctx context.Context, id string) (*hongbao.Status, error)
 	Block(ctx context.Context, id string, users []string) (int, error)
 	Unblock(ctx context.Context, id string, users []string) (int, error)
-	BlockedUsers(ctx context.Context, id string) ([]hongbao.BlockedUser, error)
+	BlockedPage(ctx context.Context, id string, offset, limit int) ([]hongbao.BlockedUser, int, error)
 }
 
 // Discounts is what the discount routes need: a hongbao.Discounts.
@@ -44,7 +44,7 @@ type Discounts interface {
 	Resume(ctx context.Context, id string) (*hongbao.DiscountStatus, error)
 	Block(ctx context.Context, id string, users []string) (int, error)
 	Unblock(ctx context.Context, id string, users []string) (int, error)
-	BlockedUsers(ctx context.Context, id string) ([]hongbao.BlockedUser, error)
+	BlockedPage(ctx context.Context, id string, offset, limit int) ([]hongbao.BlockedUser, int, error)
 }
 
 // Engine is every red packet call the API makes, and what its metrics

@@ -637,3 +637,115 @@ func TestPlayAsksBeforeSwitchingUser(t *testing.T) {
 	require.True(t, js[bool](t, tab, `document.getElementById('switch').hidden`))
 	require.Equal(t, "bob", js[string](t, tab, `document.getElementById('user').textContent`))
 }
+
+// createDiscount makes a discount campaign through the engine.
+func (s *site) createDiscount(t *testing.T, spec hongbao.DiscountSpec) string {
+	t.Helper()
+	spec.ID = testenv.UniqueID(t)
+	d, err := s.Engine.Discounts().Create(context.Background(), spec)
+	require.NoError(t, err)
+	return d.ID
+}
+
+// reserve reserves a discount through the engine and returns the outcome.
+func (s *site) reserve(t *testing.T, id, user, order string) hongbao.ReserveOutcome {
+	t.Helper()
+	r, err := s.Engine.Discounts().Reserve(context.Background(), id, user, order, 10000)
+	require.NoError(t, err)
+	return r.Outcome
+}
+
+// TestConsoleDiscount: a discount campaign is listed beside the red
+// packet rains, with its kind (and the kind filter shows it alone); its
+// page shows the budget, follows a reservation, pauses and resumes it,
+// blocks and unblocks a user, each taking effect in the engine, and
+// closes it.
+func TestConsoleDiscount(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, false)
+	rain := s.create(t, 1000, 10, split.Fixed)
+	id := s.createDiscount(t, hongbao.DiscountSpec{Budget: 5000, Quota: 10, Min: 100, Max: 1000, PerUserCount: 2, Shards: 2})
+	tab := browsertest.NewTab(t, 3*time.Minute)
+	do(t, tab, desktop())
+	signIn(t, tab, s.URL, adminKey)
+	row := `#list-body tr[data-campaign="` + id + `"][data-kind="discount"]`
+	waitFor(t, tab, `!!document.querySelector('`+row+`')`, "the discount campaign in the list")
+	waitFor(t, tab, `!!document.querySelector('#list-body tr[data-campaign="`+rain+`"][data-kind="red-packet"]')`, "the rain in the same list")
+	require.Equal(t, "Discount", js[string](t, tab, `document.querySelector('`+row+` .kind').textContent`))
+	require.Equal(t, "10", js[string](t, tab, `document.querySelector('`+row+` .left-count').dataset.value`))
+	do(t, tab, chromedp.Click(chromedp.CSS(`#list-kinds button[data-kind="discount"]`)))
+	waitFor(t, tab, `!document.querySelector('#list-body tr[data-kind="red-packet"]') && !!document.querySelector('`+row+`')`, "the discounts alone")
+	do(t, tab, chromedp.Click(chromedp.CSS(`#list-kinds button[data-kind=""]`)))
+	waitFor(t, tab, `!!document.querySelector('#list-body tr[data-kind="red-packet"]')`, "both kinds again")
+
+	clickRow(t, tab, row+` a`)
+	waitFor(t, tab, `location.hash === '#/d/`+id+`' && document.getElementById('conn').textContent === 'Live'`, "the discount campaign's page")
+	waitFor(t, tab, `document.getElementById('remaining-count').dataset.value === '10'`, "10 discounts left")
+	require.Equal(t, "5000", js[string](t, tab, `document.getElementById('remaining-cents').dataset.value`))
+	require.Equal(t, "at most 2 discounts", js[string](t, tab, `document.querySelector('#panel-spec dd[data-row="Per user"]').textContent`))
+	require.True(t, js[bool](t, tab, `document.getElementById('d-play').hidden`), "no play page for a discount campaign")
+	require.Equal(t, hongbao.Reserved, s.reserve(t, id, "ann", "o1"))
+	waitFor(t, tab, `document.getElementById('reserved-count').dataset.value === '1' && document.getElementById('remaining-count').dataset.value === '9'`,
+		"the reservation on the page")
+	settled(t, tab, "#panels")
+	tab.Screenshot(t, "console-discount-desktop")
+
+	do(t, tab, chromedp.Click(chromedp.ID("d-pause")))
+	waitFor(t, tab, `document.getElementById('d-pause').textContent === 'Resume' && !document.getElementById('d-paused').hidden`, "the paused campaign")
+	st, err := s.Engine.Discounts().Status(context.Background(), id)
+	require.NoError(t, err)
+	require.True(t, st.Paused)
+	require.Equal(t, 2, st.PausedShards)
+	require.Equal(t, hongbao.ReservePaused, s.reserve(t, id, "bob", "o1"))
+	do(t, tab, chromedp.Click(chromedp.ID("d-pause")))
+	waitFor(t, tab, `document.getElementById('d-pause').textContent === 'Pause' && document.getElementById('d-paused').hidden`, "the resumed campaign")
+	st, err = s.Engine.Discounts().Status(context.Background(), id)
+	require.NoError(t, err)
+	require.False(t, st.Paused)
+	require.Equal(t, hongbao.Reserved, s.reserve(t, id, "bob", "o1"))
+
+	do(t, tab, chromedp.SendKeys(chromedp.ID("block-users"), "mallory, trudy"), chromedp.Click(chromedp.ID("block-submit")))
+	waitFor(t, tab, `!!document.querySelector('#blocked-list li[data-user="mallory"]') && document.getElementById('blocked-total').dataset.value === '2'`,
+		"the blocked users listed")
+	require.Equal(t, hongbao.ReserveBlocked, s.reserve(t, id, "mallory", "o1"))
+	do(t, tab, chromedp.Click(chromedp.CSS(`#blocked-list li[data-user="mallory"] button`)))
+	waitFor(t, tab, `!document.querySelector('#blocked-list li[data-user="mallory"]') && document.getElementById('blocked-total').dataset.value === '1'`,
+		"mallory unblocked")
+	require.Equal(t, hongbao.Reserved, s.reserve(t, id, "mallory", "o2"))
+	require.Equal(t, hongbao.ReserveBlocked, s.reserve(t, id, "trudy", "o1"))
+
+	do(t, tab, chromedp.Click(chromedp.ID("d-close")), chromedp.Click(chromedp.ID("d-close")))
+	waitFor(t, tab, `document.getElementById('d-state').textContent === 'closed' && document.getElementById('d-pause').disabled`, "the closed campaign")
+	st, err = s.Engine.Discounts().Status(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, hongbao.StateClosed, st.State)
+	noHorizontalScroll(t, tab, "the discount campaign")
+}
+
+// TestConsoleListsClosed: a closed campaign of either kind, not yet
+// settled (no settlement runs here), is listed as closed, with why, and
+// its page shows it closed.
+func TestConsoleListsClosed(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, false)
+	ctx := context.Background()
+	rain := s.create(t, 1000, 10, split.Fixed)
+	_, err := s.Engine.CloseCampaign(ctx, rain)
+	require.NoError(t, err)
+	disc := s.createDiscount(t, hongbao.DiscountSpec{Budget: 1000, Quota: 10})
+	_, err = s.Engine.Discounts().CloseCampaign(ctx, disc)
+	require.NoError(t, err)
+	tab := browsertest.NewTab(t, 3*time.Minute)
+	do(t, tab, phone())
+	signIn(t, tab, s.URL, adminKey)
+	for _, id := range []string{rain, disc} {
+		badge := `#list-body tr[data-campaign="` + id + `"] .badge[data-state="closed"]`
+		waitFor(t, tab, `!!document.querySelector('`+badge+`')`, "the closed campaign listed as closed")
+		require.Equal(t, "closed: operator", js[string](t, tab, `document.querySelector('`+badge+`').textContent`))
+	}
+	noHorizontalScroll(t, tab, "the list")
+	tab.Screenshot(t, "console-list-closed-phone")
+	clickRow(t, tab, `#list-body tr[data-campaign="`+rain+`"] a`)
+	waitFor(t, tab, `document.getElementById('d-state').textContent === 'closed' && document.getElementById('d-close').textContent === 'Closed'`,
+		"the closed campaign's page")
+}

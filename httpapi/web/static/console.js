@@ -1,18 +1,30 @@
-// console.js: the operator console. Views: sign in, the campaign list, a
-// new campaign, one campaign live. The admin key lives in this tab's
-// sessionStorage only and travels as an Authorization header; it is never
-// put in a URL, a cookie or the page.
+// console.js: the operator console. Views: sign in, the campaign list
+// (red packet rains and discount campaigns), a new campaign, one campaign
+// live. The admin key lives in this tab's sessionStorage only and travels
+// as an Authorization header; it is never put in a URL, a cookie or the
+// page.
 import {
   $, api, ApiError, clear, el, fmtInt, fmtMoney, fmtRelative, fmtTime, setText, streamEvents,
 } from './common.js';
-import { panels } from './panels.js';
+import { discountPanels, panels } from './panels.js';
 
 const KEY = 'hongbao.console.key';
 const LIST_EVERY_MS = 5000;
+// A discount campaign has no event stream: its page reads its status
+// this often while the tab is visible.
+const DISCOUNT_EVERY_MS = 1000;
+
+// The kinds of campaign, as hongbao campaign --kind spells them: where
+// each lives in the API and in the console, and what the pages call it.
+const kinds = {
+  'red-packet': { name: 'Red packet', api: '/v1/campaigns/', route: '#/c/', panels },
+  discount: { name: 'Discount', api: '/v1/discounts/', route: '#/d/', panels: discountPanels },
+};
 
 const app = {
   key: sessionStorage.getItem(KEY) || '',
   leave: null, // ends the current view's work: timers, requests, streams
+  listKind: '', // the list's filter: '' (all) or a kind
 };
 
 function show(view) {
@@ -32,9 +44,9 @@ function route() {
     return;
   }
   const h = location.hash.replace(/^#/, '');
-  const m = /^\/c\/([A-Za-z0-9_-]{1,64})$/.exec(h);
+  const m = /^\/([cd])\/([A-Za-z0-9_-]{1,64})$/.exec(h);
   if (h === '/new') showCreate();
-  else if (m) showDetail(m[1]);
+  else if (m) showDetail(m[1] === 'd' ? 'discount' : 'red-packet', m[2]);
   else showList();
 }
 
@@ -107,12 +119,15 @@ function showList() {
   document.title = 'Campaigns · hongbao console';
   const ctl = new AbortController();
   let timer = 0;
+  let last = null;
   const load = async () => {
     clearTimeout(timer);
     if (document.visibilityState === 'visible') {
       try {
-        const { data } = await api('GET', '/v1/campaigns', { auth: app.key, signal: ctl.signal });
-        renderList(data);
+        const get = (path) => api('GET', path, { auth: app.key, signal: ctl.signal }).then((r) => r.data);
+        const [campaigns, discounts] = await Promise.all([get('/v1/campaigns'), get('/v1/discounts')]);
+        last = { campaigns, discounts };
+        renderList(last);
         notice($('list-error'), '');
       } catch (err) {
         if (ctl.signal.aborted || authFailed(err)) return;
@@ -124,6 +139,12 @@ function showList() {
   document.addEventListener('visibilitychange', () => {
     if (document.visibilityState === 'visible') load();
   }, { signal: ctl.signal });
+  for (const b of document.querySelectorAll('#list-kinds .tab')) {
+    b.addEventListener('click', () => {
+      app.listKind = b.dataset.kind;
+      if (last) renderList(last);
+    }, { signal: ctl.signal });
+  }
   load();
   app.leave = () => {
     ctl.abort();
@@ -131,34 +152,62 @@ function showList() {
   };
 }
 
+// listRows makes one row of each campaign of either kind: what the list
+// shows of it, in the same columns.
+function listRows(data) {
+  const rows = [];
+  for (const c of data.campaigns.campaigns) {
+    rows.push({
+      kind: 'red-packet', c, left: c.remaining_count, of: c.count, amountLeft: c.remaining, amountOf: c.total,
+      given: fmtInt(c.granted_count) + ' granted · ' + fmtMoney(c.granted), dead: c.settlement.dead_entries,
+    });
+  }
+  for (const d of data.discounts.discounts) {
+    rows.push({
+      kind: 'discount', c: d, left: d.remaining_count, of: d.quota, amountLeft: d.remaining, amountOf: d.budget,
+      given: fmtInt(d.confirmed_count) + ' confirmed · ' + fmtMoney(d.confirmed)
+        + (d.reserved_count > 0 ? ' · ' + fmtInt(d.reserved_count) + ' reserved' : ''),
+      dead: 0,
+    });
+  }
+  return rows.sort((a, b) => (stateOrder[a.c.state] ?? 9) - (stateOrder[b.c.state] ?? 9)
+    || Date.parse(a.c.closes_at) - Date.parse(b.c.closes_at));
+}
+
 function renderList(data) {
-  const rows = [...data.campaigns].sort((a, b) => (stateOrder[a.state] ?? 9) - (stateOrder[b.state] ?? 9));
+  const rows = listRows(data).filter((r) => !app.listKind || r.kind === app.listKind);
+  for (const b of document.querySelectorAll('#list-kinds .tab')) b.setAttribute('aria-pressed', String(b.dataset.kind === app.listKind));
   const body = clear($('list-body'));
-  for (const c of rows) {
-    const href = '#/c/' + encodeURIComponent(c.id);
+  for (const { kind, c, left, of, amountLeft, amountOf, given, dead } of rows) {
+    const href = kinds[kind].route + encodeURIComponent(c.id);
     // Each cell holds one span: on a phone the row becomes a card, and
     // the cell a line with its label on the left and this on the right.
     const td = (label, cls, ...content) => el('td', { class: cls, 'data-label': label }, el('span', { class: 'cell' }, ...content));
-    body.append(el('tr', { dataset: { campaign: c.id } },
+    body.append(el('tr', { dataset: { campaign: c.id, kind, state: c.state } },
       td('Campaign', '', el('a', { href, class: 'mono', text: c.id })),
-      td('State', '', stateBadge(c), c.settlement.dead_entries > 0
-        ? el('span', { class: 'badge state-dead', text: fmtInt(c.settlement.dead_entries) + ' dead' }) : null),
-      td('Packets left', 'num',
-        el('span', { class: 'left-count', text: fmtInt(c.remaining_count), dataset: { value: c.remaining_count } }),
-        el('span', { class: 'muted', text: ' / ' + fmtInt(c.count) })),
-      td('Amount left', 'num', fmtMoney(c.remaining), el('span', { class: 'muted', text: ' / ' + fmtMoney(c.total) })),
-      td('Granted', 'num', fmtInt(c.granted_count) + ' · ' + fmtMoney(c.granted)),
+      td('Kind', '', el('span', { class: 'kind kind-' + kind, text: kinds[kind].name })),
+      td('State', '', stateBadge(c), c.paused ? el('span', { class: 'badge state-paused', text: 'paused' }) : null,
+        dead > 0 ? el('span', { class: 'badge state-dead', text: fmtInt(dead) + ' dead' }) : null),
+      td('Left', 'num',
+        el('span', { class: 'left-count', text: fmtInt(left), dataset: { value: left } }),
+        el('span', { class: 'muted', text: ' / ' + fmtInt(of) })),
+      td('Amount left', 'num', fmtMoney(amountLeft), el('span', { class: 'muted', text: ' / ' + fmtMoney(amountOf) })),
+      td('Given', 'num', given),
       td('Opens', '', el('span', { title: fmtTime(c.opens_at), text: fmtRelative(c.opens_at) })),
       td('Closes', '', el('span', { title: fmtTime(c.closes_at), text: fmtRelative(c.closes_at) }))));
   }
   $('list-empty').hidden = rows.length > 0;
   $('list-table').hidden = rows.length === 0;
-  $('list-more').hidden = !data.more;
+  const more = [];
+  if (data.campaigns.more) more.push(fmtInt(data.campaigns.total) + ' red packet campaigns');
+  if (data.discounts.more) more.push(fmtInt(data.discounts.total) + ' discount campaigns');
+  notice($('list-more'), more.length ? 'There are ' + more.join(' and ') + '; the 200 of each kind that close first are listed (hongbao campaign list shows every one).' : '');
   setText($('list-updated'), 'Updated ' + new Date().toLocaleTimeString() + '.');
 }
 
 function stateBadge(c) {
-  return el('span', { class: 'badge state-' + c.state, text: c.state });
+  const text = c.close_reason ? c.state + ': ' + c.close_reason.replace('_', ' ') : c.state;
+  return el('span', { class: 'badge state-' + c.state, text, dataset: { state: c.state } });
 }
 
 // ---- new campaign
@@ -260,23 +309,26 @@ async function create(ev) {
 
 // ---- one campaign, live
 
-function showDetail(id) {
+function showDetail(kind, id) {
   show('detail');
+  const k = kinds[kind];
   document.title = id + ' · hongbao console';
-  const enc = encodeURIComponent(id);
+  const base = k.api + encodeURIComponent(id);
   setText($('d-id'), id);
-  $('d-play').setAttribute('href', '/play/' + enc);
+  setText($('d-kind'), k.name + ' campaign');
+  $('d-play').hidden = kind !== 'red-packet';
+  $('d-play').setAttribute('href', '/play/' + encodeURIComponent(id));
   notice($('d-error'), '');
   notice($('d-toast'), '');
   setText($('d-state'), '…');
   setText($('d-when'), '');
   const ctl = new AbortController();
-  const ctx = detailContext(id, ctl.signal);
+  const ctx = detailContext(id, base, ctl.signal);
   const mounted = new Map();
   clear($('panels'));
   const render = (ev) => {
     header(ev.campaign);
-    for (const p of panels) {
+    for (const p of k.panels) {
       if (!mounted.has(p.id) && p.applies(ev)) {
         const body = el('div', { class: 'panel-body' });
         $('panels').append(el('section', { class: 'panel panel-' + p.id, id: 'panel-' + p.id },
@@ -287,23 +339,62 @@ function showDetail(id) {
     }
   };
   ctx.render = render;
-  bindClose(id, ctx, ctl.signal);
-  bindPause(id, ctx, ctl.signal);
-  streamEvents('/v1/campaigns/' + enc + '/events', app.key, {
-    signal: ctl.signal,
-    onEvent: (name, data) => onLiveEvent(name, data, render, ctx),
-    onState: (st, err) => onStreamState(st, err, ctx),
-  });
+  bindClose(base, ctx, ctl.signal);
+  bindPause(base, ctx, ctl.signal);
+  if (kind === 'discount') {
+    pollDiscount(base, render, ctx, ctl.signal);
+  } else {
+    streamEvents(base + '/events', app.key, {
+      signal: ctl.signal,
+      onEvent: (name, data) => onLiveEvent(name, data, render, ctx),
+      onState: (st, err) => onStreamState(st, err, ctx),
+    });
+  }
   app.leave = () => ctl.abort();
 }
 
-// detailContext is what panels get to act: the campaign, the key, and the
-// page's notices.
-function detailContext(id, signal) {
+// pollDiscount reads a discount campaign's status every second while the
+// tab is visible, and draws each reading as a red packet page draws a
+// tick: { campaign } (no live counts of this server's answers).
+function pollDiscount(base, render, ctx, signal) {
+  let timer = 0;
+  const read = async () => {
+    clearTimeout(timer);
+    if (document.visibilityState === 'visible') {
+      try {
+        const { data } = await api('GET', base, { auth: app.key, signal });
+        conn('live', 'Live');
+        ctx.error('');
+        render({ campaign: data });
+      } catch (err) {
+        if (signal.aborted || authFailed(err)) return;
+        if (err.status === 404 || err.status === 400) {
+          conn('off', 'Gone');
+          ctx.error('No such discount campaign: it never was, or it was settled and its keys expired.');
+          return;
+        }
+        conn('stale', 'Stale: ' + err.message);
+      }
+    }
+    if (!signal.aborted) timer = setTimeout(read, DISCOUNT_EVERY_MS);
+  };
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible') read();
+  }, { signal });
+  signal.addEventListener('abort', () => clearTimeout(timer));
+  read();
+}
+
+// detailContext is what panels get to act: the campaign, its API path,
+// the key, and the page's notices.
+function detailContext(id, base, signal) {
   return {
     id,
+    base,
     signal,
-    act: (method, path) => api(method, path, { auth: app.key, signal }),
+    act: (method, path, body) => api(method, path, {
+      auth: app.key, signal, body: body === undefined ? undefined : JSON.stringify(body),
+    }),
     toast: (text) => notice($('d-toast'), text),
     error: (text) => notice($('d-error'), text),
     authFailed,
@@ -372,7 +463,7 @@ function header(c) {
 // bindPause wires the pause button: it pauses a running campaign and
 // resumes a paused one (both reversible, so no confirmation). The answer
 // is the campaign's status, shown at once; the live view follows.
-function bindPause(id, ctx, signal) {
+function bindPause(base, ctx, signal) {
   const btn = $('d-pause');
   setText(btn, 'Pause');
   btn.dataset.paused = '';
@@ -383,7 +474,7 @@ function bindPause(id, ctx, signal) {
     btn.dataset.busy = '1';
     btn.disabled = true;
     try {
-      const path = '/v1/campaigns/' + encodeURIComponent(id) + (resume ? '/resume' : '/pause');
+      const path = base + (resume ? '/resume' : '/pause');
       const { data } = await ctx.act('POST', path);
       btn.dataset.busy = '';
       header(data);
@@ -393,7 +484,8 @@ function bindPause(id, ctx, signal) {
         ctx.toast('Overtaken: a ' + (data.paused ? 'pause' : 'resume') + ' that started after yours decides; the campaign is ' +
           (data.paused ? 'paused.' : 'not paused.'));
       } else {
-        ctx.toast(resume ? 'Resumed. Grabs are answered again.' : 'Paused. Grabs now answer "paused" until you resume; the window still runs.');
+        ctx.toast(resume ? 'Resumed. Grabs (new orders) are answered again.'
+          : 'Paused. Grabs (new orders) now answer "paused" until you resume; the window still runs.');
       }
     } catch (err) {
       btn.dataset.busy = '';
@@ -406,7 +498,7 @@ function bindPause(id, ctx, signal) {
 
 // bindClose wires the close button: a first press arms it, a second one
 // within four seconds closes.
-function bindClose(id, ctx, signal) {
+function bindClose(base, ctx, signal) {
   const btn = $('d-close');
   setText(btn, 'Close now');
   btn.disabled = false;
@@ -425,9 +517,9 @@ function bindClose(id, ctx, signal) {
     disarm();
     btn.disabled = true;
     try {
-      const { data } = await ctx.act('POST', '/v1/campaigns/' + encodeURIComponent(id) + '/close');
+      const { data } = await ctx.act('POST', base + '/close');
       header(data);
-      ctx.toast('Closed. Grabs now answer "closed"; settlement refunds the rest.');
+      ctx.toast('Closed. Grabs (new orders) now answer "closed"; settlement refunds the rest.');
     } catch (err) {
       if (signal.aborted || authFailed(err)) return;
       btn.disabled = false;

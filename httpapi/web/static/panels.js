@@ -2,18 +2,19 @@
 //
 // A panel is { id, title, applies(ev), mount(body, ctx) }: applies says
 // whether it has something to show for a reading (ev: the data of a
-// "tick" event, { campaign, live }); mount builds its content once and
-// returns the function that draws each reading. A new kind of campaign
-// adds its panels to the list, shown when their data appears in the
-// reading (a sharded campaign's shards, a discount campaign's budget);
-// nothing else in the console changes.
+// "tick" event, { campaign, live }, or for a discount campaign its status
+// read every second, { campaign }); mount builds its content once and
+// returns the function that draws each reading. Each kind of campaign has
+// its list of panels (panels, discountPanels); a panel shows when its
+// data appears in the reading (a sharded campaign's shards). ctx.base is
+// the campaign's path in the API, for the panels that act on it.
 import {
   clear, el, fmtCents, fmtDuration, fmtInt, fmtMoney, fmtTime, setText, svg,
 } from './common.js';
 
-// stat is a labelled figure.
-function stat(label, cls) {
-  const value = el('span', { class: 'stat-value ' + (cls || '') });
+// stat is a labelled figure; id, if given, names its value.
+function stat(label, cls, id) {
+  const value = el('span', { class: 'stat-value ' + (cls || ''), id });
   const sub = el('span', { class: 'stat-sub' });
   return { node: el('div', { class: 'stat' }, el('span', { class: 'stat-label', text: label }), value, sub), value, sub };
 }
@@ -270,5 +271,154 @@ const specPanel = {
   },
 };
 
-// panels, in the order they show.
-export const panels = [leftPanel, ratesPanel, outcomesPanel, amountsPanel, settlementPanel, shardsPanel, specPanel];
+// The users an operator blocked: a page of them with an Unblock each, and
+// a form to block more. The page is read again when the reading's count
+// changes, and after each action.
+const blockedPanel = {
+  id: 'blocked',
+  title: 'Blocked users',
+  applies: () => true,
+  mount(body, ctx) {
+    const PAGE = 100;
+    const total = stat('Blocked', '', 'blocked-total');
+    const input = el('input', {
+      id: 'block-users', autocomplete: 'off', spellcheck: 'false', autocapitalize: 'off',
+      placeholder: 'user ids', 'aria-label': 'Users to block, separated by spaces or commas',
+    });
+    const submit = el('button', { class: 'btn', type: 'submit', id: 'block-submit', text: 'Block' });
+    const list = el('ul', { class: 'blocked-list', id: 'blocked-list' });
+    const more = el('p', { class: 'muted small' });
+    body.append(el('div', { class: 'stats' }, total.node),
+      el('form', { class: 'block-form', id: 'block-form', method: 'post', action: '#', novalidate: true }, input, submit),
+      el('p', { class: 'muted small', text: 'Ids separated by spaces or commas. A blocked user\'s new grabs or orders answer "blocked"; what the user already holds is kept.' }),
+      list, more);
+    let shown = -1; // the count the list was read at
+    let reading = false;
+    const load = async () => {
+      if (reading) return;
+      reading = true;
+      try {
+        const { data } = await ctx.act('GET', ctx.base + '/blocked?limit=' + PAGE);
+        clear(list);
+        for (const u of data.users) {
+          const unblock = el('button', { class: 'btn btn-quiet unblock', type: 'button', text: 'Unblock', 'aria-label': 'Unblock ' + u.user });
+          unblock.addEventListener('click', () => change('/blocked/remove', [u.user], unblock), { signal: ctx.signal });
+          list.append(el('li', { dataset: { user: u.user } },
+            el('span', { class: 'mono', text: u.user }),
+            el('span', { class: 'muted small', title: fmtTime(u.since), text: 'since ' + fmtTime(u.since) }), unblock));
+        }
+        setText(total.value, fmtInt(data.total), data.total);
+        shown = data.total;
+        setText(more, data.more ? 'The first ' + fmtInt(PAGE) + ' by user id are listed; hongbao campaign blocked lists every one.' : '');
+      } catch (err) {
+        if (!ctx.signal.aborted && !ctx.authFailed(err)) ctx.error('Reading the blocked users failed: ' + err.message);
+      } finally {
+        reading = false;
+      }
+    };
+    const change = async (path, users, btn) => {
+      btn.disabled = true;
+      try {
+        const { data } = await ctx.act('POST', ctx.base + path, { users });
+        ctx.toast(data.added !== undefined
+          ? 'Blocked ' + fmtInt(users.length) + ' users, ' + fmtInt(data.added) + ' of them new.'
+          : 'Unblocked ' + fmtInt(data.removed) + ' of ' + fmtInt(users.length) + ' users.');
+        if (data.added !== undefined) input.value = '';
+        await load();
+      } catch (err) {
+        if (!ctx.signal.aborted && !ctx.authFailed(err)) ctx.error((path.endsWith('remove') ? 'Unblock' : 'Block') + ' failed: ' + err.message);
+      } finally {
+        btn.disabled = false;
+      }
+    };
+    body.querySelector('form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const users = input.value.split(/[\s,]+/).filter(Boolean);
+      if (users.length === 0) {
+        ctx.error('Give the ids of the users to block.');
+        input.focus();
+        return;
+      }
+      change('/blocked', users, submit);
+    }, { signal: ctx.signal });
+    return ({ campaign: c }) => {
+      if (c.blocked_users !== shown) load();
+    };
+  },
+};
+
+// panels, in the order they show: a red packet rain's.
+export const panels = [leftPanel, ratesPanel, outcomesPanel, amountsPanel, settlementPanel, shardsPanel, blockedPanel, specPanel];
+
+// A discount campaign's budget and quota: always confirmed + reserved +
+// remaining = the budget, and = the quota.
+const budgetPanel = {
+  id: 'budget',
+  title: 'Budget',
+  applies: () => true,
+  mount(body) {
+    const amount = stat('Amount left', 'big', 'remaining-cents');
+    const count = stat('Discounts left', 'big', 'remaining-count');
+    const confirmed = stat('Confirmed', '', 'confirmed-count');
+    const reserved = stat('Reserved', '', 'reserved-count');
+    const refunded = stat('Refunded', '', 'refunded-cents');
+    const fillC = el('span', { class: 'bar-fill' });
+    const fillR = el('span', { class: 'bar-fill bar-reserved' });
+    body.append(el('div', { class: 'stats' }, amount.node, count.node),
+      el('div', { class: 'bar bar-split', role: 'presentation' }, fillC, fillR),
+      el('div', { class: 'stats stats-3' }, confirmed.node, reserved.node, refunded.node),
+      el('p', { class: 'muted small', text: 'Reserved discounts wait for the payment\'s confirm or cancel, or expire after the hold; confirmed + reserved + left is always the budget, and the quota.' }));
+    return ({ campaign: d }) => {
+      setText(amount.value, fmtMoney(d.remaining), d.remaining_cents);
+      setText(amount.sub, 'of ' + fmtMoney(d.budget));
+      setText(count.value, fmtInt(d.remaining_count), d.remaining_count);
+      setText(count.sub, 'of ' + fmtInt(d.quota));
+      setText(confirmed.value, fmtInt(d.confirmed_count), d.confirmed_count);
+      setText(confirmed.sub, fmtMoney(d.confirmed));
+      setText(reserved.value, fmtInt(d.reserved_count), d.reserved_count);
+      setText(reserved.sub, fmtMoney(d.reserved));
+      setText(refunded.value, fmtCents(d.refunded_cents), d.refunded_cents);
+      const pct = (c) => (d.budget_cents > 0 ? (100 * c) / d.budget_cents : 0).toFixed(2) + '%';
+      fillC.style.width = pct(d.confirmed_cents);
+      fillR.style.width = pct(d.reserved_cents);
+    };
+  },
+};
+
+// perUser says what one user may hold of a discount campaign.
+function perUser(d) {
+  if (d.per_user_unlimited) return 'no limit';
+  const parts = [];
+  if (d.per_user_count) parts.push(fmtInt(d.per_user_count) + (d.per_user_count === 1 ? ' discount' : ' discounts'));
+  if (d.per_user_amount) parts.push(fmtMoney(d.per_user_amount) + ' in all');
+  return 'at most ' + parts.join(' and ');
+}
+
+const discountSpecPanel = {
+  id: 'spec',
+  title: 'Campaign',
+  applies: () => true,
+  mount(body) {
+    const dl = el('dl', { class: 'spec' });
+    body.append(dl);
+    return ({ campaign: d }) => {
+      clear(dl);
+      const rows = [
+        ['Budget', fmtMoney(d.budget) + ' over ' + fmtInt(d.quota) + ' discounts'],
+        ['Smallest discount', fmtMoney(d.min)],
+        ['Largest discount', fmtMoney(d.max)],
+        ['Per user', perUser(d)],
+        ['Hold', d.hold],
+        ['Funding account', d.funding_account],
+        ['Shards', fmtInt(d.shards || 1)],
+        ['Opens', fmtTime(d.opens_at)],
+        ['Closes', fmtTime(d.closes_at)],
+      ];
+      if (d.close_reason) rows.push(['Closed because', d.close_reason.replace('_', ' ')]);
+      for (const [k, v] of rows) dl.append(el('dt', { text: k }), el('dd', { text: v, dataset: { row: k } }));
+    };
+  },
+};
+
+// discountPanels, in the order they show: a discount campaign's.
+export const discountPanels = [budgetPanel, blockedPanel, discountSpecPanel];

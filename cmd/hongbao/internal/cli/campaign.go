@@ -17,10 +17,11 @@ import (
 	"github.com/hongbao/hongbao/httpapi"
 )
 
-// campaignCmd is "hongbao campaign ACTION ID [USER...]": an operator's
-// brakes on one campaign of a running serve (pause, resume, block,
-// unblock) and what they read (status, blocked), through package client,
-// for red packet and discount campaigns alike.
+// campaignCmd is "hongbao campaign ACTION [ID] [USER...]": an operator's
+// day with the campaigns of a running serve, through package client, for
+// red packet and discount campaigns alike: create, list and close them,
+// the brakes on one (pause, resume, block, unblock) and what they read
+// (status, blocked).
 type campaignCmd struct {
 	base
 	apiURL, keyFile, dataDir, kind string
@@ -28,35 +29,58 @@ type campaignCmd struct {
 	timeout                        time.Duration
 	action, id                     string
 	users                          []string
+	create                         createFlags
 	api                            *client.Client
 }
 
 func newCampaignCmd(env *IO) command { return &campaignCmd{base: base{env: env}} }
 
-const campaignUsage = `Usage: hongbao campaign ACTION ID [USER...] [flags]
+const campaignUsage = `Usage: hongbao campaign ACTION [ID] [USER...] [flags]
 
-Acts on campaign ID of a running serve, with an admin key:
+Acts on the campaigns of a running serve, with an admin key:
 
+  create                 creates a campaign from the flags below or --spec FILE; prints it
+  list                   every campaign not yet settled (live, and closed until refunded)
   status ID              its state, where its money is, paused or not, users blocked
+  close ID               closes it now (before it opens: cancels it); answers the status
   pause ID               grabs (new orders) answer "paused" until resumed; answers the status
   resume ID              grabs (new orders) are decided again; answers the status
   block ID USER...       the users' grabs (new orders) answer "blocked"
   unblock ID USER...     the users may grab (order) again
   blocked ID             the users blocked, since when
 
-ID is a red packet or a discount campaign (--kind, default: ask the API).
+ID is a red packet or a discount campaign (--kind, default: ask the API);
+list shows both kinds unless --kind names one. create makes a red packet
+rain from --total and --count, a discount campaign from --budget and
+--quota (--kind, default: the flags given tell), or sends --spec FILE, the
+API's create body as JSON, as it is. A create carries an Idempotency-Key
+(--idempotency-key, else one drawn and printed): the same create run again
+with it answers the same campaign instead of creating a second one.
 The admin key comes from --admin-key-file, else the environment variable
 HONGBAO_ADMIN_KEY, else serve's default <data-dir>/admin.key; never from
-the command line. Exit status 2: bad input; 1: the API refused or could not
-be reached (an unknown campaign, a wrong key).
+the command line. Exit status 2: bad input, found before any call; 1: the
+API refused or could not be reached (an unknown campaign, a wrong key).
 
 Flags:`
 
-// campaignActions are the actions, each with whether it takes users.
-var campaignActions = map[string]bool{
-	"status": false, "pause": false, "resume": false, "blocked": false,
-	"block": true, "unblock": true,
+// campaignOperands says what an action takes after its name.
+type campaignOperands int
+
+const (
+	noOperand    campaignOperands = iota // list, create
+	idOperand                            // status ID, ...
+	usersOperand                         // block ID USER...
+)
+
+// campaignActions are the actions and their operands.
+var campaignActions = map[string]campaignOperands{
+	"create": noOperand, "list": noOperand,
+	"status": idOperand, "close": idOperand, "pause": idOperand, "resume": idOperand, "blocked": idOperand,
+	"block": usersOperand, "unblock": usersOperand,
 }
+
+// actionNames lists the actions for messages.
+const actionNames = "create, list, status, close, pause, resume, block, unblock or blocked"
 
 // The kinds --kind takes.
 const (
@@ -73,9 +97,10 @@ func (c *campaignCmd) declare(fs *flag.FlagSet) {
 	fs.StringVar(&c.apiURL, "api", "http://127.0.0.1:8080", "base URL of the serve")
 	fs.StringVar(&c.keyFile, "admin-key-file", "", "file holding an admin key of the serve; default: $"+adminKeyEnv+", else <data-dir>/admin.key")
 	fs.StringVar(&c.dataDir, "data-dir", "hongbao-data", "serve's data directory, for the default admin key")
-	fs.StringVar(&c.kind, "kind", kindAuto, "the campaign's kind: red-packet, discount, or auto (ask the API which it is)")
+	fs.StringVar(&c.kind, "kind", kindAuto, "the campaign's kind: red-packet, discount, or auto (an action on ID asks the API which it is; list lists both; create goes by its flags)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the API's answer as JSON")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long, retries included")
+	c.create.declare(fs)
 }
 
 func (c *campaignCmd) parseFlags(args []string) error {
@@ -98,6 +123,9 @@ func (c *campaignCmd) parseFlags(args []string) error {
 	if c.timeout <= 0 {
 		return usageErrorf("--timeout must be positive, not %s", c.timeout)
 	}
+	if err := c.create.check(c.action, given(fs), c.kind); err != nil {
+		return err
+	}
 	key, err := c.adminKey()
 	if err != nil {
 		return err
@@ -109,15 +137,21 @@ func (c *campaignCmd) parseFlags(args []string) error {
 	return nil
 }
 
-// operands reads ACTION ID [USER...].
+// operands reads ACTION [ID] [USER...].
 func (c *campaignCmd) operands(ops []string) error {
 	if len(ops) == 0 {
-		return usageErrorf("want an action: status, pause, resume, block, unblock or blocked")
+		return usageErrorf("want an action: %s", actionNames)
 	}
 	c.action = ops[0]
-	withUsers, ok := campaignActions[c.action]
+	takes, ok := campaignActions[c.action]
 	if !ok {
-		return usageErrorf("unknown action %q: want status, pause, resume, block, unblock or blocked", c.action)
+		return usageErrorf("unknown action %q: want %s", c.action, actionNames)
+	}
+	if takes == noOperand {
+		if len(ops) > 1 {
+			return usageErrorf("%s takes no operand, not %q", c.action, ops[1])
+		}
+		return nil
 	}
 	if len(ops) < 2 {
 		return usageErrorf("%s: want a campaign id", c.action)
@@ -127,9 +161,9 @@ func (c *campaignCmd) operands(ops []string) error {
 		return usageErrorf("%s: %v", c.action, err)
 	}
 	switch {
-	case !withUsers && len(c.users) > 0:
+	case takes == idOperand && len(c.users) > 0:
 		return usageErrorf("%s takes only a campaign id, not %q", c.action, c.users[0])
-	case withUsers && (len(c.users) == 0 || len(c.users) > hongbao.MaxBlockUsers):
+	case takes == usersOperand && (len(c.users) == 0 || len(c.users) > hongbao.MaxBlockUsers):
 		return usageErrorf("%s: give 1 to %d user ids after the campaign id", c.action, hongbao.MaxBlockUsers)
 	}
 	for _, u := range c.users {
@@ -165,6 +199,12 @@ func (c *campaignCmd) adminKey() (string, error) {
 func (c *campaignCmd) run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	switch c.action {
+	case "create":
+		return c.runCreate(ctx)
+	case "list":
+		return c.runList(ctx)
+	}
 	k, status, err := c.resolve(ctx)
 	if err != nil {
 		return err
@@ -173,6 +213,8 @@ func (c *campaignCmd) run(ctx context.Context) error {
 	switch c.action {
 	case "status":
 		out = status
+	case "close":
+		out, err = k.close(ctx, c.id)
 	case "pause":
 		out, err = k.pause(ctx, c.id)
 	case "resume":
@@ -236,19 +278,21 @@ func (c *campaignCmd) apiError(k kindCalls, err error) error {
 
 // kindCalls are the calls of one kind of campaign.
 type kindCalls struct {
-	name                  string // "red packet", "discount"
-	status, pause, resume func(context.Context, string) (any, error)
-	block, unblock        func(context.Context, string, ...string) (*client.BlockChange, error)
-	blocked               func(context.Context, string) (*client.BlockedList, error)
+	name                         string // "red packet", "discount"
+	status, close, pause, resume func(context.Context, string) (any, error)
+	block, unblock               func(context.Context, string, ...string) (*client.BlockChange, error)
+	blocked                      func(context.Context, string) (*client.BlockedList, error)
 }
 
 func redPacketCalls(api *client.Client) kindCalls {
-	return kindCalls{name: "red packet", status: anyOf(api.Campaign), pause: anyOf(api.PauseCampaign), resume: anyOf(api.ResumeCampaign),
+	return kindCalls{name: "red packet", status: anyOf(api.Campaign), close: anyOf(api.CloseCampaign),
+		pause: anyOf(api.PauseCampaign), resume: anyOf(api.ResumeCampaign),
 		block: api.BlockUsers, unblock: api.UnblockUsers, blocked: api.BlockedUsers}
 }
 
 func discountCalls(api *client.Client) kindCalls {
-	return kindCalls{name: "discount", status: anyOf(api.Discount), pause: anyOf(api.PauseDiscount), resume: anyOf(api.ResumeDiscount),
+	return kindCalls{name: "discount", status: anyOf(api.Discount), close: anyOf(api.CloseDiscount),
+		pause: anyOf(api.PauseDiscount), resume: anyOf(api.ResumeDiscount),
 		block: api.BlockDiscountUsers, unblock: api.UnblockDiscountUsers, blocked: api.DiscountBlockedUsers}
 }
 
@@ -269,14 +313,14 @@ func (c *campaignCmd) print(kind string, out any) {
 	head := fmt.Sprintf("%s campaign %s", kind, c.id)
 	switch v := out.(type) {
 	case *client.CampaignStatus:
-		fmt.Fprintf(w, "%s: %s, %s, %d users blocked\n", head, v.State, pauseText(v.Paused, v.PausedShards, v.Shards), v.BlockedUsers)
+		fmt.Fprintf(w, "%s: %s, %s, %d users blocked\n", head, stateText(v.State, v.CloseReason), pauseText(v.Paused, v.PausedShards, v.Shards), v.BlockedUsers)
 		c.printOvertaken(v.Overtaken, v.Paused)
 		fmt.Fprintf(w, "  granted %d of %d packets (%s of %s), remaining %d (%s), refunded %s\n",
 			v.GrantedCount, v.Count, hongbao.FormatCents(v.GrantedCents), hongbao.FormatCents(v.TotalCents),
 			v.RemainingCount, hongbao.FormatCents(v.RemainingCents), hongbao.FormatCents(v.RefundedCents))
 		printWindow(w, v.OpensAt, v.ClosesAt)
 	case *client.DiscountStatus:
-		fmt.Fprintf(w, "%s: %s, %s, %d users blocked\n", head, v.State, pauseText(v.Paused, v.PausedShards, v.Shards), v.BlockedUsers)
+		fmt.Fprintf(w, "%s: %s, %s, %d users blocked\n", head, stateText(v.State, v.CloseReason), pauseText(v.Paused, v.PausedShards, v.Shards), v.BlockedUsers)
 		c.printOvertaken(v.Overtaken, v.Paused)
 		fmt.Fprintf(w, "  confirmed %d (%s), reserved %d (%s), remaining %d of %d (%s of %s), refunded %s\n",
 			v.ConfirmedCount, hongbao.FormatCents(v.ConfirmedCents), v.ReservedCount, hongbao.FormatCents(v.ReservedCents),
@@ -310,6 +354,14 @@ func (c *campaignCmd) printOvertaken(overtaken, paused bool) {
 		what = "paused"
 	}
 	fmt.Fprintf(c.env.Stdout, "  overtaken: a pause or resume that started after this %s wrote first; the campaign is %s, as that one wants\n", c.action, what)
+}
+
+// stateText is a state, with why it closed.
+func stateText(state, closeReason string) string {
+	if closeReason == "" {
+		return state
+	}
+	return fmt.Sprintf("%s (%s)", state, strings.ReplaceAll(closeReason, "_", " "))
 }
 
 // pauseText says whether a campaign is paused, and when a pause or resume

@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -158,6 +160,14 @@ func TestCampaignCommand(t *testing.T) {
 	})
 }
 
+// writeFile writes content to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
 func readKey(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -191,6 +201,28 @@ func TestCampaignCommandBadInput(t *testing.T) {
 		{"no key", nil, []string{"--data-dir", filepath.Join(dir, "none"), "status", "c1"}, "no admin key: give --admin-key-file FILE or set HONGBAO_ADMIN_KEY"},
 		{"short key in env", map[string]string{"HONGBAO_ADMIN_KEY": "sekrit-short"}, []string{"status", "c1"}, "HONGBAO_ADMIN_KEY: the key is 12 bytes"},
 		{"missing key file", nil, []string{"--admin-key-file", filepath.Join(dir, "nope"), "status", "c1"}, "--admin-key-file"},
+		{"close without an id", nil, append(key, "close"), "close: want a campaign id"},
+		{"list with an id", nil, append(key, "list", "c1"), `list takes no operand, not "c1"`},
+		{"a create flag on pause", nil, append(key, "pause", "c1", "--total", "1.00"), "--total is a flag of create, not of pause"},
+		{"create without a spec", nil, append(key, "create"), "give --total and --count (a red packet rain), --budget and --quota"},
+		{"create of both kinds", nil, append(key, "create", "--total", "1.00", "--budget", "1.00"), "give the flags of one (or --kind)"},
+		{"create of a kind with the other's flag", nil, append(key, "--kind", "discount", "create", "--budget", "1.00", "--quota", "1", "--count", "2"),
+			"--count is not a discount campaign's"},
+		{"create without count", nil, append(key, "create", "--total", "1.00"), "needs --total and --count"},
+		{"create with a bad amount", nil, append(key, "create", "--total", "1.005", "--count", "1"), "--total"},
+		{"create of a spec the engine refuses", nil, append(key, "create", "--total", "0.01", "--count", "5"), "total"},
+		{"create with a bad time", nil, append(key, "create", "--total", "1.00", "--count", "1", "--closes", "tomorrow"), "--closes: want an RFC 3339 time"},
+		{"create with a time from now", nil, append(key, "create", "--total", "1.00", "--count", "1", "--opens", "+1h"), "--opens: want an RFC 3339 time"},
+		{"create with a bad seed", nil, append(key, "create", "--total", "1.00", "--count", "1", "--seed", "-1"), "--seed"},
+		{"create with a bad key", nil, append(key, "create", "--total", "1.00", "--count", "1", "--idempotency-key", "a b"), "--idempotency-key"},
+		{"create with a short hold", nil, append(key, "create", "--budget", "1.00", "--quota", "1", "--hold", "1ms"), "hold"},
+		{"create unlimited and limited", nil, append(key, "create", "--budget", "1.00", "--quota", "1", "--per-user-unlimited", "--per-user-count", "2"),
+			"not both"},
+		{"create from a missing file", nil, append(key, "create", "--spec", filepath.Join(dir, "nope.json")), "--spec"},
+		{"create from a file that is no object", nil, append(key, "create", "--spec", writeFile(t, dir, "list.json", `[1]`)), "not a JSON object"},
+		{"create from a file of no kind", nil, append(key, "create", "--spec", writeFile(t, dir, "shards.json", `{"shards":2}`)), "give --kind"},
+		{"create from a file and flags", nil, append(key, "create", "--spec", writeFile(t, dir, "rain.json", `{"total":"1.00","count":1}`), "--shards", "2"),
+			"not with --shards"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runCampaign(t, tc.env, tc.args...)
@@ -262,4 +294,99 @@ func TestCampaignPrintsOvertaken(t *testing.T) {
 		}
 		require.Equal(t, c.want, lines[1], out.String())
 	}
+}
+
+// TestCampaignCreateListClose: against a running serve (settlement off,
+// so a closed campaign stays listed), the command creates campaigns of
+// both kinds from flags and from a file, a create run again with its key
+// answers the same campaign, list pages through every campaign of both
+// kinds (more than a page), and close closes one of each kind.
+func TestCampaignCreateListClose(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--settle=false")...)
+	key := []string{"--api", p.URL, "--admin-key-file", fx.adminFile}
+	idOf := regexp.MustCompile(`campaign ([A-Za-z0-9_-]+):`)
+	created := func(out string) string {
+		t.Helper()
+		m := idOf.FindStringSubmatch(out)
+		require.NotNil(t, m, out)
+		return m[1]
+	}
+
+	closes := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	code, out, errs := runCampaign(t, nil, append(key, "create", "--total", "10.00", "--count", "5", "--shards", "2",
+		"--closes", closes, "--idempotency-key", "rain-1")...)
+	require.Equal(t, 0, code, errs)
+	rain := created(out)
+	require.Contains(t, out, "red packet campaign "+rain+": open, 10.00 in 5 packets (double-average), 2 shards")
+	require.Contains(t, out, "idempotency key rain-1")
+	code, out, errs = runCampaign(t, nil, append(key, "create", "--total", "10.00", "--count", "5", "--shards", "2",
+		"--closes", closes, "--idempotency-key", "rain-1", "--json")...)
+	require.Equal(t, 0, code, errs)
+	var c client.Campaign
+	require.NoError(t, json.Unmarshal([]byte(out), &c))
+	require.Equal(t, rain, c.ID, "the same key answers the same campaign")
+	code, _, errs = runCampaign(t, nil, append(key, "create", "--total", "11.00", "--count", "5", "--idempotency-key", "rain-1")...)
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "idempotency_mismatch")
+	code, _, errs = runCampaign(t, nil, append(key, "create", "--total", "100000.00", "--count", "2000000")...)
+	require.Equal(t, 1, code, "a spec beyond what serve takes is its refusal: %s", errs)
+	require.Contains(t, errs, "invalid_request")
+
+	code, out, errs = runCampaign(t, nil, append(key, "create", "--budget", "20.00", "--quota", "10", "--per-user-count", "2",
+		"--hold", "2m", "--json")...)
+	require.Equal(t, 0, code, errs)
+	var d client.Discount
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	require.EqualValues(t, 2000, d.BudgetCents)
+	require.Equal(t, 2, d.PerUserCount)
+	require.Equal(t, client.Duration(2*time.Minute), d.Hold)
+
+	dir := t.TempDir()
+	code, out, errs = runCampaign(t, nil, append(key, "create", "--spec", writeFile(t, dir, "d.json", `{"budget":"5.00","quota":5,"per_user_unlimited":true}`))...)
+	require.Equal(t, 0, code, errs)
+	fileDiscount := created(out)
+	require.Contains(t, out, "discount campaign "+fileDiscount+": open, 5.00 over 5 discounts of 0.01 to 5.00, no per-user limit, hold 5m0s, 1 shard")
+	code, out, errs = runCampaign(t, nil, append(key, "--kind", "red-packet", "create", "--spec", writeFile(t, dir, "r.json", `{"total_cents":300,"count":3}`))...)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "3.00 in 3 packets")
+
+	// More than a page of campaigns: list reads them all.
+	api := fx.api(t, p.URL)
+	for i := 0; i < client.MaxListPage; i++ {
+		api.create(t, p.URL, `{"total":"0.01","count":1}`)
+	}
+	code, out, errs = runCampaign(t, nil, append(key, "close", rain)...)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "red packet campaign "+rain+": closed (operator), not paused")
+	code, out, errs = runCampaign(t, nil, append(key, "--kind", "discount", "close", d.ID)...)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "discount campaign "+d.ID+": closed (operator)")
+
+	code, out, errs = runCampaign(t, nil, append(key, "list")...)
+	require.Equal(t, 0, code, errs)
+	require.Regexp(t, `(?m)^KIND +ID +STATE +PAUSED +LEFT +AMOUNT LEFT +GIVEN +CLOSES$`, out)
+	require.Regexp(t, `(?m)^red packet +`+rain+` +closed \(operator\) +no +5 of 5 +10\.00 of 10\.00 +0 granted, 0\.00 `, out)
+	require.Regexp(t, `(?m)^discount +`+d.ID+` +closed \(operator\) +no +10 of 10 +20\.00 of 20\.00 +0 confirmed, 0\.00; 0 reserved `, out)
+	require.Regexp(t, `(?m)^discount +`+fileDiscount+` +open `, out)
+	require.Contains(t, out, fmt.Sprintf("%d campaigns not yet settled", client.MaxListPage+4))
+
+	code, out, errs = runCampaign(t, nil, append(key, "list", "--json")...)
+	require.Equal(t, 0, code, errs)
+	var l struct {
+		Campaigns []client.CampaignStatus `json:"campaigns"`
+		Discounts []client.DiscountStatus `json:"discounts"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &l))
+	require.Len(t, l.Campaigns, client.MaxListPage+2, "every page")
+	require.Len(t, l.Discounts, 2)
+	code, out, errs = runCampaign(t, nil, append(key, "--kind", "discount", "list", "--json")...)
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, `"campaigns"`)
+	require.Contains(t, out, fileDiscount)
+
+	code, _, errs = runCampaign(t, nil, append(key, "close", "cnosuchcampaign")...)
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "no such campaign")
 }

@@ -53,7 +53,7 @@ var commands = []struct {
 	new           func(env *IO) command
 }{
 	{"bench", "measure the engine against the classic one-EVAL-per-grab design (--mode discount: discounts against the published design)", newBenchCmd},
-	{"campaign", "on a running serve: pause, resume, block or unblock users of a campaign, or read its status (red packet or discount)", newCampaignCmd},
+	{"campaign", "on a running serve: create, list and close campaigns (red packet or discount), pause, resume, block or unblock users of one, read its status", newCampaignCmd},
 	{"demo", "run a simulated red packet rain end to end and check the invariants", newDemoCmd},
 	{"discount-demo", "run a simulated payment rush on a discount campaign end to end and check the invariants", newDiscountDemoCmd},
 	{"migrate", "create a ledger, or apply the migrations it lacks, and print its identity and schema version", newMigrateCmd},
