@@ -225,13 +225,16 @@ type Server struct {
 	ipLim    *bucketLimiter
 	failLim  *bucketLimiter // failed authentications per address
 	failLog  logSampler
-	demoLim  *bucketLimiter // demo tokens per address
-	global   *globalLimiter
-	routes   []string
-	stopping atomic.Bool
-	live     *liveHub
-	lists    singleflight.Group // GET /v1/campaigns requests share a reading
-	ready    readyCache
+	// ledgerLog samples the log of requests refused because the ledger
+	// is unreachable.
+	ledgerLog logSampler
+	demoLim   *bucketLimiter // demo tokens per address
+	global    *globalLimiter
+	routes    []string
+	stopping  atomic.Bool
+	live      *liveHub
+	lists     singleflight.Group // GET /v1/campaigns requests share a reading
+	ready     readyCache
 
 	counters  sync.Map // routeCode -> prometheus.Counter
 	latencies sync.Map // route -> prometheus.Observer
