@@ -856,6 +856,7 @@ func (e *Engine) CountRequests(ctx context.Context, sec, n int64) (int64, error)
 // the cause in the chain.
 func mapStoreErr(err error) error {
 	var unknown *redisstore.UnknownError
+	var short *luascript.ShortWaitError
 	switch {
 	case errors.Is(err, redisstore.ErrNoCampaign):
 		return &kindError{kind: ErrCampaignNotFound, cause: err}
@@ -868,6 +869,9 @@ func mapStoreErr(err error) error {
 	case errors.Is(err, redisstore.ErrClientClosed):
 		// Refused before sending: a closed client never sends again.
 		return &kindError{kind: ErrClosed, cause: err}
+	case errors.As(err, &short):
+		// An unknown outcome too, for a reason of its own: the replicas.
+		return &ReplicasError{Wanted: int(short.Want), Acked: int(short.Got), cause: err}
 	case errors.As(err, &unknown):
 		return &kindError{kind: ErrOutcomeUnknown, cause: err}
 	case redisstore.NotRun(err):

@@ -141,6 +141,34 @@ func (e *ExistsError) bare() string {
 // Unwrap makes errors.Is(err, ErrCampaignExists) true.
 func (e *ExistsError) Unwrap() error { return ErrCampaignExists }
 
+// ReplicasError says that a WAIT fell short: fewer Redis replicas than
+// Config.WaitReplicas acknowledged the call's writes in time, because too
+// few are attached to the primary or they are behind. The writes are on
+// the primary and perhaps on no replica, so whether they survive a
+// failover is unknown: errors.Is(err, ErrOutcomeUnknown) is true, and a
+// retry is as safe as after a lost reply (a grab answers the same packet
+// if it was granted). Unlike a lost reply it is no passing accident: it
+// goes on until the replicas are back (Engine.Health counts them).
+type ReplicasError struct {
+	Wanted int // Config.WaitReplicas
+	Acked  int // the replicas that acknowledged the writes in time
+	cause  error
+}
+
+func (e *ReplicasError) Error() string { return "hongbao: " + e.bare() }
+func (e *ReplicasError) bare() string {
+	return fmt.Sprintf("%s: %d of %d replicas acknowledged the writes in time", bareMessage(ErrOutcomeUnknown), e.Acked, e.Wanted)
+}
+
+// Unwrap makes errors.Is(err, ErrOutcomeUnknown) true, and keeps the
+// store's error in the chain.
+func (e *ReplicasError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrOutcomeUnknown}
+	}
+	return []error{ErrOutcomeUnknown, e.cause}
+}
+
 // IDError names the id that was refused and why.
 type IDError struct {
 	Kind   string // "campaign", "user" or "account"

@@ -50,8 +50,9 @@ func mustAtoi(t *testing.T, s string) int64 {
 
 // TestWaitReplicas: with WaitReplicas 1, a granted packet is on the
 // replica when the grab returns; with no replica acknowledging, the grab
-// answers ErrOutcomeUnknown, and once a replica is back a retry answers
-// ALREADY with the packet that was written.
+// answers ErrOutcomeUnknown, a *ReplicasError that says so, and once a
+// replica is back a retry answers ALREADY with the packet that was
+// written.
 func TestWaitReplicas(t *testing.T) {
 	t.Parallel()
 	// No delay before a full sync to a replica (Redis waits 5 s by default
@@ -81,6 +82,12 @@ func TestWaitReplicas(t *testing.T) {
 	require.NoError(t, replica.Client.Do(ctx, replica.Client.B().Replicaof().No().One().Build()).Error())
 	_, err = eng.Grab(ctx, c.ID, "dee")
 	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+	// Unknown for a reason of its own, which it names: the replicas.
+	var short *hongbao.ReplicasError
+	require.ErrorAs(t, err, &short)
+	require.Equal(t, hongbao.ReplicasError{Wanted: 1, Acked: 0}, hongbao.ReplicasError{Wanted: short.Wanted, Acked: short.Acked})
+	require.Contains(t, err.Error(), "0 of 1 replicas acknowledged")
+	requireOnePrefix(t, err)
 	// It was written on the primary: once a replica holds it, the retry
 	// answers ALREADY with that packet.
 	held, err := primary.Client.Do(ctx, primary.Client.B().Hget().Key(redisstore.Default.CampaignKeys(c.ID).Claims).Field("dee").Build()).ToString()

@@ -161,6 +161,17 @@ var errorTable = []errorRow{
 	// call: nothing was done and this process will do nothing more, so
 	// the answer is the stopping server's, not a retry here.
 	{is: []error{hongbao.ErrClosed}, answer: errEngineClosed},
+	// Before ErrOutcomeUnknown: unknown too, but not because an answer
+	// was lost; the message says why.
+	{as: func(err error) *requestError {
+		var e *hongbao.ReplicasError
+		if errors.As(err, &e) {
+			return &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, retry: true,
+				msg: fmt.Sprintf("too few Redis replicas: %d of the %d this service waits for acknowledged the write in time; "+
+					"it is on the primary but not yet safe from a failover, so its outcome is unknown; retrying is safe", e.Acked, e.Wanted)}
+		}
+		return nil
+	}},
 	{is: []error{hongbao.ErrOutcomeUnknown},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, msg: "the answer was lost; retrying is safe", retry: true}},
 	{is: []error{context.DeadlineExceeded, context.Canceled},
@@ -204,10 +215,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Warn("the ledger is unreachable: creates and grabs that need the next block of a pool answer 503 unavailable; grabs of opened blocks and reads go on",
 				"refused", n, "route", r.Pattern, "err", err)
 		}
+	case isReplicasShort(err):
+		// As for the ledger: every write lands here until the replicas
+		// are back.
+		if n, ok := s.replicasLog.sample(time.Now()); ok {
+			s.log.Warn("too few Redis replicas acknowledge writes in time: grabs and discount calls answer 503 outcome_unknown; /readyz names the replicas attached",
+				"refused", n, "route", r.Pattern, "err", err)
+		}
 	case a.code == CodeOutcomeUnknown:
 		s.log.Warn("outcome unknown", "route", r.Pattern, "err", err)
 	}
 	s.refuse(w, a, 0)
+}
+
+// isReplicasShort says whether err is a WAIT that too few replicas
+// acknowledged.
+func isReplicasShort(err error) bool {
+	var e *hongbao.ReplicasError
+	return errors.As(err, &e)
 }
 
 // refuse answers a in the error shape. wait, when positive, is sent as

@@ -49,6 +49,7 @@ func TestErrorTable(t *testing.T) {
 		{hongbao.ErrUnavailable, 503, CodeUnavailable, "2", "unavailable"},
 		{hongbao.ErrLedgerUnavailable, 503, CodeUnavailable, "2", "unavailable"},
 		{hongbao.ErrOutcomeUnknown, 503, CodeOutcomeUnknown, "2", "outcome_unknown"},
+		{&hongbao.ReplicasError{Wanted: 2, Acked: 1}, 503, CodeOutcomeUnknown, "2", "outcome_unknown"},
 		{hongbao.ErrClosed, 503, CodeNotReady, "", "error"},
 		{context.DeadlineExceeded, 503, CodeUnavailable, "2", "error"},
 		{badRequest(CodeInvalidJSON, "malformed JSON"), 400, CodeInvalidJSON, "", "error"},
@@ -89,4 +90,26 @@ func TestLedgerDownLogSampled(t *testing.T) {
 	}
 	require.Equal(t, 1, strings.Count(log.String(), "\n"), log.String())
 	require.Contains(t, log.String(), "the ledger is unreachable")
+}
+
+// TestReplicasShortSaysSo: a grab whose WAIT too few replicas
+// acknowledged is outcome_unknown (its grant is on the primary: a retry is
+// safe and the client must not take it for nothing done), and its message
+// names the replicas, not a lost answer; the log says so once a period.
+func TestReplicasShortSaysSo(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	s := &Server{cfg: Config{RetryAfter: time.Second}, log: slog.New(slog.NewTextHandler(&log, nil))}
+	err := fmt.Errorf("hongbao: grab c1: %w", &hongbao.ReplicasError{Wanted: 1, Acked: 0})
+	for range 50 {
+		w := httptest.NewRecorder()
+		s.fail(w, httptest.NewRequest(http.MethodPost, "/v1/campaigns/c1/grab", nil), err)
+		require.Equal(t, http.StatusServiceUnavailable, w.Code)
+		require.Contains(t, w.Body.String(), `"code":"outcome_unknown"`)
+		require.Contains(t, w.Body.String(), "too few Redis replicas: 0 of the 1")
+		require.NotContains(t, w.Body.String(), "lost")
+		require.Equal(t, "1", w.Header().Get("Retry-After"))
+	}
+	require.Equal(t, 1, strings.Count(log.String(), "\n"), log.String())
+	require.Contains(t, log.String(), "too few Redis replicas")
 }

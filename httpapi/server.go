@@ -228,13 +228,16 @@ type Server struct {
 	// ledgerLog samples the log of requests refused because the ledger
 	// is unreachable.
 	ledgerLog logSampler
-	demoLim   *bucketLimiter // demo tokens per address
-	global    *globalLimiter
-	routes    []string
-	stopping  atomic.Bool
-	live      *liveHub
-	lists     singleflight.Group // GET /v1/campaigns requests share a reading
-	ready     readyCache
+	// replicasLog samples the log of writes too few replicas
+	// acknowledged.
+	replicasLog logSampler
+	demoLim     *bucketLimiter // demo tokens per address
+	global      *globalLimiter
+	routes      []string
+	stopping    atomic.Bool
+	live        *liveHub
+	lists       singleflight.Group // GET /v1/campaigns requests share a reading
+	ready       readyCache
 
 	counters  sync.Map // routeCode -> prometheus.Counter
 	latencies sync.Map // route -> prometheus.Observer
