@@ -229,3 +229,58 @@ func TestPauseWaitsForReplicas(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, st.Paused)
 }
+
+// TestHealth: the engine's reading of Redis says what a grab would meet:
+// ok on a primary that takes writes and has the replicas it waits for;
+// the replicas attached against those wanted when too few are; the code
+// of Redis's refusal while it takes no writes (NOREPLICAS under
+// min-replicas-to-write, READONLY on a demoted primary); unreachable when
+// it does not answer. The probe writes only a key of the engine's
+// namespace.
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary := testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--repl-diskless-sync-delay", "0"}})
+	plain, err := hongbao.New(hongbao.Config{Redis: primary.Client, Namespace: "health"})
+	require.NoError(t, err)
+	h := plain.Health(ctx)
+	require.True(t, h.Ready(), "%+v", h)
+	require.Equal(t, "ok", h.String())
+	keys, err := primary.Client.Do(ctx, primary.Client.B().Keys().Pattern("*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"health:ready"}, keys, "the probe writes its own key in the namespace, nothing else")
+
+	waiting, err := hongbao.New(hongbao.Config{Redis: primary.Client, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	h = waiting.Health(ctx)
+	require.False(t, h.Ready())
+	require.True(t, h.ReplicasShort())
+	require.Equal(t, "0 of 1 replicas attached", h.String())
+
+	replica := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	replicaOf(t, replica, primary)
+	h = waiting.Health(ctx)
+	require.True(t, h.Ready(), "%+v", h)
+	require.Equal(t, 1, h.Replicas)
+
+	p := primary.Client
+	require.NoError(t, p.Do(ctx, p.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", "2").Build()).Error())
+	h = plain.Health(ctx)
+	require.False(t, h.Ready())
+	require.Equal(t, "NOREPLICAS", h.Redis)
+	require.Equal(t, "refuses writes (NOREPLICAS)", h.String())
+	require.NoError(t, p.Do(ctx, p.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", "0").Build()).Error())
+
+	// The engine still speaks to a primary that was demoted.
+	onReplica, err := hongbao.New(hongbao.Config{Redis: replica.Client})
+	require.NoError(t, err)
+	h = onReplica.Health(ctx)
+	require.Equal(t, "READONLY", h.Redis, "%+v", h)
+	require.False(t, h.Ready())
+
+	require.NoError(t, primary.Server.Stop())
+	h = plain.Health(ctx)
+	require.Equal(t, "unreachable", h.Redis)
+	require.False(t, h.Ready())
+	require.Error(t, h.Err)
+}

@@ -373,7 +373,7 @@ func checkReplicas(ctx context.Context, log *slog.Logger, conn *redisConn, n int
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
 			if c, _ := strconv.Atoi(v); c < n {
-				log.Warn("fewer replicas follow Redis than --wait-replicas: grabs answer 503 until they do", "wait_replicas", n, "replicas", c)
+				log.Warn("fewer replicas follow Redis than --wait-replicas: grabs answer 503 and /readyz says not ready until they do", "wait_replicas", n, "replicas", c)
 			}
 		}
 	}
@@ -416,7 +416,10 @@ func (s *serveCmd) newAPI(context.Context) error {
 	s.api, err = httpapi.New(httpapi.Config{
 		Engine: eng, Settlement: settle.NewBacklogs(s.conn.Client, f.redis.ns), UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys, MetricsKeys: s.metricsKeys,
 		Token: httpapi.TokenScope{Issuer: f.tokenIssuer, Audience: f.tokenAudience, MaxAge: f.tokenMaxAge},
-		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
+		// A ledger outage degrades the API (no creates, no new blocks of
+		// packets) and does not take it out of service: /readyz reports
+		// it and stays 200 while Redis grants.
+		Degraded: map[string]func(context.Context) error{"ledger": led.Ping},
 		Retired: func(ctx context.Context, id string) (bool, error) {
 			t, err := led.Totals(ctx, id)
 			return t.Funded > 0, err
