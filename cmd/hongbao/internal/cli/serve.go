@@ -447,8 +447,11 @@ func (s *serveCmd) newAPI(context.Context) error {
 // performs: with the scheduler, its lease, parts and settlement counters
 // (metrics.NewScheduler); with --settle=false none of them, so that no
 // API process claims a missing scheduler (hongbao settle exports them).
+// Every serve reaches the ledger (creates, blocks of the pop frontier):
+// hongbao_ledger_up says whether it does.
 func (s *serveCmd) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewLedger(s.led.Ping))
 	if s.sched != nil {
 		reg.MustRegister(metrics.NewScheduler(s.sched))
 	}
