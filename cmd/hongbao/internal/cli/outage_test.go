@@ -167,3 +167,35 @@ func TestServeLedgerOutage(t *testing.T) {
 	})
 	api.create(t, p.URL, `{"total":"1.00","count":2}`)
 }
+
+// TestServeReadyzRefusedWrites: /readyz says not ready while Redis
+// answers but refuses writes (here NOREPLICAS, from min-replicas-to-write
+// with no replica), with the code of the refusal, and ready again once it
+// takes writes: PING alone would call such a Redis healthy.
+func TestServeReadyzRefusedWrites(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--settle=false")...)
+	api := fx.api(t, p.URL)
+	readyz := func() (int, string) {
+		code, text, err := api.raw("GET", p.URL+"/readyz", "")
+		require.NoError(t, err)
+		return code, text
+	}
+	code, text := readyz()
+	require.Equal(t, http.StatusOK, code, text)
+	rc := fx.redis.Client
+	ctx := context.Background()
+	require.NoError(t, rc.Do(ctx, rc.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", "1").Build()).Error())
+	waitFor(t, "/readyz 503 naming NOREPLICAS", 10*time.Second, func() bool {
+		code, text = readyz()
+		return code == http.StatusServiceUnavailable
+	})
+	require.Contains(t, text, `"redis":"refuses writes: NOREPLICAS"`)
+	require.Contains(t, p.stderr.String(), "readiness check failed")
+	require.NoError(t, rc.Do(ctx, rc.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", "0").Build()).Error())
+	waitFor(t, "/readyz 200 again", 10*time.Second, func() bool {
+		code, _ = readyz()
+		return code == http.StatusOK
+	})
+}
