@@ -79,11 +79,6 @@ var (
 	errKeyRetired    = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
 )
 
-// notReady refuses a readiness check that failed.
-func notReady(msg string) *requestError {
-	return &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: msg}
-}
-
 // errorRow answers the errors that are any of is, or, with as, those that
 // as turns into an answer (typed errors, answered from their fields).
 // A failed grab or discount call is counted under its code when package
