@@ -3,7 +3,6 @@ package hongbao
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
@@ -38,7 +37,7 @@ func (e *Engine) discountKnown(ctx context.Context, id string) (bool, error) {
 	}
 	t, err := l.Totals(ctx, ledger.DiscountCampaign(id))
 	if err != nil {
-		return false, opErr("create discount", id, fmt.Errorf("read the ledger: %w", err))
+		return false, opErr("create discount", id, ledgerErr("read the ledger", err))
 	}
 	if t.Funded == 0 && !t.RefundDone {
 		return false, nil

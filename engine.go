@@ -462,7 +462,7 @@ func (e *Engine) record(ctx context.Context, c *Campaign, spec Spec, amounts []i
 		return opens, closes, nil
 	}
 	if err := e.cfg.Packets.WritePackets(ctx, c.ID, amounts); err != nil {
-		return 0, 0, opErr("create", c.ID, fmt.Errorf("record the packets: %w", err))
+		return 0, 0, opErr("create", c.ID, ledgerErr("record the packets", err))
 	}
 	// A window activation will refuse is not recorded: the campaign
 	// never goes live.
@@ -472,7 +472,7 @@ func (e *Engine) record(ctx context.Context, c *Campaign, spec Spec, amounts []i
 			t.Block = int64(e.cfg.BlockSize)
 		}
 		if err := e.terms.WriteTerms(ctx, c.ID, t); err != nil {
-			return 0, 0, opErr("create", c.ID, fmt.Errorf("record the terms: %w", err))
+			return 0, 0, opErr("create", c.ID, ledgerErr("record the terms", err))
 		}
 	}
 	return opens, closes, nil
@@ -509,7 +509,7 @@ func (e *Engine) recordedSeed(ctx context.Context, spec Spec) (Spec, error) {
 			spec.Seed = &t.Seed
 			return spec, nil
 		case err != nil && !errors.Is(err, ledger.ErrNoPackets) && !errors.Is(err, ledger.ErrNoTerms):
-			return spec, opErr("create", spec.ID, fmt.Errorf("read the recorded terms: %w", err))
+			return spec, opErr("create", spec.ID, ledgerErr("read the recorded terms", err))
 		}
 	}
 	snap, err := e.store.Status(ctx, e.store.NS().CampaignKeys(spec.ID))
@@ -551,13 +551,13 @@ func (e *Engine) recordClose(ctx context.Context, st *Status) error {
 		return nil // created before the packets were recorded: nothing to add to
 	}
 	if err != nil && !errors.Is(err, ledger.ErrNoTerms) {
-		return fmt.Errorf("read the terms: %w", err)
+		return ledgerErr("read the terms", err)
 	}
 	lost, block := t.Lost, t.Block
 	t = termsOf(&st.Campaign, st.OpensAt.UnixMilli(), st.ClosesAt.UnixMilli())
 	t.CloseReason, t.ClosedAt, t.Lost, t.Block = st.CloseReason, st.Now.UnixMilli(), lost, block
 	if err := e.terms.WriteTerms(ctx, st.ID, t); err != nil {
-		return fmt.Errorf("record the close: %w", err)
+		return ledgerErr("record the close", err)
 	}
 	return nil
 }
@@ -857,6 +857,7 @@ func (e *Engine) CountRequests(ctx context.Context, sec, n int64) (int64, error)
 // the cause in the chain.
 func mapStoreErr(err error) error {
 	var unknown *redisstore.UnknownError
+	var short *luascript.ShortWaitError
 	switch {
 	case errors.Is(err, redisstore.ErrNoCampaign):
 		return &kindError{kind: ErrCampaignNotFound, cause: err}
@@ -869,6 +870,9 @@ func mapStoreErr(err error) error {
 	case errors.Is(err, redisstore.ErrClientClosed):
 		// Refused before sending: a closed client never sends again.
 		return &kindError{kind: ErrClosed, cause: err}
+	case errors.As(err, &short):
+		// An unknown outcome too, for a reason of its own: the replicas.
+		return &ReplicasError{Wanted: int(short.Want), Acked: int(short.Got), cause: err}
 	case errors.As(err, &unknown):
 		return &kindError{kind: ErrOutcomeUnknown, cause: err}
 	case redisstore.NotRun(err):

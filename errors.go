@@ -44,11 +44,21 @@ var (
 	ErrCreateInProgress = sentinel("another create of this campaign is loading it")
 	// ErrUnavailable: Redis refused the write without running it: fewer
 	// good replicas than its min-replicas-to-write, a primary demoted to a
-	// replica during a failover, a server still loading; or the grab
-	// needed the next block of the pool opened and the ledger could not
-	// record it (Config.Packets: unreachable, restarting). Nothing was
-	// granted to the caller; retry after a short pause.
+	// replica during a failover, a server still loading; or the call
+	// needed the ledger and could not reach it (ErrLedgerUnavailable, which
+	// matches ErrUnavailable too). Nothing was granted to the caller;
+	// retry after a short pause.
 	ErrUnavailable = sentinel("store unavailable, retry later")
+	// ErrLedgerUnavailable: the call needed the ledger (Config.Packets) and
+	// the ledger did not answer (unreachable, restarting, timed out): a
+	// create, which records its packets there before the campaign goes
+	// live, or a grab that needed the next block of a pool opened, which
+	// is recorded there before any of its packets is popped. Nothing was
+	// created or granted; retry once the ledger is back. Grabs of blocks
+	// already opened, and reads, do not need the ledger. A refusal of the
+	// ledger's own (a conflict, an invalid entry) is not this error but
+	// the ledger's. errors.Is(err, ErrUnavailable) is true as well.
+	ErrLedgerUnavailable = &sentinelError{msg: "ledger unavailable, retry later", parent: ErrUnavailable}
 	// ErrClosed: the engine takes no more calls. It was shut down
 	// (Engine.Shutdown), or its Redis client was found closed before the
 	// call began (rueidis.Client.Close): nothing was sent, and nothing
@@ -79,13 +89,18 @@ func bareMessage(err error) string {
 }
 
 // sentinelError is a sentinel of this package; errors.Is compares the
-// pointer.
-type sentinelError struct{ msg string }
+// pointer. A sentinel with a parent is a case of the parent's, and
+// matches it too.
+type sentinelError struct {
+	msg    string
+	parent error
+}
 
 func sentinel(msg string) error { return &sentinelError{msg: msg} }
 
 func (e *sentinelError) Error() string { return "hongbao: " + e.msg }
 func (e *sentinelError) bare() string  { return e.msg }
+func (e *sentinelError) Unwrap() error { return e.parent }
 
 // opError is the failure of one engine operation on one campaign: the
 // package prefix once, the operation and campaign, then the cause, as in
@@ -125,6 +140,34 @@ func (e *ExistsError) bare() string {
 
 // Unwrap makes errors.Is(err, ErrCampaignExists) true.
 func (e *ExistsError) Unwrap() error { return ErrCampaignExists }
+
+// ReplicasError says that a WAIT fell short: fewer Redis replicas than
+// Config.WaitReplicas acknowledged the call's writes in time, because too
+// few are attached to the primary or they are behind. The writes are on
+// the primary and perhaps on no replica, so whether they survive a
+// failover is unknown: errors.Is(err, ErrOutcomeUnknown) is true, and a
+// retry is as safe as after a lost reply (a grab answers the same packet
+// if it was granted). Unlike a lost reply it is no passing accident: it
+// goes on until the replicas are back (Engine.Health counts them).
+type ReplicasError struct {
+	Wanted int // Config.WaitReplicas
+	Acked  int // the replicas that acknowledged the writes in time
+	cause  error
+}
+
+func (e *ReplicasError) Error() string { return "hongbao: " + e.bare() }
+func (e *ReplicasError) bare() string {
+	return fmt.Sprintf("%s: %d of %d replicas acknowledged the writes in time", bareMessage(ErrOutcomeUnknown), e.Acked, e.Wanted)
+}
+
+// Unwrap makes errors.Is(err, ErrOutcomeUnknown) true, and keeps the
+// store's error in the chain.
+func (e *ReplicasError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrOutcomeUnknown}
+	}
+	return []error{ErrOutcomeUnknown, e.cause}
+}
 
 // IDError names the id that was refused and why.
 type IDError struct {

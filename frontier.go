@@ -55,7 +55,7 @@ func (c *coalescer) openNext(ctx context.Context, id string, k int, keys redisst
 		return true, errNoRecorder
 	}
 	if err := c.blocks.OpenBlock(ctx, id, ledger.Block{ID: b.Digest, Shard: k, Seqs: b.Seqs}); err != nil {
-		return true, fmt.Errorf("record block of shard %d: %w", k, blockErr(err))
+		return true, ledgerErr(fmt.Sprintf("record block of shard %d", k), err)
 	}
 	opened, err := c.store.OpenBlock(ctx, keys, b)
 	if opened {
@@ -67,17 +67,27 @@ func (c *coalescer) openNext(ctx context.Context, id string, k int, keys redisst
 	return true, err
 }
 
-// blockErr files a failure to record a block: the ledger's own answers
-// (a conflict, an invalid block, packets never recorded) are faults to
-// look into and stay as they are; anything else (the ledger unreachable
-// or restarting, a timeout) is ErrUnavailable: the block was not opened,
-// nothing was granted from it, and the grab may be retried.
-func blockErr(err error) error {
-	if errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) {
-		return err
+// ledgerErr files the failure of op, a call to the ledger: the ledger's
+// own answers (a conflict, an invalid entry, packets or terms never
+// recorded, a refusal, a fence, another owner) are verdicts to look into
+// and stay as they are; anything else (the ledger unreachable or
+// restarting, a timeout) is ErrLedgerUnavailable: what needed the ledger
+// was not done (a block not opened, nothing granted from it; a campaign
+// not created), and it may be retried.
+func ledgerErr(op string, err error) error {
+	err = fmt.Errorf("%s: %w", op, err)
+	for _, v := range ledgerVerdicts {
+		if errors.Is(err, v) {
+			return err
+		}
 	}
-	return &kindError{kind: ErrUnavailable, cause: err}
+	return &kindError{kind: ErrLedgerUnavailable, cause: err}
 }
+
+// ledgerVerdicts are the errors a ledger answers with when it was reached
+// and refused (package ledger's sentinels).
+var ledgerVerdicts = []error{ledger.ErrConflict, ledger.ErrNotFunded, ledger.ErrInvalid, ledger.ErrNoPackets,
+	ledger.ErrNoTerms, ledger.ErrRefused, ledger.ErrFenced, ledger.ErrForeign, ledger.ErrNotMigrated, ledger.ErrSchemaAhead}
 
 // prefetchTimeout bounds an open ahead of need.
 const prefetchTimeout = 10 * time.Second

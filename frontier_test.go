@@ -255,11 +255,12 @@ func (f *flakyBlocks) fail(err error) {
 }
 
 // TestFrontierLedgerDown: a grab that needs the next block while the
-// ledger cannot record it is answered ErrUnavailable (503 with
-// Retry-After over HTTP: retry later), grants nothing, and a retry once
-// the ledger is back is granted from the recorded block. A refusal of the
-// ledger's own (a conflicting block) stays what it is: a fault, not a
-// pause.
+// ledger cannot record it is answered ErrLedgerUnavailable, an
+// ErrUnavailable (503 unavailable with Retry-After over HTTP: retry
+// later), never ErrBusy (which would blame Redis), grants nothing, and a
+// retry once the ledger is back is granted from the recorded block. A
+// refusal of the ledger's own (a conflicting block) stays what it is: a
+// fault, not a pause.
 func TestFrontierLedgerDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -275,6 +276,9 @@ func TestFrontierLedgerDown(t *testing.T) {
 	fl.fail(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"))
 	_, err = eng.Grab(ctx, c.ID, "ann")
 	require.ErrorIs(t, err, hongbao.ErrUnavailable)
+	require.ErrorIs(t, err, hongbao.ErrLedgerUnavailable)
+	require.NotErrorIs(t, err, hongbao.ErrBusy, "the ledger is down, Redis is not busy")
+	requireOnePrefix(t, err)
 	_, err = eng.Held(ctx, c.ID, "ann")
 	require.ErrorIs(t, err, hongbao.ErrNoGrant, "nothing granted while the block could not be recorded")
 
@@ -282,6 +286,7 @@ func TestFrontierLedgerDown(t *testing.T) {
 	_, err = eng.Grab(ctx, c.ID, "ann")
 	require.ErrorIs(t, err, ledger.ErrConflict)
 	require.NotErrorIs(t, err, hongbao.ErrUnavailable)
+	require.NotErrorIs(t, err, hongbao.ErrLedgerUnavailable)
 
 	fl.fail(nil)
 	g, err := eng.Grab(ctx, c.ID, "ann")
@@ -294,4 +299,40 @@ func TestFrontierLedgerDown(t *testing.T) {
 		return nil
 	}))
 	require.Equal(t, 1, blocks)
+}
+
+// packetsDown is a ledger whose WritePackets fails with err.
+type packetsDown struct {
+	ledger.Ledger
+	err error
+}
+
+func (p *packetsDown) WritePackets(context.Context, string, []int64) error { return p.err }
+
+// TestCreateLedgerDown: a create while the ledger cannot record the
+// packets is ErrLedgerUnavailable (503 unavailable over HTTP: nothing
+// was created, retry), not an internal error; the campaign never went
+// live. A refusal of the ledger's own stays the ledger's.
+func TestCreateLedgerDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := open.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	down := &packetsDown{Ledger: l, err: errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")}
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: down, Namespace: "cld" + strconv.FormatInt(time.Now().UnixNano(), 36)})
+	require.NoError(t, err)
+	_, err = eng.Create(ctx, hongbao.Spec{ID: "down-" + strconv.FormatInt(time.Now().UnixNano(), 36), Total: 1000, Count: 20})
+	require.ErrorIs(t, err, hongbao.ErrLedgerUnavailable)
+	require.ErrorIs(t, err, hongbao.ErrUnavailable)
+	requireOnePrefix(t, err)
+	ids, err := eng.Campaigns(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ids, "nothing went live")
+
+	down.err = &ledger.ConflictError{Entry: "packets"}
+	_, err = eng.Create(ctx, hongbao.Spec{Total: 1000, Count: 20})
+	require.ErrorIs(t, err, ledger.ErrConflict)
+	require.NotErrorIs(t, err, hongbao.ErrUnavailable)
 }

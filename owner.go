@@ -108,7 +108,7 @@ func (e *Engine) Owner(ctx context.Context) (string, error) {
 	}
 	o, err := id.Identity(ctx)
 	if err != nil {
-		return "", fmt.Errorf("hongbao: read the identity of Config.Packets: %w", err)
+		return "", ledgerErr("read the identity of Config.Packets", err)
 	}
 	if err := ValidateOwner(o); err != nil {
 		return "", fmt.Errorf("hongbao: the identity of Config.Packets: %w", err)
@@ -176,14 +176,14 @@ func (e *Engine) setOwner(ctx context.Context, op, id string, discount bool, ch 
 		return nil // created before the terms were recorded: nothing to add to
 	}
 	if err != nil {
-		return opErr(op, id, fmt.Errorf("read the terms: %w", err))
+		return opErr(op, id, ledgerErr("read the terms", err))
 	}
 	if t.Owner == ch.To {
 		return nil
 	}
 	t.Owner = ch.To
 	if err := e.terms.WriteTerms(ctx, id, t); err != nil {
-		return opErr(op, id, fmt.Errorf("record the owner in the terms: %w", err))
+		return opErr(op, id, ledgerErr("record the owner in the terms", err))
 	}
 	return nil
 }

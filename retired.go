@@ -34,12 +34,12 @@ func (e *Engine) settledInLedger(ctx context.Context, id string) (bool, error) {
 	}
 	t, err := l.Totals(ctx, id)
 	if err != nil {
-		return false, opErr("create", id, fmt.Errorf("read the ledger: %w", err))
+		return false, opErr("create", id, ledgerErr("read the ledger", err))
 	}
 	live := t.RefundDone || t.GrantCount > 0
 	if !live && e.co.blocks != nil {
 		if live, err = e.blocksOpened(ctx, id); err != nil {
-			return false, opErr("create", id, fmt.Errorf("read the ledger's blocks: %w", err))
+			return false, opErr("create", id, ledgerErr("read the ledger's blocks", err))
 		}
 	}
 	if !live {

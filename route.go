@@ -152,8 +152,11 @@ var errNothingLeft = errors.New("no amount left on any shard")
 // then retry asks again for the requests at indexes idx, answering into
 // again, until none is left dry. A request still dry after maxRefills, or
 // whose refill failed, gets ErrBusy: nothing was granted or reserved for
-// it, and a retry is safe. When refill finds nothing left anywhere
-// (errNothingLeft), the dry requests are answered *exhausted.
+// it, and a retry is safe; but a refill that failed with ErrUnavailable
+// (Redis takes no writes, the ledger could not record the next block)
+// gets that, so that the answer says what is missing, not that Redis is
+// busy. When refill finds nothing left anywhere (errNothingLeft), the dry
+// requests are answered *exhausted.
 func serveDry[R any](out []R, dry func(R) bool, exhausted *R, refill func(need int) error, retry func(idx []int, again []R) error) []error {
 	each := make([]error, len(out))
 	for attempt := 0; ; attempt++ {
@@ -182,8 +185,11 @@ func serveDry[R any](out []R, dry func(R) bool, exhausted *R, refill func(need i
 			}
 			return each
 		}
+		if err != nil && !errors.Is(err, ErrUnavailable) {
+			err = &kindError{kind: ErrBusy, cause: err}
+		}
 		if err != nil {
-			return fail(&kindError{kind: ErrBusy, cause: err})
+			return fail(err)
 		}
 		again := make([]R, len(idx))
 		if err := retry(idx, again); err != nil {

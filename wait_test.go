@@ -50,8 +50,9 @@ func mustAtoi(t *testing.T, s string) int64 {
 
 // TestWaitReplicas: with WaitReplicas 1, a granted packet is on the
 // replica when the grab returns; with no replica acknowledging, the grab
-// answers ErrOutcomeUnknown, and once a replica is back a retry answers
-// ALREADY with the packet that was written.
+// answers ErrOutcomeUnknown, a *ReplicasError that says so, and once a
+// replica is back a retry answers ALREADY with the packet that was
+// written.
 func TestWaitReplicas(t *testing.T) {
 	t.Parallel()
 	// No delay before a full sync to a replica (Redis waits 5 s by default
@@ -81,6 +82,12 @@ func TestWaitReplicas(t *testing.T) {
 	require.NoError(t, replica.Client.Do(ctx, replica.Client.B().Replicaof().No().One().Build()).Error())
 	_, err = eng.Grab(ctx, c.ID, "dee")
 	require.ErrorIs(t, err, hongbao.ErrOutcomeUnknown)
+	// Unknown for a reason of its own, which it names: the replicas.
+	var short *hongbao.ReplicasError
+	require.ErrorAs(t, err, &short)
+	require.Equal(t, hongbao.ReplicasError{Wanted: 1, Acked: 0}, hongbao.ReplicasError{Wanted: short.Wanted, Acked: short.Acked})
+	require.Contains(t, err.Error(), "0 of 1 replicas acknowledged")
+	requireOnePrefix(t, err)
 	// It was written on the primary: once a replica holds it, the retry
 	// answers ALREADY with that packet.
 	held, err := primary.Client.Do(ctx, primary.Client.B().Hget().Key(redisstore.Default.CampaignKeys(c.ID).Claims).Field("dee").Build()).ToString()
@@ -221,4 +228,59 @@ func TestPauseWaitsForReplicas(t *testing.T) {
 	st, err := eng.Resume(ctx, c.ID)
 	require.NoError(t, err)
 	require.False(t, st.Paused)
+}
+
+// TestHealth: the engine's reading of Redis says what a grab would meet:
+// ok on a primary that takes writes and has the replicas it waits for;
+// the replicas attached against those wanted when too few are; the code
+// of Redis's refusal while it takes no writes (NOREPLICAS under
+// min-replicas-to-write, READONLY on a demoted primary); unreachable when
+// it does not answer. The probe writes only a key of the engine's
+// namespace.
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary := testenv.NewRedis(t, redisserver.Options{AOF: "off", Args: []string{"--repl-diskless-sync-delay", "0"}})
+	plain, err := hongbao.New(hongbao.Config{Redis: primary.Client, Namespace: "health"})
+	require.NoError(t, err)
+	h := plain.Health(ctx)
+	require.True(t, h.Ready(), "%+v", h)
+	require.Equal(t, "ok", h.String())
+	keys, err := primary.Client.Do(ctx, primary.Client.B().Keys().Pattern("*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"health:ready"}, keys, "the probe writes its own key in the namespace, nothing else")
+
+	waiting, err := hongbao.New(hongbao.Config{Redis: primary.Client, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	h = waiting.Health(ctx)
+	require.False(t, h.Ready())
+	require.True(t, h.ReplicasShort())
+	require.Equal(t, "0 of 1 replicas attached", h.String())
+
+	replica := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
+	replicaOf(t, replica, primary)
+	h = waiting.Health(ctx)
+	require.True(t, h.Ready(), "%+v", h)
+	require.Equal(t, 1, h.Replicas)
+
+	p := primary.Client
+	require.NoError(t, p.Do(ctx, p.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", "2").Build()).Error())
+	h = plain.Health(ctx)
+	require.False(t, h.Ready())
+	require.Equal(t, "NOREPLICAS", h.Redis)
+	require.Equal(t, "refuses writes (NOREPLICAS)", h.String())
+	require.NoError(t, p.Do(ctx, p.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", "0").Build()).Error())
+
+	// The engine still speaks to a primary that was demoted.
+	onReplica, err := hongbao.New(hongbao.Config{Redis: replica.Client})
+	require.NoError(t, err)
+	h = onReplica.Health(ctx)
+	require.Equal(t, "READONLY", h.Redis, "%+v", h)
+	require.False(t, h.Ready())
+
+	require.NoError(t, primary.Server.Stop())
+	h = plain.Health(ctx)
+	require.Equal(t, "unreachable", h.Redis)
+	require.False(t, h.Ready())
+	require.Error(t, h.Err)
 }

@@ -25,7 +25,7 @@ var (
 	ErrInProgress          = errors.New("hongbao: create in progress")   // 409: a create with this Idempotency-Key is loading
 	ErrIdempotencyMismatch = errors.New("hongbao: idempotency mismatch") // 422: the Idempotency-Key named another spec, or a retired campaign
 	ErrNotReady            = errors.New("hongbao: not ready")            // 503 from /readyz
-	ErrUnavailable         = errors.New("hongbao: unavailable")          // 503: out of time, or the store takes no writes now
+	ErrUnavailable         = errors.New("hongbao: unavailable")          // 503: out of time, the store takes no writes now, or the ledger the call needs is unreachable: nothing was done
 	ErrInternal            = errors.New("hongbao: internal error")       // 500
 	ErrNoReservation       = errors.New("hongbao: no reservation")       // 404: the user holds no reservation of that order
 	ErrExpired             = errors.New("hongbao: reservation expired")  // 409: reserve again with a new order id

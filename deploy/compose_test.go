@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -176,4 +177,53 @@ func TestComposeScrapesEveryProcess(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(b, &cfg))
 	require.Equal(t, "0.0.0.0:9090", cfg.Serve["metrics-listen"])
 	require.Equal(t, "0.0.0.0:9090", cfg.Settle["metrics-listen"])
+}
+
+// TestComposeHealthAndStop: every hongbao service has a health check that
+// the image can run (its own binary at the path the Dockerfile puts it,
+// hongbao healthcheck: scratch has no curl) on its readiness (serve's
+// /readyz) or its liveness (settle's /healthz on its metrics port); the
+// services that read Redis at start wait for it to be healthy; and
+// compose's stop_grace_period outlasts serve's shutdown-delay plus
+// shutdown-timeout from the sample config, so a stop never kills a
+// draining process.
+func TestComposeHealthAndStop(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	df, err := os.ReadFile("docker/Dockerfile")
+	require.NoError(t, err)
+	require.Contains(t, string(df), "COPY hongbao /usr/local/bin/hongbao")
+
+	b, err := os.ReadFile("hongbao.yaml")
+	require.NoError(t, err)
+	var cfg struct {
+		Serve map[string]any `json:"serve"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	delay, err := time.ParseDuration(cfg.Serve["shutdown-delay"].(string))
+	require.NoError(t, err)
+	drain, err := time.ParseDuration(cfg.Serve["shutdown-timeout"].(string))
+	require.NoError(t, err)
+	require.Positive(t, delay, "the sample config sets a shutdown delay")
+
+	for name, s := range p.Services {
+		if s.Image != "hongbao:dev" {
+			continue
+		}
+		want := "http://127.0.0.1:8080/readyz"
+		if s.Command[0] == "settle" {
+			want = "http://127.0.0.1:9090/healthz"
+		}
+		hc := s.HealthCheck
+		require.NotNil(t, hc, "%s has a health check", name)
+		require.Equal(t, []string{"CMD", "/usr/local/bin/hongbao", "healthcheck", "--timeout", "2s", want}, []string(hc.Test), name)
+		require.Greater(t, time.Duration(*hc.Timeout), 2*time.Second, "%s: docker's timeout outlasts the command's", name)
+		require.NotNil(t, s.StopGracePeriod, name)
+		require.Greater(t, time.Duration(*s.StopGracePeriod), delay+drain, "%s: stop_grace_period", name)
+		require.Equal(t, types.ServiceConditionHealthy, s.DependsOn["redis-primary"].Condition, name)
+		require.Equal(t, types.ServiceConditionHealthy, s.DependsOn["postgres"].Condition, name)
+	}
+	for _, name := range []string{"redis-primary", "redis-replica"} {
+		require.NotNil(t, p.Services[name].HealthCheck, name)
+	}
 }

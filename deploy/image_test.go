@@ -170,6 +170,10 @@ settle:
 		"/healthz never answered 200 (container %s)", api)
 	t.Logf("/healthz answered 200 %v after docker run returned", time.Since(start).Round(time.Millisecond))
 	require.Eventually(t, func() bool { return get(base+"/readyz") == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	// compose's health check, from inside the container: the image has no
+	// curl, its binary asks.
+	hc := runCmd(t, "", docker, "exec", api, "/usr/local/bin/hongbao", "healthcheck", "--timeout", "2s", base+"/readyz")
+	require.Contains(t, hc, "200 OK")
 
 	// A grant through the API, with a token the image's own CLI mints.
 	token := strings.TrimSpace(runCmd(t, "", docker, append(append([]string{"run", "--rm"}, mounts...),
@@ -195,6 +199,18 @@ settle:
 		return call(t, "GET", base+"/v1/campaigns/"+c.ID, admin, "", &st) == http.StatusOK &&
 			st.Settlement.Lag+st.Settlement.Pending == 0
 	}, 30*time.Second, 100*time.Millisecond, "the scheduler container did not settle the grant")
+
+	// docker stop: serve, PID 1 of its container, takes SIGTERM as a
+	// rollout's: /readyz 503 for --shutdown-delay (5s) while it serves,
+	// then the drain, and exits 0 well within compose's grace period.
+	start = time.Now()
+	runCmd(t, "", docker, "stop", "--time", "45", api)
+	took := time.Since(start)
+	require.Equal(t, "0", strings.TrimSpace(runCmd(t, "", docker, "inspect", "-f", "{{.State.ExitCode}}", api)))
+	logs := runCmd(t, "", docker, "logs", api)
+	require.Contains(t, logs, "shutting down: /readyz answers 503")
+	require.GreaterOrEqual(t, took, 5*time.Second, "the shutdown delay")
+	require.Less(t, took, 45*time.Second, "stopped before docker's SIGKILL")
 }
 
 // writeSecret writes a random secret file (mode 0400) and returns it.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
@@ -301,6 +302,44 @@ func TestChartDefaults(t *testing.T) {
 
 	pdb := find(t, objs, "PodDisruptionBudget", "hb-hongbao-api")
 	require.EqualValues(t, 2, dig(t, pdb, "spec", "minAvailable"))
+}
+
+// TestChartRollout: an API pod leaves a rolling update without refused
+// connections: its readiness probe is /readyz (503 from SIGTERM on, for
+// the config's shutdown-delay, while serve still serves), answered
+// within the probe's timeout; liveness is /healthz, which reads no
+// dependency; no preStop hook (serve waits itself; the image has no
+// sleep); and the pod's grace period outlasts shutdown-delay plus
+// shutdown-timeout. The scheduler is probed on its metrics port.
+func TestChartRollout(t *testing.T) {
+	t.Parallel()
+	objs := render(t, nil)
+	api := find(t, objs, "Deployment", "hb-hongbao-api")
+	c := dig(t, api, "spec", "template", "spec", "containers", 0).(map[string]any)
+	require.Equal(t, "/readyz", dig(t, c, "readinessProbe", "httpGet", "path"))
+	require.Equal(t, "http", dig(t, c, "readinessProbe", "httpGet", "port"))
+	require.GreaterOrEqual(t, dig(t, c, "readinessProbe", "timeoutSeconds"), 2.0, "/readyz answers within about a second")
+	require.Equal(t, "/healthz", dig(t, c, "livenessProbe", "httpGet", "path"))
+	require.NotContains(t, c, "lifecycle", "no preStop: serve's --shutdown-delay is the wait")
+
+	cm := find(t, objs, "ConfigMap", "hb-hongbao")
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(dig(t, cm, "data", "hongbao.yaml").(string)), &cfg))
+	delay, err := time.ParseDuration(dig(t, cfg, "serve", "shutdown-delay").(string))
+	require.NoError(t, err)
+	drain, err := time.ParseDuration(dig(t, cfg, "serve", "shutdown-timeout").(string))
+	require.NoError(t, err)
+	require.Positive(t, delay)
+	// Long enough for the probe to fail (period x threshold) before the
+	// listener closes.
+	probe := time.Duration(dig(t, c, "readinessProbe", "periodSeconds").(float64)*dig(t, c, "readinessProbe", "failureThreshold").(float64)) * time.Second
+	require.GreaterOrEqual(t, delay, probe, "shutdown-delay covers the readiness probe's failing")
+	grace := time.Duration(dig(t, api, "spec", "template", "spec", "terminationGracePeriodSeconds").(float64)) * time.Second
+	require.Greater(t, grace, delay+drain, "terminationGracePeriodSeconds")
+
+	sched := find(t, objs, "Deployment", "hb-hongbao-scheduler")
+	sc := dig(t, sched, "spec", "template", "spec", "containers", 0)
+	require.Equal(t, "/healthz", dig(t, sc, "livenessProbe", "httpGet", "path"))
 }
 
 // TestChartValues: a second set of values (more replicas, the

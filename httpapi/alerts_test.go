@@ -56,7 +56,8 @@ func TestAlertRules(t *testing.T) {
 	sched, err := scheduler.New(scheduler.Config{Settle: settle.Config{Redis: rc, Ledger: l, Logger: quiet()}, Logger: quiet()})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewScheduler(sched))
+	// As serve registers them: the scheduler's, and the ledger's.
+	reg.MustRegister(metrics.NewScheduler(sched), metrics.NewLedger(l.Ping))
 	ts := newTestServer(t, func(c *httpapi.Config) {
 		c.Registry = reg
 		c.SettledCents = func(context.Context, string) (int64, error) { return 0, nil }

@@ -264,13 +264,65 @@ func TestHealthReadyMetrics(t *testing.T) {
 	require.Equal(t, "not_ready", r.errorCode(t))
 }
 
+// TestReadyzLedgerDown: with the ledger down a process is degraded, not
+// out of service (grabs of opened blocks and reads go on): /readyz stays
+// 200, and its body says the ledger is unreachable.
 func TestReadyzLedgerDown(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, nil)
-	require.NoError(t, ts.Ledger.Close())
 	r := ts.do(t, "GET", "/readyz", "", "")
-	require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
-	require.Equal(t, "not_ready", r.errorCode(t))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, map[string]any{"redis": "ok", "ledger": "ok"}, r.json(t)["checks"])
+	ts = newTestServer(t, nil)
+	require.NoError(t, ts.Ledger.Close())
+	r = ts.do(t, "GET", "/readyz", "", "")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, "ready", r.json(t)["status"])
+	require.Equal(t, map[string]any{"redis": "ok", "ledger": "unreachable: see the log"}, r.json(t)["checks"])
+}
+
+// healthStore is the engine as a Store whose Health says h.
+type healthStore struct {
+	*hongbao.Engine
+	h hongbao.Health
+}
+
+func (s healthStore) Health(context.Context) hongbao.Health { return s.h }
+
+// TestReadyzRedis: /readyz is 503 while Redis refuses writes (the code
+// of its refusal in the body) and while fewer replicas are attached than
+// the engine waits for (attached against wanted), with every check's
+// reading; ready again once they are back.
+func TestReadyzRedis(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		h      hongbao.Health
+		checks map[string]any
+		msg    string
+	}{
+		{hongbao.Health{Redis: "READONLY"}, map[string]any{"redis": "refuses writes: READONLY", "ledger": "ok"},
+			"not ready: redis: refuses writes: READONLY"},
+		{hongbao.Health{Redis: "NOREPLICAS", Wanted: 1}, map[string]any{"redis": "refuses writes: NOREPLICAS", "ledger": "ok"},
+			"not ready: redis: refuses writes: NOREPLICAS"},
+		{hongbao.Health{Redis: "ok", Wanted: 2, Replicas: 1}, map[string]any{"redis": "ok", "replicas": "1 of 2 replicas attached", "ledger": "ok"},
+			"not ready: replicas: 1 of 2 replicas attached"},
+		{hongbao.Health{Redis: "unreachable", Err: context.DeadlineExceeded}, map[string]any{"redis": "unreachable: timeout", "ledger": "ok"},
+			"not ready: redis: unreachable: timeout"},
+	} {
+		ts := newTestServer(t, func(c *httpapi.Config) { c.Store = healthStore{Engine: c.Engine.(*hongbao.Engine), h: tc.h} })
+		r := ts.do(t, "GET", "/readyz", "", "")
+		require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
+		m := r.json(t)
+		require.Equal(t, "not_ready", m["status"])
+		require.Equal(t, tc.checks, m["checks"])
+		require.Equal(t, map[string]any{"code": "not_ready", "message": tc.msg}, m["error"])
+	}
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		c.Store = healthStore{Engine: c.Engine.(*hongbao.Engine), h: hongbao.Health{Redis: "ok", Wanted: 1, Replicas: 1}}
+	})
+	r := ts.do(t, "GET", "/readyz", "", "")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, map[string]any{"redis": "ok", "replicas": "ok", "ledger": "ok"}, r.json(t)["checks"])
 }
 
 // TestIdempotencyKeyOfRetiredCampaign: once a campaign made with an

@@ -30,7 +30,7 @@ const (
 	CodeInProgress          = "in_progress"          // 409, with Retry-After: a create with this Idempotency-Key is loading
 	CodeIdempotencyMismatch = "idempotency_mismatch" // 422: the Idempotency-Key was used for another campaign spec
 	CodeNotReady            = "not_ready"            // 503: a dependency is unreachable, or the server (its engine) is stopping
-	CodeUnavailable         = "unavailable"          // 503: the request ran out of time, or the store takes no writes now
+	CodeUnavailable         = "unavailable"          // 503, with Retry-After: the request ran out of time, the store takes no writes now, or the ledger it needs is unreachable
 	CodeInternal            = "internal"             // 500
 	CodeNoReservation       = "no_reservation"       // 404: the user holds no reservation of that order
 	CodeExpired             = "expired"              // 409: the order's reservation expired; use a new order id
@@ -72,15 +72,12 @@ var (
 	errEngineClosed   = &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: "this instance is stopping and takes no more requests; nothing was done, retry on another"}
 	errLiveViewsFull  = &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, msg: "too many live views are open; retry later", retry: true}
 	errLedgerUnread   = &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
-	errCreateLoading  = &requestError{status: http.StatusConflict, code: CodeInProgress, msg: "a create with this Idempotency-Key is in progress; retry", retry: true}
-	errKeyReused      = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key was used for another campaign"}
-	errKeyRetired     = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
+	errLedgerDown     = &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retry: true,
+		msg: "the ledger is unreachable, and this request needs it (a new campaign, or the next block of a campaign's packets, is recorded there first); nothing was done; retry shortly"}
+	errCreateLoading = &requestError{status: http.StatusConflict, code: CodeInProgress, msg: "a create with this Idempotency-Key is in progress; retry", retry: true}
+	errKeyReused     = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key was used for another campaign"}
+	errKeyRetired    = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
 )
-
-// notReady refuses a readiness check that failed.
-func notReady(msg string) *requestError {
-	return &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: msg}
-}
 
 // errorRow answers the errors that are any of is, or, with as, those that
 // as turns into an answer (typed errors, answered from their fields).
@@ -151,12 +148,25 @@ var errorTable = []errorRow{
 	{is: []error{hongbao.ErrBusy},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, retry: true,
 			msg: "busy (too many requests waiting, or Redis moving or restarting); nothing was done, retry shortly"}},
+	// Before ErrUnavailable, of which it is a case.
+	{is: []error{hongbao.ErrLedgerUnavailable}, answer: errLedgerDown},
 	{is: []error{hongbao.ErrUnavailable},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the store takes no writes now; retrying is safe", retry: true}},
 	// The engine was shut down, or its Redis client closed, before the
 	// call: nothing was done and this process will do nothing more, so
 	// the answer is the stopping server's, not a retry here.
 	{is: []error{hongbao.ErrClosed}, answer: errEngineClosed},
+	// Before ErrOutcomeUnknown: unknown too, but not because an answer
+	// was lost; the message says why.
+	{as: func(err error) *requestError {
+		var e *hongbao.ReplicasError
+		if errors.As(err, &e) {
+			return &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, retry: true,
+				msg: fmt.Sprintf("too few Redis replicas: %d of the %d this service waits for acknowledged the write in time; "+
+					"it is on the primary but not yet safe from a failover, so its outcome is unknown; retrying is safe", e.Acked, e.Wanted)}
+		}
+		return nil
+	}},
 	{is: []error{hongbao.ErrOutcomeUnknown},
 		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, msg: "the answer was lost; retrying is safe", retry: true}},
 	{is: []error{context.DeadlineExceeded, context.Canceled},
@@ -193,10 +203,31 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case a == nil:
 		s.log.Error("request failed", "route", r.Pattern, "err", err)
 		a = errInternal
+	case a == errLedgerDown:
+		// One line a period, not one per request: in an outage every
+		// create and every grab that needs a new block lands here.
+		if n, ok := s.ledgerLog.sample(time.Now()); ok {
+			s.log.Warn("the ledger is unreachable: creates and grabs that need the next block of a pool answer 503 unavailable; grabs of opened blocks and reads go on",
+				"refused", n, "route", r.Pattern, "err", err)
+		}
+	case isReplicasShort(err):
+		// As for the ledger: every write lands here until the replicas
+		// are back.
+		if n, ok := s.replicasLog.sample(time.Now()); ok {
+			s.log.Warn("too few Redis replicas acknowledge writes in time: grabs and discount calls answer 503 outcome_unknown; /readyz names the replicas attached",
+				"refused", n, "route", r.Pattern, "err", err)
+		}
 	case a.code == CodeOutcomeUnknown:
 		s.log.Warn("outcome unknown", "route", r.Pattern, "err", err)
 	}
 	s.refuse(w, a, 0)
+}
+
+// isReplicasShort says whether err is a WAIT that too few replicas
+// acknowledged.
+func isReplicasShort(err error) bool {
+	var e *hongbao.ReplicasError
+	return errors.As(err, &e)
 }
 
 // refuse answers a in the error shape. wait, when positive, is sent as

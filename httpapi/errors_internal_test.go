@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +46,10 @@ func TestErrorTable(t *testing.T) {
 		{&hongbao.AmountError{Input: "1.234", Reason: "too many decimals"}, 400, CodeInvalidRequest, "", "error"},
 		{hongbao.ErrInvalidSpec, 400, CodeInvalidRequest, "", "error"},
 		{hongbao.ErrBusy, 503, CodeBusy, "2", "busy"},
-		{hongbao.ErrUnavailable, 503, CodeUnavailable, "2", "error"},
+		{hongbao.ErrUnavailable, 503, CodeUnavailable, "2", "unavailable"},
+		{hongbao.ErrLedgerUnavailable, 503, CodeUnavailable, "2", "unavailable"},
 		{hongbao.ErrOutcomeUnknown, 503, CodeOutcomeUnknown, "2", "outcome_unknown"},
+		{&hongbao.ReplicasError{Wanted: 2, Acked: 1}, 503, CodeOutcomeUnknown, "2", "outcome_unknown"},
 		{hongbao.ErrClosed, 503, CodeNotReady, "", "error"},
 		{context.DeadlineExceeded, 503, CodeUnavailable, "2", "error"},
 		{badRequest(CodeInvalidJSON, "malformed JSON"), 400, CodeInvalidJSON, "", "error"},
@@ -66,4 +70,46 @@ func TestErrorTable(t *testing.T) {
 			require.True(t, tc.label == "error" || tc.label == tc.code, "%v: label %s, code %s", err, tc.label, tc.code)
 		}
 	}
+}
+
+// TestLedgerDownLogSampled: in a ledger outage every create and every
+// grab that needs a new block is refused; the log says so once a period,
+// naming the ledger and how many were refused, not once a request.
+func TestLedgerDownLogSampled(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	s := &Server{cfg: Config{RetryAfter: time.Second}, log: slog.New(slog.NewTextHandler(&log, nil))}
+	err := fmt.Errorf("hongbao: grab c1: %w", hongbao.ErrLedgerUnavailable)
+	for range 100 {
+		w := httptest.NewRecorder()
+		s.fail(w, httptest.NewRequest(http.MethodPost, "/v1/campaigns/c1/grab", nil), err)
+		require.Equal(t, http.StatusServiceUnavailable, w.Code)
+		require.Contains(t, w.Body.String(), `"code":"unavailable"`)
+		require.Contains(t, w.Body.String(), "ledger")
+		require.Equal(t, "1", w.Header().Get("Retry-After"))
+	}
+	require.Equal(t, 1, strings.Count(log.String(), "\n"), log.String())
+	require.Contains(t, log.String(), "the ledger is unreachable")
+}
+
+// TestReplicasShortSaysSo: a grab whose WAIT too few replicas
+// acknowledged is outcome_unknown (its grant is on the primary: a retry is
+// safe and the client must not take it for nothing done), and its message
+// names the replicas, not a lost answer; the log says so once a period.
+func TestReplicasShortSaysSo(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	s := &Server{cfg: Config{RetryAfter: time.Second}, log: slog.New(slog.NewTextHandler(&log, nil))}
+	err := fmt.Errorf("hongbao: grab c1: %w", &hongbao.ReplicasError{Wanted: 1, Acked: 0})
+	for range 50 {
+		w := httptest.NewRecorder()
+		s.fail(w, httptest.NewRequest(http.MethodPost, "/v1/campaigns/c1/grab", nil), err)
+		require.Equal(t, http.StatusServiceUnavailable, w.Code)
+		require.Contains(t, w.Body.String(), `"code":"outcome_unknown"`)
+		require.Contains(t, w.Body.String(), "too few Redis replicas: 0 of the 1")
+		require.NotContains(t, w.Body.String(), "lost")
+		require.Equal(t, "1", w.Header().Get("Retry-After"))
+	}
+	require.Equal(t, 1, strings.Count(log.String(), "\n"), log.String())
+	require.Contains(t, log.String(), "too few Redis replicas")
 }

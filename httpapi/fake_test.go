@@ -151,7 +151,7 @@ func (f *fakeSettlement) Redrive(context.Context, string) (int64, error) { retur
 // fakeStore is a store that answers.
 type fakeStore struct{}
 
-func (fakeStore) Ping(context.Context) error                  { return nil }
+func (fakeStore) Health(context.Context) hongbao.Health       { return hongbao.Health{Redis: "ok"} }
 func (fakeStore) Persistence(context.Context) (string, error) { return "always", nil }
 func (fakeStore) CountRequests(_ context.Context, _, n int64) (int64, error) {
 	return n, nil

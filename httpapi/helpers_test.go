@@ -59,7 +59,7 @@ func newTestServer(t *testing.T, mod func(*httpapi.Config)) *testServer {
 		UserSecrets: []httpapi.Secret{userSecret, userSecret2},
 		AdminKeys:   [][]byte{adminKey},
 		PaymentKeys: [][]byte{paymentKey},
-		Ready:       map[string]func(context.Context) error{"ledger": l.Ping},
+		Degraded:    map[string]func(context.Context) error{"ledger": l.Ping}, // as serve has it
 		Logger:      quiet(),
 	}
 	if mod != nil {

@@ -67,9 +67,19 @@ type Config struct {
 	// audience, maximum lifetime. Default: iss and aud not checked, at
 	// most 24h.
 	Token TokenScope
-	// Ready are the readiness checks of /readyz besides Redis (the ledger,
-	// for one), by name. Default: none.
+	// Ready are the readiness checks of /readyz besides Redis (Store's
+	// Health: it answers, takes writes, has the replicas the engine waits
+	// for), by name: a failing one makes the server unready. Default:
+	// none.
 	Ready map[string]func(context.Context) error
+	// Degraded are checks /readyz reads and reports by name, and does not
+	// hold against the server: dependencies whose outage refuses some
+	// requests while the others go on. The ledger is one: without it
+	// creates, and grabs that need the next block of a pool, answer 503
+	// unavailable, while grabs of opened blocks and the reads go on, so a
+	// process that took itself out of its load balancer for it would
+	// refuse all of them. Default: none.
+	Degraded map[string]func(context.Context) error
 	// Retired, if not nil, says whether the ledger knows campaign id: a
 	// campaign whose Redis keys are gone (settled, retired and expired)
 	// leaves its entries there. A create whose Idempotency-Key names such
@@ -240,13 +250,19 @@ type Server struct {
 	ipLim    *bucketLimiter
 	failLim  *bucketLimiter // failed authentications per address
 	failLog  logSampler
-	demoLim  *bucketLimiter // demo tokens per address
-	global   *globalLimiter
-	routes   []string
-	stopping atomic.Bool
-	live     *liveHub
-	lists    singleflight.Group // list requests for the same page share a reading
-	ready    readyCache
+	// ledgerLog samples the log of requests refused because the ledger
+	// is unreachable.
+	ledgerLog logSampler
+	// replicasLog samples the log of writes too few replicas
+	// acknowledged.
+	replicasLog logSampler
+	demoLim     *bucketLimiter // demo tokens per address
+	global      *globalLimiter
+	routes      []string
+	stopping    atomic.Bool
+	live        *liveHub
+	lists       singleflight.Group // list requests for the same page share a reading
+	ready       readyCache
 
 	counters  sync.Map // routeCode -> prometheus.Counter
 	latencies sync.Map // route -> prometheus.Observer
@@ -787,81 +803,4 @@ func (s *Server) privateMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.promh.ServeHTTP(w, r)
-}
-
-// readyFor is how long a readiness reading answers /readyz.
-const readyFor = time.Second
-
-// readyCache keeps the last readiness reading: /readyz answers from it
-// for readyFor, and concurrent callers past that share one new reading, so
-// a flood of /readyz is not a flood of Redis and ledger round trips.
-type readyCache struct {
-	mu     sync.Mutex
-	at     time.Time
-	result *readiness
-	flight singleflight.Group
-}
-
-// readiness is one reading of the readiness checks.
-type readiness struct {
-	status map[string]string
-	failed []string // sorted
-}
-
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if s.stopping.Load() {
-		s.refuse(w, errShuttingDown, 0)
-		return
-	}
-	res := s.readiness()
-	if len(res.failed) > 0 {
-		s.refuse(w, notReady("unreachable: "+strings.Join(res.failed, ", ")), 0)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": res.status})
-}
-
-// readiness returns a reading at most readyFor old.
-func (s *Server) readiness() *readiness {
-	c := &s.ready
-	c.mu.Lock()
-	if c.result != nil && time.Since(c.at) < readyFor {
-		res := c.result
-		c.mu.Unlock()
-		return res
-	}
-	c.mu.Unlock()
-	v, _, _ := c.flight.Do("", func() (any, error) {
-		res := s.checkReady()
-		c.mu.Lock()
-		c.result, c.at = res, time.Now()
-		c.mu.Unlock()
-		return res, nil
-	})
-	return v.(*readiness)
-}
-
-// checkReady runs every readiness check, on a context of its own: the
-// reading is shared, so no one caller's cancel may end it.
-func (s *Server) checkReady() *readiness {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	defer cancel()
-	checks := map[string]func(context.Context) error{
-		"redis": s.cfg.Store.Ping,
-	}
-	for name, f := range s.cfg.Ready {
-		checks[name] = f
-	}
-	res := &readiness{status: map[string]string{}}
-	for name, f := range checks {
-		if err := f(ctx); err != nil {
-			s.log.Warn("readiness check failed", "check", name, "err", err)
-			res.status[name] = "unreachable"
-			res.failed = append(res.failed, name)
-			continue
-		}
-		res.status[name] = "ok"
-	}
-	sort.Strings(res.failed)
-	return res
 }

@@ -74,10 +74,12 @@ type Settlement interface {
 }
 
 // Store is what the API needs of the store beneath the engine, apart
-// from the domain: readiness, the persistence setting for the metrics,
-// and the request count that every process shares (Config.GlobalRate).
+// from the domain: readiness (whether Redis takes writes and has the
+// replicas the engine waits for), the persistence setting for the
+// metrics, and the request count that every process shares
+// (Config.GlobalRate).
 type Store interface {
-	Ping(ctx context.Context) error
+	Health(ctx context.Context) hongbao.Health
 	Persistence(ctx context.Context) (string, error)
 	CountRequests(ctx context.Context, sec, n int64) (int64, error)
 }

@@ -16,6 +16,10 @@
 //     refunds, reaped reservations).
 //   - NewScheduler: a scheduler's lease and parts, with its worker's
 //     settlement counters.
+//   - NewLedger: whether the process reaches its ledger
+//     (hongbao_ledger_up), which serve and settle both export: an outage
+//     of it degrades them and does not stop them, so their readiness
+//     does not say it.
 //
 // The metric names and labels are those deploy/prometheus/alerts.yml and
 // the Grafana dashboard query; tests hold them to each other. The core

@@ -60,7 +60,7 @@ func newEngine(stats func() hongbao.Stats) *Engine {
 		stats: stats,
 		grabs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_grabs_total",
-			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, paused, blocked, not_found, busy, outcome_unknown, error).",
+			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, paused, blocked, not_found, busy, outcome_unknown, unavailable, error).",
 		}, []string{"outcome"}),
 		grabLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hongbao_grab_duration_seconds",
@@ -89,9 +89,9 @@ func newEngine(stats func() hongbao.Stats) *Engine {
 		m.outcomes[o] = m.grabs.WithLabelValues(label)
 	}
 	for op, help := range map[hongbao.DiscountOp]string{
-		hongbao.OpReserve: "Discount reservations answered, by outcome (reserved, already, exhausted, limit, not_open, closed, paused, blocked, expired, cancelled, not_found, busy, outcome_unknown, error).",
-		hongbao.OpConfirm: "Discount confirms answered, by outcome (confirmed, already_confirmed, expired, cancelled, no_reservation, not_found, busy, outcome_unknown, error).",
-		hongbao.OpCancel:  "Discount cancels answered, by outcome (cancelled, already_cancelled, expired, confirmed, no_reservation, not_found, busy, outcome_unknown, error).",
+		hongbao.OpReserve: "Discount reservations answered, by outcome (reserved, already, exhausted, limit, not_open, closed, paused, blocked, expired, cancelled, not_found, busy, outcome_unknown, unavailable, error).",
+		hongbao.OpConfirm: "Discount confirms answered, by outcome (confirmed, already_confirmed, expired, cancelled, no_reservation, not_found, busy, outcome_unknown, unavailable, error).",
+		hongbao.OpCancel:  "Discount cancels answered, by outcome (cancelled, already_cancelled, expired, confirmed, no_reservation, not_found, busy, outcome_unknown, unavailable, error).",
 	} {
 		m.discounts[op] = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hongbao_discount_" + op.String() + "s_total", Help: help}, []string{"outcome"})
 	}

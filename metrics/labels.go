@@ -23,11 +23,12 @@ var errorLabels = []struct {
 	{settle.ErrNoCampaign, "not_found"},
 	{hongbao.ErrBusy, "busy"},
 	{hongbao.ErrOutcomeUnknown, "outcome_unknown"},
+	{hongbao.ErrUnavailable, "unavailable"},
 }
 
 // ErrorLabel is the outcome label of a grab or discount call that failed
-// with err: not_found, busy, outcome_unknown, no_reservation, expired,
-// cancelled, confirmed or order_mismatch, else error.
+// with err: not_found, busy, outcome_unknown, unavailable, no_reservation,
+// expired, cancelled, confirmed or order_mismatch, else error.
 func ErrorLabel(err error) string {
 	for _, l := range errorLabels {
 		if errors.Is(err, l.err) {

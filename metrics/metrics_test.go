@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,4 +159,29 @@ func TestErrorLabel(t *testing.T) {
 	require.Equal(t, "not_found", metrics.ErrorLabel(settle.ErrNoCampaign))
 	require.Equal(t, "error", metrics.ErrorLabel(errors.New("connection reset")))
 	require.Equal(t, "error", metrics.ErrorLabel(context.Canceled))
+}
+
+// TestLedgerUp: hongbao_ledger_up is 1 while the ledger answers and 0
+// once it does not, read at most once a second however often Prometheus
+// scrapes.
+func TestLedgerUp(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var down error
+	pings := 0
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewLedger(func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		pings++
+		return down
+	}))
+	for range 50 {
+		require.Equal(t, 1.0, scrape(t, reg)["hongbao_ledger_up"])
+	}
+	mu.Lock()
+	require.Equal(t, 1, pings, "50 scrapes within a second, one ping")
+	down = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	mu.Unlock()
+	require.Eventually(t, func() bool { return scrape(t, reg)["hongbao_ledger_up"] == 0 }, 5*time.Second, 20*time.Millisecond)
 }

@@ -15,7 +15,18 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGTERM or SIGINT ends ctx: the command stops (serve after
+	// its --shutdown-delay); a second one closes stopNow: at once.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
+	stopNow := make(chan struct{})
+	go func() {
+		<-sigs
+		stop()
+		<-sigs
+		close(stopNow)
+	}()
 	// HONGBAO_CPUPROFILE names a file to write a CPU profile of the whole
 	// command to: how BENCHMARKS.md's profiles are taken.
 	if path := os.Getenv("HONGBAO_CPUPROFILE"); path != "" {
@@ -32,6 +43,7 @@ func main() {
 		Stdout:     os.Stdout,
 		Stderr:     os.Stderr,
 		IsTerminal: term.IsTerminal(int(os.Stdout.Fd())),
+		StopNow:    stopNow,
 	})
 	stop()
 	if code != 0 {

@@ -125,6 +125,11 @@ func (n Namespace) LeasePrefix() string { return n.prefix() + "lease:" }
 // tell its scheduler that grants wait to be settled.
 func (n Namespace) WakeChannel() string { return n.prefix() + "settle:wake" }
 
+// ReadyKey is the key the engine's readiness probe writes (Engine.Health):
+// a write of the namespace's own that Redis must take for the deployment
+// to be ready, in no campaign's slot.
+func (n Namespace) ReadyKey() string { return n.prefix() + "ready" }
+
 // Default is the default namespace, "hb": for tests and tools that run on
 // a Redis of their own. A deployment's code takes its namespace from its
 // configuration (Store.NS), never from here (internal/codecheck holds it).

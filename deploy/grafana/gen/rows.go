@@ -127,13 +127,13 @@ func settlementRow() row {
 
 func errorRow() row {
 	return row{title: "Errors", panels: []panel{
-		{title: "Redis errors", unit: "reqps",
-			help: "Grabs and discount calls that failed on Redis (error) or were shed or refused before running (busy).",
+		{title: "Failed calls", unit: "reqps",
+			help: "Grabs and discount calls that failed on Redis (error), were shed or refused before running (busy), or met a Redis that takes no writes or an unreachable ledger they needed (unavailable).",
 			queries: []query{
-				q(`sum by (outcome) (rate(hongbao_grabs_total{outcome=~"error|busy"}`+rate+`))`, "grab {{outcome}}"),
-				q(`sum by (outcome) (rate(hongbao_discount_reserves_total{outcome=~"error|busy"}`+rate+`))`, "reserve {{outcome}}"),
-				q(`sum by (outcome) (rate(hongbao_discount_confirms_total{outcome=~"error|busy"}`+rate+`))`, "confirm {{outcome}}"),
-				q(`sum by (outcome) (rate(hongbao_discount_cancels_total{outcome=~"error|busy"}`+rate+`))`, "cancel {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_grabs_total{outcome=~"error|busy|unavailable"}`+rate+`))`, "grab {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_discount_reserves_total{outcome=~"error|busy|unavailable"}`+rate+`))`, "reserve {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_discount_confirms_total{outcome=~"error|busy|unavailable"}`+rate+`))`, "confirm {{outcome}}"),
+				q(`sum by (outcome) (rate(hongbao_discount_cancels_total{outcome=~"error|busy|unavailable"}`+rate+`))`, "cancel {{outcome}}"),
 			}},
 		{title: "Settlement and ledger errors", unit: "short",
 			help: "Over the interval: settlement passes that failed on Redis or the ledger (retried after a backoff; a ledger that is down shows here and as a growing lag), and entries the ledger refused: conflicts (a packet recorded for another user, an incident) and impossible ones (after the refund, beyond the escrow).",

@@ -31,6 +31,11 @@ type IO struct {
 	// serve (campaign); nil: package client's default. Tests give one
 	// that checks every reply against openapi.json.
 	HTTPClient *http.Client
+	// StopNow, when not nil, is closed when the process is asked to stop
+	// a second time (a second SIGTERM or SIGINT after the one that ended
+	// the command's context): a stopping serve then skips what is left of
+	// its --shutdown-delay.
+	StopNow <-chan struct{}
 }
 
 // command is one subcommand, run as parseFlags, open, run, close.
@@ -56,6 +61,7 @@ var commands = []struct {
 	{"campaign", "on a running serve: create, list and close campaigns (red packet or discount), pause, resume, block or unblock users of one, read its status", newCampaignCmd},
 	{"demo", "run a simulated red packet rain end to end and check the invariants", newDemoCmd},
 	{"discount-demo", "run a simulated payment rush on a discount campaign end to end and check the invariants", newDiscountDemoCmd},
+	{"healthcheck", "exit 0 when a URL answers 2xx within --timeout, else 1 with the reason: a container health check for images without curl", newHealthcheckCmd},
 	{"migrate", "create a ledger, or apply the migrations it lacks, and print its identity and schema version", newMigrateCmd},
 	{"owner", "read or change the owner a campaign records: the ledger or webhook wallet it settles into", newOwnerCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},

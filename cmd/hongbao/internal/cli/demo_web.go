@@ -70,6 +70,7 @@ func newDemoWeb(env *IO, f *demoFlags, set map[string]bool) (*demoWeb, error) {
 	w.f.declare(fs)
 	_ = fs.Parse(nil)
 	w.f.listen, w.f.redis, w.f.ledger = f.listen, f.redis, f.ledger
+	w.f.shutdownDelay = 0 // Ctrl-C from a person, no load balancer to wait for
 	w.log = slog.New(slog.NewTextHandler(env.Stderr, nil))
 	w.consumer = "demo-web"
 	w.demo = &httpapi.Demo{Campaign: w.currentRain}

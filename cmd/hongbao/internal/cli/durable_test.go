@@ -237,9 +237,11 @@ func TestProxyFaultsRain(t *testing.T) {
 }
 
 // TestServeWaitWithoutReplica: serve --wait-replicas 1 on a Redis that no
-// replica follows warns at the start, and a grab answers 503
-// outcome_unknown with Retry-After (the grant is on the primary, no
-// replica holds it, nobody is told GRANTED).
+// replica follows warns at the start, says it is not ready (/readyz 503,
+// naming the replicas attached against those wanted), and a grab answers
+// 503 outcome_unknown with Retry-After (the grant is on the primary, no
+// replica holds it, nobody is told GRANTED) saying that too few replicas
+// acknowledged it, not that an answer was lost.
 func TestServeWaitWithoutReplica(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
@@ -258,7 +260,20 @@ func TestServeWaitWithoutReplica(t *testing.T) {
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
 	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	require.Equal(t, "outcome_unknown", body["error"]["code"])
+	require.Contains(t, body["error"]["message"], "too few Redis replicas: 0 of the 1")
 	require.NotEmpty(t, res.Header.Get("Retry-After"))
+
+	code, text, err := api.raw("GET", p.URL+"/readyz", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, code, text)
+	var ready struct {
+		Error  struct{ Message string }
+		Checks map[string]string
+	}
+	require.NoError(t, json.Unmarshal([]byte(text), &ready))
+	require.Equal(t, "0 of 1 replicas attached", ready.Checks["replicas"], text)
+	require.Equal(t, "ok", ready.Checks["redis"], text)
+	require.Contains(t, ready.Error.Message, "replicas: 0 of 1 replicas attached")
 
 	code, _, errs := run(t, nil, "serve", "--wait-timeout", "5s")
 	require.Equal(t, 2, code)

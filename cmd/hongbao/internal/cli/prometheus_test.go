@@ -201,8 +201,8 @@ var processMetricsRe = regexp.MustCompile(`msg="metrics listening" addr=([0-9.:]
 // scheduler (hongbao settle), on a durable Redis, and a real Prometheus
 // that scrapes both every 500ms and evaluates deploy/prometheus/alerts.yml
 // as shipped (no rule rewritten) every 500ms. Once both are scraped and
-// the scheduler holds the lease, after a grant was made and settled, no
-// alert is pending or firing. When the scheduler process stops, the rule
+// the scheduler holds the lease, after a grant was made and settled (and
+// both report their ledger up), no alert is pending or firing. When the scheduler process stops, the rule
 // for a missing scheduler turns pending within seconds, and the lease
 // rule, which holds over the processes that run a scheduler, does not
 // count the API as one.
@@ -257,8 +257,9 @@ scrape_configs:
 		lease := p.vector(t, "hongbao_scheduler_lease_held", "role")
 		settled := p.vector(t, "hongbao_settlement_grants_total", "role")
 		lag := p.vector(t, "hongbao_settlement_lag_entries", "role")
+		ledgerUp := p.vector(t, "hongbao_ledger_up", "role")
 		return up["api"] == 1 && up["scheduler"] == 1 && lease["scheduler"] == 1 && len(lease) == 1 &&
-			settled["scheduler"] == 1 && len(lag) == 1 && lag["api"] == 0
+			settled["scheduler"] == 1 && len(lag) == 1 && lag["api"] == 0 && ledgerUp["api"] == 1 && ledgerUp["scheduler"] == 1
 	})
 	steady := time.Now()
 	waitFor(t, "the rules evaluated on the steady state", 10*time.Second, func() bool { return p.evaluatedSince(t, steady) })

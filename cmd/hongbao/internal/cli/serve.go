@@ -79,7 +79,7 @@ type serveFlags struct {
 	userRate, ipRate, authFailRate                      float64
 	userBurst, ipBurst, authFailBurst                   int
 	globalRate                                          int64
-	shutdownTimeout, leaseTTL, reapEvery                time.Duration
+	shutdownDelay, shutdownTimeout, leaseTTL, reapEvery time.Duration
 	waitReplicas, settleParts                           int
 	waitTimeout                                         time.Duration
 	settle                                              bool
@@ -119,7 +119,8 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.Int64Var(&f.globalRate, "global-rate", 0, "API requests per second over every serve process sharing the Redis, spent only by requests that authenticated (0: no limit)")
 	fs.Float64Var(&f.authFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (IPv6: per /64); past it and its burst the address is answered 429 (negative: no limit)")
 	fs.IntVar(&f.authFailBurst, "auth-fail-burst", 50, "burst of the failed-authentication limit")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight requests")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM or SIGINT, answer /readyz 503 for this long while serving every other request as before, so that load balancers stop sending requests before the listener closes; a second signal skips the rest of it; 0: close at once")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after --shutdown-delay, how long a shutdown waits for in-flight requests")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
 	fs.BoolVar(&f.settle, "settle", true, "run the scheduler (settlement, close on time, refunds, the discount reaper) under the lease; false: the API alone, for deployments that run hongbao settle as its own process")
@@ -149,6 +150,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.waitReplicas < 0 || f.waitTimeout <= 0 || f.waitTimeout >= hongbao.DefaultBatchTimeout {
 		return usageErrorf("--wait-replicas must not be negative and --wait-timeout must be within 0 and %s (the engine's batch timeout)", hongbao.DefaultBatchTimeout)
+	}
+	if f.shutdownDelay < 0 || f.shutdownTimeout <= 0 {
+		return usageErrorf("--shutdown-delay must not be negative and --shutdown-timeout must be positive")
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageErrorf("--tls-cert-file and --tls-key-file go together")
@@ -420,7 +424,7 @@ func checkReplicas(ctx context.Context, log *slog.Logger, conn *redisConn, n int
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
 			if c, _ := strconv.Atoi(v); c < n {
-				log.Warn("fewer replicas follow Redis than --wait-replicas: grabs answer 503 until they do", "wait_replicas", n, "replicas", c)
+				log.Warn("fewer replicas follow Redis than --wait-replicas: grabs answer 503 and /readyz says not ready until they do", "wait_replicas", n, "replicas", c)
 			}
 		}
 	}
@@ -463,7 +467,10 @@ func (s *serveCmd) newAPI(context.Context) error {
 	s.api, err = httpapi.New(httpapi.Config{
 		Engine: eng, Settlement: settle.NewBacklogs(s.conn.Client, f.redis.ns), UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys, MetricsKeys: s.metricsKeys,
 		Token: httpapi.TokenScope{Issuer: f.tokenIssuer, Audience: f.tokenAudience, MaxAge: f.tokenMaxAge},
-		Ready: map[string]func(context.Context) error{"ledger": led.Ping},
+		// A ledger outage degrades the API (no creates, no new blocks of
+		// packets) and does not take it out of service: /readyz reports
+		// it and stays 200 while Redis grants.
+		Degraded: map[string]func(context.Context) error{"ledger": led.Ping},
 		Retired: func(ctx context.Context, id string) (bool, error) {
 			t, err := led.Totals(ctx, id)
 			return t.Funded > 0, err
@@ -491,8 +498,11 @@ func (s *serveCmd) newAPI(context.Context) error {
 // performs: with the scheduler, its lease, parts and settlement counters
 // (metrics.NewScheduler); with --settle=false none of them, so that no
 // API process claims a missing scheduler (hongbao settle exports them).
+// Every serve reaches the ledger (creates, blocks of the pop frontier):
+// hongbao_ledger_up says whether it does.
 func (s *serveCmd) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewLedger(s.led.Ping))
 	if s.sched != nil {
 		reg.MustRegister(metrics.NewScheduler(s.sched))
 	}
@@ -640,7 +650,7 @@ func (s *serveCmd) run(ctx context.Context) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		s.log.Info("shutting down: no new connections; finishing in-flight requests")
+		s.drain()
 	case err := <-s.served:
 		runErr = fmt.Errorf("serve: %w", err)
 	}
@@ -654,6 +664,33 @@ func (s *serveCmd) run(ctx context.Context) error {
 		s.log.Info("stopped")
 	}
 	return runErr
+}
+
+// drain is the first step of a shutdown on a signal: /readyz answers 503
+// for --shutdown-delay while every other request is served as before, on
+// the connections open and on new ones. A load balancer's probe sees the
+// 503 and stops sending requests here (Kubernetes also removes a
+// terminating pod from its Service's endpoints, but every node and
+// gateway learns it a moment later); only then does the listener close.
+// A second signal (IO.StopNow) cuts the delay short.
+func (s *serveCmd) drain() {
+	s.api.Stopping()
+	if s.f.shutdownDelay <= 0 {
+		s.log.Info("shutting down: no new connections; finishing in-flight requests")
+		return
+	}
+	s.log.Info("shutting down: /readyz answers 503 while requests are still served; then no new connections, and in-flight requests finish (a second signal skips the wait)",
+		"shutdown_delay", s.f.shutdownDelay)
+	t := time.NewTimer(s.f.shutdownDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		s.log.Info("shutting down: no new connections; finishing in-flight requests")
+	case <-s.env.StopNow:
+		s.log.Info("shutting down at once (a second signal): no new connections; finishing in-flight requests")
+	case err := <-s.served:
+		s.log.Error("shutting down: the listener failed during the delay", "err", err)
+	}
 }
 
 // shutdown stops taking requests and finishes the ones in flight (their

@@ -79,8 +79,10 @@ func TestServeShutdownFinishesInFlightGrab(t *testing.T) {
 		return !strings.Contains(info, "blocked_clients:0\r\n")
 	})
 
-	// SIGTERM (what cancelling serve's context is), then wait until the
-	// listener is closed: the grab is still waiting on Redis.
+	// SIGTERM twice (what cancelling serve's context and closing StopNow
+	// are: no --shutdown-delay, this test is about the drain), then wait
+	// until the listener is closed: the grab is still waiting on Redis.
+	close(p.stopNow)
 	p.cancel()
 	p.cancel = nil
 	addr := strings.TrimPrefix(p.URL, "http://")

@@ -71,19 +71,21 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 
 // serveProc is a serve command running in-process.
 type serveProc struct {
-	URL    string
-	cancel context.CancelFunc
-	done   chan int
-	stderr *syncBuffer
+	URL     string
+	cancel  context.CancelFunc
+	stopNow chan struct{}
+	done    chan int
+	stderr  *syncBuffer
 }
 
 func startServe(t *testing.T, args ...string) *serveProc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errb := &syncBuffer{}, &syncBuffer{}
-	p := &serveProc{cancel: cancel, done: make(chan int, 1), stderr: errb}
+	p := &serveProc{cancel: cancel, stopNow: make(chan struct{}), done: make(chan int, 1), stderr: errb}
 	go func() {
-		p.done <- Run(ctx, append([]string{"serve"}, args...), &IO{Stdout: out, Stderr: errb, Getenv: func(string) string { return "" }})
+		p.done <- Run(ctx, append([]string{"serve"}, args...), &IO{Stdout: out, Stderr: errb, Getenv: func(string) string { return "" },
+			StopNow: p.stopNow})
 	}()
 	waitFor(t, "serve to listen", 30*time.Second, func() bool {
 		select {
@@ -101,13 +103,14 @@ func startServe(t *testing.T, args ...string) *serveProc {
 	return p
 }
 
-// stop cancels the context (what SIGTERM does in main) and checks the
-// clean exit.
+// stop cancels the context and closes StopNow (what two SIGTERMs do in
+// main: the shutdown without its delay) and checks the clean exit.
 func (p *serveProc) stop(t *testing.T) {
 	t.Helper()
 	if p.cancel == nil {
 		return
 	}
+	close(p.stopNow)
 	p.cancel()
 	p.cancel = nil
 	select {

@@ -87,6 +87,7 @@ type settleCmd struct {
 	waitN, parts             int
 	campaigns                []string
 	sched                    *scheduler.Scheduler
+	led                      ledger.Ledger // nil with --webhook
 	log                      *slog.Logger
 }
 
@@ -213,7 +214,7 @@ func (c *settleCmd) open(ctx context.Context) error {
 			return err
 		}
 		c.deferClose(func() { _ = l.Close() })
-		cfg.Ledger = l
+		cfg.Ledger, c.led = l, l
 	}
 	conn, err := c.redis.dial(ctx)
 	if err != nil {
@@ -231,7 +232,9 @@ func (c *settleCmd) open(ctx context.Context) error {
 
 // listenMetrics serves /metrics and /healthz on --metrics-listen, when
 // given: what this process does (the settlement counters, the lease and
-// the parts, as metrics.NewScheduler exports them) and the Go runtime's.
+// the parts, as metrics.NewScheduler exports them), whether it reaches
+// its ledger (hongbao_ledger_up; not with --webhook) and the Go
+// runtime's.
 func (c *settleCmd) listenMetrics() error {
 	if c.metricsListen == "" {
 		return nil
@@ -239,6 +242,9 @@ func (c *settleCmd) listenMetrics() error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewScheduler(c.sched),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c.led != nil {
+		reg.MustRegister(metrics.NewLedger(c.led.Ping))
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		MaxRequestsInFlight: 4, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn),
