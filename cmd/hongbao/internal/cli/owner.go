@@ -51,7 +51,6 @@ func newOwnerCmd(env *IO) command { return &ownerCmd{base: base{env: env}} }
 func (c *ownerCmd) parseFlags(args []string) error {
 	fs := newFlagSet("owner", c.env)
 	c.redis.declare(fs, "required", false)
-	c.redis.declarePassword(fs)
 	c.redis.declareNamespace(fs)
 	fs.BoolVar(&c.discount, "discount", false, "ID is a discount campaign")
 	fs.StringVar(&c.to, "set", "", "the new owner: a ledger's identity or a webhook wallet's name")

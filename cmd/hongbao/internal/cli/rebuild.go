@@ -79,7 +79,7 @@ func (c *rebuildCmd) parseFlags(args []string) error {
 }
 
 func (c *rebuildCmd) open(ctx context.Context) (err error) {
-	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, c.redis.url)
+	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, &c.redis)
 	return err
 }
 

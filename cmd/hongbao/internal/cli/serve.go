@@ -91,7 +91,6 @@ func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
 func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.redis.declare(fs, "default: start a durable redis-server (appendfsync always) in --data-dir", true)
-	f.redis.declarePassword(fs)
 	f.redis.declareNamespace(fs)
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")

@@ -52,15 +52,15 @@ func openLedgerWith(ctx context.Context, dsn string, opener func(context.Context
 	return l, nil
 }
 
-// openLedgerRedis opens the ledger at dsn, then Redis at url, each let go
-// of when the command closes.
-func (b *base) openLedgerRedis(ctx context.Context, dsn, url string) (ledger.Ledger, *redisConn, error) {
+// openLedgerRedis opens the ledger at dsn, then the Redis r names, each
+// let go of when the command closes.
+func (b *base) openLedgerRedis(ctx context.Context, dsn string, r *redisFlags) (ledger.Ledger, *redisConn, error) {
 	l, err := openLedger(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}
 	b.deferClose(func() { _ = l.Close() })
-	conn, err := dialRedis(ctx, url)
+	conn, err := r.dial(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,7 +113,6 @@ func newSettleCmd(env *IO) command { return &settleCmd{base: base{env: env}} }
 func (c *settleCmd) parseFlags(args []string) error {
 	fs := newFlagSet("settle", c.env)
 	c.redis.declare(fs, "required", false)
-	c.redis.declarePassword(fs)
 	c.redis.declareNamespace(fs)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
 	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
@@ -401,7 +400,7 @@ func (c *reconcileCmd) open(ctx context.Context) error {
 	if err := c.openLedger(ctx); err != nil || c.balances {
 		return err
 	}
-	conn, err := dialRedis(ctx, c.redis.url)
+	conn, err := c.redis.dial(ctx)
 	if err != nil {
 		return err
 	}
