@@ -82,6 +82,12 @@ func (b *benchCmd) parseFlags(args []string) error {
 	return b.command.parseFlags(args)
 }
 
+// flagVariants are the command lines of each mode's flags (the config
+// file's bench: section may set any of them).
+func (b *benchCmd) flagVariants() [][]string {
+	return [][]string{{"-h"}, {"--mode", "http", "-h"}, {"--mode", "discount", "-h"}}
+}
+
 // benchDesignsCmd measures the engine against the classic design (package
 // bench).
 type benchDesignsCmd struct {

@@ -31,6 +31,10 @@ type IO struct {
 	// serve (campaign); nil: package client's default. Tests give one
 	// that checks every reply against openapi.json.
 	HTTPClient *http.Client
+
+	// declared, when set, is handed every flag set newFlagSet makes
+	// (everyCommandFlags).
+	declared func(*flag.FlagSet)
 }
 
 // command is one subcommand, run as parseFlags, open, run, close.
@@ -70,8 +74,6 @@ var commands = []struct {
 // close. Its open does nothing, for commands that open nothing.
 type base struct {
 	env *IO
-	// flags is the command's flag set, once parsed by parseFlagsConfig.
-	flags *flag.FlagSet
 	closers
 }
 
@@ -164,16 +166,23 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'hongbao <command> -h' for the flags of a command.")
 }
 
-// newFlagSet makes a flag set that reports errors instead of exiting.
+// newFlagSet makes a flag set that reports errors instead of exiting, with
+// the flag every command has: --config, the file of flags every command
+// of a deployment reads (parseFlags reads it).
 func newFlagSet(name string, env *IO) *flag.FlagSet {
 	fs := flag.NewFlagSet("hongbao "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
+	fs.String(configFlag, "", configUsage)
+	if env.declared != nil {
+		env.declared(fs)
+	}
 	return fs
 }
 
 // parseFlags parses args, then fills every flag not given on the command
 // line from the environment variable HONGBAO_<NAME> (dashes become
-// underscores), if set.
+// underscores), if set, then every flag neither sets from the config file
+// (--config or HONGBAO_CONFIG), when one is named.
 func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -181,7 +190,18 @@ func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	return fillFromEnv(fs, env)
+	return fillFlags(fs, env)
+}
+
+// fillFlags fills the flags of fs not given on the command line from the
+// environment, then those the environment does not set either from the
+// config file.
+func fillFlags(fs *flag.FlagSet, env *IO) error {
+	set := setByUser(fs, env)
+	if err := fillFromEnv(fs, env); err != nil {
+		return err
+	}
+	return readConfig(fs, set)
 }
 
 // parseOperands is parseFlags for a command that takes operands: flags and
@@ -203,7 +223,7 @@ func parseOperands(fs *flag.FlagSet, env *IO, args []string) ([]string, error) {
 		}
 		operands, args = append(operands, rest[0]), rest[1:]
 	}
-	return operands, fillFromEnv(fs, env)
+	return operands, fillFlags(fs, env)
 }
 
 // parseArgs parses args into fs; a bad flag is a usage error.

@@ -68,14 +68,18 @@ func (c *ownerCmd) parseFlags(args []string) error {
 		return usageErrorf("give one campaign id")
 	}
 	c.id = operands[0]
-	c.fromSet = given(fs)["from"]
+	set := given(fs)
+	c.fromSet = set["from"]
 	if err := hongbao.ValidateCampaignID(c.id); err != nil {
 		return usageErrorf("%v", err)
 	}
 	if c.to == "" {
-		if c.fromSet || c.reason != "" || c.dsn != "" || c.despite {
+		if c.fromSet || c.reason != "" || set["ledger"] || c.despite {
 			return usageErrorf("--from, --reason, --ledger and --despite-pending go with --set")
 		}
+		// A ledger the config file or the environment names: reading the
+		// owner needs none.
+		c.dsn = ""
 	} else {
 		if err := hongbao.ValidateOwner(c.to); err != nil {
 			return usageErrorf("--set: %v", err)

@@ -83,7 +83,6 @@ type serveFlags struct {
 	settle                                              bool
 	maxBacklog                                          int64
 	otlpEndpoint                                        string
-	config                                              string
 }
 
 func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
@@ -131,9 +130,8 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 func (s *serveCmd) parseFlags(args []string) error {
 	fs := newFlagSet("serve", s.env)
 	s.f.declare(fs)
-	declareConfig(fs, &s.f.config)
 	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there. Both override --config.\n\nFlags:")
-	if err := s.parseFlagsConfig(fs, args, &s.f.config); err != nil {
+	if err := parseFlags(fs, s.env, args); err != nil {
 		return err
 	}
 	f := &s.f

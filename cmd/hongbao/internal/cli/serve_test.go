@@ -716,14 +716,19 @@ func TestServeTokenScope(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"--ttl", "30m", "--issuer", "https://id.example", "--audience", "hongbao"}, http.StatusNotFound}, // through: no grant yet
-		{[]string{"--ttl", "30m", "--issuer", "https://id.example"}, http.StatusUnauthorized},
-		{[]string{"--ttl", "30m", "--issuer", "https://id.example", "--audience", "other"}, http.StatusUnauthorized},
-		{[]string{"--ttl", "30m", "--audience", "hongbao"}, http.StatusUnauthorized},
-		{[]string{"--ttl", "2h", "--issuer", "https://id.example", "--audience", "hongbao"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--token-issuer", "https://id.example", "--token-audience", "hongbao"}, http.StatusNotFound}, // through: no grant yet
+		{[]string{"--ttl", "30m", "--token-issuer", "https://id.example"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--token-issuer", "https://id.example", "--token-audience", "other"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--token-audience", "hongbao"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "2h", "--token-issuer", "https://id.example", "--token-audience", "hongbao"}, http.StatusUnauthorized},
 	} {
 		code, m, err := api.call("GET", p.URL+"/v1/campaigns/"+id+"/grants/me", mint(c.args...), "")
 		require.NoError(t, err)
 		require.Equal(t, c.want, code, "%v: %v", c.args, m)
 	}
+	// Given serve's --token-max-age, token refuses what serve would.
+	code, out, errs := run(t, nil, "token", "--user", "alice", "--token-secret-file", fx.secretFile, "--token-max-age", "1h", "--ttl", "2h")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, errs, "exceeds --token-max-age")
+	require.Empty(t, out, "no token")
 }

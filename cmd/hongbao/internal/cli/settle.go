@@ -83,7 +83,6 @@ type settleCmd struct {
 	leaseTTL                 time.Duration
 	lease, otlpEndpoint      string
 	metricsListen, logFormat string
-	config                   string
 	waitN, parts             int
 	campaigns                []string
 	sched                    *scheduler.Scheduler
@@ -133,9 +132,8 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics (settlement counters, the scheduler lease and parts) and /healthz, without credentials, on this address (keep it private); with --drain, while it runs; default: off")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	declareConfig(fs, &c.config)
 	setUsage(fs, c.env, settleUsage)
-	if err := c.parseFlagsConfig(fs, args, &c.config); err != nil {
+	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
 	}
 	if err := checkLogFormat(c.logFormat); err != nil {
