@@ -68,6 +68,7 @@ var commands = []struct {
 	{"serve", "run the HTTP service: the /v1 API, settlement and the scheduler", newServeCmd},
 	{"settle", "run the scheduler apart from the API: settlement into the ledger, close on time, refunds, the discount reaper (--metrics-listen: its metrics); --drain: settle what is there and exit", newSettleCmd},
 	{"token", "mint a user token (HS256 JWT) from the configured secret, for tests and demos", newTokenCmd},
+	{"version", "print this build's version: the module version, the VCS revision and time, the Go version", newVersionCmd},
 }
 
 // base is what every command holds: where it reads and writes, and what to
@@ -111,6 +112,10 @@ func Run(ctx context.Context, args []string, env *IO) int {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
 	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		printVersion(env.Stdout, readBuildInfo())
+		return 0
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printHelp(env.Stdout)
 		if len(args) == 0 {
@@ -125,6 +130,10 @@ func Run(ctx context.Context, args []string, env *IO) int {
 		return 2
 	}
 	err := runCommand(ctx, commands[i].new(env), args[1:])
+	if errors.Is(err, errVersion) {
+		printVersion(env.Stdout, readBuildInfo())
+		return 0
+	}
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -166,13 +175,18 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'hongbao <command> -h' for the flags of a command.")
 }
 
+// errVersion is what parsing a command line with --version returns: Run
+// prints the version and exits 0.
+var errVersion = errors.New("version asked")
+
 // newFlagSet makes a flag set that reports errors instead of exiting, with
-// the flag every command has: --config, the file of flags every command
-// of a deployment reads (parseFlags reads it).
+// the flags every command has: --config, the file of flags every command
+// of a deployment reads (parseFlags reads it), and --version.
 func newFlagSet(name string, env *IO) *flag.FlagSet {
 	fs := flag.NewFlagSet("hongbao "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	fs.String(configFlag, "", configUsage)
+	fs.Bool(versionFlag, false, "print this build's version (as hongbao version does) and exit")
 	if env.declared != nil {
 		env.declared(fs)
 	}
@@ -226,13 +240,17 @@ func parseOperands(fs *flag.FlagSet, env *IO, args []string) ([]string, error) {
 	return operands, fillFlags(fs, env)
 }
 
-// parseArgs parses args into fs; a bad flag is a usage error.
+// parseArgs parses args into fs; a bad flag is a usage error, --version
+// errVersion.
 func parseArgs(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return &exitError{code: 2, err: err}
+	}
+	if f := fs.Lookup(versionFlag); f != nil && f.Value.String() == "true" {
+		return errVersion
 	}
 	return nil
 }
@@ -243,7 +261,9 @@ func fillFromEnv(fs *flag.FlagSet, env *IO) error {
 	set := given(fs)
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		// HONGBAO_VERSION is too common a name for a deployment's own
+		// variables to be read as --version.
+		if set[f.Name] || err != nil || f.Name == versionFlag {
 			return
 		}
 		name := envName(f.Name)

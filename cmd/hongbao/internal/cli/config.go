@@ -15,8 +15,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// configFlag is the flag every command has (newFlagSet declares it).
-const configFlag = "config"
+// The flags every command has (newFlagSet declares them).
+const (
+	configFlag  = "config"
+	versionFlag = "version"
+)
 
 // configUsage is the usage of --config.
 const configUsage = "YAML file of flags, the one file every command of a deployment reads: each key a flag's name without dashes (listen: 127.0.0.1:8080), a list for a repeatable flag; a key at the top is read by every command that has the flag and ignored by the others, one under a command's section (serve:, settle:, reconcile: ...) by that command alone; the environment (HONGBAO_<NAME>) overrides it and the command line overrides both; it names secret files (admin-key-file: PATH) but never holds a secret"
@@ -194,9 +197,10 @@ func applyConfigKey(fs *flag.FlagSet, k, v *yaml.Node, skip, seen map[string]boo
 	return nil
 }
 
-// reservedKey refuses the key a config file cannot set: --config itself.
+// reservedKey refuses the keys a config file cannot set: --config itself
+// and --version.
 func reservedKey(name string, line int) error {
-	if name == configFlag {
+	if name == configFlag || name == versionFlag {
 		return fmt.Errorf("line %d: %q cannot be set in a config file", line, name)
 	}
 	return nil

@@ -157,12 +157,16 @@ func TestConfigEveryFlag(t *testing.T) {
 	t.Parallel()
 	all := collectCommandFlags()
 	for _, c := range commands {
+		if c.name == "version" {
+			require.NotContains(t, all, c.name, "version reads no file: it answers whatever else is wrong")
+			continue
+		}
 		require.Contains(t, all, c.name, "hongbao %s reads no --config", c.name)
 		for _, fs := range all[c.name] {
 			var doc strings.Builder
 			want := map[string]string{}
 			fs.VisitAll(func(f *flag.Flag) {
-				if f.Name == configFlag {
+				if f.Name == configFlag || f.Name == versionFlag {
 					return
 				}
 				yamlText, str := sampleValue(t, f)
@@ -240,6 +244,7 @@ func TestConfigErrors(t *testing.T) {
 		{"serve", "reconcile:\n  campaign: c1\n  balance: true\n", `line 3: unknown key "balance" under reconcile:`},
 		{"settle", "serve:\n  admin-key: " + secret + "\n", `"admin-key" would hold a secret`},
 		{"serve", "webhook: https://hongbao:" + secret + "@wallet.example/hook\n", "webhook: the URL holds a password"},
+		{"serve", "version: true\n", `"version" cannot be set`},
 		{"serve", "serve:\n  lisen: 127.0.0.1:8080\n", `line 2: unknown key "lisen"`},
 		{"serve", "user-rate: 2\nserve:\n  user-rate: 3\n", `line 3: "user-rate" is given twice`},
 		{"serve", "serve:\n  admin-key: " + secret + "\n", `"admin-key" would hold a secret`},
@@ -309,6 +314,9 @@ func TestSampleConfigEveryCommand(t *testing.T) {
 	path := sampleConfig(t)
 	otherPass := writeSecret(t, t.TempDir(), "other_password")
 	for _, c := range commands {
+		if c.name == "version" {
+			continue
+		}
 		cmd := c.new(testIO(nil))
 		err := cmd.parseFlags(append(slices.Clone(sampleArgs[c.name]), "--config", path))
 		require.NoError(t, err, "hongbao %s --config deploy/hongbao.yaml", c.name)
@@ -470,6 +478,10 @@ func TestOneConfigLockedRedis(t *testing.T) {
 	code, _, errs := run(t, nil, "token", "--config", cfg, "--user", "alice", "--ttl", "2h")
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--ttl 2h0m0s exceeds --token-max-age 1h0m0s")
+	code, body, err := api.raw("GET", p.URL+"/metrics", api.admin)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	require.Regexp(t, `\nhongbao_build_info\{goversion="go[^"]+",revision="[^"]*",version="[^"]+"\} 1\n`, body)
 
 	require.Contains(t, ok("campaign", "--api", p.URL, "status", id), id)
 	require.Contains(t, ok("settle", "--drain"), "settled 1 grants")

@@ -436,13 +436,14 @@ func (s *serveCmd) newAPI(context.Context) error {
 	return nil
 }
 
-// registry returns the registry of serve's metrics; the API adds its own
-// and the engine's. Each process exports the metrics of the duties it
+// registry returns the registry of serve's metrics, hongbao_build_info
+// first; the API adds its own and the engine's. Each process exports the metrics of the duties it
 // performs: with the scheduler, its lease, parts and settlement counters
 // (metrics.NewScheduler); with --settle=false none of them, so that no
 // API process claims a missing scheduler (hongbao settle exports them).
 func (s *serveCmd) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(readBuildInfo().collector())
 	if s.sched != nil {
 		reg.MustRegister(metrics.NewScheduler(s.sched))
 	}

@@ -228,13 +228,14 @@ func (c *settleCmd) open(ctx context.Context) error {
 
 // listenMetrics serves /metrics and /healthz on --metrics-listen, when
 // given: what this process does (the settlement counters, the lease and
-// the parts, as metrics.NewScheduler exports them) and the Go runtime's.
+// the parts, as metrics.NewScheduler exports them), its build
+// (hongbao_build_info) and the Go runtime's.
 func (c *settleCmd) listenMetrics() error {
 	if c.metricsListen == "" {
 		return nil
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewScheduler(c.sched),
+	reg.MustRegister(readBuildInfo().collector(), metrics.NewScheduler(c.sched),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{

@@ -92,7 +92,8 @@ func (p *settleProc) has(t *testing.T, line string) bool {
 // --metrics-listen: the lease held by one of two processes, 0 on the
 // other, the parts, the settlement counters, the Go runtime's; the one
 // that waits logs whom it waits for (in JSON with --log-format json),
-// and takes the lease over when the holder stops.
+// and takes the lease over when the holder stops; its build is
+// hongbao_build_info.
 func TestSettleMetricsListen(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
@@ -109,6 +110,7 @@ func TestSettleMetricsListen(t *testing.T) {
 		require.Contains(t, body, "\n"+line+"\n")
 	}
 	require.Contains(t, body, "\ngo_goroutines ")
+	require.Regexp(t, `\nhongbao_build_info\{goversion="go[^"]+",revision="[^"]*",version="[^"]+"\} 1\n`, body)
 	require.True(t, a.has(t, "hongbao_scheduler_parts_held 1"))
 	code, body = a.get(t, "/healthz")
 	require.Equal(t, http.StatusOK, code)
