@@ -41,6 +41,7 @@ type ownerCmd struct {
 	discount, asJSON bool
 	to, from, reason string
 	fromSet, despite bool
+	logFormat        string
 	conn             *redisConn
 	led              ledger.Ledger
 	eng              *hongbao.Engine
@@ -59,9 +60,13 @@ func (c *ownerCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.dsn, "ledger", "", "with --set: the ledger that holds the campaign's terms, to record the new owner there too (sqlite:PATH or postgres://...)")
 	fs.BoolVar(&c.despite, "despite-pending", false, "with --set: change it even while entries are delivered to the current owner's settlement and unacknowledged; any of them its ledger did write is paid twice (check with reconcile first)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the campaign's owner as JSON")
+	declareLogFormat(fs, &c.logFormat)
 	setUsage(fs, c.env, ownerUsage)
 	operands, err := parseOperands(fs, c.env, args)
 	if err != nil {
+		return err
+	}
+	if err := checkLogFormat(c.logFormat); err != nil {
 		return err
 	}
 	if len(operands) != 1 {
@@ -108,11 +113,13 @@ func (c *ownerCmd) open(ctx context.Context) (err error) {
 		return err
 	}
 	c.deferClose(c.conn.Close)
-	cfg := hongbao.Config{Redis: c.conn.Client, Namespace: c.redis.ns}
+	cfg := hongbao.Config{Redis: c.conn.Client, Namespace: c.redis.ns, Logger: newLogger(c.env, c.logFormat)}
 	if c.led != nil {
 		// The ledger is here for its terms, not to give new campaigns an
 		// owner: this engine creates none.
 		cfg.Packets = c.led
+	} else {
+		cfg.WithoutLedger = true // it creates no campaign: nothing to record
 	}
 	c.eng, err = hongbao.New(cfg)
 	return err

@@ -120,7 +120,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.BoolVar(&f.settle, "settle", true, "run the scheduler (settlement, close on time, refunds, the discount reaper) under the lease; false: the API alone, for deployments that run hongbao settle as its own process")
 	fs.IntVar(&f.settleParts, "settle-parts", 1, "number of parts of the deployment's settlement, the same in every serve and settle process of it: above 1, each part (a share of every campaign's shards) is a lease of its own and up to this many processes settle at once (docs/settlement.md); 1: one process settles everything")
 	fs.Int64Var(&f.maxBacklog, "max-backlog", 0, "answer grabs of a campaign busy (503) while more than this many of its grant batches wait for settlement; read once a second; 0: no bound")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	declareLogFormat(fs, &f.logFormat)
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "send traces (OpenTelemetry, OTLP over HTTP) to this collector URL, as http://127.0.0.1:4318; the OTEL_* environment variables set the rest, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on too; default: off")
@@ -194,12 +194,10 @@ func checkLogFormat(format string) error {
 	return nil
 }
 
-// newLogger logs to env's stderr in format (text or json).
+// newLogger logs to env's stderr in format (text or json), durations as
+// text (newLevelLogger).
 func newLogger(env *IO, format string) *slog.Logger {
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(env.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(env.Stderr, nil))
+	return newLevelLogger(env, format, slog.LevelInfo)
 }
 
 // defaultConsumer names the settlement consumer of a serve listening on
@@ -399,7 +397,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	// The ledger records every packet (and the campaign's terms) before
 	// a campaign goes live: what hongbao rebuild restores from.
 	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client, Namespace: f.redis.ns, Packets: s.led,
-		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer})
+		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer, Logger: s.log})
 	if err != nil {
 		return err
 	}

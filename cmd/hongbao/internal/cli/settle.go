@@ -131,7 +131,7 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics (settlement counters, the scheduler lease and parts) and /healthz, without credentials, on this address (keep it private); with --drain, while it runs; default: off")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	declareLogFormat(fs, &c.logFormat)
 	setUsage(fs, c.env, settleUsage)
 	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
@@ -341,6 +341,7 @@ type reconcileCmd struct {
 	hookName         string
 	asJSON           bool
 	balances         bool
+	logFormat        string
 	conn             *redisConn
 	led              ledger.Ledger
 	sink             *webhook.Sink
@@ -360,9 +361,13 @@ func (c *reconcileCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
 	fs.StringVar(&c.hookName, "webhook-name", "", "the name of the wallet the webhook pays, as settle --webhook-name gives it; default: webhook:<the URL without credentials or query>")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
+	declareLogFormat(fs, &c.logFormat)
 	setUsage(fs, c.env, reconcileUsage)
 	operands, err := parseOperands(fs, c.env, args)
 	if err != nil {
+		return err
+	}
+	if err := checkLogFormat(c.logFormat); err != nil {
 		return err
 	}
 	if err := c.campaignOperand(operands); err != nil {
