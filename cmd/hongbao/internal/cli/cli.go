@@ -63,7 +63,7 @@ var commands = []struct {
 	{"migrate", "create a ledger, or apply the migrations it lacks, and print its identity and schema version", newMigrateCmd},
 	{"owner", "read or change the owner a campaign records: the ledger or webhook wallet it settles into", newOwnerCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
-	{"rebuild", "restore a campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
+	{"rebuild", "restore a red packet campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
 	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant; --balances: every ledger balance with its journal", newReconcileCmd},
 	{"serve", "run the HTTP service: the /v1 API, settlement and the scheduler", newServeCmd},
 	{"settle", "run the scheduler apart from the API: settlement into the ledger, close on time, refunds, the discount reaper (--metrics-listen: its metrics); --drain: settle what is there and exit", newSettleCmd},
