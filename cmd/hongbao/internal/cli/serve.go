@@ -30,6 +30,7 @@ import (
 	"github.com/hongbao/hongbao/metrics"
 	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
+	"github.com/hongbao/hongbao/split"
 )
 
 // serveCmd is "hongbao serve": the HTTP API, and settlement under the
@@ -78,7 +79,7 @@ type serveFlags struct {
 	userBurst, ipBurst, authFailBurst                   int
 	globalRate                                          int64
 	shutdownTimeout, leaseTTL, reapEvery                time.Duration
-	waitReplicas, settleParts                           int
+	waitReplicas, settleParts, maxCount                 int
 	waitTimeout                                         time.Duration
 	settle                                              bool
 	maxBacklog                                          int64
@@ -119,6 +120,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
 	fs.BoolVar(&f.settle, "settle", true, "run the scheduler (settlement, close on time, refunds, the discount reaper) under the lease; false: the API alone, for deployments that run hongbao settle as its own process")
 	fs.IntVar(&f.settleParts, "settle-parts", 1, "number of parts of the deployment's settlement, the same in every serve and settle process of it: above 1, each part (a share of every campaign's shards) is a lease of its own and up to this many processes settle at once (docs/settlement.md); 1: one process settles everything")
+	fs.IntVar(&f.maxCount, "max-count", 1_000_000, "most packets of one red packet campaign, and the largest quota of one discount campaign, created over the API; at most "+strconv.Itoa(split.MaxCount)+" (what the split takes)")
 	fs.Int64Var(&f.maxBacklog, "max-backlog", 0, "answer grabs of a campaign busy (503) while more than this many of its grant batches wait for settlement; read once a second; 0: no bound")
 	declareLogFormat(fs, &f.logFormat)
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
@@ -163,6 +165,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.maxBacklog < 0 {
 		return usageErrorf("--max-backlog must not be negative")
+	}
+	if f.maxCount < 1 || f.maxCount > split.MaxCount {
+		return usageErrorf("--max-count must be 1-%d, not %d", split.MaxCount, f.maxCount)
 	}
 	if f.settleParts < 1 || f.settleParts > scheduler.MaxParts {
 		return usageErrorf("--settle-parts must be 1-%d, not %d", scheduler.MaxParts, f.settleParts)
@@ -423,7 +428,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 			t, err := led.Totals(ctx, id)
 			return t.GrantCents, err
 		},
-		UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
+		MaxCount: f.maxCount, UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
 		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst,
 		Logger: s.log, Registry: s.registry(), Tracer: s.tracer,
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,

@@ -548,6 +548,8 @@ func TestServeRefuses(t *testing.T) {
 		{"bad listen", []string{"--listen", "nope"}, 2, "--listen"},
 		{"bad log format", []string{"--log-format", "xml"}, 2, "--log-format"},
 		{"bad play embedder", []string{"--play-embedder", "app.example.com"}, 2, "is not an origin"},
+		{"no max count", []string{"--max-count", "0"}, 2, "--max-count must be 1-10000000, not 0"},
+		{"max count past the split's", []string{"--max-count", "10000001"}, 2, "--max-count must be 1-10000000"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -561,6 +563,35 @@ func TestServeRefuses(t *testing.T) {
 		"--allow-eviction", "--listen", "127.0.0.1:0", "--ledger", "sqlite:"+filepath.Join(dir, "l.db"))
 	require.Contains(t, p.stderr.String(), "may evict keys")
 	p.stop(t)
+}
+
+// TestServeMaxCount: --max-count caps the packets of a campaign and the
+// quota of a discount campaign created over the API; the default is
+// 1,000,000.
+func TestServeMaxCount(t *testing.T) {
+	t.Parallel()
+	s := &serveCmd{base: base{env: testIO(nil)}}
+	require.NoError(t, s.parseFlags(nil))
+	require.Equal(t, 1_000_000, s.f.maxCount)
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--max-count", "3")...)
+	api := fx.api(t, p.URL)
+	for _, c := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/v1/campaigns", `{"total":"1.00","count":4}`, http.StatusBadRequest},
+		{"/v1/campaigns", `{"total":"1.00","count":3}`, http.StatusCreated},
+		{"/v1/discounts", `{"budget":"1.00","quota":4}`, http.StatusBadRequest},
+		{"/v1/discounts", `{"budget":"1.00","quota":3}`, http.StatusCreated},
+	} {
+		code, m, err := api.call("POST", p.URL+c.path, api.admin, c.body)
+		require.NoError(t, err)
+		require.Equal(t, c.want, code, "%s %s: %v", c.path, c.body, m)
+		if c.want == http.StatusBadRequest {
+			require.Contains(t, fmt.Sprint(m), "within 1 and 3")
+		}
+	}
 }
 
 func TestTokenCommand(t *testing.T) {
@@ -700,7 +731,8 @@ func TestServeLoopbackRefusesOtherHosts(t *testing.T) {
 
 // TestServeTokenScope: serve with --token-issuer, --token-audience and
 // --token-max-age takes the tokens `hongbao token` mints with the same
-// scope, and refuses one without the audience or living too long.
+// flags, and refuses one without the audience or living too long; token
+// given the same --token-max-age refuses to mint that one.
 func TestServeTokenScope(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
