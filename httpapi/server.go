@@ -99,8 +99,10 @@ type Config struct {
 	SettledCents func(ctx context.Context, id string) (int64, error)
 	// MaxBodyBytes caps a request body. Default 16 KiB.
 	MaxBodyBytes int64
-	// MaxCount caps the packets of one campaign created over HTTP.
-	// Default 1,000,000.
+	// MaxCount caps the packets of one red packet campaign, and the
+	// quota of one discount campaign, created over HTTP (serve's
+	// --max-count). Default 1,000,000; a split refuses more than
+	// split.MaxCount (10,000,000) whatever it is.
 	MaxCount int
 	// Leeway is the clock skew allowed on a token's exp and nbf, on an
 	// iat in the future (refused beyond it) and on Token.MaxAge.

@@ -32,7 +32,7 @@ func (r *run) readLedger(ctx context.Context) error {
 		return nil
 	})
 	if errors.Is(err, ledger.ErrNoPackets) {
-		return fmt.Errorf("%w: without them nobody can say which packets exist (the campaign was created without recording its packets)", err)
+		return r.noPackets(ctx, t, err)
 	}
 	if err != nil {
 		return err
@@ -42,6 +42,33 @@ func (r *run) readLedger(ctx context.Context) error {
 		return nil // the root's meta may hold them
 	}
 	return err
+}
+
+// noPackets says why the ledger holds no packets of the campaign
+// (noneErr): the id is a discount campaign's (ErrDiscount), nothing knows
+// it (ErrUnknown), or it was created without recording its packets.
+func (r *run) noPackets(ctx context.Context, t ledger.Totals, noneErr error) error {
+	dt, err := r.cfg.Ledger.Totals(ctx, ledger.DiscountCampaign(r.id))
+	if err != nil {
+		return err
+	}
+	ns := r.store.NS()
+	rc := r.cfg.Redis
+	disc, err := rc.Do(ctx, rc.B().Exists().Key(ns.DiscountShardKeys(r.id, 1, 0).Meta).Build()).AsInt64()
+	if err != nil {
+		return err
+	}
+	if dt.Funded > 0 || disc > 0 {
+		return ErrDiscount
+	}
+	red, err := rc.Do(ctx, rc.B().Exists().Key(ns.CampaignKeys(r.id).Meta).Build()).AsInt64()
+	if err != nil {
+		return err
+	}
+	if t.Funded == 0 && red == 0 {
+		return ErrUnknown
+	}
+	return fmt.Errorf("%w: without them nobody can say which packets exist (the campaign was created without recording its packets)", noneErr)
 }
 
 // check reads the root, settles the campaign's terms and layout, and

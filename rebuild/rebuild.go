@@ -95,6 +95,12 @@ var (
 	// ErrNoTerms: the campaign's root shard is gone and the ledger holds
 	// no terms (window, layout) for it.
 	ErrNoTerms = errors.New("rebuild: the campaign's terms are neither in Redis nor in the ledger")
+	// ErrDiscount: the id names a discount campaign; a rebuild restores
+	// red packet campaigns only.
+	ErrDiscount = errors.New("rebuild: a rebuild restores red packet campaigns, and this is a discount campaign")
+	// ErrUnknown: neither the ledger nor Redis knows the campaign: a
+	// mistyped id, or another namespace or ledger.
+	ErrUnknown = errors.New("rebuild: neither the ledger nor Redis knows the campaign")
 )
 
 // Config configures a rebuild.

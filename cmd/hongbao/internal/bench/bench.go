@@ -458,7 +458,8 @@ func openTarget(ctx context.Context, o Options) (*target, error) {
 		}
 		var err error
 		if opt, err = rueidis.ParseURL(url); err != nil {
-			return nil, fmt.Errorf("--redis %q: %w", o.RedisURL, err)
+			// Not the URL: it may hold the password of --redis-password-file.
+			return nil, fmt.Errorf("--redis: %w", err)
 		}
 		t.shared = true
 		t.user, t.password, t.db = opt.Username, opt.Password, opt.SelectDB

@@ -82,6 +82,12 @@ func (b *benchCmd) parseFlags(args []string) error {
 	return b.command.parseFlags(args)
 }
 
+// flagVariants are the command lines of each mode's flags (the config
+// file's bench: section may set any of them).
+func (b *benchCmd) flagVariants() [][]string {
+	return [][]string{{"-h"}, {"--mode", "http", "-h"}, {"--mode", "discount", "-h"}}
+}
+
 // benchDesignsCmd measures the engine against the classic design (package
 // bench).
 type benchDesignsCmd struct {
@@ -235,9 +241,13 @@ func (b *benchDesignsCmd) checkModes() error {
 // checkSizes fills the options from the flags that size the runs.
 func (b *benchDesignsCmd) checkSizes() error {
 	f := &b.f
+	url, err := b.redis.target()
+	if err != nil {
+		return err
+	}
 	b.o = bench.Options{
 		Packets: f.packets, Users: f.users, Seed: f.seed, Concurrency: f.concurrency, Runs: f.runs,
-		RedisURL: b.redis.url, RedisServer: b.redis.server, AOF: f.aof, MaxBatch: b.maxBatch,
+		RedisURL: url, RedisServer: b.redis.server, AOF: f.aof, MaxBatch: b.maxBatch,
 		Replicas: f.replicas, WaitReplicas: f.waitN, WaitTimeout: f.waitTimeout,
 		Shards: f.shards, Skew: f.skew, ScriptTimes: f.scriptTimes,
 		Progress: b.progress,

@@ -72,10 +72,14 @@ func (b *benchDiscountCmd) parseFlags(args []string) error {
 	if err != nil {
 		return err
 	}
+	url, err := b.redis.target()
+	if err != nil {
+		return err
+	}
 	b.o = bench.DiscountOptions{
 		Quota: b.quota, Users: b.users, PerUserCount: b.perUserCount, Shards: b.shards, Seed: b.seed,
 		Concurrency: b.concurrency, BaselineWorkers: b.baseline, Runs: b.runs, MaxBatch: b.maxBatch,
-		RedisURL: b.redis.url, RedisServer: b.redis.server, AOF: b.aof,
+		RedisURL: url, RedisServer: b.redis.server, AOF: b.aof,
 		Progress: b.progress,
 	}
 	b.o.Budget = int64(b.quota) * 100

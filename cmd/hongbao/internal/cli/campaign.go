@@ -24,13 +24,14 @@ import (
 // (status, blocked).
 type campaignCmd struct {
 	base
-	apiURL, keyFile, dataDir, kind string
-	asJSON                         bool
-	timeout                        time.Duration
-	action, id                     string
-	users                          []string
-	create                         createFlags
-	api                            *client.Client
+	apiURL, dataDir, kind string
+	keyFiles              fileList
+	asJSON                bool
+	timeout               time.Duration
+	action, id            string
+	users                 []string
+	create                createFlags
+	api                   *client.Client
 }
 
 func newCampaignCmd(env *IO) command { return &campaignCmd{base: base{env: env}} }
@@ -95,7 +96,7 @@ const adminKeyEnv = "HONGBAO_ADMIN_KEY"
 
 func (c *campaignCmd) declare(fs *flag.FlagSet) {
 	fs.StringVar(&c.apiURL, "api", "http://127.0.0.1:8080", "base URL of the serve")
-	fs.StringVar(&c.keyFile, "admin-key-file", "", "file holding an admin key of the serve; default: $"+adminKeyEnv+", else <data-dir>/admin.key")
+	fs.Var(&c.keyFiles, "admin-key-file", "file holding an admin key of the serve; repeatable as serve's (one config file names them for both), the first is used; default: $"+adminKeyEnv+", else <data-dir>/admin.key")
 	fs.StringVar(&c.dataDir, "data-dir", "hongbao-data", "serve's data directory, for the default admin key")
 	fs.StringVar(&c.kind, "kind", kindAuto, "the campaign's kind: red-packet, discount, or auto (an action on ID asks the API which it is; list lists both; create goes by its flags)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the API's answer as JSON")
@@ -125,6 +126,11 @@ func (c *campaignCmd) parseFlags(args []string) error {
 	}
 	if err := c.create.check(c.action, given(fs), c.kind); err != nil {
 		return err
+	}
+	if !setByUser(fs, c.env)["admin-key-file"] && strings.TrimSpace(c.env.Getenv(adminKeyEnv)) != "" {
+		// The environment beats the config file: its key over the file's
+		// admin-key-file.
+		c.keyFiles = nil
 	}
 	key, err := c.adminKey()
 	if err != nil {
@@ -174,12 +180,13 @@ func (c *campaignCmd) operands(ops []string) error {
 	return nil
 }
 
-// adminKey reads the admin key: --admin-key-file, else $HONGBAO_ADMIN_KEY,
-// else serve's default file. Neither the variable's value nor a file's
+// adminKey reads the admin key: --admin-key-file (the command line's or
+// HONGBAO_ADMIN_KEY_FILE's over $HONGBAO_ADMIN_KEY over the config
+// file's), else $HONGBAO_ADMIN_KEY, else serve's default file. Neither the variable's value nor a file's
 // content is ever part of an error.
 func (c *campaignCmd) adminKey() (string, error) {
-	if c.keyFile != "" {
-		k, err := readSecretFile("admin-key-file", c.keyFile)
+	if len(c.keyFiles) > 0 {
+		k, err := readSecretFile("admin-key-file", c.keyFiles[0])
 		return string(k), err
 	}
 	if k := strings.TrimSpace(c.env.Getenv(adminKeyEnv)); k != "" {

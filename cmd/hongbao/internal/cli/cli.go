@@ -36,6 +36,10 @@ type IO struct {
 	// the command's context): a stopping serve then skips what is left of
 	// its --shutdown-delay.
 	StopNow <-chan struct{}
+
+	// declared, when set, is handed every flag set newFlagSet makes
+	// (everyCommandFlags).
+	declared func(*flag.FlagSet)
 }
 
 // command is one subcommand, run as parseFlags, open, run, close.
@@ -65,19 +69,18 @@ var commands = []struct {
 	{"migrate", "create a ledger, or apply the migrations it lacks, and print its identity and schema version", newMigrateCmd},
 	{"owner", "read or change the owner a campaign records: the ledger or webhook wallet it settles into", newOwnerCmd},
 	{"race", "run a naive GET-then-SET and hongbao's scripts side by side, and count what each gets wrong", newRaceCmd},
-	{"rebuild", "restore a campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
+	{"rebuild", "restore a red packet campaign into a Redis that lost it, from the ledger and what survives", newRebuildCmd},
 	{"reconcile", "compare a campaign in Redis with the ledger, grant by grant; --balances: every ledger balance with its journal", newReconcileCmd},
 	{"serve", "run the HTTP service: the /v1 API, settlement and the scheduler", newServeCmd},
 	{"settle", "run the scheduler apart from the API: settlement into the ledger, close on time, refunds, the discount reaper (--metrics-listen: its metrics); --drain: settle what is there and exit", newSettleCmd},
 	{"token", "mint a user token (HS256 JWT) from the configured secret, for tests and demos", newTokenCmd},
+	{"version", "print this build's version: the module version, the VCS revision and time, the Go version", newVersionCmd},
 }
 
 // base is what every command holds: where it reads and writes, and what to
 // close. Its open does nothing, for commands that open nothing.
 type base struct {
 	env *IO
-	// flags is the command's flag set, once parsed by parseFlagsConfig.
-	flags *flag.FlagSet
 	closers
 }
 
@@ -115,6 +118,10 @@ func Run(ctx context.Context, args []string, env *IO) int {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
 	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		printVersion(env.Stdout, readBuildInfo())
+		return 0
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printHelp(env.Stdout)
 		if len(args) == 0 {
@@ -129,6 +136,10 @@ func Run(ctx context.Context, args []string, env *IO) int {
 		return 2
 	}
 	err := runCommand(ctx, commands[i].new(env), args[1:])
+	if errors.Is(err, errVersion) {
+		printVersion(env.Stdout, readBuildInfo())
+		return 0
+	}
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -170,16 +181,28 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'hongbao <command> -h' for the flags of a command.")
 }
 
-// newFlagSet makes a flag set that reports errors instead of exiting.
+// errVersion is what parsing a command line with --version returns: Run
+// prints the version and exits 0.
+var errVersion = errors.New("version asked")
+
+// newFlagSet makes a flag set that reports errors instead of exiting, with
+// the flags every command has: --config, the file of flags every command
+// of a deployment reads (parseFlags reads it), and --version.
 func newFlagSet(name string, env *IO) *flag.FlagSet {
 	fs := flag.NewFlagSet("hongbao "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
+	fs.String(configFlag, "", configUsage)
+	fs.Bool(versionFlag, false, "print this build's version (as hongbao version does) and exit")
+	if env.declared != nil {
+		env.declared(fs)
+	}
 	return fs
 }
 
 // parseFlags parses args, then fills every flag not given on the command
 // line from the environment variable HONGBAO_<NAME> (dashes become
-// underscores), if set.
+// underscores), if set, then every flag neither sets from the config file
+// (--config or HONGBAO_CONFIG), when one is named.
 func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -187,7 +210,18 @@ func parseFlags(fs *flag.FlagSet, env *IO, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	return fillFromEnv(fs, env)
+	return fillFlags(fs, env)
+}
+
+// fillFlags fills the flags of fs not given on the command line from the
+// environment, then those the environment does not set either from the
+// config file.
+func fillFlags(fs *flag.FlagSet, env *IO) error {
+	set := setByUser(fs, env)
+	if err := fillFromEnv(fs, env); err != nil {
+		return err
+	}
+	return readConfig(fs, set)
 }
 
 // parseOperands is parseFlags for a command that takes operands: flags and
@@ -209,16 +243,20 @@ func parseOperands(fs *flag.FlagSet, env *IO, args []string) ([]string, error) {
 		}
 		operands, args = append(operands, rest[0]), rest[1:]
 	}
-	return operands, fillFromEnv(fs, env)
+	return operands, fillFlags(fs, env)
 }
 
-// parseArgs parses args into fs; a bad flag is a usage error.
+// parseArgs parses args into fs; a bad flag is a usage error, --version
+// errVersion.
 func parseArgs(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return &exitError{code: 2, err: err}
+	}
+	if f := fs.Lookup(versionFlag); f != nil && f.Value.String() == "true" {
+		return errVersion
 	}
 	return nil
 }
@@ -229,7 +267,9 @@ func fillFromEnv(fs *flag.FlagSet, env *IO) error {
 	set := given(fs)
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		// HONGBAO_VERSION is too common a name for a deployment's own
+		// variables to be read as --version.
+		if set[f.Name] || err != nil || f.Name == versionFlag {
 			return
 		}
 		name := envName(f.Name)

@@ -34,6 +34,7 @@ type demoFlags struct {
 	split       string
 	seed        string
 	json        bool
+	logFormat   string
 	ledger      string
 	settle      bool
 	shards      int
@@ -122,6 +123,7 @@ func (f *demoFlags) declare(fs *flag.FlagSet) {
 	fs.BoolVar(&f.web, "web", false, "serve a rain to play in a browser, and the console, until Ctrl-C (hongbao serve on its own Redis, with a demo campaign that opens again when it sells out; --total and --packets default to "+webDemoTotal+" and "+strconv.Itoa(webDemoPackets)+")")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "with --web: the address to serve on")
 	fs.Float64Var(&f.crowd, "crowd", 1, "with --web: grabs per second by simulated users, so the rain moves and sells out (0: nobody but you)")
+	declareLogFormat(fs, &f.logFormat)
 }
 
 // parseFlags checks everything before anything starts.
@@ -132,6 +134,9 @@ func (d *demoCmd) parseFlags(args []string) error {
 		return err
 	}
 	f, set := &d.f, given(fs)
+	if err := checkLogFormat(f.logFormat); err != nil {
+		return err
+	}
 	if f.web {
 		return d.parseWeb(set)
 	}
@@ -320,10 +325,14 @@ func (b *base) demoRedis(ctx context.Context, r *redisFlags) (*redisConn, error)
 	return conn, nil
 }
 
-// startWorker starts a settlement worker of cfg, which logs warnings and
-// worse to stderr, until the command closes.
+// demoLogger is the logger of a demo's engine and worker: warnings and
+// worse, on stderr, in format. The demo's report says the rest.
+func demoLogger(env *IO, format string) *slog.Logger {
+	return newLevelLogger(env, format, slog.LevelWarn)
+}
+
+// startWorker starts a settlement worker of cfg until the command closes.
 func (b *base) startWorker(ctx context.Context, cfg settle.Config) (*settle.Worker, error) {
-	cfg.Logger = slog.New(slog.NewTextHandler(b.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := settle.New(cfg)
 	if err != nil {
 		return nil, err
@@ -401,7 +410,7 @@ func (d *demoCmd) create(ctx context.Context) error {
 	defer load.Done()
 	var err error
 	cfg := hongbao.Config{Redis: d.conn.Client, LegacyScripts: d.conn.Kind == "emulator", LoadProgress: func(n, _ int) { load.Set(int64(n)) },
-		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout}
+		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout, Logger: demoLogger(d.env, d.f.logFormat)}
 	if d.led != nil {
 		cfg.Packets = d.led // every packet and the terms, before the campaign goes live
 	} else {
@@ -432,6 +441,7 @@ func (d *demoCmd) startSettlement(ctx context.Context) error {
 	w, err := d.startWorker(ctx, settle.Config{
 		Redis: d.conn.Client, Ledger: d.led, Consumer: "demo", Only: []string{c.ID},
 		WaitReplicas: d.f.waitN, WaitTimeout: d.f.waitTimeout, LegacyScripts: d.conn.Kind == "emulator",
+		Logger: demoLogger(d.env, d.f.logFormat),
 	})
 	d.w = w
 	return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -71,7 +70,7 @@ func newDemoWeb(env *IO, f *demoFlags, set map[string]bool) (*demoWeb, error) {
 	_ = fs.Parse(nil)
 	w.f.listen, w.f.redis, w.f.ledger = f.listen, f.redis, f.ledger
 	w.f.shutdownDelay = 0 // Ctrl-C from a person, no load balancer to wait for
-	w.log = slog.New(slog.NewTextHandler(env.Stderr, nil))
+	w.log = newLogger(env, f.logFormat)
 	w.consumer = "demo-web"
 	w.demo = &httpapi.Demo{Campaign: w.currentRain}
 	w.announce = w.printBanner

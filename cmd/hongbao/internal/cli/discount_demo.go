@@ -25,6 +25,7 @@ type discountDemoFlags struct {
 	hold                    time.Duration
 	seed, ledger            string
 	json                    bool
+	logFormat               string
 	budgetCents, minC, maxC int64
 	perUserCents            int64
 }
@@ -98,6 +99,7 @@ func (f *discountDemoFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.seed, "seed", "", "amounts seed (an unsigned integer); default: random")
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: a SQLite file in a temporary directory")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of the report")
+	declareLogFormat(fs, &f.logFormat)
 }
 
 // parseFlags checks everything before anything starts.
@@ -107,6 +109,9 @@ func (d *discountDemoCmd) parseFlags(args []string) error {
 		return err
 	}
 	f := &d.f
+	if err := checkLogFormat(f.logFormat); err != nil {
+		return err
+	}
 	for _, c := range []struct {
 		name string
 		v    int
@@ -189,7 +194,8 @@ func (d *discountDemoCmd) run(ctx context.Context) error {
 func (d *discountDemoCmd) start(ctx context.Context) error {
 	var err error
 	legacy := d.conn.Kind == "emulator"
-	if d.eng, err = hongbao.New(hongbao.Config{Redis: d.conn.Client, LegacyScripts: legacy, WithoutLedger: true}); err != nil {
+	log := demoLogger(d.env, d.f.logFormat)
+	if d.eng, err = hongbao.New(hongbao.Config{Redis: d.conn.Client, LegacyScripts: legacy, WithoutLedger: true, Logger: log}); err != nil {
 		return err
 	}
 	d.shutDownAtClose(d.eng)
@@ -198,6 +204,7 @@ func (d *discountDemoCmd) start(ctx context.Context) error {
 	}
 	if d.w, err = d.startWorker(ctx, settle.Config{
 		Redis: d.conn.Client, Ledger: d.led, Consumer: "discount-demo", Only: []string{d.d.ID}, LegacyScripts: legacy,
+		Logger: log,
 	}); err != nil {
 		return err
 	}

@@ -310,3 +310,25 @@ func TestRebuildCommandRefuses(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "settled")
 }
+
+// TestRebuildDiscountCampaign: rebuild given a discount campaign's id says
+// that it restores red packet campaigns (not that the packets were never
+// recorded), and given an id nothing knows, that nothing knows it.
+func TestRebuildDiscountCampaign(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args()...)
+	api := fx.api(t, p.URL)
+	code, m, err := api.call("POST", p.URL+"/v1/discounts", api.admin, `{"budget":"10.00","quota":10}`)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code, m)
+	id := m["id"].(string)
+	code, out, errs := run(t, nil, "rebuild", "--campaign", id, "--redis", fx.redisURL(), "--ledger", fx.dsn)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, errs, id+" is a discount campaign: rebuild restores red packet campaigns only")
+	require.NotContains(t, errs, "without recording its packets")
+
+	code, _, errs = run(t, nil, "rebuild", "--campaign", "nosuch", "--redis", fx.redisURL(), "--ledger", fx.dsn)
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, "no campaign nosuch: neither the ledger nor Redis knows it")
+}

@@ -41,6 +41,7 @@ type ownerCmd struct {
 	discount, asJSON bool
 	to, from, reason string
 	fromSet, despite bool
+	logFormat        string
 	conn             *redisConn
 	led              ledger.Ledger
 	eng              *hongbao.Engine
@@ -51,7 +52,6 @@ func newOwnerCmd(env *IO) command { return &ownerCmd{base: base{env: env}} }
 func (c *ownerCmd) parseFlags(args []string) error {
 	fs := newFlagSet("owner", c.env)
 	c.redis.declare(fs, "required", false)
-	c.redis.declarePassword(fs)
 	c.redis.declareNamespace(fs)
 	fs.BoolVar(&c.discount, "discount", false, "ID is a discount campaign")
 	fs.StringVar(&c.to, "set", "", "the new owner: a ledger's identity or a webhook wallet's name")
@@ -60,23 +60,31 @@ func (c *ownerCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.dsn, "ledger", "", "with --set: the ledger that holds the campaign's terms, to record the new owner there too (sqlite:PATH or postgres://...)")
 	fs.BoolVar(&c.despite, "despite-pending", false, "with --set: change it even while entries are delivered to the current owner's settlement and unacknowledged; any of them its ledger did write is paid twice (check with reconcile first)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the campaign's owner as JSON")
+	declareLogFormat(fs, &c.logFormat)
 	setUsage(fs, c.env, ownerUsage)
 	operands, err := parseOperands(fs, c.env, args)
 	if err != nil {
+		return err
+	}
+	if err := checkLogFormat(c.logFormat); err != nil {
 		return err
 	}
 	if len(operands) != 1 {
 		return usageErrorf("give one campaign id")
 	}
 	c.id = operands[0]
-	c.fromSet = given(fs)["from"]
+	set := given(fs)
+	c.fromSet = set["from"]
 	if err := hongbao.ValidateCampaignID(c.id); err != nil {
 		return usageErrorf("%v", err)
 	}
 	if c.to == "" {
-		if c.fromSet || c.reason != "" || c.dsn != "" || c.despite {
+		if c.fromSet || c.reason != "" || set["ledger"] || c.despite {
 			return usageErrorf("--from, --reason, --ledger and --despite-pending go with --set")
 		}
+		// A ledger the config file or the environment names: reading the
+		// owner needs none.
+		c.dsn = ""
 	} else {
 		if err := hongbao.ValidateOwner(c.to); err != nil {
 			return usageErrorf("--set: %v", err)
@@ -105,11 +113,13 @@ func (c *ownerCmd) open(ctx context.Context) (err error) {
 		return err
 	}
 	c.deferClose(c.conn.Close)
-	cfg := hongbao.Config{Redis: c.conn.Client, Namespace: c.redis.ns}
+	cfg := hongbao.Config{Redis: c.conn.Client, Namespace: c.redis.ns, Logger: newLogger(c.env, c.logFormat)}
 	if c.led != nil {
 		// The ledger is here for its terms, not to give new campaigns an
 		// owner: this engine creates none.
 		cfg.Packets = c.led
+	} else {
+		cfg.WithoutLedger = true // it creates no campaign: nothing to record
 	}
 	c.eng, err = hongbao.New(cfg)
 	return err

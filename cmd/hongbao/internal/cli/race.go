@@ -77,6 +77,8 @@ func (c *raceCmd) parseFlags(args []string) error {
 	case "-h", "-help", "--help", "help":
 		fs.Usage()
 		return flag.ErrHelp
+	case "-" + versionFlag, "--" + versionFlag:
+		return errVersion
 	default:
 		fs.Usage()
 		return usageErrorf("unknown mode %q: want %s or %s", c.mode, race.UpdateIfNewer, race.OnceOnly)

@@ -31,12 +31,13 @@ func newRebuildCmd(env *IO) command { return &rebuildCmd{base: base{env: env}} }
 const rebuildUsage = `Usage: hongbao rebuild --campaign ID --redis URL --ledger DSN [--json] [--force]
        [--paused] [--release-quarantine-risking-double-grants]
 
-Restores a campaign into a Redis that lost it, or lost part of it (a FLUSHALL,
-an old snapshot, a failover to a replica that missed the last writes): the
-claims from the ledger's grants and whatever claims and grants streams survive,
-the pool from the packets nobody holds, the counters, state, grants streams and
-settle groups, and the registry entry. The campaign is frozen meanwhile (grabs
-answer not found). Packets that provably left a pool with no record of their
+Restores a red packet campaign (not a discount campaign: the ledger holds no
+packets of one to restore from) into a Redis that lost it, or lost part of it
+(a FLUSHALL, an old snapshot, a failover to a replica that missed the last
+writes): the claims from the ledger's grants and whatever claims and grants
+streams survive, the pool from the packets nobody holds, the counters, state,
+grants streams and settle groups, and the registry entry. The campaign is
+frozen meanwhile (grabs answer not found). Packets that provably left a pool with no record of their
 holder are kept out of the pool and reported as unrecoverable. Packets that may
 have been granted (in a block of the pool the engine had opened, recorded in the
 ledger) and that no record places are quarantined: kept out of the pool and
@@ -79,7 +80,7 @@ func (c *rebuildCmd) parseFlags(args []string) error {
 }
 
 func (c *rebuildCmd) open(ctx context.Context) (err error) {
-	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, c.redis.url)
+	c.led, c.conn, err = c.openLedgerRedis(ctx, c.dsn, &c.redis)
 	return err
 }
 
@@ -90,6 +91,12 @@ func (c *rebuildCmd) run(ctx context.Context) error {
 		Logger: slog.New(slog.DiscardHandler)}, c.id)
 	if errors.Is(err, rebuild.ErrHealthy) {
 		return fmt.Errorf("%w: nothing to do (--force rebuilds it anyway)", err)
+	}
+	if errors.Is(err, rebuild.ErrDiscount) {
+		return fmt.Errorf("%s is a discount campaign: rebuild restores red packet campaigns only (reconcile --discount %s compares a discount campaign with the ledger)", c.id, c.id)
+	}
+	if errors.Is(err, rebuild.ErrUnknown) {
+		return fmt.Errorf("no campaign %s: neither the ledger nor Redis knows it (check the id, --namespace and --ledger)", c.id)
 	}
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/settle"
@@ -44,8 +43,7 @@ func (c *reconcileCmd) webhookFlags() error {
 
 // openSink opens the webhook, then Redis.
 func (c *reconcileCmd) openSink(ctx context.Context) (err error) {
-	log := slog.New(slog.NewTextHandler(c.env.Stderr, nil))
-	if c.sink, err = openWebhook(c.hook, c.hookSecret, c.hookName, log); err != nil {
+	if c.sink, err = openWebhook(c.hook, c.hookSecret, c.hookName, newLogger(c.env, c.logFormat)); err != nil {
 		return err
 	}
 	if c.conn, err = c.redis.dial(ctx); err != nil {

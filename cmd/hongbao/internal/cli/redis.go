@@ -22,24 +22,22 @@ import (
 // here for every command.
 type redisFlags struct {
 	url      string // --redis
-	server   string // --redis-server
-	passFile string // --redis-password-file, where declared
+	server   string // --redis-server, where declared
+	passFile string // --redis-password-file
 	ns       string // --namespace, where declared
 }
 
 // declare adds --redis, whose usage ends with without (what the command
-// does when it is not given), and, when server, --redis-server.
+// does when it is not given), --redis-password-file, and, when server,
+// --redis-server. Every command that takes --redis takes its password
+// file: a password in the URL would show in ps and in shell histories, and
+// the config file refuses one.
 func (r *redisFlags) declare(fs *flag.FlagSet, without string, server bool) {
 	fs.StringVar(&r.url, "redis", "", "Redis URL: redis://host:port, or a Sentinel deployment, redis://S1:26379?master_set=NAME&addr=S2:26379&addr=S3:26379 (the master the sentinels name, followed through failovers); "+without)
+	fs.StringVar(&r.passFile, "redis-password-file", "", "file holding the password of the Redis --redis names (with Sentinel, the master's; the sentinels are asked without one), instead of one in the URL; surrounding whitespace is trimmed")
 	if server {
 		fs.StringVar(&r.server, "redis-server", "redis-server", "redis-server binary to start when --redis is not given")
 	}
-}
-
-// declarePassword adds --redis-password-file, for the commands that
-// deployments run (serve, settle), whose secrets are files.
-func (r *redisFlags) declarePassword(fs *flag.FlagSet) {
-	fs.StringVar(&r.passFile, "redis-password-file", "", "file holding the password of the Redis --redis names (with Sentinel, the master's), instead of one in the URL; surrounding whitespace is trimmed")
 }
 
 // declareNamespace adds --namespace, for the commands that work on a
@@ -248,13 +246,35 @@ func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, e
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach Redis at %s: %w", strings.Join(opt.InitAddress, ","), err)
+		return nil, reachError(opt, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if err := c.Do(pctx, c.B().Ping().Build()).Error(); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("cannot reach Redis at %s: %w", strings.Join(opt.InitAddress, ","), err)
+		return nil, reachError(opt, err)
 	}
 	return c, nil
+}
+
+// reachError says why the Redis of opt could not be used: a refused
+// authentication with the flag that gives the password, anything else as
+// Redis said it.
+func reachError(opt rueidis.ClientOption, err error) error {
+	where := strings.Join(opt.InitAddress, ",")
+	master := ""
+	if opt.Sentinel.MasterSet != "" {
+		where = "sentinel " + opt.Sentinel.MasterSet + "@" + where
+		master = " (with Sentinel, the password of the master " + opt.Sentinel.MasterSet + "; the sentinels are asked without one)"
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "NOAUTH"):
+		return fmt.Errorf("Redis at %s asks for a password: give the file that holds it with --redis-password-file%s: %w", where, master, err)
+	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "invalid password"):
+		return fmt.Errorf("Redis at %s refused the password: check the file --redis-password-file names%s: %w", where, master, err)
+	case strings.Contains(msg, "without any password configured"), strings.Contains(msg, "no password is set"):
+		return fmt.Errorf("Redis at %s takes no password, but one was given: drop --redis-password-file (or the password in --redis)%s: %w", where, master, err)
+	}
+	return fmt.Errorf("cannot reach Redis at %s: %w", where, err)
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/hongbao/hongbao/metrics"
 	"github.com/hongbao/hongbao/scheduler"
 	"github.com/hongbao/hongbao/settle"
+	"github.com/hongbao/hongbao/split"
 )
 
 // serveCmd is "hongbao serve": the HTTP API, and settlement under the
@@ -80,12 +81,11 @@ type serveFlags struct {
 	userBurst, ipBurst, authFailBurst                   int
 	globalRate                                          int64
 	shutdownDelay, shutdownTimeout, leaseTTL, reapEvery time.Duration
-	waitReplicas, settleParts                           int
+	waitReplicas, settleParts, maxCount                 int
 	waitTimeout                                         time.Duration
 	settle                                              bool
 	maxBacklog                                          int64
 	otlpEndpoint                                        string
-	config                                              string
 }
 
 func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
@@ -93,7 +93,6 @@ func newServeCmd(env *IO) command { return &serveCmd{base: base{env: env}} }
 func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.redis.declare(fs, "default: start a durable redis-server (appendfsync always) in --data-dir", true)
-	f.redis.declarePassword(fs)
 	f.redis.declareNamespace(fs)
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
@@ -125,8 +124,9 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reapEvery, "reap-every", time.Second, "how often the scheduler expires discount reservations whose hold has passed")
 	fs.BoolVar(&f.settle, "settle", true, "run the scheduler (settlement, close on time, refunds, the discount reaper) under the lease; false: the API alone, for deployments that run hongbao settle as its own process")
 	fs.IntVar(&f.settleParts, "settle-parts", 1, "number of parts of the deployment's settlement, the same in every serve and settle process of it: above 1, each part (a share of every campaign's shards) is a lease of its own and up to this many processes settle at once (docs/settlement.md); 1: one process settles everything")
+	fs.IntVar(&f.maxCount, "max-count", 1_000_000, "most packets of one red packet campaign, and the largest quota of one discount campaign, created over the API; at most "+strconv.Itoa(split.MaxCount)+" (what the split takes)")
 	fs.Int64Var(&f.maxBacklog, "max-backlog", 0, "answer grabs of a campaign busy (503) while more than this many of its grant batches wait for settlement; read once a second; 0: no bound")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	declareLogFormat(fs, &f.logFormat)
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "send traces (OpenTelemetry, OTLP over HTTP) to this collector URL, as http://127.0.0.1:4318; the OTEL_* environment variables set the rest, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on too; default: off")
@@ -136,9 +136,8 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 func (s *serveCmd) parseFlags(args []string) error {
 	fs := newFlagSet("serve", s.env)
 	s.f.declare(fs)
-	declareConfig(fs, &s.f.config)
 	setUsage(fs, s.env, "Usage: hongbao serve [flags]\n\nEvery flag can also be set with HONGBAO_<NAME>, e.g. HONGBAO_LISTEN=127.0.0.1:9000;\nrepeatable flags take comma-separated values there. Both override --config.\n\nFlags:")
-	if err := s.parseFlagsConfig(fs, args, &s.f.config); err != nil {
+	if err := parseFlags(fs, s.env, args); err != nil {
 		return err
 	}
 	f := &s.f
@@ -170,6 +169,9 @@ func (s *serveCmd) parseFlags(args []string) error {
 	}
 	if f.maxBacklog < 0 {
 		return usageErrorf("--max-backlog must not be negative")
+	}
+	if f.maxCount < 1 || f.maxCount > split.MaxCount {
+		return usageErrorf("--max-count must be 1-%d, not %d", split.MaxCount, f.maxCount)
 	}
 	ignored, err := f.checkSettle()
 	if err != nil {
@@ -207,12 +209,10 @@ func checkLogFormat(format string) error {
 	return nil
 }
 
-// newLogger logs to env's stderr in format (text or json).
+// newLogger logs to env's stderr in format (text or json), durations as
+// text (newLevelLogger).
 func newLogger(env *IO, format string) *slog.Logger {
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(env.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(env.Stderr, nil))
+	return newLevelLogger(env, format, slog.LevelInfo)
 }
 
 // checkSettle checks the flags of the scheduler (--settle-parts,
@@ -453,7 +453,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	// The ledger records every packet (and the campaign's terms) before
 	// a campaign goes live: what hongbao rebuild restores from.
 	eng, err := hongbao.New(hongbao.Config{Redis: s.conn.Client, Namespace: f.redis.ns, Packets: s.led,
-		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer})
+		WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer, Logger: s.log})
 	if err != nil {
 		return err
 	}
@@ -482,7 +482,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 			t, err := led.Totals(ctx, id)
 			return t.GrantCents, err
 		},
-		UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
+		MaxCount: f.maxCount, UserRate: f.userRate, UserBurst: f.userBurst, IPRate: f.ipRate, IPBurst: f.ipBurst, GlobalRate: f.globalRate,
 		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst, TrustedProxies: f.proxies,
 		Logger: s.log, Registry: s.registry(), Tracer: s.tracer,
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
@@ -493,8 +493,8 @@ func (s *serveCmd) newAPI(context.Context) error {
 	return nil
 }
 
-// registry returns the registry of serve's metrics; the API adds its own
-// and the engine's. Each process exports the metrics of the duties it
+// registry returns the registry of serve's metrics, hongbao_build_info
+// first; the API adds its own and the engine's. Each process exports the metrics of the duties it
 // performs: with the scheduler, its lease, parts and settlement counters
 // (metrics.NewScheduler); with --settle=false none of them, so that no
 // API process claims a missing scheduler (hongbao settle exports them).
@@ -503,6 +503,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 func (s *serveCmd) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewLedger(s.led.Ping))
+	reg.MustRegister(readBuildInfo().collector())
 	if s.sched != nil {
 		reg.MustRegister(metrics.NewScheduler(s.sched))
 	}

@@ -551,6 +551,8 @@ func TestServeRefuses(t *testing.T) {
 		{"bad listen", []string{"--listen", "nope"}, 2, "--listen"},
 		{"bad log format", []string{"--log-format", "xml"}, 2, "--log-format"},
 		{"bad play embedder", []string{"--play-embedder", "app.example.com"}, 2, "is not an origin"},
+		{"no max count", []string{"--max-count", "0"}, 2, "--max-count must be 1-10000000, not 0"},
+		{"max count past the split's", []string{"--max-count", "10000001"}, 2, "--max-count must be 1-10000000"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -564,6 +566,35 @@ func TestServeRefuses(t *testing.T) {
 		"--allow-eviction", "--listen", "127.0.0.1:0", "--ledger", "sqlite:"+filepath.Join(dir, "l.db"))
 	require.Contains(t, p.stderr.String(), "may evict keys")
 	p.stop(t)
+}
+
+// TestServeMaxCount: --max-count caps the packets of a campaign and the
+// quota of a discount campaign created over the API; the default is
+// 1,000,000.
+func TestServeMaxCount(t *testing.T) {
+	t.Parallel()
+	s := &serveCmd{base: base{env: testIO(nil)}}
+	require.NoError(t, s.parseFlags(nil))
+	require.Equal(t, 1_000_000, s.f.maxCount)
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--max-count", "3")...)
+	api := fx.api(t, p.URL)
+	for _, c := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/v1/campaigns", `{"total":"1.00","count":4}`, http.StatusBadRequest},
+		{"/v1/campaigns", `{"total":"1.00","count":3}`, http.StatusCreated},
+		{"/v1/discounts", `{"budget":"1.00","quota":4}`, http.StatusBadRequest},
+		{"/v1/discounts", `{"budget":"1.00","quota":3}`, http.StatusCreated},
+	} {
+		code, m, err := api.call("POST", p.URL+c.path, api.admin, c.body)
+		require.NoError(t, err)
+		require.Equal(t, c.want, code, "%s %s: %v", c.path, c.body, m)
+		if c.want == http.StatusBadRequest {
+			require.Contains(t, fmt.Sprint(m), "within 1 and 3")
+		}
+	}
 }
 
 func TestTokenCommand(t *testing.T) {
@@ -703,7 +734,8 @@ func TestServeLoopbackRefusesOtherHosts(t *testing.T) {
 
 // TestServeTokenScope: serve with --token-issuer, --token-audience and
 // --token-max-age takes the tokens `hongbao token` mints with the same
-// scope, and refuses one without the audience or living too long.
+// flags, and refuses one without the audience or living too long; token
+// given the same --token-max-age refuses to mint that one.
 func TestServeTokenScope(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
@@ -719,14 +751,19 @@ func TestServeTokenScope(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"--ttl", "30m", "--issuer", "https://id.example", "--audience", "hongbao"}, http.StatusNotFound}, // through: no grant yet
-		{[]string{"--ttl", "30m", "--issuer", "https://id.example"}, http.StatusUnauthorized},
-		{[]string{"--ttl", "30m", "--issuer", "https://id.example", "--audience", "other"}, http.StatusUnauthorized},
-		{[]string{"--ttl", "30m", "--audience", "hongbao"}, http.StatusUnauthorized},
-		{[]string{"--ttl", "2h", "--issuer", "https://id.example", "--audience", "hongbao"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--token-issuer", "https://id.example", "--token-audience", "hongbao"}, http.StatusNotFound}, // through: no grant yet
+		{[]string{"--ttl", "30m", "--token-issuer", "https://id.example"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--token-issuer", "https://id.example", "--token-audience", "other"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "30m", "--token-audience", "hongbao"}, http.StatusUnauthorized},
+		{[]string{"--ttl", "2h", "--token-issuer", "https://id.example", "--token-audience", "hongbao"}, http.StatusUnauthorized},
 	} {
 		code, m, err := api.call("GET", p.URL+"/v1/campaigns/"+id+"/grants/me", mint(c.args...), "")
 		require.NoError(t, err)
 		require.Equal(t, c.want, code, "%v: %v", c.args, m)
 	}
+	// Given serve's --token-max-age, token refuses what serve would.
+	code, out, errs := run(t, nil, "token", "--user", "alice", "--token-secret-file", fx.secretFile, "--token-max-age", "1h", "--ttl", "2h")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, errs, "exceeds --token-max-age")
+	require.Empty(t, out, "no token")
 }

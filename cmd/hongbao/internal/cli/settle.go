@@ -52,15 +52,15 @@ func openLedgerWith(ctx context.Context, dsn string, opener func(context.Context
 	return l, nil
 }
 
-// openLedgerRedis opens the ledger at dsn, then Redis at url, each let go
-// of when the command closes.
-func (b *base) openLedgerRedis(ctx context.Context, dsn, url string) (ledger.Ledger, *redisConn, error) {
+// openLedgerRedis opens the ledger at dsn, then the Redis r names, each
+// let go of when the command closes.
+func (b *base) openLedgerRedis(ctx context.Context, dsn string, r *redisFlags) (ledger.Ledger, *redisConn, error) {
 	l, err := openLedger(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}
 	b.deferClose(func() { _ = l.Close() })
-	conn, err := dialRedis(ctx, url)
+	conn, err := r.dial(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,7 +83,6 @@ type settleCmd struct {
 	leaseTTL                 time.Duration
 	lease, otlpEndpoint      string
 	metricsListen, logFormat string
-	config                   string
 	waitN, parts             int
 	campaigns                []string
 	sched                    *scheduler.Scheduler
@@ -114,7 +113,6 @@ func newSettleCmd(env *IO) command { return &settleCmd{base: base{env: env}} }
 func (c *settleCmd) parseFlags(args []string) error {
 	fs := newFlagSet("settle", c.env)
 	c.redis.declare(fs, "required", false)
-	c.redis.declarePassword(fs)
 	c.redis.declareNamespace(fs)
 	fs.StringVar(&c.dsn, "ledger", "", "ledger: sqlite:PATH or postgres://... (this or --webhook is required)")
 	fs.StringVar(&c.hook, "webhook", "", "instead of a ledger, POST signed batches to this URL (a host's own wallet)")
@@ -134,10 +132,9 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics (settlement counters, the scheduler lease and parts) and /healthz, without credentials, on this address (keep it private); with --drain, while it runs; default: off")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	declareConfig(fs, &c.config)
+	declareLogFormat(fs, &c.logFormat)
 	setUsage(fs, c.env, settleUsage)
-	if err := c.parseFlagsConfig(fs, args, &c.config); err != nil {
+	if err := parseFlags(fs, c.env, args); err != nil {
 		return err
 	}
 	if err := checkLogFormat(c.logFormat); err != nil {
@@ -233,14 +230,14 @@ func (c *settleCmd) open(ctx context.Context) error {
 // listenMetrics serves /metrics and /healthz on --metrics-listen, when
 // given: what this process does (the settlement counters, the lease and
 // the parts, as metrics.NewScheduler exports them), whether it reaches
-// its ledger (hongbao_ledger_up; not with --webhook) and the Go
-// runtime's.
+// its ledger (hongbao_ledger_up; not with --webhook), its build
+// (hongbao_build_info) and the Go runtime's.
 func (c *settleCmd) listenMetrics() error {
 	if c.metricsListen == "" {
 		return nil
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewScheduler(c.sched),
+	reg.MustRegister(readBuildInfo().collector(), metrics.NewScheduler(c.sched),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if c.led != nil {
 		reg.MustRegister(metrics.NewLedger(c.led.Ping))
@@ -349,6 +346,7 @@ type reconcileCmd struct {
 	hookName         string
 	asJSON           bool
 	balances         bool
+	logFormat        string
 	conn             *redisConn
 	led              ledger.Ledger
 	sink             *webhook.Sink
@@ -368,9 +366,13 @@ func (c *reconcileCmd) parseFlags(args []string) error {
 	fs.StringVar(&c.hookSecret, "webhook-secret-file", "", "file holding the webhook's HMAC secret (at least 32 bytes; surrounding whitespace is trimmed)")
 	fs.StringVar(&c.hookName, "webhook-name", "", "the name of the wallet the webhook pays, as settle --webhook-name gives it; default: webhook:<the URL without credentials or query>")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
+	declareLogFormat(fs, &c.logFormat)
 	setUsage(fs, c.env, reconcileUsage)
 	operands, err := parseOperands(fs, c.env, args)
 	if err != nil {
+		return err
+	}
+	if err := checkLogFormat(c.logFormat); err != nil {
 		return err
 	}
 	if err := c.campaignOperand(operands); err != nil {
@@ -407,7 +409,7 @@ func (c *reconcileCmd) open(ctx context.Context) error {
 	if err := c.openLedger(ctx); err != nil || c.balances {
 		return err
 	}
-	conn, err := dialRedis(ctx, c.redis.url)
+	conn, err := c.redis.dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -91,8 +92,9 @@ func (p *settleProc) has(t *testing.T, line string) bool {
 // TestSettleMetricsListen: hongbao settle serves /metrics and /healthz on
 // --metrics-listen: the lease held by one of two processes, 0 on the
 // other, the parts, the settlement counters, the Go runtime's; the one
-// that waits logs whom it waits for (in JSON with --log-format json),
-// and takes the lease over when the holder stops.
+// that waits logs whom it waits for (in JSON with --log-format json, every
+// line, durations as text), and takes the lease over when the holder
+// stops; its build is hongbao_build_info.
 func TestSettleMetricsListen(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
@@ -109,6 +111,7 @@ func TestSettleMetricsListen(t *testing.T) {
 		require.Contains(t, body, "\n"+line+"\n")
 	}
 	require.Contains(t, body, "\ngo_goroutines ")
+	require.Regexp(t, `\nhongbao_build_info\{goversion="go[^"]+",revision="[^"]*",version="[^"]+"\} 1\n`, body)
 	require.True(t, a.has(t, "hongbao_scheduler_parts_held 1"))
 	code, body = a.get(t, "/healthz")
 	require.Equal(t, http.StatusOK, code)
@@ -119,6 +122,11 @@ func TestSettleMetricsListen(t *testing.T) {
 	})
 	require.Contains(t, b.stderr.String(), `"holder":"settle-a"`)
 	require.Contains(t, b.stderr.String(), `"self":"settle-b"`)
+	// A duration is text ("980ms"), not nanoseconds; every line is JSON.
+	require.Regexp(t, `"expires_in":"[0-9.]+m?s"`, b.stderr.String())
+	for _, line := range strings.Split(strings.TrimSpace(b.stderr.String()), "\n") {
+		require.True(t, json.Valid([]byte(line)), "not JSON: %s", line)
+	}
 
 	a.stop(t)
 	waitFor(t, "b to take the lease over", 10*time.Second, func() bool { return b.has(t, "hongbao_scheduler_lease_held 1") })
