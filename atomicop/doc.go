@@ -40,6 +40,43 @@
 // after pushing and before Done, or stalls past its lease, can cause a
 // second push, which the receiver removes by message id. See Once.
 //
+// # Tokens
+//
+// A claim's token is the largest of the message's counter plus one, the
+// Redis clock in microseconds since the epoch (TIME) and, for ClaimAbove,
+// the caller's floor plus one; the counter is raised to it in the same
+// script. So:
+//
+//   - While the counter lives, every claim's token is above the one
+//     before, whatever the clocks do.
+//   - When the counter is lost or goes back (a failover to a replica that
+//     missed the last claims, a restart without persistence, FLUSHALL,
+//     the counter's expiry FenceTTL after the last claim), the next token
+//     is drawn from the clock of the Redis that now holds the message. The
+//     tokens lost with the counter are at most the clock of the Redis that
+//     drew them, at their draw, plus the number of claims drawn less than
+//     a microsecond apart. The next token is above them all as long as
+//     the new clock reads later than the old one did then: the two
+//     Redis servers' clocks (or one server's, before and after a step
+//     back) differ by less than the time between the last lost claim and
+//     the first claim after the loss. A failover Sentinel decides takes
+//     down-after-milliseconds at least (seconds) and NTP keeps clocks within
+//     milliseconds, so that holds unless a clock is badly wrong.
+//   - Tokens are large (16 digits, as the clock in microseconds): compare
+//     them, never count with them. MaxToken (2^53 - 1) bounds them.
+//
+// A clock can be badly wrong (a VM restored from a snapshot, a server
+// without time sync). A receiver that records the largest token it took
+// and refuses one not above it catches that; whoever was refused claims
+// again with ClaimAbove the receiver's record, which lifts the counter
+// above it for every later claim too. Package leader does this with
+// Config.Fence.
+//
+// A build before the clock draw takes the counter plus one (INCR). It
+// shares the counter, so its tokens stay above every token drawn before
+// while the counter lives, and the next claim of this build goes on above
+// them; only its own claims after a lost counter start again from 1.
+//
 // # Errors
 //
 // Errors wrap the package's sentinels with the operation's name; test them

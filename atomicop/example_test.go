@@ -85,8 +85,9 @@ func ExampleOnce() {
 	}
 	push := func(id string, token int64) error {
 		// The receiver removes duplicates by id; the token tells a late
-		// push from a newer one.
-		fmt.Printf("push %s (token %d)\n", id, token)
+		// push from a newer one (it is the Redis clock in microseconds,
+		// or above the last token when that is later).
+		fmt.Printf("push %s (token %v)\n", id, token > 0)
 		return nil
 	}
 
@@ -105,7 +106,7 @@ func ExampleOnce() {
 	again, _ := once.Claim(ctx, "order-1001", 30*time.Second)
 	fmt.Println("second worker:", again.Status)
 	// Output:
-	// push order-1001 (token 1)
+	// push order-1001 (token true)
 	// second worker: delivered
 }
 
@@ -118,21 +119,21 @@ func ExampleOnce_Release() {
 		panic(err)
 	}
 	first, _ := once.Claim(ctx, "order-1002", 30*time.Second)
-	fmt.Println("first:", first.Status, first.Token)
+	fmt.Println("first:", first.Status)
 	busy, _ := once.Claim(ctx, "order-1002", 30*time.Second)
 	fmt.Println("meanwhile:", busy.Status)
 
 	_ = once.Release(ctx, "order-1002", first.Token) // the push failed
 	second, _ := once.Claim(ctx, "order-1002", 30*time.Second)
-	fmt.Println("second:", second.Status, second.Token)
+	fmt.Println("second:", second.Status, "with a larger token:", second.Token > first.Token)
 
 	err = once.Done(ctx, "order-1002", first.Token, time.Hour)
 	fmt.Println("stale token:", errors.Is(err, atomicop.ErrNotOwner))
 	fmt.Println("owner:", once.Done(ctx, "order-1002", second.Token, time.Hour))
 	// Output:
-	// first: claimed 1
+	// first: claimed
 	// meanwhile: busy
-	// second: claimed 2
+	// second: claimed with a larger token: true
 	// stale token: true
 	// owner: <nil>
 }

@@ -36,6 +36,11 @@ var (
 // DefaultOncePrefix is the key prefix of a Once with no Prefix configured.
 const DefaultOncePrefix = "hb:once:"
 
+// MaxToken is the largest fencing token: 2^53 - 1, since the scripts
+// compute tokens as Lua numbers (doubles, exact below 2^53). Tokens drawn
+// from the Redis clock in microseconds reach it in the year 2255.
+const MaxToken = 1<<53 - 1
+
 // DefaultFenceTTL is how long a message's token counter outlives its last
 // lease or delivered mark when OnceConfig.FenceTTL is zero.
 const DefaultFenceTTL = 24 * time.Hour
@@ -47,9 +52,10 @@ type OnceConfig struct {
 	// Default: DefaultOncePrefix.
 	Prefix string
 	// FenceTTL is how long a message's token counter lives beyond its last
-	// lease or delivered mark. Tokens only grow while the counter lives; a
-	// worker stalled for longer than this could meet a counter started
-	// afresh. Default: DefaultFenceTTL.
+	// lease or delivered mark. Tokens grow by one at least while the
+	// counter lives; a counter lost (expired, or gone with a failover)
+	// starts again from the Redis clock (see Tokens in the package doc).
+	// Default: DefaultFenceTTL.
 	FenceTTL time.Duration
 }
 
@@ -154,7 +160,8 @@ type Claim struct {
 	// Status is Claimed, Busy or Delivered.
 	Status ClaimStatus
 	// Token is the fencing token when Claimed, else 0. Tokens of a message
-	// grow with every claim.
+	// grow with every claim (see Tokens in the package doc): at least the
+	// Redis clock in microseconds since the epoch, in (0, MaxToken].
 	Token int64
 	// TTL is the lease when Claimed, the time left on the other worker's
 	// lease when Busy (try again after it), and how long the delivered mark
@@ -170,12 +177,27 @@ type Claim struct {
 // Why a script and not a plain SET NX PX: SET mark NX PX lease alone elects
 // one holder, and it suffices for a lock whose token is random. A fencing
 // token must also grow with every claim, so that a receiver can tell a late
-// worker's push from a newer one; it is drawn from a per-message counter
-// (INCR), and drawing it and taking the mark must be one step, or a worker
-// stalled between the two could install an older token after a newer claim
-// had come and gone. Inside the script the mark is a plain SET with PX, so
-// the lease expires by itself when its worker dies.
+// worker's push from a newer one; it is drawn from a per-message counter,
+// and drawing it and taking the mark must be one step, or a worker stalled
+// between the two could install an older token after a newer claim had
+// come and gone. Inside the script the mark is a plain SET with PX, so the
+// lease expires by itself when its worker dies.
+//
+// The token is the largest of the counter plus one and the Redis clock in
+// microseconds since the epoch, and the counter is raised to it: see
+// Tokens in the package doc for what that promises when the counter is
+// lost.
 func (o *Once) Claim(ctx context.Context, id string, lease time.Duration) (Claim, error) {
+	return o.ClaimAbove(ctx, id, lease, 0)
+}
+
+// ClaimAbove is Claim with a floor: a token it hands out is above floor
+// too, and the counter is raised to it, so every later claim of the
+// message draws a larger one. A caller that learns that a token was
+// handed out twice (a receiver that recorded a token at least as large as
+// the one it was given) claims again above the receiver's. floor is in
+// [0, MaxToken): ErrInvalidToken otherwise.
+func (o *Once) ClaimAbove(ctx context.Context, id string, lease time.Duration, floor int64) (Claim, error) {
 	keys, err := o.keys("claim", id)
 	if err != nil {
 		return Claim{}, err
@@ -184,7 +206,11 @@ func (o *Once) Claim(ctx context.Context, id string, lease time.Duration) (Claim
 	if err != nil {
 		return Claim{}, err
 	}
-	out, err := runScript(ctx, o.client, "claim", claimScript, keys, []string{ms, strconv.FormatInt(o.fenceTTL.Milliseconds(), 10)})
+	if floor < 0 || floor >= MaxToken {
+		return Claim{}, fmt.Errorf("atomicop: claim %q: %w: floor %d, want 0..%d", id, ErrInvalidToken, floor, MaxToken-1)
+	}
+	args := []string{ms, strconv.FormatInt(o.fenceTTL.Milliseconds(), 10), strconv.FormatInt(floor, 10)}
+	out, err := runScript(ctx, o.client, "claim", claimScript, keys, args)
 	if err != nil {
 		return Claim{}, err
 	}

@@ -70,7 +70,7 @@ func TestOnceClaimDone(t *testing.T) {
 	c, err := o.Claim(ctx, "m1", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, atomicop.Claimed, c.Status)
-	require.EqualValues(t, 1, c.Token)
+	require.Positive(t, c.Token)
 	require.Equal(t, time.Minute, c.TTL)
 
 	busy, err := o.Claim(ctx, "m1", time.Minute)
@@ -305,7 +305,7 @@ func TestOnceDeliveryWithDyingWorkers(t *testing.T) {
 	}
 	go func() { pending.Wait(); close(work) }()
 
-	pushes := make([]atomic.Int32, messages)
+	pushes, claims := make([]atomic.Int32, messages), make([]atomic.Int32, messages)
 	var deaths, secondClaims atomic.Int32
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
@@ -324,7 +324,7 @@ func TestOnceDeliveryWithDyingWorkers(t *testing.T) {
 					pending.Done()
 					continue
 				}
-				if c.Token > 1 {
+				if claims[m].Add(1) > 1 {
 					secondClaims.Add(1)
 				}
 				if rng.Float64() < dieRate {
@@ -351,4 +351,96 @@ func TestOnceDeliveryWithDyingWorkers(t *testing.T) {
 	require.Positive(t, deaths.Load())
 	require.Positive(t, secondClaims.Load(), "expired claims were delivered by other workers")
 	t.Logf("%d workers died after claiming; %d claims of messages after an earlier claim", deaths.Load(), secondClaims.Load())
+}
+
+// fenceKey is the counter of message id, as OnceConfig.Prefix documents it.
+func (e onceEnv) fenceKey(id string) string { return e.prefix + "{" + id + "}:fence" }
+
+// redisMicros reads the Redis clock in microseconds since the epoch.
+func redisMicros(t *testing.T, c rueidis.Client) int64 {
+	t.Helper()
+	now, err := c.Do(context.Background(), c.B().Time().Build()).AsIntSlice()
+	require.NoError(t, err)
+	return now[0]*1_000_000 + now[1]
+}
+
+// claimAndRelease claims id and hands it back, returning the token.
+func (e onceEnv) claimAndRelease(t *testing.T, id string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	c, err := e.Claim(ctx, id, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, atomicop.Claimed, c.Status)
+	require.NoError(t, e.Release(ctx, id, c.Token))
+	return c.Token
+}
+
+// TestOnceTokenFromClock: a token is at least the Redis clock in
+// microseconds, and the counter holds it; a counter that was lost
+// (deleted here, as expiry or FLUSHALL would) gives a token above every
+// one drawn before.
+func TestOnceTokenFromClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	o := newOnce(t)
+	before := redisMicros(t, o.client)
+	var tokens []int64
+	for range 5 {
+		tokens = append(tokens, o.claimAndRelease(t, "m"))
+	}
+	require.GreaterOrEqual(t, tokens[0], before, "drawn from the clock")
+	for i := 1; i < len(tokens); i++ {
+		require.Greater(t, tokens[i], tokens[i-1])
+	}
+	v, err := o.client.Do(ctx, o.client.B().Get().Key(o.fenceKey("m")).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, tokens[len(tokens)-1], v, "the counter holds the last token")
+
+	require.NoError(t, o.client.Do(ctx, o.client.B().Del().Key(o.fenceKey("m")).Build()).Error())
+	require.Greater(t, o.claimAndRelease(t, "m"), tokens[len(tokens)-1], "above the tokens of the lost counter")
+}
+
+// TestOnceClaimAbove: a floor above the clock makes the token larger than
+// it, and lifts the counter so that later claims stay above it; a floor
+// outside 0..MaxToken-1 is refused.
+func TestOnceClaimAbove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	o := newOnce(t)
+	floor := redisMicros(t, o.client) + int64(time.Hour/time.Microsecond)
+	c, err := o.ClaimAbove(ctx, "m", time.Minute, floor)
+	require.NoError(t, err)
+	require.Equal(t, atomicop.Claimed, c.Status)
+	require.Equal(t, floor+1, c.Token)
+	require.NoError(t, o.Release(ctx, "m", c.Token))
+	require.Equal(t, floor+2, o.claimAndRelease(t, "m"), "later claims go on above the floor")
+
+	low, err := o.ClaimAbove(ctx, "m", time.Minute, 5)
+	require.NoError(t, err)
+	require.Equal(t, floor+3, low.Token, "a floor below the counter changes nothing")
+
+	for _, bad := range []int64{-1, atomicop.MaxToken, atomicop.MaxToken + 1} {
+		_, err := o.ClaimAbove(ctx, "n", time.Minute, bad)
+		require.ErrorIs(t, err, atomicop.ErrInvalidToken, "floor %d", bad)
+	}
+	require.False(t, o.markExists(t, "n"))
+}
+
+// TestOnceTokensWithAnOlderBuild: during a rolling upgrade a build that
+// draws tokens with INCR of the counter shares it: a counter it left small
+// gives a token from the clock, and its INCR after a claim of this build
+// goes on above that claim's token, as the next claim of this build goes
+// on above its.
+func TestOnceTokensWithAnOlderBuild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	o := newOnce(t)
+	c := o.client
+	require.NoError(t, c.Do(ctx, c.B().Set().Key(o.fenceKey("m")).Value("41").Build()).Error())
+	first := o.claimAndRelease(t, "m")
+	require.Greater(t, first, int64(41))
+	old, err := c.Do(ctx, c.B().Incr().Key(o.fenceKey("m")).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, first+1, old, "the older build's draw goes on from this one's")
+	require.Greater(t, o.claimAndRelease(t, "m"), old)
 }

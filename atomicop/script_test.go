@@ -152,3 +152,51 @@ func FuzzKeys(f *testing.F) {
 		require.Equal(t, m, fe)
 	})
 }
+
+// The claim script checks its floor and the counter it draws from before
+// any write, whatever a client sends: a floor that is no token below
+// MaxToken, and a counter that holds none, leave mark and counter as
+// they were.
+func TestClaimScriptDefence(t *testing.T) {
+	t.Parallel()
+	r := testenv.SharedRedis(t)
+	ctx := context.Background()
+	claim := func(t *testing.T, floor string) ([]string, []int64, error) {
+		t.Helper()
+		p := "t:{" + testenv.UniqueID(t) + "}:"
+		keys := []string{p + "mark", p + "fence"}
+		out, err := runScript(ctx, r.Client, "claim", claimScript, keys, []string{"60000", "60000", floor})
+		return keys, out, err
+	}
+	exists := func(t *testing.T, keys []string) int64 {
+		t.Helper()
+		n, err := r.Client.Do(ctx, r.Client.B().Exists().Key(keys...).Build()).AsInt64()
+		require.NoError(t, err)
+		return n
+	}
+	for _, floor := range []string{"-1", "01", "1.5", "1e3", " 1", "", "9007199254740991", "9007199254740992", "18446744073709551615"} {
+		t.Run("floor "+floor, func(t *testing.T) {
+			keys, _, err := claim(t, floor)
+			require.Error(t, err)
+			require.Zero(t, exists(t, keys), "nothing written")
+		})
+	}
+	t.Run("the largest floor", func(t *testing.T) {
+		_, out, err := claim(t, "9007199254740990")
+		require.NoError(t, err)
+		require.Equal(t, []int64{1, MaxToken, 60000}, out)
+	})
+	for _, counter := range []string{"soon", "-5", "007", "9007199254740991", "1.5"} {
+		t.Run("counter "+counter, func(t *testing.T) {
+			p := "t:{" + testenv.UniqueID(t) + "}:"
+			keys := []string{p + "mark", p + "fence"}
+			require.NoError(t, r.Client.Do(ctx, r.Client.B().Set().Key(keys[1]).Value(counter).Build()).Error())
+			_, err := runScript(ctx, r.Client, "claim", claimScript, keys, []string{"60000", "60000", "0"})
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.EqualValues(t, 1, exists(t, keys), "no mark written")
+			v, err := r.Client.Do(ctx, r.Client.B().Get().Key(keys[1]).Build()).ToString()
+			require.NoError(t, err)
+			require.Equal(t, counter, v, "the counter unchanged")
+		})
+	}
+}

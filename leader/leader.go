@@ -29,15 +29,54 @@
 // within the remaining fifth and the process is not paused for longer (a
 // stop-the-world of the whole process, a suspended VM). Work that must
 // never overlap across such pauses passes the fencing token (Term.Token)
-// to whatever it writes, and the receiver refuses a token smaller than one
-// it has seen: tokens grow with every election.
+// to whatever it writes, and the receiver refuses a token not above one
+// it has seen.
+//
+// # Fencing tokens only grow
+//
+// A term's token is above the token of every earlier election of the
+// lease, also when Redis lost the counter the tokens are drawn from: a
+// failover to a replica that missed the last elections (replication is
+// asynchronous), a restart without persistence, FLUSHALL, or the counter's
+// expiry 30 days after the last holding. The claim draws the largest of
+// the counter plus one and the Redis clock in microseconds since the
+// epoch, and writes it back to the counter (atomicop.Once, Tokens). While
+// the counter lives that needs nothing of the clocks. After a loss it
+// needs the clock of the Redis that draws the next token to read later
+// than the clock of the Redis that drew the last lost one did at that
+// draw (elections are milliseconds apart at least, so each token is a
+// clock reading): the two servers' clocks must differ by less than the
+// time between the last election before the loss and the first after it.
+// A Sentinel failover takes down-after-milliseconds (seconds) at least,
+// and NTP keeps clocks within milliseconds; a clock stepped back by more
+// (a server without time sync, a VM restored from a snapshot) breaks it.
+// TestTokenAboveLostIncrAfterFailover and TestTokenAboveLostCounter hold
+// the guarantee.
+//
+// The second guard does not trust clocks: with Config.Fence the Elector
+// proves each new term against a durable record of the lease's tokens
+// before the work starts (package scheduler keeps one in the ledger,
+// where settlement writes). A token not above the recorded one means the
+// lease was handed out again under a used token; that term never works:
+// the Elector releases the lease and claims it again above the recorded
+// token (atomicop.Once.ClaimAbove), which also lifts the counter for every
+// later claim. So a holder that cannot prove a newer token writes nothing,
+// whatever the clocks. The proof costs one call per election, none per
+// renewal.
+//
+// A build from before the clock draw takes the counter plus one. Sharing
+// the counter, its tokens stay above every earlier one while the counter
+// lives, and the next claim of this build goes on above them; its own
+// claims after a lost counter start again from 1, so finish a rolling
+// upgrade before counting on the guarantee.
 //
 // # How
 //
 // The lease is the once-only claim of package atomicop (atomicop.Once):
 // the holder's mark <Prefix>{<Name>}:mark expires by itself after TTL and
 // holds "c:<token>"; the token is drawn from the counter <Prefix>{<Name>}:fence
-// in the same script, which is where its growth comes from. Renewal is
+// and the Redis clock in the same script, which is where its growth comes
+// from. Renewal is
 // Once.Extend and release Once.Release, both checked against the token
 // inside Redis: a process whose lease ran out and was taken can neither
 // renew nor release the new holder's.
@@ -85,8 +124,9 @@ const (
 )
 
 // fenceTTL is how long the token counter of a lease outlives the last
-// claim or renewal. Tokens grow while the counter lives; a lease nobody
-// held for this long starts counting again at 1.
+// claim or renewal. A lease nobody held for this long draws its next
+// token from the Redis clock, still above the earlier ones (see the
+// package doc).
 const fenceTTL = 30 * 24 * time.Hour
 
 // releaseTimeout bounds the release of the lease when an Elector stops.
@@ -128,6 +168,25 @@ type Config struct {
 	// MaxIDLen bytes. Default: the host name and the process id,
 	// "host:pid".
 	ID string
+	// Fence, if not nil, proves each new term against a durable record of
+	// the lease's tokens before its work starts (package scheduler records
+	// them in the ledger). When this process takes the lease under a token
+	// Fence has not accepted yet, the Elector calls it with the term and
+	// OnElected's context, and:
+	//   - nil means the record took the token as the largest it holds:
+	//     OnElected runs and IsLeader turns true;
+	//   - a *StaleTokenError (ErrStaleToken) means the record holds a
+	//     token as large: the lease was handed out again under a token
+	//     already used. The work does not run; after RenewEvery the
+	//     Elector releases the lease and claims it again above the
+	//     recorded token (atomicop.Once.ClaimAbove);
+	//   - any other error (the record out of reach) means the token is not
+	//     proven yet: the work does not run, and Fence is called again
+	//     every RenewEvery while the lease is held.
+	// It runs once per term: a term taken back under the same token (see
+	// Term.Token) needs no new proof. Default nil: terms start at once,
+	// and tokens rest on the Redis clock alone (see the package doc).
+	Fence func(ctx context.Context, t Term) error
 	// OnElected runs the leader's work, in a goroutine of its own, each
 	// time this process takes the lease. Its context is cancelled when the
 	// lease is lost or the Elector stops; it should return soon after,
@@ -188,13 +247,34 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// ErrStaleToken means a fencing token not above one already recorded
+// (Config.Fence): the lease was handed out again under a token used
+// before. The typed *StaleTokenError unwraps to it.
+var ErrStaleToken = errors.New("leader: fencing token not above the one recorded")
+
+// StaleTokenError is what Config.Fence returns for a token that its
+// record refuses: Recorded is the token the record holds, at least Token.
+type StaleTokenError struct {
+	Token    int64
+	Recorded int64
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("%v: token %d, recorded %d", ErrStaleToken, e.Token, e.Recorded)
+}
+
+// Unwrap makes errors.Is(err, ErrStaleToken) hold.
+func (e *StaleTokenError) Unwrap() error { return ErrStaleToken }
+
 // Term is one holding of the lease by one process.
 type Term struct {
 	// Token is the fencing token of the holding: it grows with every
-	// election of the lease, so a receiver that remembers the largest
-	// token it has seen can refuse the writes of an earlier holder. A
-	// holder that loses the lease and takes it back before anyone else
-	// held it keeps its token.
+	// election of the lease, across lost counters as the package doc
+	// says, so a receiver that remembers the largest token it has seen can
+	// refuse the writes of an earlier holder. It is about the Redis clock
+	// in microseconds since the epoch (16 digits): compare tokens, never
+	// count with them. A holder that loses the lease and takes it back
+	// before anyone else held it keeps its token.
 	Token int64
 	// Since is when this process took the lease, on its own clock.
 	Since time.Time
@@ -214,6 +294,8 @@ type Elector struct {
 	mu      sync.Mutex
 	leading bool
 	until   time.Time // while leading: when this process stops believing it
+	token   int64     // while leading: the term's token
+	proven  int64     // the last token Config.Fence accepted
 	started bool
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -276,15 +358,31 @@ func (e *Elector) Stop() {
 // can know: it turns false when a renewal says the lease is another's, and
 // at the latest four fifths of TTL after the start of the last successful
 // renewal, before Redis can give the lease to another process.
+//
+// With Config.Fence, it is true only once Fence accepted the term's token.
 func (e *Elector) IsLeader() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.leading && time.Now().Before(e.until)
+	return e.leading && time.Now().Before(e.until) && (e.cfg.Fence == nil || e.proven == e.token)
 }
 
 // setLeading records the state IsLeader reports.
-func (e *Elector) setLeading(leading bool, until time.Time) {
+func (e *Elector) setLeading(leading bool, until time.Time, token int64) {
 	e.mu.Lock()
-	e.leading, e.until = leading, until
+	e.leading, e.until, e.token = leading, until, token
 	e.mu.Unlock()
+}
+
+// setProven records the token Config.Fence accepted.
+func (e *Elector) setProven(token int64) {
+	e.mu.Lock()
+	e.proven = token
+	e.mu.Unlock()
+}
+
+// isProven says whether Config.Fence accepted token already.
+func (e *Elector) isProven(token int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cfg.Fence == nil || e.proven == token
 }

@@ -21,6 +21,9 @@ type answer struct {
 	// holder is who holds the lease when the Claim found it Busy, as far
 	// as a read after it could tell (the zero Holder when it could not).
 	holder Holder
+	// resigned is set when the call released the token the loop gave up
+	// (loop.resign) before it claimed.
+	resigned bool
 }
 
 // loop is the state of a started Elector, owned by one goroutine. Redis
@@ -52,10 +55,16 @@ type loop struct {
 	// waits for, so that it says so once per holding; unnamed the token
 	// of a holding seen once without its note.
 	waitingFor, unnamed int64
+	// stale hears from the work's goroutine that Config.Fence refused a
+	// term's token. resign is then the token given up, to release before
+	// the next claim, and floor the token recorded, which every claim
+	// from then on draws above.
+	stale         chan StaleTokenError
+	resign, floor int64
 }
 
 func newLoop(e *Elector) *loop {
-	return &loop{e: e, cfg: e.cfg, log: e.log, answers: make(chan answer, 1)}
+	return &loop{e: e, cfg: e.cfg, log: e.log, answers: make(chan answer, 1), stale: make(chan StaleTokenError, 1)}
 }
 
 // run takes and holds the lease until ctx ends, then lets it go.
@@ -78,6 +87,8 @@ func (l *loop) run(ctx context.Context) {
 		case <-l.deadline.C:
 			// The token is kept: the renewal in flight may yet succeed.
 			l.lose(slog.LevelWarn, "no renewal succeeded in time; the lease may run out in Redis")
+		case s := <-l.stale:
+			l.refused(s)
 		}
 	}
 }
@@ -92,15 +103,24 @@ func (l *loop) run(ctx context.Context) {
 // time does not depend on the bound: the deadline timer does it.
 func (l *loop) send(ctx context.Context) {
 	l.inFlight = true
-	token := l.token
+	token, resign, floor := l.token, l.resign, l.floor
 	go func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.cfg.RenewEvery, l.cfg.TTL/5))
 		defer cancel()
 		a := answer{sent: time.Now(), extend: token != 0, token: token}
+		if resign != 0 {
+			// A lease that is no longer this token's needs no release.
+			if err := l.e.once.Release(cctx, l.cfg.Name, resign); err != nil && !errors.Is(err, atomicop.ErrNotOwner) {
+				a.err = err
+				l.answers <- a
+				return
+			}
+			a.resigned = true
+		}
 		if a.extend {
 			a.err = l.e.once.Extend(cctx, l.cfg.Name, token, l.cfg.TTL)
 		} else {
-			a.claim, a.err = l.e.once.Claim(cctx, l.cfg.Name, l.cfg.TTL)
+			a.claim, a.err = l.e.once.ClaimAbove(cctx, l.cfg.Name, l.cfg.TTL, floor)
 			if a.err == nil && a.claim.Status == atomicop.Busy {
 				a.holder, _ = l.e.Holder(cctx)
 			}
@@ -111,7 +131,14 @@ func (l *loop) send(ctx context.Context) {
 
 // handle acts on an answer and schedules the next call.
 func (l *loop) handle(ctx context.Context, a answer) {
+	if a.resigned {
+		l.resign = 0
+	}
 	switch {
+	case a.extend && a.token != l.token:
+		// The renewal of a token given up meanwhile (refused): the next
+		// call releases it and claims anew.
+		l.after(l.cfg.RenewEvery)
 	case errors.Is(a.err, atomicop.ErrNotOwner):
 		l.token = 0
 		l.lose(slog.LevelWarn, "the lease ran out and another process took it")
@@ -164,7 +191,7 @@ func (l *loop) renewed(ctx context.Context, sent time.Time) {
 	}
 	l.until = until
 	l.deadline.Reset(until.Sub(now))
-	l.e.setLeading(true, until)
+	l.e.setLeading(true, until, l.token)
 	l.e.writeNote(ctx, l.token)
 	l.after(sent.Add(l.cfg.RenewEvery).Sub(now))
 	if l.leading {
@@ -172,7 +199,8 @@ func (l *loop) renewed(ctx context.Context, sent time.Time) {
 	}
 	l.leading = true
 	l.log.Info("elected", "token", l.token)
-	if l.cfg.OnElected == nil {
+	proven := l.e.isProven(l.token)
+	if proven && l.cfg.OnElected == nil {
 		return
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -181,8 +209,74 @@ func (l *loop) renewed(ctx context.Context, sent time.Time) {
 	term := Term{Token: l.token, Since: now}
 	go func() {
 		defer close(done)
-		l.cfg.OnElected(wctx, term)
+		if !proven && !l.prove(wctx, term) {
+			return
+		}
+		if l.cfg.OnElected != nil {
+			l.cfg.OnElected(wctx, term)
+		}
 	}()
+}
+
+// prove asks Config.Fence to accept term's token, again every RenewEvery
+// while it cannot answer, until ctx ends. It reports whether the token is
+// proven; a refusal goes to the loop (refused), which gives the lease up.
+// It runs in the work's goroutine: the work starts only after it.
+func (l *loop) prove(ctx context.Context, term Term) bool {
+	var retry *time.Timer
+	for warned := false; ; warned = true {
+		err := l.cfg.Fence(ctx, term)
+		var stale *StaleTokenError
+		switch {
+		case err == nil:
+			l.e.setProven(term.Token)
+			if warned {
+				l.log.Info("fencing token proven; the work starts", "token", term.Token)
+			}
+			return true
+		case errors.As(err, &stale):
+			s := StaleTokenError{Token: term.Token, Recorded: max(stale.Recorded, term.Token)}
+			l.log.Error("REFUSED: the fencing token is not above the one recorded: the lease was handed out again under a token used before (a token counter lost in Redis and a clock behind); the work does not run, and the lease is taken again above the recorded token",
+				"token", term.Token, "recorded", stale.Recorded)
+			select {
+			case l.stale <- s:
+			case <-ctx.Done():
+			}
+			return false
+		case ctx.Err() != nil:
+			return false
+		}
+		if !warned {
+			l.log.Warn("cannot prove the fencing token; the work waits, and it is asked again every renewal", "token", term.Token, "err", err)
+		}
+		if retry == nil {
+			retry = time.NewTimer(l.cfg.RenewEvery)
+			defer retry.Stop()
+		} else {
+			retry.Reset(l.cfg.RenewEvery)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-retry.C:
+		}
+	}
+}
+
+// refused gives up a term whose token Config.Fence refused: leadership
+// ends, and the next call, after RenewEvery, releases the lease and
+// claims it again above the recorded token. A report of a term already
+// over changes nothing.
+func (l *loop) refused(s StaleTokenError) {
+	if !l.leading || s.Token != l.token {
+		return
+	}
+	l.lose(slog.LevelWarn, "the fencing token was refused")
+	l.resign, l.token = l.token, 0
+	l.floor = max(l.floor, s.Recorded)
+	if !l.inFlight {
+		l.after(l.cfg.RenewEvery)
+	}
 }
 
 // waiting says, once per holding, that another process holds the lease
@@ -212,7 +306,7 @@ func (l *loop) lose(level slog.Level, why string) {
 		return
 	}
 	l.leading = false
-	l.e.setLeading(false, time.Time{})
+	l.e.setLeading(false, time.Time{}, 0)
 	l.deadline.Stop()
 	l.log.Log(context.Background(), level, "leadership ends: "+why, "token", l.token)
 	if l.stopWork != nil {
@@ -230,12 +324,20 @@ func (l *loop) stop(ctx context.Context) {
 	l.lose(slog.LevelInfo, "the elector stops and releases the lease")
 	if l.inFlight {
 		a := <-l.answers
+		if a.resigned {
+			l.resign = 0
+		}
 		switch {
+		case a.extend && a.token != l.token:
 		case errors.Is(a.err, atomicop.ErrNotOwner):
 			l.token = 0
 		case a.err == nil && !a.extend && a.claim.Status == atomicop.Claimed:
 			l.token = a.claim.Token
 		}
+	}
+	if l.token == 0 {
+		// A token given up and not released yet may still hold the lease.
+		l.token = l.resign
 	}
 	if l.token == 0 {
 		return

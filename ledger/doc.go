@@ -70,6 +70,17 @@
 // changes, so checking it outside the transaction leaves no window, and
 // it is read from the database once and then kept.
 //
+// # Lease fences
+//
+// Settlement runs under leases of package leader, whose fencing tokens
+// grow with every election; they are drawn in Redis, which can lose the
+// counter they come from (a failover to a replica that missed it, a
+// restart without persistence). The ledger keeps the durable guard: per
+// lease, the largest token a holder proved itself with (RaiseLease, a
+// compare-and-set that only raises). Package scheduler raises it once per
+// election before its settlement starts; a token not above the recorded
+// one is ErrStaleLease, and that holder settles nothing under it.
+//
 // # Schema
 //
 // Both backends use the same tables, created by embedded, numbered
@@ -105,6 +116,8 @@
 //	                  (campaign num, user_id, order_id), unique (campaign
 //	                  num, seq): each the entry escrow -> user of one order
 //	ledger_identity   one row: the ledger's identity and when it was drawn
+//	ledger_leases     one row per lease: the largest fencing token recorded
+//	                  (RaiseLease) and when
 //
 // # Discount campaigns
 //

@@ -182,7 +182,27 @@ var (
 	// this build would write without what the newer one relies on. Run
 	// the newer build.
 	ErrSchemaAhead = errors.New("ledger: schema newer than this build")
+	// ErrStaleLease: RaiseLease was given a lease's fencing token not
+	// above the one recorded: the lease was handed out again under a
+	// token already used. Nothing is written. The typed *StaleLeaseError
+	// unwraps to it.
+	ErrStaleLease = errors.New("ledger: lease token not above the recorded one")
 )
+
+// StaleLeaseError is an ErrStaleLease with the lease, the token refused
+// and the token recorded (at least Token).
+type StaleLeaseError struct {
+	Lease    string
+	Token    int64
+	Recorded int64
+}
+
+func (e *StaleLeaseError) Error() string {
+	return fmt.Sprintf("ledger: lease %q: token %d is not above the recorded %d", e.Lease, e.Token, e.Recorded)
+}
+
+// Unwrap makes errors.Is(err, ErrStaleLease) hold.
+func (e *StaleLeaseError) Unwrap() error { return ErrStaleLease }
 
 // ForeignError is an ErrForeign with the campaign, the owner it records
 // and this ledger's identity.
@@ -447,6 +467,7 @@ type Ledger interface {
 	Fence(ctx context.Context, campaign string) (int64, error)
 
 	BlockRecorder
+	LeaseFencer
 
 	// CheckBalances walks every account and calls fn, in account order,
 	// for each whose stored balance (ledger_accounts) is not what the
@@ -554,6 +575,25 @@ type BlockRecorder interface {
 	// order. An error from fn stops the iteration and is
 	// returned.
 	Blocks(ctx context.Context, campaign string, fn func(Block) error) error
+}
+
+// LeaseFencer records, per lease, the largest fencing token a holder
+// proved itself with (package leader's Config.Fence): the durable guard
+// that a lease handed out again under a token already used (a token
+// counter lost in Redis and a clock behind) does not settle here.
+// Package scheduler raises a lease's token once per election, before its
+// settlement starts. ledger.Ledger embeds it.
+type LeaseFencer interface {
+	// RaiseLease records token as lease's when it is above the token
+	// recorded, or none is: one compare-and-set, durable at its return.
+	// A token not above the recorded one is a *StaleLeaseError
+	// (ErrStaleLease) carrying the recorded token, and writes nothing; so
+	// is a retry of a raise whose reply was lost. An empty lease, one
+	// that is not UTF-8 or holds a NUL byte, or a token below 1 is
+	// ErrInvalid. O(1).
+	RaiseLease(ctx context.Context, lease string, token int64) error
+	// LeaseToken reads the token recorded for lease: 0 when none is.
+	LeaseToken(ctx context.Context, lease string) (int64, error)
 }
 
 // BalanceDifference is an account whose stored balance differs from the

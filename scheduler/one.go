@@ -126,6 +126,7 @@ func (o *onePart) startElector() {
 	s := o.s
 	el, err := leader.New(leader.Config{
 		Redis: s.cfg.Settle.Redis, Prefix: s.ns.LeasePrefix(), Name: s.cfg.LeaseName, TTL: s.cfg.LeaseTTL, Logger: s.cfg.Logger, OnElected: s.lease,
+		Fence: s.fence(s.cfg.LeaseName),
 		// Named as the settlement consumer (by default the host), so that
 		// a process waiting for the lease says whom it waits for.
 		ID: s.cfg.Settle.Consumer,

@@ -225,6 +225,7 @@ func (p *parts) take(ctx context.Context, k int) {
 	el, err := leader.New(leader.Config{
 		Redis: p.rc, Prefix: p.s.ns.LeasePrefix(), Name: p.s.cfg.LeaseName + ":part:" + strconv.Itoa(k), TTL: p.s.cfg.LeaseTTL,
 		Logger: p.s.cfg.Logger.With("part", k),
+		Fence:  p.s.fence(p.s.cfg.LeaseName + ":part:" + strconv.Itoa(k)),
 		OnElected: func(ctx context.Context, t leader.Term) {
 			p.setHeld(k, t.Token, true)
 			defer p.setHeld(k, 0, false)

@@ -5,6 +5,16 @@
 // lease in Redis (package leader), so that embedders get one settler per
 // deployment, not one per process.
 //
+// Each election is proven against the ledger before settlement starts
+// (leader.Config.Fence, ledger.LeaseFencer): the ledger records per lease
+// the largest fencing token a holder settled under, and a holder whose
+// token is not above it (the lease handed out again under a used token)
+// settles nothing, releases the lease and takes it again above the
+// recorded token. One ledger call per election of each lease (with
+// Parts, per part). Drain takes no lease and raises nothing; with a
+// webhook sink (no ledger) tokens rest on the Redis clock alone (package
+// leader, "Fencing tokens only grow").
+//
 //	s, err := scheduler.New(scheduler.Config{Engine: eng, Settle: settle.Config{Redis: rc, Ledger: l}})
 //	if err != nil { ... }
 //	if err := s.Start(ctx); err != nil { ... }
@@ -32,6 +42,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/leader"
+	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/settle"
 )
 
@@ -489,6 +500,31 @@ func (s *Scheduler) lease(ctx context.Context, t leader.Term) {
 		s.cfg.OnLease(false)
 	}
 	s.log.Info("scheduler lease released: settlement stopped after its current pass")
+}
+
+// fence is the leader.Config.Fence of the lease name: it raises the
+// lease's token in the ledger that settlement writes into
+// (ledger.LeaseFencer), under the lease's Redis name, "<prefix>{<name>}",
+// so that a term whose token the ledger already saw (the lease handed out
+// again under a used token: a counter lost in Redis and a clock behind)
+// settles nothing. Once per election, never per batch. nil without a
+// ledger (a webhook sink): then tokens rest on the Redis clock alone.
+func (s *Scheduler) fence(name string) func(context.Context, leader.Term) error {
+	l := s.cfg.Settle.Ledger
+	if l == nil {
+		return nil
+	}
+	lease := s.ns.LeasePrefix() + "{" + name + "}"
+	return func(ctx context.Context, t leader.Term) error {
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL)
+		defer cancel()
+		err := l.RaiseLease(ctx, lease, t.Token)
+		var stale *ledger.StaleLeaseError
+		if errors.As(err, &stale) {
+			return &leader.StaleTokenError{Token: t.Token, Recorded: stale.Recorded}
+		}
+		return err
+	}
 }
 
 // reap runs the discount reaper (settle.Worker.Reap: the campaigns this

@@ -78,6 +78,8 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"CheckBalancesWhileBatchesCommit", testCheckBalancesWhileBatchesCommit},
 		{"Identity", testIdentity},
 		{"Foreign", testForeign},
+		{"Leases", testLeases},
+		{"LeasesRacing", testLeasesRacing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
