@@ -75,6 +75,17 @@ image: ## the container image hongbao:dev: a static binary on scratch (deploy/do
 	mkdir -p bin/image/data
 	docker build -f deploy/docker/Dockerfile -t $(HONGBAO_IMAGE) bin/image
 
+# The drill (deploy/drill, a module of its own) drives the compose stack
+# with the images of make drill-images; DRILL_FLAGS adds its flags
+# (bin/drill -h lists them).
+drill: ## the stack up, a rain and a discount rush through both APIs while a nemesis kills, restarts, fails over and freezes its processes; history checked, alerts asserted, JSON report (about 15 min)
+	cd deploy/drill && $(GO) build -o ../../bin/drill .
+	bin/drill -report bin/drill-report.json $(DRILL_FLAGS)
+
+drill-short: ## the drill with every fault but no wait for the alerts (faults held 10 s; about 5 min)
+	cd deploy/drill && $(GO) build -o ../../bin/drill .
+	bin/drill -alerts=false -users 1500 -packets 1000 -report bin/drill-report.json $(DRILL_FLAGS)
+
 drill-images: ## every image of deploy/compose built here from Debian packages (no pull), the compose CLI plugin when missing; writes deploy/drill/images.env
 	bash deploy/drill/images.sh
 
