@@ -542,10 +542,17 @@ func (d *drill) checkFencing(ctx context.Context, failoverAt time.Time) {
 		if err != nil {
 			continue
 		}
-		f.Elections = append(f.Elections, fmt.Sprintf("%s token=%d", e.Time.UTC().Format(time.RFC3339), tok))
-		if tok <= last {
-			d.fail("fencing: token %d at %s is not above the one before (%d)", tok, e.Time.UTC().Format(time.RFC3339), last)
+		at := e.Time.UTC().Format(time.RFC3339)
+		switch {
+		case tok == last:
+			// The holder renewed the token it held (its lease survived in
+			// Redis, nobody held it between): the same term goes on.
+			f.Elections = append(f.Elections, fmt.Sprintf("%s token=%d (kept: the lease survived)", at, tok))
+			continue
+		case tok < last:
+			d.fail("fencing: token %d at %s is below the one before (%d)", tok, at, last)
 		}
+		f.Elections = append(f.Elections, fmt.Sprintf("%s token=%d", at, tok))
 		last = tok
 		switch {
 		case failoverAt.IsZero() || e.Time.Before(failoverAt):
@@ -560,6 +567,9 @@ func (d *drill) checkFencing(ctx context.Context, failoverAt time.Time) {
 	}
 	if f.FirstAfter != 0 && f.FirstAfter <= f.MaxBefore {
 		d.fail("fencing: first token after the failover %d is not above %d", f.FirstAfter, f.MaxBefore)
+	}
+	if f.FirstAfter == 0 && contains(d.cfg.faults, "scheduler-kill") && !failoverAt.IsZero() {
+		d.fail("fencing: no new token after the failover, though the scheduler was killed and restarted")
 	}
 }
 
@@ -580,6 +590,7 @@ func (d *drill) reconcile(ctx context.Context, id, did string) {
 // endState checks, once all is back, that every target is up and no
 // alert fires (waiting for the alerts of the faults to resolve).
 func (d *drill) endState(ctx context.Context) {
+	d.logf("the end state: every Prometheus target up, no alert firing (waiting up to 6 minutes for the faults' alerts to resolve)")
 	t, err := d.p.waitTargetsUp(ctx, 60*time.Second)
 	d.rep.TargetsEnd = t
 	if err != nil {

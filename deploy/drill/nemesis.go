@@ -191,28 +191,53 @@ func (n *nemesis) role(ctx context.Context, svc string) string {
 	return r
 }
 
-// watchOldMaster probes a restarted old master every 100 ms until it
-// follows the new master: it must never take a write.
+// oldMasterProbe runs in a restarted (or thawed) old master's container,
+// from its first moment: every 100 ms a write and ROLE, one line each
+// ("role|reply of the write"), until it is a replica with its link to
+// the new master up (exit 0) or 90 s pass (exit 1).
+const oldMasterProbe = `
+export REDISCLI_AUTH="$(cat /run/secrets/redis_password)"
+end=$(( $(date +%s) + 90 ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  w="$(redis-cli --raw SET hongbao-drill:probe old 2>&1 | head -1)"
+  r="$(redis-cli --raw ROLE 2>&1 | head -1)"
+  echo "$r|$w"
+  if [ "$r" = slave ] && redis-cli --raw INFO replication 2>/dev/null | grep -q master_link_status:up; then exit 0; fi
+  sleep 0.1
+done
+exit 1
+`
+
+// watchOldMaster probes a restarted or thawed old master every 100 ms,
+// from inside its container, until it follows the new master: it must
+// never take a write.
 func (n *nemesis) watchOldMaster(ctx context.Context, old string) error {
-	probes, roles := 0, map[string]int{}
-	err := waitFor(ctx, 90*time.Second, 100*time.Millisecond, func() bool {
-		reply, took := n.probeWrite(ctx, old)
-		probes++
-		if took {
-			n.violation("the old master %s took a write after its restart", old)
-		}
-		r := n.role(ctx, old)
-		roles[r]++
-		if r == "slave" {
-			info, _ := n.s.redisCLI(ctx, old, "INFO", "replication")
-			return strings.Contains(info, "master_link_status:up")
-		}
-		_ = reply
-		return false
-	})
-	n.note("old master %s probed %d times every 100 ms until its link to the new master was up (roles seen %v): never took a write", old, probes, roles)
+	id, err := n.s.container(ctx, old)
 	if err != nil {
-		return fmt.Errorf("%s does not follow the new master within 90 s", old)
+		return err
+	}
+	out, err := run(ctx, "docker", "exec", id, "sh", "-c", oldMasterProbe)
+	probes, roles, took := 0, map[string]int{}, 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		role, reply, ok := strings.Cut(line, "|")
+		if !ok {
+			continue
+		}
+		probes++
+		if role != "master" && role != "slave" {
+			role = "down"
+		}
+		roles[role]++
+		if reply == "OK" {
+			took++
+		}
+	}
+	if took > 0 {
+		n.violation("the old master %s took %d of %d writes before following the new master", old, took, probes)
+	}
+	n.note("old master %s probed %d times, every 100 ms from its start, until its link to the new master was up: roles seen %v, writes taken %d", old, probes, roles, took)
+	if err != nil {
+		return fmt.Errorf("%s does not follow the new master within 90 s: %v", old, err)
 	}
 	return nil
 }

@@ -147,6 +147,7 @@ func (w *alertWatch) poll() map[string]string {
 
 // seen is what fired and what was only pending during a phase.
 func (w *alertWatch) seen(ph string) (firing, pending []string) {
+	firing, pending = []string{}, []string{}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for n := range w.firing[ph] {
