@@ -72,11 +72,13 @@ type opsReport struct {
 }
 
 type readyReport struct {
-	Probes         int      `json:"probes"`
-	Ready          int      `json:"ready"`
-	CreatesOK      int      `json:"creates_ok"`
-	CreatesRefused int      `json:"creates_refused"`
-	ReadyRefusing  []string `json:"ready_and_refusing"`
+	Probes         int `json:"probes"`
+	Ready          int `json:"ready"`
+	CreatesOK      int `json:"creates_ok"`
+	CreatesRefused int `json:"creates_refused"`
+	// CreatesUnanswered had no answer within 5 s (a loaded machine).
+	CreatesUnanswered int      `json:"creates_unanswered"`
+	ReadyRefusing     []string `json:"ready_and_refusing"`
 }
 
 type fencingReport struct {
@@ -218,14 +220,18 @@ func (d *drill) probeReady(ctx context.Context) {
 	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
 		a := d.g.apis[i%len(d.g.apis)]
 		code, body := d.g.readyz(a)
-		ccode, m, err := d.g.call(d.g.probe, "POST", a.url+"/v1/campaigns", d.adminKey, `{"total":"0.01","count":1}`)
+		ccode, m, err := d.g.call(d.g.client, "POST", a.url+"/v1/campaigns", d.adminKey, `{"total":"0.01","count":1}`)
 		r.Probes++
 		if code == http.StatusOK {
 			r.Ready++
 		}
-		if err == nil && ccode == http.StatusCreated {
+		switch {
+		case err == nil && ccode == http.StatusCreated:
 			r.CreatesOK++
-		} else {
+		case err != nil:
+			// No answer within the client's 5 s: slow, not a refusal.
+			r.CreatesUnanswered++
+		default:
 			r.CreatesRefused++
 			if code == http.StatusOK {
 				r.ReadyRefusing = append(r.ReadyRefusing, fmt.Sprintf("%s at +%.1fs: /readyz 200, create %d %v %v", a.url, time.Until(end).Seconds(), ccode, m, err))
@@ -234,8 +240,8 @@ func (d *drill) probeReady(ctx context.Context) {
 		_ = body
 		time.Sleep(100 * time.Millisecond)
 	}
-	d.logf("ready probe: %d probes, %d ready, %d creates taken, %d refused, %d ready-and-refusing",
-		r.Probes, r.Ready, r.CreatesOK, r.CreatesRefused, len(r.ReadyRefusing))
+	d.logf("ready probe: %d probes, %d ready, %d creates taken, %d refused, %d unanswered, %d ready-and-refusing",
+		r.Probes, r.Ready, r.CreatesOK, r.CreatesRefused, r.CreatesUnanswered, len(r.ReadyRefusing))
 	if len(r.ReadyRefusing) > 0 {
 		d.fail("an API said ready and refused a create %d times: %s", len(r.ReadyRefusing), r.ReadyRefusing[0])
 	}
