@@ -216,11 +216,14 @@ func (d *drill) up(ctx context.Context) error {
 // create.
 func (d *drill) probeReady(ctx context.Context) {
 	r := &d.rep.ReadyProbe
-	end := time.Now().Add(d.cfg.readyProbe)
-	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
-		a := d.g.apis[i%len(d.g.apis)]
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	probe := func(a *api, at time.Duration) {
+		defer wg.Done()
 		code, body := d.g.readyz(a)
 		ccode, m, err := d.g.call(d.g.client, "POST", a.url+"/v1/campaigns", d.adminKey, `{"total":"0.01","count":1}`)
+		mu.Lock()
+		defer mu.Unlock()
 		r.Probes++
 		if code == http.StatusOK {
 			r.Ready++
@@ -234,12 +237,22 @@ func (d *drill) probeReady(ctx context.Context) {
 		default:
 			r.CreatesRefused++
 			if code == http.StatusOK {
-				r.ReadyRefusing = append(r.ReadyRefusing, fmt.Sprintf("%s at +%.1fs: /readyz 200, create %d %v %v", a.url, time.Until(end).Seconds(), ccode, m, err))
+				r.ReadyRefusing = append(r.ReadyRefusing, fmt.Sprintf("%s at +%.1fs: /readyz 200 (%s), create %d %v", a.url, at.Seconds(), body, ccode, m))
 			}
 		}
-		_ = body
-		time.Sleep(100 * time.Millisecond)
 	}
+	// Every 100 ms, each API: its /readyz, then a create.
+	start := time.Now()
+	t := time.NewTicker(100 * time.Millisecond)
+	for time.Since(start) < d.cfg.readyProbe && ctx.Err() == nil {
+		for _, a := range d.g.apis {
+			wg.Add(1)
+			go probe(a, time.Since(start))
+		}
+		<-t.C
+	}
+	t.Stop()
+	wg.Wait()
 	d.logf("ready probe: %d probes, %d ready, %d creates taken, %d refused, %d unanswered, %d ready-and-refusing",
 		r.Probes, r.Ready, r.CreatesOK, r.CreatesRefused, r.CreatesUnanswered, len(r.ReadyRefusing))
 	if len(r.ReadyRefusing) > 0 {
@@ -530,16 +543,31 @@ func (d *drill) checkFencing(ctx context.Context, failoverAt time.Time) {
 		d.fail("fencing: docker logs: %v", err)
 		return
 	}
-	f := &d.rep.Fencing
+	rep, problems := fencing(out, failoverAt, contains(d.cfg.faults, "scheduler-kill"))
+	d.rep.Fencing = rep
+	d.logf("fencing: elections %v", rep.Elections)
+	for _, p := range problems {
+		d.fail("fencing: %s", p)
+	}
+}
+
+// fencing reads the elections of a scheduler's JSON log: a token never
+// goes back; a token equal to the one before is the same term going on
+// (the holder renewed the lease it held, nobody held it between); the
+// first new token after failoverAt must be above every earlier one, and,
+// when the scheduler was restarted after it (restarted), there must be
+// one.
+func fencing(log []byte, failoverAt time.Time, restarted bool) (fencingReport, []string) {
+	var f fencingReport
+	var problems []string
 	var last int64
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(string(log)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var e struct {
-			Time  time.Time `json:"time"`
-			Msg   string    `json:"msg"`
-			Lease string    `json:"lease"`
-			Token json.Number
+			Time  time.Time   `json:"time"`
+			Msg   string      `json:"msg"`
+			Token json.Number `json:"token"`
 		}
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Msg != "elected" {
 			continue
@@ -551,12 +579,10 @@ func (d *drill) checkFencing(ctx context.Context, failoverAt time.Time) {
 		at := e.Time.UTC().Format(time.RFC3339)
 		switch {
 		case tok == last:
-			// The holder renewed the token it held (its lease survived in
-			// Redis, nobody held it between): the same term goes on.
 			f.Elections = append(f.Elections, fmt.Sprintf("%s token=%d (kept: the lease survived)", at, tok))
 			continue
 		case tok < last:
-			d.fail("fencing: token %d at %s is below the one before (%d)", tok, at, last)
+			problems = append(problems, fmt.Sprintf("token %d at %s is below the one before (%d)", tok, at, last))
 		}
 		f.Elections = append(f.Elections, fmt.Sprintf("%s token=%d", at, tok))
 		last = tok
@@ -567,16 +593,16 @@ func (d *drill) checkFencing(ctx context.Context, failoverAt time.Time) {
 			f.FirstAfter = tok
 		}
 	}
-	d.logf("fencing: elections %v", f.Elections)
 	if len(f.Elections) == 0 {
-		d.fail("fencing: the scheduler's log has no election")
+		problems = append(problems, "the scheduler's log has no election")
 	}
 	if f.FirstAfter != 0 && f.FirstAfter <= f.MaxBefore {
-		d.fail("fencing: first token after the failover %d is not above %d", f.FirstAfter, f.MaxBefore)
+		problems = append(problems, fmt.Sprintf("first token after the failover %d is not above %d", f.FirstAfter, f.MaxBefore))
 	}
-	if f.FirstAfter == 0 && contains(d.cfg.faults, "scheduler-kill") && !failoverAt.IsZero() {
-		d.fail("fencing: no new token after the failover, though the scheduler was killed and restarted")
+	if f.FirstAfter == 0 && restarted && !failoverAt.IsZero() {
+		problems = append(problems, "no new token after the failover, though the scheduler was killed and restarted")
 	}
+	return f, problems
 }
 
 // reconcile runs hongbao reconcile in the scheduler container, from the
