@@ -115,7 +115,7 @@ type Begun struct {
 // shard only by a load at least as new as the one that began it
 // (Begun.Held otherwise).
 func (s *Store) Begin(ctx context.Context, k Keys, l Loader, m Meta) (Begun, error) {
-	keys := []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied}
+	keys := loadKeys(k.All(), keptByLoad(k))
 	return s.beginLoad(ctx, s.s.begin, "begin load", keys, m.argv(l))
 }
 
@@ -146,7 +146,7 @@ type DiscountMeta struct {
 // loading is loaded afresh when it never reserved, lent or borrowed
 // anything.
 func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, l Loader, m DiscountMeta) (Begun, error) {
-	keys := []string{k.Meta, k.Staging, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Xfers, k.Applied}
+	keys := loadKeys(k.All(), keptByLoad(k.Keys()))
 	return s.beginLoad(ctx, s.s.discountBegin, "begin discount load", keys, m.argv(l))
 }
 

@@ -239,7 +239,7 @@ func (s *Store) UnregisterDiscount(ctx context.Context, id string, shards []Disc
 	cmds := []rueidis.Completed{s.c.B().Zrem().Key(s.ns.DiscountsIndex()).Member(id).Build()}
 	if retention > 0 {
 		for _, k := range shards {
-			for _, key := range []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied, k.Blocked} {
+			for _, key := range k.All() {
 				cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
 			}
 		}

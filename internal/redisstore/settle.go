@@ -306,7 +306,7 @@ func (s *Store) Unregister(ctx context.Context, id string, shards []Keys, retent
 	cmds := []rueidis.Completed{s.c.B().Zrem().Key(s.ns.CampaignsIndex()).Member(id).Build()}
 	if retention > 0 {
 		for _, k := range shards {
-			for _, key := range []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied, k.Lost, k.Blocked} {
+			for _, key := range k.All() {
 				cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
 			}
 		}
