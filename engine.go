@@ -340,7 +340,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 		// or begin again (from the recorded seed) once its hold lapsed.
 		spec.ID = held.id
 		if err := e.awaitLoad(ctx, "create", held.id, e.store.NS().CampaignKeys(held.id)); err != nil {
-			return nil, e.registerExisting(ctx, "create", false, err)
+			return nil, e.registerExisting(ctx, "create", kindRedPacket, err)
 		}
 	}
 }
@@ -370,13 +370,13 @@ func (e *Engine) createOnce(ctx context.Context, spec Spec) (*Campaign, error) {
 		act, err = e.createSharded(ctx, c, spec, amounts, settled)
 	}
 	if err != nil {
-		return nil, e.registerExisting(ctx, "create", false, err)
+		return nil, e.registerExisting(ctx, "create", kindRedPacket, err)
 	}
 	c.State = State(act.State)
 	c.OpensAt, c.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
 	// Registered before activation (register.go); now with the close
 	// time activation resolved.
-	if err := e.register(ctx, "create", c.ID, false, act.ClosesAt); err != nil {
+	if err := e.register(ctx, "create", c.ID, kindRedPacket, act.ClosesAt); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -418,7 +418,7 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 	if err != nil {
 		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
-	if err := e.register(h.ctx, "create", c.ID, false, e.provisionalClose(opens, closes)); err != nil {
+	if err := e.register(h.ctx, "create", c.ID, kindRedPacket, e.provisionalClose(opens, closes)); err != nil {
 		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
 	// The keeper stops before the activation: once live, a renewal would
@@ -427,7 +427,7 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 		return redisstore.Activation{}, &heldError{id: c.ID}
 	}
 	act, err = e.store.Activate(ctx, k, l.Token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
-	return act, e.activateErr(ctx, c.ID, false, spec, err)
+	return act, e.activateErr(ctx, c.ID, kindRedPacket, spec, err)
 }
 
 // isHeld says whether err is a *heldError.
@@ -562,11 +562,10 @@ func (e *Engine) recordClose(ctx context.Context, st *Status) error {
 	return nil
 }
 
-// activateErr is the error of an activation of campaign id (a discount
-// campaign when discount is set). One refused for its window takes the
+// activateErr is the error of an activation of campaign id of kind k. One refused for its window takes the
 // campaign out of the registry again (dropRefused); one refused because
 // another create took the load over is a *heldError.
-func (e *Engine) activateErr(ctx context.Context, id string, discount bool, spec Spec, err error) error {
+func (e *Engine) activateErr(ctx context.Context, id string, k *kind, spec Spec, err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -574,7 +573,7 @@ func (e *Engine) activateErr(ctx context.Context, id string, discount bool, spec
 		// Another create took the load over before this activation.
 		return &heldError{id: id}
 	case errors.Is(err, redisstore.ErrWindow):
-		e.dropRefused(ctx, id, discount)
+		e.dropRefused(ctx, id, k)
 		return opErr("create", id, windowError(spec, e.cfg.DefaultWindow, err))
 	default:
 		return opErr("create", id, mapStoreErr(err))
@@ -812,7 +811,7 @@ func (e *Engine) CloseCampaign(ctx context.Context, id string) (*Status, error) 
 // Campaigns lists the live campaigns, those not yet settled, by close
 // time (earliest first).
 func (e *Engine) Campaigns(ctx context.Context) ([]string, error) {
-	ids, err := e.store.Campaigns(ctx)
+	ids, err := e.store.Campaigns(ctx, redisstore.RedPacket)
 	if err != nil {
 		return nil, plainStoreErr(err)
 	}

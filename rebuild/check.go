@@ -165,7 +165,7 @@ func (r *run) problems(ctx context.Context) ([]string, error) {
 		}
 		out = append(out, p...)
 	}
-	if ok, err := r.store.Registered(ctx, r.id); err != nil {
+	if ok, err := r.store.Registered(ctx, redisstore.RedPacket, r.id); err != nil {
 		return nil, err
 	} else if !ok {
 		out = append(out, "the campaign is not in the registry of live campaigns")

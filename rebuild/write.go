@@ -260,7 +260,7 @@ func (r *run) activate(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.store.Register(ctx, r.id, r.terms.ClosesAt); err != nil {
+	if err := r.store.Register(ctx, redisstore.RedPacket, r.id, r.terms.ClosesAt); err != nil {
 		return err
 	}
 	r.report()

@@ -283,16 +283,3 @@ func (s *Store) ActivateRebuilt(ctx context.Context, k Keys, token, state string
 	}
 	return nil
 }
-
-// Registered reports whether campaign id is in the registry of live
-// campaigns.
-func (s *Store) Registered(ctx context.Context, id string) (bool, error) {
-	_, err := s.c.Do(ctx, s.c.B().Zscore().Key(s.ns.CampaignsIndex()).Member(id).Build()).AsFloat64()
-	if rueidis.IsRedisNil(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("registered %s: %w", id, err)
-	}
-	return true, nil
-}
