@@ -391,7 +391,7 @@ func (e *Engine) createOnce(ctx context.Context, spec Spec) (*Campaign, error) {
 func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (act redisstore.Activation, err error) {
 	k := e.store.NS().CampaignKeys(c.ID)
 	l := redisstore.Loader{Token: newToken(), Hold: e.cfg.LoadHold}
-	b, err := e.store.Begin(ctx, k, l, redisstore.Meta{Terms: terms(c), Frontier: e.frontier(c.Count)})
+	b, err := e.store.Begin(ctx, k, l, redisstore.Meta{Terms: metaTerms(c), Frontier: e.frontier(c.Count)})
 	if err := begun("create", c.ID, b, err); err != nil {
 		return redisstore.Activation{}, err
 	}
@@ -492,16 +492,11 @@ func (e *Engine) recordedSeed(ctx context.Context, spec Spec) (Spec, error) {
 	if spec.Seed != nil || spec.ID == "" || e.cfg.Packets == nil {
 		return spec, nil
 	}
-	sp, err := spec.check()
+	want, err := spec.specTerms()
 	if err != nil {
 		return spec, err
 	}
-	want := ledger.Terms{Funding: cmp.Or(spec.Funding, DefaultFunding), Total: sp.Total, Count: int64(sp.Count),
-		Min: sp.Min, Max: sp.Max, Split: string(sp.Algorithm), Shards: max(spec.Shards, 1)}
-	same := func(t ledger.Terms) bool {
-		return t.Total == want.Total && t.Count == want.Count && t.Min == want.Min && t.Max == want.Max &&
-			t.Split == want.Split && t.Shards == want.Shards && t.Funding == want.Funding
-	}
+	same := func(t ledger.Terms) bool { return sameTerms(want, t) }
 	if e.terms != nil {
 		t, err := e.terms.Terms(ctx, spec.ID)
 		switch {
@@ -523,20 +518,10 @@ func (e *Engine) recordedSeed(ctx context.Context, spec Spec) (Spec, error) {
 	if State(m["state"]) != StateLoading || m["load_token"] == "" || m["rebuild_token"] != "" {
 		return spec, nil
 	}
-	t := ledger.Terms{Funding: m["funding"], Total: snap.Int("total"), Count: snap.Int("count"), Min: snap.Int("min"),
-		Max: snap.Int("max"), Split: m["split"], Shards: int(max(snap.Int("shards"), 1))}
-	if seed, err := strconv.ParseUint(m["seed"], 10, 64); err == nil && same(t) {
-		spec.Seed = &seed
+	if t := redisstore.TermsOf(m); m["seed"] != "" && same(t) {
+		spec.Seed = &t.Seed
 	}
 	return spec, nil
-}
-
-// termsOf are the terms of campaign c with the window opens..closes (ms).
-func termsOf(c *Campaign, opens, closes int64) ledger.Terms {
-	return ledger.Terms{
-		Funding: c.Funding, Total: c.Total, Count: int64(c.Count), Min: c.Min, Max: c.Max,
-		Split: string(c.Split), Seed: c.Seed, Shards: c.Shards, OpensAt: opens, ClosesAt: closes, Owner: c.Owner,
-	}
 }
 
 // recordClose records an operator's close in the terms, when
@@ -586,35 +571,20 @@ func (e *Engine) prepare(spec Spec) (*Campaign, []int64, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	id := spec.ID
-	if id == "" {
-		id = newCampaignID()
-	}
-	funding := spec.Funding
-	if funding == "" {
-		funding = DefaultFunding
+	if spec.ID == "" {
+		spec.ID = newCampaignID()
 	}
 	var seed uint64
 	if spec.Seed != nil {
 		seed = *spec.Seed
 	} else if seed, err = split.NewSeed(); err != nil {
-		return nil, nil, opErr("create", id, err)
+		return nil, nil, opErr("create", spec.ID, err)
 	}
 	amounts, err := split.Split(sp, seed)
 	if err != nil {
 		return nil, nil, fromSplit(err)
 	}
-	c := &Campaign{
-		ID: id, State: StateLoading, Total: sp.Total, Count: sp.Count, Min: sp.Min, Max: sp.Max,
-		Split: sp.Algorithm, Seed: seed, Funding: funding, Shards: max(spec.Shards, 1),
-	}
-	return c, amounts, nil
-}
-
-// terms are the campaign's terms, as its root's meta holds them.
-func terms(c *Campaign) *redisstore.Terms {
-	return &redisstore.Terms{Total: c.Total, Count: int64(c.Count), Min: c.Min, Max: c.Max,
-		Split: string(c.Split), Seed: c.Seed, Funding: c.Funding, Owner: c.Owner}
+	return spec.campaign(sp, seed), amounts, nil
 }
 
 func unixMs(t time.Time) int64 {
@@ -730,16 +700,10 @@ func statusFrom(id string, snaps []redisstore.Snapshot) (*Status, error) {
 	if State(m["state"]) == StateLoading {
 		return nil, opErr("status", id, ErrCampaignNotFound)
 	}
+	setTerms(&st.Campaign, redisstore.TermsOf(m))
 	st.ID = id
 	st.State = State(m["state"])
-	st.Total, st.Min, st.Max = root.Int("total"), root.Int("min"), root.Int("max")
-	st.Count = int(root.Int("count"))
 	st.Shards = len(snaps)
-	st.Split = split.Algorithm(m["split"])
-	st.Seed, _ = strconv.ParseUint(m["seed"], 10, 64)
-	st.Funding = m["funding"]
-	st.Owner = m[redisstore.OwnerField]
-	st.OpensAt, st.ClosesAt = time.UnixMilli(root.Int("opens_at")), time.UnixMilli(root.Int("closes_at"))
 	st.CloseReason = m["close_reason"]
 	var moved int64
 	for _, sn := range snaps {

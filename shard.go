@@ -250,7 +250,7 @@ func (e *Engine) shardMeta(c *Campaign, k int, share []int64) redisstore.Meta {
 	sh := dealt(c.Shards, k, share)
 	m := redisstore.Meta{Share: &sh, Frontier: e.frontier(len(share))}
 	if k == 0 {
-		m.Terms = terms(c)
+		m.Terms = metaTerms(c)
 	}
 	return m
 }

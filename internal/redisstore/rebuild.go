@@ -248,7 +248,7 @@ func (m *RebuiltMeta) argv(token string, fence int64) []string {
 	if m.CloseReason != "" {
 		a = append(a, "close_reason", m.CloseReason, "closed_at", i64(m.ClosedAt))
 	}
-	return m.Terms.appendTo(m.Share.appendTo(m.Frontier.appendTo(a)))
+	return appendTerms(m.Terms, m.Share.appendTo(m.Frontier.appendTo(a)))
 }
 
 // Swap is step 4a: the staged keys of token replace shard k's, and meta
