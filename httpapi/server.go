@@ -27,7 +27,6 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/metrics"
-	"github.com/hongbao/hongbao/split"
 )
 
 // Config configures a Server. Zero fields take their documented defaults.
@@ -595,7 +594,7 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 			}
 			return &st.Campaign, nil
 		},
-		same: sameSpec,
+		same: func(c *hongbao.Campaign, spec hongbao.Spec) bool { return spec.Describes(c) },
 		created: func(ctx context.Context, r *http.Request, admin string, spec hongbao.Spec, c *hongbao.Campaign) {
 			if s.cfg.Fund != nil {
 				if err := s.cfg.Fund(ctx, c); err != nil {
@@ -621,23 +620,6 @@ func (s *Server) createPackets(ctx context.Context, spec hongbao.Spec) (*hongbao
 		return nil, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()}
 	}
 	return c, err
-}
-
-// sameSpec says whether campaign c is what spec creates: every field the
-// request gave, and the defaults of those it left out. Times left out
-// were "now" at the first create and are not compared; nor is a seed left
-// out (it was drawn at random).
-func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
-	funding := spec.Funding
-	funding = cmp.Or(funding, hongbao.DefaultFunding)
-	sp, err := split.Spec{Total: spec.Total, Count: spec.Count, Min: spec.Min, Max: spec.Max, Algorithm: spec.Split}.Normalize()
-	if err != nil {
-		return false
-	}
-	return c.Total == sp.Total && c.Count == sp.Count && c.Funding == funding &&
-		c.Split == sp.Algorithm && c.Min == sp.Min && c.Max == sp.Max &&
-		(spec.Seed == nil || *spec.Seed == c.Seed) && max(spec.Shards, 1) == c.Shards &&
-		sameWindow(spec.OpensAt, spec.ClosesAt, c.OpensAt, c.ClosesAt)
 }
 
 // sameWindow says whether a campaign opens and closes when a create asked
