@@ -237,6 +237,7 @@ type Engine struct {
 	obs       *observers             // Config.Observers and Observe's (observe.go)
 	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
 	life      *life                  // the work Shutdown waits for (shutdown.go)
+	fair      *trees                 // the trees of campaigns' proofs (fair.go)
 	pauseStep func(written int)      // tests only: runs after each shard a pause or resume writes (pause.go)
 	log       *slog.Logger
 }
@@ -304,7 +305,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	obs := newObservers(cfg.Observers)
 	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg, lf, obs), discounts: newDiscounter(store, cfg, lf, obs), obs: obs,
-		life: lf, log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
+		life: lf, fair: newTrees(), log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into
@@ -463,6 +464,9 @@ func (e *Engine) record(ctx context.Context, c *Campaign, spec Spec, amounts []i
 	}
 	if err := e.cfg.Packets.WritePackets(ctx, c.ID, amounts); err != nil {
 		return 0, 0, opErr("create", c.ID, ledgerErr("record the packets", err))
+	}
+	if err := e.commit(ctx, c, amounts); err != nil {
+		return 0, 0, opErr("create", c.ID, err)
 	}
 	// A window activation will refuse is not recorded: the campaign
 	// never goes live.

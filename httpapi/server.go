@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/fairness"
 	"github.com/hongbao/hongbao/metrics"
 )
 
@@ -141,6 +142,18 @@ type Config struct {
 	// Timeout bounds each call to Redis or the ledger made for a request.
 	// Default 5s.
 	Timeout time.Duration
+	// Fairness answers the commitment, proof and draw log routes
+	// (fairness.go). Default: the Engine, when it is one (a
+	// *hongbao.Engine is).
+	Fairness Fairness
+	// Receipts signs the receipts of grants and publishes its keys at
+	// /.well-known/jwks.json. Default nil: the receipt routes answer
+	// not_found and the key set is empty.
+	Receipts *fairness.Signer
+	// DrawLogRetention is how long after its close a campaign's draw log
+	// is served (regulators ask for at least 90 days). Default
+	// DefaultDrawLogRetention (400 days); negative serves it for ever.
+	DrawLogRetention time.Duration
 	// RetryAfter is what 503 busy answers ask clients to wait. Default 1s.
 	RetryAfter time.Duration
 	// Logger receives admin actions and failures. Default slog.Default().
@@ -306,6 +319,7 @@ func New(cfg Config) (*Server, error) {
 	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
 	s.discountRoutes()
 	s.pauseRoutes()
+	s.fairRoutes()
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	// A scrape reads Redis (cached for a second, shared by concurrent
@@ -348,6 +362,10 @@ func setDefaults(cfg *Config) {
 	cfg.AuthFailBurst = cmp.Or(cfg.AuthFailBurst, 50)
 	cfg.IPBurst = cmp.Or(cfg.IPBurst, max(int(cfg.IPRate), 1))
 	cfg.Timeout = cmp.Or(cfg.Timeout, 5*time.Second)
+	cfg.DrawLogRetention = cmp.Or(cfg.DrawLogRetention, DefaultDrawLogRetention)
+	if f, ok := cfg.Engine.(Fairness); ok && cfg.Fairness == nil {
+		cfg.Fairness = f
+	}
 	cfg.RetryAfter = cmp.Or(cfg.RetryAfter, time.Second)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Registry == nil {
@@ -757,6 +775,9 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	s.live.store.record(id, liveOutcomeOf(g.Outcome), g.Cents, start)
 	bp := grantBufs.Get().(*[]byte)
 	*bp = appendGrant((*bp)[:0], g, name)
+	if wantsReceipt(r) {
+		*bp = s.appendReceipt(*bp, g)
+	}
 	writeBody(w, http.StatusOK, *bp)
 	grantBufs.Put(bp)
 }
