@@ -542,9 +542,15 @@ func (e *Engine) recordClose(ctx context.Context, st *Status) error {
 	if err != nil && !errors.Is(err, ledger.ErrNoTerms) {
 		return ledgerErr("read the terms", err)
 	}
+	// The close time the root records (close.lua, by the Redis clock),
+	// which a rebuild restores; the status's read time when it has none.
+	closedAt := st.Now.UnixMilli()
+	if snap, err := e.store.Status(ctx, e.root(kindRedPacket, st.ID)); err == nil && snap.Int("closed_at") > 0 {
+		closedAt = snap.Int("closed_at")
+	}
 	lost, block := t.Lost, t.Block
 	t = termsOf(&st.Campaign, st.OpensAt.UnixMilli(), st.ClosesAt.UnixMilli())
-	t.CloseReason, t.ClosedAt, t.Lost, t.Block = st.CloseReason, st.Now.UnixMilli(), lost, block
+	t.CloseReason, t.ClosedAt, t.Lost, t.Block = st.CloseReason, closedAt, lost, block
 	if err := e.terms.WriteTerms(ctx, st.ID, t); err != nil {
 		return ledgerErr("record the close", err)
 	}
