@@ -53,7 +53,7 @@ func TestRaceOnceJSON(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
 	code, out, errs := run(t, nil, "race", "once", "--redis", r.Addr,
-		"--ops", "1200", "--lease", "100ms", "--json")
+		"--ops", "1200", "--lease", "1s", "--json")
 	require.Equal(t, 0, code, errs)
 	naive, ours := raceJSON(t, out)
 	for _, side := range []map[string]int64{naive, ours} {
@@ -66,7 +66,7 @@ func TestRaceOnceDieAfterPush(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRedis(t)
 	code, out, errs := run(t, nil, "race", "once", "--redis", r.Addr,
-		"--ops", "600", "--lease", "100ms", "--die", "0.2", "--die-after-push", "0.2", "--json")
+		"--ops", "600", "--lease", "1s", "--die", "0.2", "--die-after-push", "0.2", "--json")
 	require.Equal(t, 0, code, errs)
 	naive, ours := raceJSON(t, out)
 	for _, side := range []map[string]int64{naive, ours} {
@@ -87,7 +87,7 @@ func TestRaceCleansGivenRedis(t *testing.T) {
 	t.Parallel()
 	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"})
 	for _, mode := range []string{"update-if-newer", "once"} {
-		code, _, errs := run(t, nil, "race", mode, "--redis", r.Addr, "--ops", "300", "--lease", "50ms", "--json")
+		code, _, errs := run(t, nil, "race", mode, "--redis", r.Addr, "--ops", "300", "--lease", "1s", "--json")
 		require.Equal(t, 0, code, errs)
 	}
 	n, err := r.Client.Do(t.Context(), r.Client.B().Dbsize().Build()).AsInt64()
@@ -106,7 +106,7 @@ func TestRaceTableAndEnv(t *testing.T) {
 	require.Contains(t, out, "stale keys")
 	require.Contains(t, out, "aggregate drift")
 
-	code, out, errs = run(t, env, "race", "once", "--die-after-push", "0.1", "--lease", "100ms")
+	code, out, errs = run(t, env, "race", "once", "--die-after-push", "0.1", "--lease", "1s")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "666 messages, each handed to 3 workers", "--ops 2000 / --copies 3")
 	require.Contains(t, out, "duplicates they caused")

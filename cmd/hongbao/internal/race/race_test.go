@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // small is a workload that runs in a second and still shows the naive
 // approaches going wrong.
 func small() Config {
-	return Config{Workers: 64, Ops: 20000, Keys: 20, Copies: 3, Die: 0.3, Lease: 200 * time.Millisecond, Seed: 7}
+	return Config{Workers: 64, Ops: 20000, Keys: 20, Copies: 3, Die: 0.3, Lease: time.Second, Seed: 7}
 }
 
 func TestValidate(t *testing.T) {
@@ -88,10 +88,10 @@ func TestOnceDieAfterPush(t *testing.T) {
 	r := testenv.SharedRedis(t)
 	cfg := small()
 	cfg.Ops, cfg.Die, cfg.DieAfterPush = 3000, 0.2, 0.2
-	// A long lease: a push counts as caused by a death when it comes half
+	// A lease of a second: a push counts as caused by a death when it comes half
 	// a lease after it, far beyond a naive race's round trip even on a
 	// loaded machine.
-	cfg.Lease = 500 * time.Millisecond
+	cfg.Lease = time.Second
 	naive, ours, err := Once(t.Context(), r.Client, NewPrefix(), cfg)
 	require.NoError(t, err)
 	require.Zero(t, ours.Duplicates)
