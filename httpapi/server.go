@@ -738,17 +738,6 @@ func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin str
 // grantBufs recycle the buffers grab answers are encoded into.
 var grantBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-// outcomeNames are the outcomes as the API spells them.
-var outcomeNames = map[hongbao.Outcome]string{
-	hongbao.Granted: "granted",
-	hongbao.Already: "already_granted",
-	hongbao.SoldOut: "sold_out",
-	hongbao.NotOpen: "not_open",
-	hongbao.Closed:  "closed",
-	hongbao.Paused:  "paused",
-	hongbao.Blocked: "blocked",
-}
-
 func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	id, ok := s.actionTarget(w, r)
 	if !ok {
@@ -771,7 +760,7 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 		s.fail(w, r, err)
 		return
 	}
-	name := outcomeNames[g.Outcome]
+	name := g.Outcome.String()
 	s.live.store.record(id, liveOutcomeOf(g.Outcome), g.Cents, start)
 	bp := grantBufs.Get().(*[]byte)
 	*bp = appendGrant((*bp)[:0], g, name)
