@@ -560,7 +560,7 @@ func (s *Server) payment(next authedHandler) http.HandlerFunc {
 func campaignID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
 	if err := hongbao.ValidateCampaignID(id); err != nil {
-		return "", &requestError{status: http.StatusBadRequest, code: CodeInvalidID, msg: "campaign ids are 1 to 64 of A-Z a-z 0-9 _ -"}
+		return "", &requestError{code: CodeInvalidID, msg: "campaign ids are 1 to 64 of A-Z a-z 0-9 _ -"}
 	}
 	return id, nil
 }
@@ -618,7 +618,7 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 func (s *Server) createPackets(ctx context.Context, spec hongbao.Spec) (*hongbao.Campaign, error) {
 	c, err := s.cfg.Engine.Create(ctx, spec)
 	if errors.Is(err, hongbao.ErrCampaignRetired) {
-		return nil, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()}
+		return nil, &requestError{code: CodeIdempotencyMismatch, msg: err.Error()}
 	}
 	return c, err
 }
