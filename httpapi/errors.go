@@ -231,33 +231,39 @@ func answerOf(err error) *requestError {
 }
 
 // fail answers an error from the engine, settle, decoding or a handler's
-// refusal, through errorTable. Client mistakes are answered from the
+// refusal in the error shape (answerFor).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.refuse(w, s.answerFor(r.Pattern, err), 0)
+}
+
+// answerFor is the answer to an error of route's operation, whatever the
+// protocol, through errorTable. Client mistakes are answered from the
 // fields of their typed errors, never from an error's text; anything else
 // is logged and answered without its text.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) answerFor(route string, err error) *requestError {
 	a := answerOf(err)
 	switch {
 	case a == nil:
-		s.log.Error("request failed", "route", r.Pattern, "err", err)
+		s.log.Error("request failed", "route", route, "err", err)
 		a = errInternal
 	case a == errLedgerDown:
 		// One line a period, not one per request: in an outage every
 		// create and every grab that needs a new block lands here.
 		if n, ok := s.ledgerLog.sample(time.Now()); ok {
 			s.log.Warn("the ledger is unreachable: creates and grabs that need the next block of a pool answer 503 unavailable; grabs of opened blocks and reads go on",
-				"refused", n, "route", r.Pattern, "err", err)
+				"refused", n, "route", route, "err", err)
 		}
 	case isReplicasShort(err):
 		// As for the ledger: every write lands here until the replicas
 		// are back.
 		if n, ok := s.replicasLog.sample(time.Now()); ok {
 			s.log.Warn("too few Redis replicas acknowledge writes in time: grabs and discount calls answer 503 outcome_unknown; /readyz names the replicas attached",
-				"refused", n, "route", r.Pattern, "err", err)
+				"refused", n, "route", route, "err", err)
 		}
 	case a.code == CodeOutcomeUnknown:
-		s.log.Warn("outcome unknown", "route", r.Pattern, "err", err)
+		s.log.Warn("outcome unknown", "route", route, "err", err)
 	}
-	s.refuse(w, a, 0)
+	return a
 }
 
 // isReplicasShort says whether err is a WAIT that too few replicas
