@@ -6,7 +6,7 @@ DASHBOARD_GEN := deploy/grafana/gen
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots dashboard openapi
+.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots dashboard drill-images drill drill-short openapi
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -71,10 +71,15 @@ bench: ## Go benchmarks
 build: ## build the binary into ./bin
 	$(GO) build -o bin/hongbao ./cmd/hongbao
 
+HONGBAO_IMAGE ?= hongbao:dev
+
 image: ## the container image hongbao:dev: a static binary on scratch (deploy/docker/Dockerfile)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o bin/image/hongbao ./cmd/hongbao
 	mkdir -p bin/image/data
-	docker build -f deploy/docker/Dockerfile -t hongbao:dev bin/image
+	docker build -f deploy/docker/Dockerfile -t $(HONGBAO_IMAGE) bin/image
+
+drill-images: ## every image of deploy/compose built here from Debian packages (no pull), the compose CLI plugin when missing; writes deploy/drill/images.env
+	bash deploy/drill/images.sh
 
 demo: ## a full red packet rain on the embedded default
 	$(GO) run ./cmd/hongbao demo

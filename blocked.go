@@ -22,22 +22,22 @@ const MaxBlockedPage = 1000
 // sizes only) and the page: each Redis call is bounded, whatever the
 // number of users blocked.
 func (e *Engine) BlockedPage(ctx context.Context, id string, offset, limit int) ([]BlockedUser, int, error) {
-	return e.blockedPage(ctx, "blocked users", id, false, offset, limit)
+	return e.blockedPage(ctx, "blocked users", id, kindRedPacket, offset, limit)
 }
 
 // BlockedPage is BlockedPage for discount campaign id.
 func (ds Discounts) BlockedPage(ctx context.Context, id string, offset, limit int) ([]BlockedUser, int, error) {
-	return ds.e.blockedPage(ctx, "discount blocked users", id, true, offset, limit)
+	return ds.e.blockedPage(ctx, "discount blocked users", id, kindDiscount, offset, limit)
 }
 
-func (e *Engine) blockedPage(ctx context.Context, op, id string, discount bool, offset, limit int) ([]BlockedUser, int, error) {
+func (e *Engine) blockedPage(ctx context.Context, op, id string, k *kind, offset, limit int) ([]BlockedUser, int, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return nil, 0, err
 	}
 	if offset < 0 || limit < 1 || limit > MaxBlockedPage {
 		return nil, 0, opErr(op, id, fmt.Errorf("offset %d, limit %d: want offset >= 0 and limit 1..%d", offset, limit, MaxBlockedPage))
 	}
-	shards, err := e.shardsOf(ctx, id, discount)
+	shards, err := k.shards(e, ctx, id)
 	if err != nil {
 		return nil, 0, opErr(op, id, mapStoreErr(err))
 	}

@@ -1,6 +1,7 @@
 package hongbao
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 
@@ -74,6 +75,16 @@ type Spec struct {
 	// user's claim, so a user still gets at most one packet; a shard
 	// that runs dry borrows packets from the others.
 	Shards int
+}
+
+// campaign is the campaign spec creates, loading, with sp its split spec
+// with defaults (check) and seed its split's seed. A term a create
+// decides is copied here from the spec, the only place that does.
+func (spec Spec) campaign(sp split.Spec, seed uint64) *Campaign {
+	return &Campaign{
+		ID: spec.ID, State: StateLoading, Total: sp.Total, Count: sp.Count, Min: sp.Min, Max: sp.Max,
+		Split: sp.Algorithm, Seed: seed, Funding: cmp.Or(spec.Funding, DefaultFunding), Shards: max(spec.Shards, 1),
+	}
 }
 
 // MaxShards is the most shards a campaign may have.

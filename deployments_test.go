@@ -224,7 +224,7 @@ func dropCampaign(t *testing.T, rc rueidis.Client, ns, id string) {
 			require.NoError(t, rc.Do(ctx, rc.B().Del().Key(key).Build()).Error())
 		}
 	}
-	require.NoError(t, rc.Do(ctx, rc.B().Zrem().Key(n.CampaignsIndex()).Member(id).Build()).Error())
+	require.NoError(t, rc.Do(ctx, rc.B().Zrem().Key(n.Index(redisstore.RedPacket)).Member(id).Build()).Error())
 }
 
 // TestOneNamespaceTwoLedgers: two deployments misconfigured into one

@@ -55,7 +55,7 @@ func (ds Discounts) Create(ctx context.Context, spec DiscountSpec) (*Discount, e
 		spec.ID = held.id
 		root := ds.e.store.NS().DiscountShardKeys(held.id, 1, 0).Keys()
 		if err := ds.e.awaitLoad(ctx, "create discount", held.id, root); err != nil {
-			return nil, ds.e.registerExisting(ctx, "create discount", true, err)
+			return nil, ds.e.registerExisting(ctx, "create discount", kindDiscount, err)
 		}
 	}
 }
@@ -81,7 +81,7 @@ func (ds Discounts) createOnce(ctx context.Context, spec DiscountSpec) (_ *Disco
 	l := redisstore.Loader{Token: newToken(), Hold: ds.e.cfg.LoadHold}
 	b, err := ds.e.store.DiscountBegin(ctx, layout[0], l, discountMeta(d, 0, queues[0]))
 	if err := begun("create discount", d.ID, b, err); err != nil {
-		return nil, ds.e.registerExisting(ctx, "create discount", true, err)
+		return nil, ds.e.registerExisting(ctx, "create discount", kindDiscount, err)
 	}
 	h := ds.e.keep(ctx, root, l.Token)
 	defer func() {
@@ -96,7 +96,7 @@ func (ds Discounts) createOnce(ctx context.Context, spec DiscountSpec) (_ *Disco
 	for k := 1; k < d.Shards; k++ {
 		b, err := ds.e.store.DiscountBegin(h.ctx, layout[k], l, discountMeta(d, k, queues[k]))
 		if err := h.shardBegun("create discount", d.ID, b, err); err != nil {
-			return nil, ds.e.registerExisting(ctx, "create discount", true, err)
+			return nil, ds.e.registerExisting(ctx, "create discount", kindDiscount, err)
 		}
 	}
 	if known {
@@ -116,12 +116,12 @@ func (ds Discounts) createOnce(ctx context.Context, spec DiscountSpec) (_ *Disco
 	if err != nil {
 		return nil, h.lostErr(d.ID, opErr("create discount", d.ID, err))
 	}
-	if err := ds.e.register(h.ctx, "create discount", d.ID, true, closes); err != nil {
+	if err := ds.e.register(h.ctx, "create discount", d.ID, kindDiscount, closes); err != nil {
 		return nil, h.lostErr(d.ID, err)
 	}
 	for k := d.Shards - 1; k > 0; k-- {
 		if _, err := ds.e.store.Activate(h.ctx, layout[k].Keys(), l.Token, opens, closes, ds.e.cfg.DefaultWindow.Milliseconds()); err != nil {
-			return nil, h.lostErr(d.ID, ds.e.activateErr(ctx, d.ID, true, window, err))
+			return nil, h.lostErr(d.ID, ds.e.activateErr(ctx, d.ID, kindDiscount, window, err))
 		}
 	}
 	// As for red packets, the keeper stops before the root's activation.
@@ -130,13 +130,13 @@ func (ds Discounts) createOnce(ctx context.Context, spec DiscountSpec) (_ *Disco
 	}
 	act, err := ds.e.store.Activate(ctx, root, l.Token, opens, closes, ds.e.cfg.DefaultWindow.Milliseconds())
 	if err != nil {
-		return nil, ds.e.activateErr(ctx, d.ID, true, window, err)
+		return nil, ds.e.activateErr(ctx, d.ID, kindDiscount, window, err)
 	}
 	ds.e.discounts.learn(d.ID, d.Shards)
 	d.State = State(act.State)
 	d.OpensAt, d.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
 	if act.ClosesAt != closes {
-		if err := ds.e.register(ctx, "create discount", d.ID, true, act.ClosesAt); err != nil {
+		if err := ds.e.register(ctx, "create discount", d.ID, kindDiscount, act.ClosesAt); err != nil {
 			return nil, err
 		}
 	}
@@ -431,7 +431,7 @@ func (ds Discounts) CloseCampaign(ctx context.Context, id string) (*DiscountStat
 // Campaigns lists the live discount campaigns, those not yet
 // settled, by close time.
 func (ds Discounts) Campaigns(ctx context.Context) ([]string, error) {
-	ids, err := ds.e.store.DiscountCampaigns(ctx)
+	ids, err := ds.e.store.Campaigns(ctx, redisstore.Discount)
 	if err != nil {
 		return nil, plainStoreErr(err)
 	}

@@ -237,6 +237,7 @@ type Engine struct {
 	obs       *observers             // Config.Observers and Observe's (observe.go)
 	ownerID   atomic.Pointer[string] // the identity of Config.Packets, once read (owner.go)
 	life      *life                  // the work Shutdown waits for (shutdown.go)
+	fair      *trees                 // the trees of campaigns' proofs (fair.go)
 	pauseStep func(written int)      // tests only: runs after each shard a pause or resume writes (pause.go)
 	log       *slog.Logger
 }
@@ -304,7 +305,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	obs := newObservers(cfg.Observers)
 	return &Engine{cfg: cfg, store: store, terms: terms, co: newCoalescer(store, cfg, lf, obs), discounts: newDiscounter(store, cfg, lf, obs), obs: obs,
-		life: lf, log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
+		life: lf, fair: newTrees(), log: cfg.Logger.With("component", "engine", "namespace", ns.Name())}, nil
 }
 
 // Create validates spec, splits the total into packets, loads them into
@@ -340,7 +341,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Campaign, error) {
 		// or begin again (from the recorded seed) once its hold lapsed.
 		spec.ID = held.id
 		if err := e.awaitLoad(ctx, "create", held.id, e.store.NS().CampaignKeys(held.id)); err != nil {
-			return nil, e.registerExisting(ctx, "create", false, err)
+			return nil, e.registerExisting(ctx, "create", kindRedPacket, err)
 		}
 	}
 }
@@ -370,13 +371,13 @@ func (e *Engine) createOnce(ctx context.Context, spec Spec) (*Campaign, error) {
 		act, err = e.createSharded(ctx, c, spec, amounts, settled)
 	}
 	if err != nil {
-		return nil, e.registerExisting(ctx, "create", false, err)
+		return nil, e.registerExisting(ctx, "create", kindRedPacket, err)
 	}
 	c.State = State(act.State)
 	c.OpensAt, c.ClosesAt = time.UnixMilli(act.OpensAt), time.UnixMilli(act.ClosesAt)
 	// Registered before activation (register.go); now with the close
 	// time activation resolved.
-	if err := e.register(ctx, "create", c.ID, false, act.ClosesAt); err != nil {
+	if err := e.register(ctx, "create", c.ID, kindRedPacket, act.ClosesAt); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -391,7 +392,7 @@ func (e *Engine) createOnce(ctx context.Context, spec Spec) (*Campaign, error) {
 func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts []int64, settled bool) (act redisstore.Activation, err error) {
 	k := e.store.NS().CampaignKeys(c.ID)
 	l := redisstore.Loader{Token: newToken(), Hold: e.cfg.LoadHold}
-	b, err := e.store.Begin(ctx, k, l, redisstore.Meta{Terms: terms(c), Frontier: e.frontier(c.Count)})
+	b, err := e.store.Begin(ctx, k, l, redisstore.Meta{Terms: metaTerms(c), Frontier: e.frontier(c.Count)})
 	if err := begun("create", c.ID, b, err); err != nil {
 		return redisstore.Activation{}, err
 	}
@@ -418,7 +419,7 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 	if err != nil {
 		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
-	if err := e.register(h.ctx, "create", c.ID, false, e.provisionalClose(opens, closes)); err != nil {
+	if err := e.register(h.ctx, "create", c.ID, kindRedPacket, e.provisionalClose(opens, closes)); err != nil {
 		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
 	// The keeper stops before the activation: once live, a renewal would
@@ -427,7 +428,7 @@ func (e *Engine) createOne(ctx context.Context, c *Campaign, spec Spec, amounts 
 		return redisstore.Activation{}, &heldError{id: c.ID}
 	}
 	act, err = e.store.Activate(ctx, k, l.Token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
-	return act, e.activateErr(ctx, c.ID, false, spec, err)
+	return act, e.activateErr(ctx, c.ID, kindRedPacket, spec, err)
 }
 
 // isHeld says whether err is a *heldError.
@@ -464,6 +465,9 @@ func (e *Engine) record(ctx context.Context, c *Campaign, spec Spec, amounts []i
 	if err := e.cfg.Packets.WritePackets(ctx, c.ID, amounts); err != nil {
 		return 0, 0, opErr("create", c.ID, ledgerErr("record the packets", err))
 	}
+	if err := e.commit(ctx, c, amounts); err != nil {
+		return 0, 0, opErr("create", c.ID, err)
+	}
 	// A window activation will refuse is not recorded: the campaign
 	// never goes live.
 	if e.terms != nil && closes > opens {
@@ -492,16 +496,11 @@ func (e *Engine) recordedSeed(ctx context.Context, spec Spec) (Spec, error) {
 	if spec.Seed != nil || spec.ID == "" || e.cfg.Packets == nil {
 		return spec, nil
 	}
-	sp, err := spec.check()
+	want, err := spec.specTerms()
 	if err != nil {
 		return spec, err
 	}
-	want := ledger.Terms{Funding: cmp.Or(spec.Funding, DefaultFunding), Total: sp.Total, Count: int64(sp.Count),
-		Min: sp.Min, Max: sp.Max, Split: string(sp.Algorithm), Shards: max(spec.Shards, 1)}
-	same := func(t ledger.Terms) bool {
-		return t.Total == want.Total && t.Count == want.Count && t.Min == want.Min && t.Max == want.Max &&
-			t.Split == want.Split && t.Shards == want.Shards && t.Funding == want.Funding
-	}
+	same := func(t ledger.Terms) bool { return sameTerms(want, t) }
 	if e.terms != nil {
 		t, err := e.terms.Terms(ctx, spec.ID)
 		switch {
@@ -523,20 +522,10 @@ func (e *Engine) recordedSeed(ctx context.Context, spec Spec) (Spec, error) {
 	if State(m["state"]) != StateLoading || m["load_token"] == "" || m["rebuild_token"] != "" {
 		return spec, nil
 	}
-	t := ledger.Terms{Funding: m["funding"], Total: snap.Int("total"), Count: snap.Int("count"), Min: snap.Int("min"),
-		Max: snap.Int("max"), Split: m["split"], Shards: int(max(snap.Int("shards"), 1))}
-	if seed, err := strconv.ParseUint(m["seed"], 10, 64); err == nil && same(t) {
-		spec.Seed = &seed
+	if t := redisstore.TermsOf(m); m["seed"] != "" && same(t) {
+		spec.Seed = &t.Seed
 	}
 	return spec, nil
-}
-
-// termsOf are the terms of campaign c with the window opens..closes (ms).
-func termsOf(c *Campaign, opens, closes int64) ledger.Terms {
-	return ledger.Terms{
-		Funding: c.Funding, Total: c.Total, Count: int64(c.Count), Min: c.Min, Max: c.Max,
-		Split: string(c.Split), Seed: c.Seed, Shards: c.Shards, OpensAt: opens, ClosesAt: closes, Owner: c.Owner,
-	}
 }
 
 // recordClose records an operator's close in the terms, when
@@ -553,20 +542,25 @@ func (e *Engine) recordClose(ctx context.Context, st *Status) error {
 	if err != nil && !errors.Is(err, ledger.ErrNoTerms) {
 		return ledgerErr("read the terms", err)
 	}
+	// The close time the root records (close.lua, by the Redis clock),
+	// which a rebuild restores; the status's read time when it has none.
+	closedAt := st.Now.UnixMilli()
+	if snap, err := e.store.Status(ctx, e.root(kindRedPacket, st.ID)); err == nil && snap.Int("closed_at") > 0 {
+		closedAt = snap.Int("closed_at")
+	}
 	lost, block := t.Lost, t.Block
 	t = termsOf(&st.Campaign, st.OpensAt.UnixMilli(), st.ClosesAt.UnixMilli())
-	t.CloseReason, t.ClosedAt, t.Lost, t.Block = st.CloseReason, st.Now.UnixMilli(), lost, block
+	t.CloseReason, t.ClosedAt, t.Lost, t.Block = st.CloseReason, closedAt, lost, block
 	if err := e.terms.WriteTerms(ctx, st.ID, t); err != nil {
 		return ledgerErr("record the close", err)
 	}
 	return nil
 }
 
-// activateErr is the error of an activation of campaign id (a discount
-// campaign when discount is set). One refused for its window takes the
+// activateErr is the error of an activation of campaign id of kind k. One refused for its window takes the
 // campaign out of the registry again (dropRefused); one refused because
 // another create took the load over is a *heldError.
-func (e *Engine) activateErr(ctx context.Context, id string, discount bool, spec Spec, err error) error {
+func (e *Engine) activateErr(ctx context.Context, id string, k *kind, spec Spec, err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -574,7 +568,7 @@ func (e *Engine) activateErr(ctx context.Context, id string, discount bool, spec
 		// Another create took the load over before this activation.
 		return &heldError{id: id}
 	case errors.Is(err, redisstore.ErrWindow):
-		e.dropRefused(ctx, id, discount)
+		e.dropRefused(ctx, id, k)
 		return opErr("create", id, windowError(spec, e.cfg.DefaultWindow, err))
 	default:
 		return opErr("create", id, mapStoreErr(err))
@@ -587,35 +581,20 @@ func (e *Engine) prepare(spec Spec) (*Campaign, []int64, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	id := spec.ID
-	if id == "" {
-		id = newCampaignID()
-	}
-	funding := spec.Funding
-	if funding == "" {
-		funding = DefaultFunding
+	if spec.ID == "" {
+		spec.ID = newCampaignID()
 	}
 	var seed uint64
 	if spec.Seed != nil {
 		seed = *spec.Seed
 	} else if seed, err = split.NewSeed(); err != nil {
-		return nil, nil, opErr("create", id, err)
+		return nil, nil, opErr("create", spec.ID, err)
 	}
 	amounts, err := split.Split(sp, seed)
 	if err != nil {
 		return nil, nil, fromSplit(err)
 	}
-	c := &Campaign{
-		ID: id, State: StateLoading, Total: sp.Total, Count: sp.Count, Min: sp.Min, Max: sp.Max,
-		Split: sp.Algorithm, Seed: seed, Funding: funding, Shards: max(spec.Shards, 1),
-	}
-	return c, amounts, nil
-}
-
-// terms are the campaign's terms, as its root's meta holds them.
-func terms(c *Campaign) *redisstore.Terms {
-	return &redisstore.Terms{Total: c.Total, Count: int64(c.Count), Min: c.Min, Max: c.Max,
-		Split: string(c.Split), Seed: c.Seed, Funding: c.Funding, Owner: c.Owner}
+	return spec.campaign(sp, seed), amounts, nil
 }
 
 func unixMs(t time.Time) int64 {
@@ -731,16 +710,10 @@ func statusFrom(id string, snaps []redisstore.Snapshot) (*Status, error) {
 	if State(m["state"]) == StateLoading {
 		return nil, opErr("status", id, ErrCampaignNotFound)
 	}
+	setTerms(&st.Campaign, redisstore.TermsOf(m))
 	st.ID = id
 	st.State = State(m["state"])
-	st.Total, st.Min, st.Max = root.Int("total"), root.Int("min"), root.Int("max")
-	st.Count = int(root.Int("count"))
 	st.Shards = len(snaps)
-	st.Split = split.Algorithm(m["split"])
-	st.Seed, _ = strconv.ParseUint(m["seed"], 10, 64)
-	st.Funding = m["funding"]
-	st.Owner = m[redisstore.OwnerField]
-	st.OpensAt, st.ClosesAt = time.UnixMilli(root.Int("opens_at")), time.UnixMilli(root.Int("closes_at"))
 	st.CloseReason = m["close_reason"]
 	var moved int64
 	for _, sn := range snaps {
@@ -812,7 +785,7 @@ func (e *Engine) CloseCampaign(ctx context.Context, id string) (*Status, error) 
 // Campaigns lists the live campaigns, those not yet settled, by close
 // time (earliest first).
 func (e *Engine) Campaigns(ctx context.Context) ([]string, error) {
-	ids, err := e.store.Campaigns(ctx)
+	ids, err := e.store.Campaigns(ctx, redisstore.RedPacket)
 	if err != nil {
 		return nil, plainStoreErr(err)
 	}

@@ -9,16 +9,16 @@ import (
 // how many there are in all. Unlike Campaigns it reads no more of the
 // index than the page.
 func (e *Engine) CampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error) {
-	ids, n, err := e.store.IndexPage(ctx, e.store.NS().CampaignsIndex(), offset, limit)
-	if err != nil {
-		return nil, 0, plainStoreErr(err)
-	}
-	return ids, int(n), nil
+	return e.indexPage(ctx, kindRedPacket, offset, limit)
 }
 
 // CampaignsPage is CampaignsPage for discount campaigns.
 func (ds Discounts) CampaignsPage(ctx context.Context, offset, limit int) ([]string, int, error) {
-	ids, n, err := ds.e.store.IndexPage(ctx, ds.e.store.NS().DiscountsIndex(), offset, limit)
+	return ds.e.indexPage(ctx, kindDiscount, offset, limit)
+}
+
+func (e *Engine) indexPage(ctx context.Context, k *kind, offset, limit int) ([]string, int, error) {
+	ids, n, err := e.store.IndexPage(ctx, e.store.NS().Index(k.store), offset, limit)
 	if err != nil {
 		return nil, 0, plainStoreErr(err)
 	}

@@ -125,7 +125,7 @@ func (e *Engine) Owner(ctx context.Context) (string, error) {
 // terms, the recorded terms get the new owner too, so a rebuild restores
 // it. Changing to the owner the campaign already records changes nothing.
 func (e *Engine) SetOwner(ctx context.Context, id string, ch OwnerChange) (*Status, error) {
-	if err := e.setOwner(ctx, "set owner", id, false, ch); err != nil {
+	if err := e.setOwner(ctx, "set owner", id, kindRedPacket, ch); err != nil {
 		return nil, err
 	}
 	return e.Status(ctx, id)
@@ -133,25 +133,24 @@ func (e *Engine) SetOwner(ctx context.Context, id string, ch OwnerChange) (*Stat
 
 // SetOwner is Engine.SetOwner for discount campaign id.
 func (ds Discounts) SetOwner(ctx context.Context, id string, ch OwnerChange) (*DiscountStatus, error) {
-	if err := ds.e.setOwner(ctx, "set discount owner", id, true, ch); err != nil {
+	if err := ds.e.setOwner(ctx, "set discount owner", id, kindDiscount, ch); err != nil {
 		return nil, err
 	}
 	return ds.Status(ctx, id)
 }
 
-// setOwner runs owner.lua on the root of campaign id (a discount
-// campaign when discount is set), then records the new owner in the
-// terms (red packet campaigns only: a discount campaign's terms are its
-// meta). A change whose terms write fails is done in Redis already; a
-// retry finds the new owner and writes the terms.
-func (e *Engine) setOwner(ctx context.Context, op, id string, discount bool, ch OwnerChange) error {
+// setOwner runs owner.lua on the root of campaign id of kind k, then
+// records the new owner where the kind keeps its terms outside Redis
+// (kind.recordOwner). A change whose terms write fails is done in Redis
+// already; a retry finds the new owner and writes the terms.
+func (e *Engine) setOwner(ctx context.Context, op, id string, k *kind, ch OwnerChange) error {
 	if err := ValidateCampaignID(id); err != nil {
 		return err
 	}
 	if err := ch.check(); err != nil {
 		return opErr(op, id, err)
 	}
-	shards, err := e.shardsOf(ctx, id, discount)
+	shards, err := k.shards(e, ctx, id)
 	if err != nil {
 		return opErr(op, id, mapStoreErr(err))
 	}
@@ -168,7 +167,16 @@ func (e *Engine) setOwner(ctx context.Context, op, id string, discount bool, ch 
 	if !ok {
 		return opErr(op, id, &OwnerError{Campaign: id, Owner: now, Expected: ch.From})
 	}
-	if e.terms == nil || discount {
+	if k.recordOwner == nil {
+		return nil
+	}
+	return k.recordOwner(e, ctx, op, id, ch.To)
+}
+
+// ownerInTerms records owner in the terms of red packet campaign id, when
+// Config.Packets keeps them.
+func (e *Engine) ownerInTerms(ctx context.Context, op, id, owner string) error {
+	if e.terms == nil {
 		return nil
 	}
 	t, err := e.terms.Terms(ctx, id)
@@ -178,10 +186,10 @@ func (e *Engine) setOwner(ctx context.Context, op, id string, discount bool, ch 
 	if err != nil {
 		return opErr(op, id, ledgerErr("read the terms", err))
 	}
-	if t.Owner == ch.To {
+	if t.Owner == owner {
 		return nil
 	}
-	t.Owner = ch.To
+	t.Owner = owner
 	if err := e.terms.WriteTerms(ctx, id, t); err != nil {
 		return opErr(op, id, ledgerErr("record the owner in the terms", err))
 	}

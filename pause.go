@@ -61,33 +61,15 @@ const MaxBlockUsers = redisstore.MaxBlockBatch
 // no packet is answered Paused, without touching the pool; holders still
 // get theirs (Already). Pausing a paused campaign changes nothing.
 func (e *Engine) Pause(ctx context.Context, id string) (*Status, error) {
-	return e.pauseCampaign(ctx, "pause", id, true)
+	overtaken, err := e.pause(ctx, kindRedPacket, "pause", id, true)
+	return withOvertaken(ctx, id, overtaken, err, e.Status)
 }
 
 // Resume lets the grabs of a paused campaign id go on. Resuming a
 // campaign that is not paused changes nothing.
 func (e *Engine) Resume(ctx context.Context, id string) (*Status, error) {
-	return e.pauseCampaign(ctx, "resume", id, false)
-}
-
-func (e *Engine) pauseCampaign(ctx context.Context, op, id string, paused bool) (*Status, error) {
-	if err := ValidateCampaignID(id); err != nil {
-		return nil, err
-	}
-	r, _, err := e.read(ctx, id)
-	overtaken := false
-	if err == nil {
-		overtaken, err = pauseShards(ctx, e.store, r.keys, paused, e.pauseStep)
-	}
-	if err != nil {
-		return nil, opErr(op, id, mapStoreErr(err))
-	}
-	st, err := e.Status(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	st.Overtaken = overtaken
-	return st, nil
+	overtaken, err := e.pause(ctx, kindRedPacket, "resume", id, false)
+	return withOvertaken(ctx, id, overtaken, err, e.Status)
 }
 
 // Pause stops the reservations of discount campaign id until
@@ -95,32 +77,49 @@ func (e *Engine) pauseCampaign(ctx context.Context, op, id string, paused bool) 
 // ReservePaused; an order's own reservation is answered as ever, and
 // confirms and cancels go on.
 func (ds Discounts) Pause(ctx context.Context, id string) (*DiscountStatus, error) {
-	return ds.e.pauseDiscount(ctx, "pause discount", id, true)
+	overtaken, err := ds.e.pause(ctx, kindDiscount, "pause discount", id, true)
+	return withOvertaken(ctx, id, overtaken, err, ds.Status)
 }
 
 // Resume lets the reservations of a paused discount campaign go
 // on.
 func (ds Discounts) Resume(ctx context.Context, id string) (*DiscountStatus, error) {
-	return ds.e.pauseDiscount(ctx, "resume discount", id, false)
+	overtaken, err := ds.e.pause(ctx, kindDiscount, "resume discount", id, false)
+	return withOvertaken(ctx, id, overtaken, err, ds.Status)
 }
 
-func (e *Engine) pauseDiscount(ctx context.Context, op, id string, paused bool) (*DiscountStatus, error) {
+// pause pauses (or resumes) every shard of campaign id of kind k and says
+// whether a later call overtook it.
+func (e *Engine) pause(ctx context.Context, k *kind, op, id string, paused bool) (overtaken bool, err error) {
 	if err := ValidateCampaignID(id); err != nil {
-		return nil, err
+		return false, err
 	}
-	shards, err := e.discountShards(ctx, id)
-	overtaken := false
+	shards, err := k.shards(e, ctx, id)
 	if err == nil {
 		overtaken, err = pauseShards(ctx, e.store, shards, paused, e.pauseStep)
 	}
 	if err != nil {
-		return nil, opErr(op, id, mapStoreErr(err))
+		return false, opErr(op, id, mapStoreErr(err))
 	}
-	st, err := e.Discounts().Status(ctx, id)
+	return overtaken, nil
+}
+
+// withOvertaken is the status a pause or resume answers: the campaign as
+// status reads it after the call, Overtaken as the call found it.
+func withOvertaken[S Status | DiscountStatus](ctx context.Context, id string, overtaken bool, err error, status func(context.Context, string) (*S, error)) (*S, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.Overtaken = overtaken
+	st, err := status(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch s := any(st).(type) {
+	case *Status:
+		s.Overtaken = overtaken
+	case *DiscountStatus:
+		s.Overtaken = overtaken
+	}
 	return st, nil
 }
 
@@ -166,18 +165,6 @@ func pauseShards(ctx context.Context, s *redisstore.Store, shards []redisstore.K
 	return overtaken, nil
 }
 
-func (e *Engine) discountShards(ctx context.Context, id string) ([]redisstore.Keys, error) {
-	v, err := e.store.ReadDiscount(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if m := v.Root().Meta; m["state"] == string(StateLoading) || m["kind"] != "discount" {
-		return nil, redisstore.ErrNoCampaign
-	}
-	e.discounts.learn(id, len(v.Shards))
-	return redisstore.ShardViews(v.Shards), nil
-}
-
 // BlockedUser is a user an operator blocked on a campaign.
 type BlockedUser struct {
 	User string
@@ -196,49 +183,37 @@ type BlockedUser struct {
 // Block blocks users (1..MaxBlockUsers ids) on campaign id and returns
 // how many were not blocked before. Blocking twice is not an error.
 func (e *Engine) Block(ctx context.Context, id string, users []string) (int, error) {
-	return e.blockUsers(ctx, "block", id, false, users, true)
+	return e.blockUsers(ctx, "block", id, kindRedPacket, users, true)
 }
 
 // Unblock lets users grab campaign id again and returns how many were
 // blocked.
 func (e *Engine) Unblock(ctx context.Context, id string, users []string) (int, error) {
-	return e.blockUsers(ctx, "unblock", id, false, users, false)
+	return e.blockUsers(ctx, "unblock", id, kindRedPacket, users, false)
 }
 
 // BlockedUsers lists the users blocked on campaign id, by user id.
 func (e *Engine) BlockedUsers(ctx context.Context, id string) ([]BlockedUser, error) {
-	return e.blockedUsers(ctx, "blocked users", id, false)
+	return e.blockedUsers(ctx, "blocked users", id, kindRedPacket)
 }
 
 // Block blocks users on discount campaign id, as Block does:
 // their new orders are answered ReserveBlocked.
 func (ds Discounts) Block(ctx context.Context, id string, users []string) (int, error) {
-	return ds.e.blockUsers(ctx, "block discount", id, true, users, true)
+	return ds.e.blockUsers(ctx, "block discount", id, kindDiscount, users, true)
 }
 
 // Unblock lets users reserve discounts of campaign id again.
 func (ds Discounts) Unblock(ctx context.Context, id string, users []string) (int, error) {
-	return ds.e.blockUsers(ctx, "unblock discount", id, true, users, false)
+	return ds.e.blockUsers(ctx, "unblock discount", id, kindDiscount, users, false)
 }
 
 // BlockedUsers lists the users blocked on discount campaign id.
 func (ds Discounts) BlockedUsers(ctx context.Context, id string) ([]BlockedUser, error) {
-	return ds.e.blockedUsers(ctx, "discount blocked users", id, true)
+	return ds.e.blockedUsers(ctx, "discount blocked users", id, kindDiscount)
 }
 
-// shardsOf reads the layout of a campaign or a discount campaign.
-func (e *Engine) shardsOf(ctx context.Context, id string, discount bool) ([]redisstore.Keys, error) {
-	if discount {
-		return e.discountShards(ctx, id)
-	}
-	r, _, err := e.read(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return r.keys, nil
-}
-
-func (e *Engine) blockUsers(ctx context.Context, op, id string, discount bool, users []string, add bool) (int, error) {
+func (e *Engine) blockUsers(ctx context.Context, op, id string, k *kind, users []string, add bool) (int, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return 0, err
 	}
@@ -250,7 +225,7 @@ func (e *Engine) blockUsers(ctx context.Context, op, id string, discount bool, u
 			return 0, err
 		}
 	}
-	shards, err := e.shardsOf(ctx, id, discount)
+	shards, err := k.shards(e, ctx, id)
 	if err != nil {
 		return 0, opErr(op, id, mapStoreErr(err))
 	}
@@ -273,11 +248,11 @@ func (e *Engine) blockUsers(ctx context.Context, op, id string, discount bool, u
 	return total, nil
 }
 
-func (e *Engine) blockedUsers(ctx context.Context, op, id string, discount bool) ([]BlockedUser, error) {
+func (e *Engine) blockedUsers(ctx context.Context, op, id string, k *kind) ([]BlockedUser, error) {
 	if err := ValidateCampaignID(id); err != nil {
 		return nil, err
 	}
-	shards, err := e.shardsOf(ctx, id, discount)
+	shards, err := k.shards(e, ctx, id)
 	if err != nil {
 		return nil, opErr(op, id, mapStoreErr(err))
 	}

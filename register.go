@@ -28,17 +28,10 @@ import (
 // whose activation refuses its window (a close time already past) takes
 // the campaign out again (dropRefused).
 
-// register adds campaign id (a discount campaign when discount is set) to
-// its registry with score closesAt. ZADD: registering again only moves
-// the score.
-func (e *Engine) register(ctx context.Context, op, id string, discount bool, closesAt int64) error {
-	var err error
-	if discount {
-		err = e.store.RegisterDiscount(ctx, id, closesAt)
-	} else {
-		err = e.store.Register(ctx, id, closesAt)
-	}
-	if err != nil {
+// register adds campaign id of kind k to its registry with score
+// closesAt. ZADD: registering again only moves the score.
+func (e *Engine) register(ctx context.Context, op, id string, k *kind, closesAt int64) error {
+	if err := e.store.Register(ctx, k.store, id, closesAt); err != nil {
 		return opErr(op, id, err)
 	}
 	return nil
@@ -66,16 +59,12 @@ func (e *Engine) provisionalClose(opens, closes int64) int64 {
 // *ExistsError is returned as it is. If the registration fails, that
 // failure is the answer: a replay must not report success for a campaign
 // the scheduler may not know.
-func (e *Engine) registerExisting(ctx context.Context, op string, discount bool, err error) error {
+func (e *Engine) registerExisting(ctx context.Context, op string, k *kind, err error) error {
 	var exists *ExistsError
 	if !errors.As(err, &exists) || exists.State == StateSettled {
 		return err
 	}
-	root := e.store.NS().CampaignKeys(exists.ID)
-	if discount {
-		root = e.store.NS().DiscountShardKeys(exists.ID, 1, 0).Keys()
-	}
-	snap, rerr := e.store.Status(ctx, root)
+	snap, rerr := e.store.Status(ctx, e.root(k, exists.ID))
 	if rerr != nil {
 		return opErr(op, exists.ID, mapStoreErr(rerr))
 	}
@@ -83,7 +72,7 @@ func (e *Engine) registerExisting(ctx context.Context, op string, discount bool,
 	if closes <= 0 {
 		return err
 	}
-	if rerr := e.register(ctx, op, exists.ID, discount, closes); rerr != nil {
+	if rerr := e.register(ctx, op, exists.ID, k, closes); rerr != nil {
 		return rerr
 	}
 	return err
@@ -95,21 +84,13 @@ func (e *Engine) registerExisting(ctx context.Context, op string, discount bool,
 // past leaves nothing registered. A create of the same id that made the
 // campaign live meanwhile is registered again at once. Should a step fail,
 // the campaign stays registered in loading, which every walker skips.
-func (e *Engine) dropRefused(ctx context.Context, id string, discount bool) {
-	root := e.store.NS().CampaignKeys(id)
-	var err error
-	if discount {
-		root = e.store.NS().DiscountShardKeys(id, 1, 0).Keys()
-		err = e.store.UnregisterDiscount(ctx, id, nil, 0)
-	} else {
-		err = e.store.Unregister(ctx, id, nil, 0)
-	}
-	if err != nil {
+func (e *Engine) dropRefused(ctx context.Context, id string, k *kind) {
+	if err := e.store.Unregister(ctx, k.store, id, nil, 0); err != nil {
 		return
 	}
-	snap, err := e.store.Status(ctx, root)
+	snap, err := e.store.Status(ctx, e.root(k, id))
 	if err != nil || State(snap.Meta["state"]) == StateLoading || snap.Int("closes_at") <= 0 {
 		return
 	}
-	_ = e.register(ctx, "create", id, discount, snap.Int("closes_at"))
+	_ = e.register(ctx, "create", id, k, snap.Int("closes_at"))
 }

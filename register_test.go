@@ -113,9 +113,9 @@ func (f *faultClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []
 // registry reads the score of id in the registry of its kind.
 func registry(t *testing.T, c rueidis.Client, discount bool, id string) (score int64, ok bool) {
 	t.Helper()
-	key := redisstore.Default.CampaignsIndex()
+	key := redisstore.Default.Index(redisstore.RedPacket)
 	if discount {
-		key = redisstore.Default.DiscountsIndex()
+		key = redisstore.Default.Index(redisstore.Discount)
 	}
 	s, err := c.Do(context.Background(), c.B().Zscore().Key(key).Member(id).Build()).AsFloat64()
 	if rueidis.IsRedisNil(err) {
@@ -242,9 +242,9 @@ func TestReplayedCreateRegisters(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			id := testenv.UniqueID(t)
 			require.NoError(t, k.create(ctx, eng, id))
-			key := redisstore.Default.CampaignsIndex()
+			key := redisstore.Default.Index(redisstore.RedPacket)
 			if k.discount {
-				key = redisstore.Default.DiscountsIndex()
+				key = redisstore.Default.Index(redisstore.Discount)
 			}
 			require.NoError(t, c.Do(ctx, c.B().Zrem().Key(key).Member(id).Build()).Error())
 			require.ErrorIs(t, k.create(ctx, eng, id), hongbao.ErrCampaignExists)
@@ -293,9 +293,9 @@ func TestAbandonedCreateBlocksNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, k := range createKinds {
 		t.Run(k.name, func(t *testing.T) {
-			index := redisstore.Default.CampaignsIndex()
+			index := redisstore.Default.Index(redisstore.RedPacket)
 			if k.discount {
-				index = redisstore.Default.DiscountsIndex()
+				index = redisstore.Default.Index(redisstore.Discount)
 			}
 			abandoned, other := testenv.UniqueID(t), testenv.UniqueID(t)
 			fc.dieAfter(func(cmd []string) bool { return len(cmd) > 1 && cmd[0] == "ZADD" && cmd[1] == index })

@@ -194,12 +194,12 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 	if err != nil {
 		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
-	if err := e.register(h.ctx, "create", c.ID, false, closes); err != nil {
+	if err := e.register(h.ctx, "create", c.ID, kindRedPacket, closes); err != nil {
 		return redisstore.Activation{}, h.lostErr(c.ID, err)
 	}
 	for k := c.Shards - 1; k > 0; k-- {
 		if _, err := e.store.Activate(h.ctx, r.keys[k], l.Token, opens, closes, e.cfg.DefaultWindow.Milliseconds()); err != nil {
-			return redisstore.Activation{}, h.lostErr(c.ID, e.activateErr(ctx, c.ID, false, spec, err))
+			return redisstore.Activation{}, h.lostErr(c.ID, e.activateErr(ctx, c.ID, kindRedPacket, spec, err))
 		}
 	}
 	// As in createOne, the keeper stops before the root's activation.
@@ -208,7 +208,7 @@ func (e *Engine) createSharded(ctx context.Context, c *Campaign, spec Spec, amou
 	}
 	act, err = e.store.Activate(ctx, r.keys[0], l.Token, opens, closes, e.cfg.DefaultWindow.Milliseconds())
 	if err != nil {
-		return redisstore.Activation{}, e.activateErr(ctx, c.ID, false, spec, err)
+		return redisstore.Activation{}, e.activateErr(ctx, c.ID, kindRedPacket, spec, err)
 	}
 	e.co.learn(c.ID, c.Shards)
 	return act, nil
@@ -250,7 +250,7 @@ func (e *Engine) shardMeta(c *Campaign, k int, share []int64) redisstore.Meta {
 	sh := dealt(c.Shards, k, share)
 	m := redisstore.Meta{Share: &sh, Frontier: e.frontier(len(share))}
 	if k == 0 {
-		m.Terms = terms(c)
+		m.Terms = metaTerms(c)
 	}
 	return m
 }

@@ -20,15 +20,89 @@ import (
 // (every secret, config, volume and depends_on named exists).
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()
+	return loadComposeEnv(t, types.Mapping{})
+}
+
+// loadComposeEnv loads compose/compose.yaml with env as the environment
+// (what --env-file gives).
+func loadComposeEnv(t *testing.T, env types.Mapping) *types.Project {
+	t.Helper()
 	dir, err := filepath.Abs("compose")
 	require.NoError(t, err)
 	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  dir,
 		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(dir, "compose.yaml")}},
-		Environment: types.Mapping{},
+		Environment: env,
 	}, func(o *loader.Options) { o.ResolvePaths = true })
 	require.NoError(t, err)
 	return p
+}
+
+// TestComposeImagesFromVariables: without an environment the file names
+// the upstream images, so the file a user downloads runs unchanged; each
+// image comes from a variable, so that make drill-images' env file runs
+// the same file on images built without a pull.
+func TestComposeImagesFromVariables(t *testing.T) {
+	t.Parallel()
+	upstream := map[string]string{
+		"api-1": "hongbao:dev", "api-2": "hongbao:dev", "scheduler": "hongbao:dev",
+		"redis-primary": "redis:7.2", "redis-replica": "redis:7.2",
+		"sentinel-1": "redis:7.2", "sentinel-2": "redis:7.2", "sentinel-3": "redis:7.2",
+		"postgres": "postgres:16", "prometheus": "prom/prometheus:v3.5.0", "grafana": "grafana/grafana:12.1.0",
+	}
+	p := loadCompose(t)
+	require.Len(t, p.Services, len(upstream))
+	for name, s := range p.Services {
+		require.Equal(t, upstream[name], s.Image, name)
+	}
+	vars := map[string]string{
+		"hongbao:dev": "HONGBAO_IMAGE", "redis:7.2": "REDIS_IMAGE", "postgres:16": "POSTGRES_IMAGE",
+		"prom/prometheus:v3.5.0": "PROMETHEUS_IMAGE", "grafana/grafana:12.1.0": "GRAFANA_IMAGE",
+	}
+	env := types.Mapping{}
+	for _, v := range vars {
+		env[v] = "local/" + strings.ToLower(v)
+	}
+	p = loadComposeEnv(t, env)
+	for name, s := range p.Services {
+		require.Equal(t, "local/"+strings.ToLower(vars[upstream[name]]), s.Image, name)
+	}
+}
+
+// TestComposeRedisSafetyOnEveryNode: both Redis servers run the same start
+// and carry the same safety settings whatever their role after a
+// failover; the config file lives on each server's volume, so what
+// Sentinel rewrote survives a restart, and the first master is named only
+// for the first start (no --replicaof on a command line, which would
+// override Sentinel's choice at every restart). The sentinels keep their
+// rewritten config on a volume too.
+func TestComposeRedisSafetyOnEveryNode(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	primary, replica := p.Services["redis-primary"], p.Services["redis-replica"]
+	require.Equal(t, primary.Command, replica.Command, "one start script for both")
+	cmd := strings.Join(primary.Command, " ")
+	for _, want := range []string{"appendonly yes", "appendfsync always", "maxmemory-policy noeviction",
+		"min-replicas-to-write 1", "min-replicas-max-lag 10", "requirepass", "masterauth",
+		"conf=/data/redis.conf", `[ ! -s "$conf" ]`, "sentinel get-master-addr-by-name hongbao", `redis-server "$conf"`} {
+		require.Contains(t, cmd, want)
+	}
+	require.NotContains(t, cmd, "--replicaof")
+	require.NotContains(t, cmd, "--min-replicas", "settings live in the file, not on the command line")
+	require.Equal(t, "redis-primary", *replica.Environment["REDIS_FIRST_MASTER"])
+	require.NotContains(t, primary.Environment, "REDIS_FIRST_MASTER")
+	for _, name := range []string{"redis-primary", "redis-replica", "sentinel-1", "sentinel-2", "sentinel-3"} {
+		s := p.Services[name]
+		require.Len(t, s.Volumes, 1, name)
+		require.Equal(t, types.VolumeTypeVolume, s.Volumes[0].Type, name)
+		require.Equal(t, name, s.Volumes[0].Source, name)
+		require.Equal(t, "/data", s.Volumes[0].Target, name)
+		if strings.HasPrefix(name, "redis-") {
+			require.Equal(t, name, *s.Environment["REDIS_NAME"], name)
+		} else {
+			require.Contains(t, strings.Join(s.Command, " "), `[ -s "$conf" ] || cp /etc/redis/sentinel.conf`, name)
+		}
+	}
 }
 
 // TestComposeLoads: the compose file is valid and holds the deployment
@@ -74,8 +148,6 @@ func TestComposeLoads(t *testing.T) {
 	for _, name := range []string{"redis-primary", "redis-replica", "postgres", "prometheus", "grafana"} {
 		require.Contains(t, p.Services, name)
 	}
-	require.Contains(t, strings.Join(p.Services["redis-replica"].Command, " "), "--replicaof redis-primary 6379")
-	require.Contains(t, strings.Join(p.Services["redis-primary"].Command, " "), "--appendfsync always")
 	// Redis requires the password of the secret, read from the file at
 	// start (compose's $$ is a shell's $), never written into the file.
 	for _, name := range append([]string{"redis-primary", "redis-replica"}, sentinels...) {

@@ -356,7 +356,7 @@ func TestIdempotencyKeyOfRetiredCampaign(t *testing.T) {
 	k := redisstore.Default.CampaignKeys(id)
 	c := ts.Redis.Client
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Staging).Build()).Error())
-	require.NoError(t, c.Do(ctx, c.B().Zrem().Key(redisstore.Default.CampaignsIndex()).Member(id).Build()).Error())
+	require.NoError(t, c.Do(ctx, c.B().Zrem().Key(redisstore.Default.Index(redisstore.RedPacket)).Member(id).Build()).Error())
 	r = ts.do(t, "POST", "/v1/campaigns", string(adminKey), body, "Idempotency-Key", key)
 	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
 	require.Equal(t, "idempotency_mismatch", r.errorCode(t))

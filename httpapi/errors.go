@@ -38,6 +38,9 @@ const (
 	CodeConfirmed           = "confirmed"            // 409: the order's discount is confirmed; it cannot be cancelled
 	CodeOrderMismatch       = "order_mismatch"       // 409: the order was reserved for another order amount; use a new order id
 	CodeMisdirected         = "misdirected"          // 421: a serve bound to loopback was asked under a Host name that is not loopback (serve's guard, in front of the Server)
+	CodeNoCommitment        = "no_commitment"        // 404: the campaign has no fairness commitment (created without a ledger, or before commitments)
+	CodeNotClosed           = "not_closed"           // 409: the draw log of a campaign not closed yet
+	CodeDrawLogExpired      = "draw_log_expired"     // 410: the campaign closed longer ago than the draw log's retention
 )
 
 // errorCodes gives each error code what every protocol answers it with:
@@ -67,6 +70,9 @@ var errorCodes = map[string]struct{ http int }{
 	CodeConfirmed:           {http.StatusConflict},
 	CodeOrderMismatch:       {http.StatusConflict},
 	CodeMisdirected:         {http.StatusMisdirectedRequest},
+	CodeNoCommitment:        {http.StatusNotFound},
+	CodeNotClosed:           {http.StatusConflict},
+	CodeDrawLogExpired:      {http.StatusGone},
 }
 
 // requestError is an answer of the error shape, whatever the protocol: a
@@ -157,6 +163,12 @@ var errorTable = []errorRow{
 		answer: &requestError{code: CodeNotFound, msg: "no such campaign"}},
 	{is: []error{hongbao.ErrNoGrant},
 		answer: &requestError{code: CodeNoGrant, msg: "you hold no packet of this campaign"}},
+	{is: []error{hongbao.ErrNoCommitment},
+		answer: &requestError{code: CodeNoCommitment, msg: "this campaign has no fairness commitment"}},
+	{is: []error{hongbao.ErrNotClosed},
+		answer: &requestError{code: CodeNotClosed, msg: "the draw log is published once the campaign closed"}},
+	{is: []error{hongbao.ErrDrawLogExpired},
+		answer: &requestError{code: CodeDrawLogExpired, msg: "this campaign's draw log is past its retention"}},
 	{as: func(err error) *requestError {
 		var e *hongbao.IDError
 		if errors.As(err, &e) {

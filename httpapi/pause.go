@@ -14,18 +14,43 @@ import (
 // in the grab (reserve) script: once the call has answered, no grab is
 // granted on any shard; a blocked user's grab is refused in the same way.
 
-// pauseRoutes registers the pause and blocklist routes of both kinds.
+// brakes is a kind of campaign as the pause and blocklist routes serve
+// it: where its routes live, its word in the log, and its calls.
+type brakes struct {
+	path string // the kind's collection: /v1/campaigns, /v1/discounts
+	name string // the log's key of the campaign id
+	// pause pauses (or resumes) a campaign of the kind.
+	pause pauseOf
+	// blocks is the kind's blocklist, read when a request comes (a
+	// server's services are set by then).
+	blocks func() blocklist
+}
+
+// blocklist is what the blocklist routes need of a kind of campaign:
+// hongbao.Engine and hongbao.Discounts are each one.
+type blocklist interface {
+	Block(ctx context.Context, id string, users []string) (int, error)
+	Unblock(ctx context.Context, id string, users []string) (int, error)
+	BlockedPage(ctx context.Context, id string, offset, limit int) ([]hongbao.BlockedUser, int, error)
+}
+
+// kinds lists every kind of campaign the brakes serve.
+func (s *Server) kinds() []brakes {
+	return []brakes{
+		{path: "/v1/campaigns", name: "campaign", pause: s.pauseCampaign, blocks: func() blocklist { return s.cfg.Engine }},
+		{path: "/v1/discounts", name: "discount", pause: s.pauseDiscount, blocks: func() blocklist { return s.cfg.Discounts }},
+	}
+}
+
+// pauseRoutes registers the pause and blocklist routes of every kind.
 func (s *Server) pauseRoutes() {
-	s.handle("POST /v1/campaigns/{id}/pause", s.v1(s.admin(s.pauseRoute("campaign", true, s.pauseCampaign))))
-	s.handle("POST /v1/campaigns/{id}/resume", s.v1(s.admin(s.pauseRoute("campaign", false, s.pauseCampaign))))
-	s.handle("GET /v1/campaigns/{id}/blocked", s.v1(s.admin(s.listBlocked(false))))
-	s.handle("POST /v1/campaigns/{id}/blocked", s.v1(s.admin(s.blockUsers(false, true))))
-	s.handle("POST /v1/campaigns/{id}/blocked/remove", s.v1(s.admin(s.blockUsers(false, false))))
-	s.handle("POST /v1/discounts/{id}/pause", s.v1(s.admin(s.pauseRoute("discount", true, s.pauseDiscount))))
-	s.handle("POST /v1/discounts/{id}/resume", s.v1(s.admin(s.pauseRoute("discount", false, s.pauseDiscount))))
-	s.handle("GET /v1/discounts/{id}/blocked", s.v1(s.admin(s.listBlocked(true))))
-	s.handle("POST /v1/discounts/{id}/blocked", s.v1(s.admin(s.blockUsers(true, true))))
-	s.handle("POST /v1/discounts/{id}/blocked/remove", s.v1(s.admin(s.blockUsers(true, false))))
+	for _, k := range s.kinds() {
+		s.handle("POST "+k.path+"/{id}/pause", s.v1(s.admin(s.pauseRoute(k, true))))
+		s.handle("POST "+k.path+"/{id}/resume", s.v1(s.admin(s.pauseRoute(k, false))))
+		s.handle("GET "+k.path+"/{id}/blocked", s.v1(s.admin(s.listBlocked(k))))
+		s.handle("POST "+k.path+"/{id}/blocked", s.v1(s.admin(s.blockUsers(k, true))))
+		s.handle("POST "+k.path+"/{id}/blocked/remove", s.v1(s.admin(s.blockUsers(k, false))))
+	}
 }
 
 // pauseOf pauses (or resumes) one kind of campaign and returns its
@@ -39,17 +64,17 @@ type pauseSaid struct {
 	overtaken    bool // a pause or resume that started later decided
 }
 
-// pauseRoute is the handler of a pause or resume of one kind.
-func (s *Server) pauseRoute(kind string, pause bool, do pauseOf) func(http.ResponseWriter, *http.Request, string) {
+// pauseRoute is the handler of a pause or resume of kind k.
+func (s *Server) pauseRoute(k brakes, pause bool) func(http.ResponseWriter, *http.Request, string) {
 	action := "resume"
 	if pause {
 		action = "pause"
 	}
 	return func(w http.ResponseWriter, r *http.Request, admin string) {
 		s.onCampaign(w, r, s.actionTarget, func(ctx context.Context, id string) (any, error) {
-			out, said, err := do(ctx, id, pause)
+			out, said, err := k.pause(ctx, id, pause)
 			if err == nil {
-				s.log.Info("admin action", "who", admin, "action", action, kind, id,
+				s.log.Info("admin action", "who", admin, "action", action, k.name, id,
 					"state", said.state, "paused_shards", said.pausedShards, "overtaken", said.overtaken, "remote", s.remote(r))
 			}
 			return out, err
@@ -119,7 +144,7 @@ type blockOut struct {
 	Removed  *int   `json:"removed,omitempty"`
 }
 
-func (s *Server) blockUsers(discount, add bool) func(http.ResponseWriter, *http.Request, string) {
+func (s *Server) blockUsers(k brakes, add bool) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, admin string) {
 		var users []string
 		target := func(w http.ResponseWriter, r *http.Request) (id string, ok bool) {
@@ -127,21 +152,16 @@ func (s *Server) blockUsers(discount, add bool) func(http.ResponseWriter, *http.
 			return id, ok
 		}
 		s.onCampaign(w, r, target, func(ctx context.Context, id string) (any, error) {
-			e, d := s.cfg.Engine, s.cfg.Discounts
-			do, action := e.Unblock, "unblock"
-			switch {
-			case discount && add:
-				do, action = d.Block, "block"
-			case discount:
-				do = d.Unblock
-			case add:
-				do, action = e.Block, "block"
+			list := k.blocks()
+			do, action := list.Unblock, "unblock"
+			if add {
+				do, action = list.Block, "block"
 			}
 			n, err := do(ctx, id, users)
 			if err != nil {
 				return nil, err
 			}
-			s.log.Info("admin action", "who", admin, "action", action, "campaign", id, "discount", discount,
+			s.log.Info("admin action", "who", admin, "action", action, k.name, id,
 				"users", len(users), "changed", n, "remote", s.remote(r))
 			out := blockOut{Campaign: id, Removed: &n}
 			if add {
@@ -166,7 +186,7 @@ type blockedUserOut struct {
 	Since string `json:"since"`
 }
 
-func (s *Server) listBlocked(discount bool) func(http.ResponseWriter, *http.Request, string) {
+func (s *Server) listBlocked(k brakes) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, _ string) {
 		var p page
 		target := func(w http.ResponseWriter, r *http.Request) (string, bool) {
@@ -182,11 +202,7 @@ func (s *Server) listBlocked(discount bool) func(http.ResponseWriter, *http.Requ
 			return id, true
 		}
 		s.onCampaign(w, r, target, func(ctx context.Context, id string) (any, error) {
-			list := s.cfg.Engine.BlockedPage
-			if discount {
-				list = s.cfg.Discounts.BlockedPage
-			}
-			us, total, err := list(ctx, id, p.offset, p.limit)
+			us, total, err := k.blocks().BlockedPage(ctx, id, p.offset, p.limit)
 			if err != nil {
 				return nil, err
 			}

@@ -23,8 +23,8 @@ func TestReplayedCreateRegistersOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	c := ts.Redis.Client
 	for _, tc := range []struct{ path, index, body string }{
-		{"/v1/campaigns", redisstore.Default.CampaignsIndex(), `{"total":"5.00","count":5}`},
-		{"/v1/discounts", redisstore.Default.DiscountsIndex(), `{"budget":"5.00","quota":5}`},
+		{"/v1/campaigns", redisstore.Default.Index(redisstore.RedPacket), `{"total":"5.00","count":5}`},
+		{"/v1/discounts", redisstore.Default.Index(redisstore.Discount), `{"budget":"5.00","quota":5}`},
 	} {
 		key := "register-" + tc.index + "-" + time.Now().Format(time.RFC3339Nano)
 		r := ts.do(t, "POST", tc.path, string(adminKey), tc.body, "Idempotency-Key", key)

@@ -26,7 +26,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/split"
+	"github.com/hongbao/hongbao/fairness"
 )
 
 // Config configures a Server. Zero fields take their documented defaults.
@@ -141,6 +141,18 @@ type Config struct {
 	// Timeout bounds each call to Redis or the ledger made for a request.
 	// Default 5s.
 	Timeout time.Duration
+	// Fairness answers the commitment, proof and draw log routes
+	// (fairness.go). Default: the Engine, when it is one (a
+	// *hongbao.Engine is).
+	Fairness Fairness
+	// Receipts signs the receipts of grants and publishes its keys at
+	// /.well-known/jwks.json. Default nil: the receipt routes answer
+	// not_found and the key set is empty.
+	Receipts *fairness.Signer
+	// DrawLogRetention is how long after its close a campaign's draw log
+	// is served (regulators ask for at least 90 days). Default
+	// DefaultDrawLogRetention (400 days); negative serves it for ever.
+	DrawLogRetention time.Duration
 	// RetryAfter is what 503 busy answers ask clients to wait. Default 1s.
 	RetryAfter time.Duration
 	// Logger receives admin actions and failures. Default slog.Default().
@@ -306,6 +318,7 @@ func New(cfg Config) (*Server, error) {
 	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
 	s.discountRoutes()
 	s.pauseRoutes()
+	s.fairRoutes()
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	// A scrape reads Redis (cached for a second, shared by concurrent
@@ -348,6 +361,10 @@ func setDefaults(cfg *Config) {
 	cfg.AuthFailBurst = cmp.Or(cfg.AuthFailBurst, 50)
 	cfg.IPBurst = cmp.Or(cfg.IPBurst, max(int(cfg.IPRate), 1))
 	cfg.Timeout = cmp.Or(cfg.Timeout, 5*time.Second)
+	cfg.DrawLogRetention = cmp.Or(cfg.DrawLogRetention, DefaultDrawLogRetention)
+	if f, ok := cfg.Engine.(Fairness); ok && cfg.Fairness == nil {
+		cfg.Fairness = f
+	}
 	cfg.RetryAfter = cmp.Or(cfg.RetryAfter, time.Second)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Registry == nil {
@@ -577,7 +594,7 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 			}
 			return &st.Campaign, nil
 		},
-		same: sameSpec,
+		same: func(c *hongbao.Campaign, spec hongbao.Spec) bool { return spec.Describes(c) },
 		created: func(ctx context.Context, r *http.Request, admin string, spec hongbao.Spec, c *hongbao.Campaign) {
 			if s.cfg.Fund != nil {
 				if err := s.cfg.Fund(ctx, c); err != nil {
@@ -603,23 +620,6 @@ func (s *Server) createPackets(ctx context.Context, spec hongbao.Spec) (*hongbao
 		return nil, &requestError{code: CodeIdempotencyMismatch, msg: err.Error()}
 	}
 	return c, err
-}
-
-// sameSpec says whether campaign c is what spec creates: every field the
-// request gave, and the defaults of those it left out. Times left out
-// were "now" at the first create and are not compared; nor is a seed left
-// out (it was drawn at random).
-func sameSpec(c *hongbao.Campaign, spec hongbao.Spec) bool {
-	funding := spec.Funding
-	funding = cmp.Or(funding, hongbao.DefaultFunding)
-	sp, err := split.Spec{Total: spec.Total, Count: spec.Count, Min: spec.Min, Max: spec.Max, Algorithm: spec.Split}.Normalize()
-	if err != nil {
-		return false
-	}
-	return c.Total == sp.Total && c.Count == sp.Count && c.Funding == funding &&
-		c.Split == sp.Algorithm && c.Min == sp.Min && c.Max == sp.Max &&
-		(spec.Seed == nil || *spec.Seed == c.Seed) && max(spec.Shards, 1) == c.Shards &&
-		sameWindow(spec.OpensAt, spec.ClosesAt, c.OpensAt, c.ClosesAt)
 }
 
 // sameWindow says whether a campaign opens and closes when a create asked
@@ -732,6 +732,9 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	}
 	bp := grantBufs.Get().(*[]byte)
 	*bp = appendGrant((*bp)[:0], g, g.Outcome.String())
+	if wantsReceipt(r) {
+		*bp = s.appendReceipt(*bp, g)
+	}
 	writeBody(w, http.StatusOK, *bp)
 	grantBufs.Put(bp)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/rueidis"
 
@@ -111,20 +110,12 @@ func (r *run) check(ctx context.Context) error {
 func (r *run) resolveTerms() error {
 	m := r.rootMeta
 	if m["total"] != "" {
-		t := ledger.Terms{Funding: m["funding"], Split: m["split"], Shards: 1,
-			Lost: r.terms.Lost, CloseReason: r.terms.CloseReason, ClosedAt: r.terms.ClosedAt, Block: r.terms.Block}
-		if b, _ := strconv.ParseInt(m["block"], 10, 64); b > 0 {
-			t.Block = b
-		}
-		for _, f := range []struct {
-			name string
-			into *int64
-		}{{"total", &t.Total}, {"count", &t.Count}, {"min", &t.Min}, {"max", &t.Max}, {"opens_at", &t.OpensAt}, {"closes_at", &t.ClosesAt}} {
-			*f.into, _ = strconv.ParseInt(m[f.name], 10, 64)
-		}
-		t.Seed, _ = strconv.ParseUint(m["seed"], 10, 64)
-		if n, _ := strconv.Atoi(m["shards"]); n > 1 {
-			t.Shards = n
+		// The ledger's own: what the meta does not hold (Lost) or holds
+		// for every close, not an operator's alone (CloseReason, ClosedAt).
+		t := redisstore.TermsOf(m)
+		t.Lost, t.CloseReason, t.ClosedAt = r.terms.Lost, r.terms.CloseReason, r.terms.ClosedAt
+		if t.Block <= 0 {
+			t.Block = r.terms.Block
 		}
 		r.terms = t
 	}
@@ -165,7 +156,7 @@ func (r *run) problems(ctx context.Context) ([]string, error) {
 		}
 		out = append(out, p...)
 	}
-	if ok, err := r.store.Registered(ctx, r.id); err != nil {
+	if ok, err := r.store.Registered(ctx, redisstore.RedPacket, r.id); err != nil {
 		return nil, err
 	} else if !ok {
 		out = append(out, "the campaign is not in the registry of live campaigns")

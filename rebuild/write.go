@@ -200,11 +200,12 @@ var testHookSwapped func(k int) error
 // owned are the meta fields a rebuild decides; the others are kept.
 var owned = func() map[string]bool {
 	m := map[string]bool{}
-	for _, f := range []string{"state", "total", "count", "min", "max", "split", "seed", "funding", "opens_at", "closes_at",
+	// The terms (redisstore.TermNames), and the fields of the shard's life.
+	for _, f := range append(redisstore.TermNames(), "state", "opens_at", "closes_at",
 		"created_at", "granted_count", "granted_cents", "refunded_cents", "close_reason", "closed_at", "load_token",
 		"staged_count", "staged_cents", "shards", "shard", "base_count", "base_cents", "in_count", "in_cents",
 		"out_count", "out_cents", "xfer_seq", "lost_count", "lost_cents", "rebuilt_at", "rebuild_token",
-		"rebuild_from", "rebuild_swapped", "block", "sealed", redisstore.LedgerFence, redisstore.OwnerField} {
+		"rebuild_from", "rebuild_swapped", "block", "sealed", redisstore.LedgerFence, redisstore.OwnerField) {
 		m[f] = true
 	}
 	return m
@@ -246,8 +247,8 @@ func (r *run) meta(k int) redisstore.RebuiltMeta {
 	if k == 0 {
 		// The owner a surviving root records wins over the terms': an
 		// operator's change reaches the terms after Redis.
-		m.Terms = &redisstore.Terms{Total: t.Total, Count: t.Count, Min: t.Min, Max: t.Max,
-			Split: t.Split, Seed: t.Seed, Funding: t.Funding, Owner: cmp.Or(r.rootMeta[redisstore.OwnerField], t.Owner)}
+		t.Owner = cmp.Or(r.rootMeta[redisstore.OwnerField], t.Owner)
+		m.Terms = &t
 	}
 	return m
 }
@@ -260,7 +261,7 @@ func (r *run) activate(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.store.Register(ctx, r.id, r.terms.ClosesAt); err != nil {
+	if err := r.store.Register(ctx, redisstore.RedPacket, r.id, r.terms.ClosesAt); err != nil {
 		return err
 	}
 	r.report()

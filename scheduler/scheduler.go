@@ -580,7 +580,7 @@ func BoundBacklog(ctx context.Context, rc rueidis.Client, eng *hongbao.Engine, l
 
 // overBound lists the campaigns whose unsettled entries pass limit.
 func overBound(ctx context.Context, store *redisstore.Store, rc rueidis.Client, limit int64) ([]string, error) {
-	ids, err := store.Campaigns(ctx)
+	ids, err := store.Campaigns(ctx, redisstore.RedPacket)
 	if err != nil {
 		return nil, err
 	}

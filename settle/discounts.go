@@ -62,28 +62,21 @@ func (w *Worker) discountSink() (DiscountSink, bool) {
 	return ds, ok
 }
 
-// fundDiscount writes the fund entry of discount campaign id: its budget,
-// from its funding account, into its escrow.
-func (w *Worker) fundDiscount(ctx context.Context, id string, root redisstore.Snapshot) error {
-	return w.fundLedger(owned(ctx, root), ledger.Campaign{ID: ledger.DiscountCampaign(id), Funding: root.Meta["funding"], Total: atoi(root.Meta["budget"])})
-}
-
 // discount settles what it can of discount campaign id: every shard's
 // confirms stream, the transfers a dead process left, the close when its
 // window ended or it is exhausted, the expiries of a closed campaign, and
 // the refund once it is closed, drained and holds nothing.
-func (w *Worker) discount(ctx context.Context, id string) (work int, unsettled int64, open bool, err error) {
+func (w *Worker) discount(ctx context.Context, k *kind, id string) (work int, unsettled int64, open bool, err error) {
 	if _, ok := w.discountSink(); !ok {
 		return 0, 0, false, nil
 	}
 	_, root := w.holds(id, 0)
-	v, work, open, done, err := begin(ctx, w, id, root, w.store.NS().DiscountShardKeys(id, 1, 0).Keys(), "discount", "discount campaign", w.store.ReadDiscount,
-		func(ctx context.Context) error { return w.store.UnregisterDiscount(ctx, id, nil, 0) }, w.retireDiscount)
+	v, work, open, done, err := begin(ctx, w, id, root, k, w.store.ReadDiscount, w.retireDiscount)
 	if done {
 		return work, 0, open, err
 	}
 	views := redisstore.ShardViews(v.Shards)
-	work, unsettled, err = w.streams(ctx, id, views, v.Root(), true)
+	work, unsettled, err = w.streams(ctx, id, views, v.Root(), k)
 	if err != nil || !root {
 		return work, unsettled, true, err
 	}
@@ -92,7 +85,7 @@ func (w *Worker) discount(ctx context.Context, id string) (work int, unsettled i
 	if err != nil || !closed || unsettled > 0 {
 		return work, unsettled, true, err
 	}
-	done, left, err := w.refundDiscount(ctx, id)
+	done, left, err := w.refundDiscount(ctx, k, id)
 	if err != nil || !done {
 		return work, unsettled + left, true, err
 	}
@@ -159,7 +152,7 @@ func exhausted(v *redisstore.DiscountView) bool {
 // order is confirmed once, so its key stands in one entry.
 func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.Entry) error {
 	sink, _ := w.discountSink()
-	lid := ledger.DiscountCampaign(sh.id)
+	lid := sh.kind.ledgerID(sh.id)
 	var ds []ledger.Discount
 	for _, e := range es {
 		for _, g := range e.Grants {
@@ -201,13 +194,13 @@ func (w *Worker) applyDiscounts(ctx context.Context, sh shard, es []redisstore.E
 // with no reservation held in the view read here, and its confirms
 // stream, read after that view, fully delivered and acknowledged (a
 // confirm that landed while the pass read the streams is read again).
-func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left int64, err error) {
+func (w *Worker) refundDiscount(ctx context.Context, k *kind, id string) (done bool, left int64, err error) {
 	v, err := w.store.ReadDiscount(ctx, id)
 	if err != nil {
 		return false, 0, err
 	}
 	root := v.Root()
-	if err := w.fundDiscount(ctx, id, root); err != nil {
+	if err := w.fund(ctx, k, id, root); err != nil {
 		return false, 0, err
 	}
 	var count, cents int64
@@ -222,9 +215,9 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 		count += snap.Int("confirmed_count")
 		cents += snap.Int("confirmed_cents")
 	}
-	lid := ledger.DiscountCampaign(id)
+	lid := k.ledgerID(id)
 	rootKeys := v.Shards[0].Keys()
-	if ok, err := w.ledgerAgrees(ctx, rootKeys, "discount", id, lid, count, cents); !ok || err != nil {
+	if ok, err := w.ledgerAgrees(ctx, rootKeys, k.store.Name, id, lid, count, cents); !ok || err != nil {
 		return false, 0, err
 	}
 	refund := root.Int("budget") - cents
@@ -232,7 +225,7 @@ func (w *Worker) refundDiscount(ctx context.Context, id string) (done bool, left
 		return false, 0, err
 	}
 	if err := w.sink.Refund(fenced(ctx, root), lid, refund); err != nil {
-		return false, 0, w.refundFailed(ctx, rootKeys, "discount", id, err)
+		return false, 0, w.refundFailed(ctx, rootKeys, k.store.Name, id, err)
 	}
 	w.wakeRollUp()
 	changed, err := w.settleDiscountShards(ctx, v, refund)
@@ -300,7 +293,7 @@ func (w *Worker) retireDiscount(ctx context.Context, v *redisstore.DiscountView)
 			retention = -1
 		}
 	}
-	return w.store.UnregisterDiscount(ctx, v.ID, v.Shards, retention)
+	return w.store.Unregister(ctx, redisstore.Discount, v.ID, redisstore.ShardViews(v.Shards), retention)
 }
 
 // RedriveDiscount puts the dead discounts of discount campaign id back

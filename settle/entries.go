@@ -16,9 +16,7 @@ type shard struct {
 	id   string              // the campaign
 	keys redisstore.Keys     // the shard's keys
 	root redisstore.Snapshot // the campaign's root, for its spec
-	// discount is set for a shard of a discount campaign, whose stream
-	// holds confirmed discounts (discounts.go).
-	discount bool
+	kind *kind               // the campaign's kind
 	// term is the term of the shard's part (PartHolder.Held), 0 without a
 	// PartHolder: a new term sweeps the stream's pending entries (sweep).
 	term int64
@@ -26,23 +24,11 @@ type shard struct {
 
 // names are the shard's stream and the kind of campaign, as the log
 // names them.
-func (sh shard) names() (stream, label string) {
-	if sh.discount {
-		return "confirms", "discount"
-	}
-	return "grants", "campaign"
-}
+func (sh shard) names() (stream, label string) { return sh.kind.stream, sh.kind.store.Name }
 
 func atoi(s string) int64 {
 	v, _ := strconv.ParseInt(s, 10, 64)
 	return v
-}
-
-// fund writes the campaign's fund entry once (idempotent in the ledger),
-// from its meta in Redis: the first to touch a campaign in the ledger funds
-// it.
-func (w *Worker) fund(ctx context.Context, id string, snap redisstore.Snapshot) error {
-	return w.fundLedger(owned(ctx, snap), ledger.Campaign{ID: id, Funding: snap.Meta["funding"], Total: atoi(snap.Meta["total"])})
 }
 
 // fundLedger writes the fund entry of c once per worker (the ledger makes
@@ -77,11 +63,7 @@ func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.En
 	if err := w.syncReplicas(ctx, sh.keys); err != nil {
 		return err
 	}
-	if sh.discount {
-		if err := w.fundDiscount(ctx, id, sh.root); err != nil {
-			return err
-		}
-	} else if err := w.fund(ctx, id, sh.root); err != nil {
+	if err := w.fund(ctx, sh.kind, id, sh.root); err != nil {
 		return err
 	}
 	good := es[:0:0]
@@ -112,16 +94,19 @@ func (w *Worker) settleEntries(ctx context.Context, sh shard, es []redisstore.En
 }
 
 // apply writes the items of entries es to the sink in one transaction
-// and acknowledges the entries after the commit: grants here, a discount
-// campaign's confirmed discounts in applyDiscounts.
+// and acknowledges the entries after the commit, as the shard's kind
+// does: grants in applyGrants, a discount campaign's confirmed discounts
+// in applyDiscounts.
 func (w *Worker) apply(ctx context.Context, sh shard, es []redisstore.Entry) error {
-	id := sh.id
 	if len(es) == 0 {
 		return nil
 	}
-	if sh.discount {
-		return w.applyDiscounts(ctx, sh, es)
-	}
+	return sh.kind.apply(w, ctx, sh, es)
+}
+
+// applyGrants is apply for a red packet campaign's grants.
+func (w *Worker) applyGrants(ctx context.Context, sh shard, es []redisstore.Entry) error {
+	id := sh.id
 	n := 0
 	for _, e := range es {
 		n += len(e.Grants)
@@ -275,7 +260,7 @@ func (w *Worker) syncReplicas(ctx context.Context, k redisstore.Keys) error {
 // the streams is then either in that view's counters and on a stream
 // read after it, or the shard was open and the refund waits. left counts
 // the entries still to settle when the refund waits for them.
-func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, err error) {
+func (w *Worker) refund(ctx context.Context, k *kind, id string) (done bool, left int64, err error) {
 	v, err := w.store.Read(ctx, id)
 	if err != nil {
 		return false, 0, err
@@ -291,7 +276,7 @@ func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, 
 		}
 	}
 	root := v.Root()
-	if err := w.fund(ctx, id, root); err != nil {
+	if err := w.fund(ctx, k, id, root); err != nil {
 		return false, 0, err
 	}
 	var grantedCount, grantedCents int64
@@ -307,7 +292,7 @@ func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, 
 		grantedCount += snap.Int("granted_count")
 		grantedCents += snap.Int("granted_cents")
 	}
-	if ok, err := w.ledgerAgrees(ctx, v.Shards[0], "campaign", id, id, grantedCount, grantedCents); !ok || err != nil {
+	if ok, err := w.ledgerAgrees(ctx, v.Shards[0], k.store.Name, id, k.ledgerID(id), grantedCount, grantedCents); !ok || err != nil {
 		return false, 0, err
 	}
 	for _, k := range v.Shards {
@@ -316,8 +301,8 @@ func (w *Worker) refund(ctx context.Context, id string) (done bool, left int64, 
 		}
 	}
 	refund := root.Int("total") - grantedCents
-	if err := w.sink.Refund(fenced(ctx, root), id, refund); err != nil {
-		return false, 0, w.refundFailed(ctx, v.Shards[0], "campaign", id, err)
+	if err := w.sink.Refund(fenced(ctx, root), k.ledgerID(id), refund); err != nil {
+		return false, 0, w.refundFailed(ctx, v.Shards[0], k.store.Name, id, err)
 	}
 	w.wakeRollUp()
 	changed, err := w.settleShards(ctx, v, refund)
@@ -458,5 +443,5 @@ func (w *Worker) retire(ctx context.Context, v *redisstore.View) error {
 			retention = -1
 		}
 	}
-	return w.store.Unregister(ctx, v.ID, v.Shards, retention)
+	return w.store.Unregister(ctx, redisstore.RedPacket, v.ID, v.Shards, retention)
 }

@@ -17,7 +17,7 @@ import (
 // serve and in hongbao settle alike. A campaign that vanished or is still
 // loading is skipped.
 func (w *Worker) Reap(ctx context.Context) (int, error) {
-	dids, err := w.store.DiscountCampaigns(ctx)
+	dids, err := w.store.Campaigns(ctx, redisstore.Discount)
 	if err != nil {
 		return 0, err
 	}

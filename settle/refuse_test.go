@@ -226,7 +226,7 @@ func TestUnreconciledKeepsKeys(t *testing.T) {
 	}
 	_, err = w.Drain(ctx)
 	require.NoError(t, err)
-	registered, err := store.Campaigns(ctx)
+	registered, err := store.Campaigns(ctx, redisstore.RedPacket)
 	require.NoError(t, err)
 	for _, id := range ids {
 		st, err := e.eng.Status(ctx, id)

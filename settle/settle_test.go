@@ -130,7 +130,7 @@ func TestSettleRainThenRefund(t *testing.T) {
 	require.EqualValues(t, 2000, rep.GrantedLedger)
 
 	// Settled campaigns leave the registry and expire after retention.
-	ids, err := redisstore.New(e.redis.Client).Campaigns(ctx)
+	ids, err := redisstore.New(e.redis.Client).Campaigns(ctx, redisstore.RedPacket)
 	require.NoError(t, err)
 	require.NotContains(t, ids, c.ID)
 	ttl, err := e.redis.Client.Do(ctx, e.redis.Client.B().Pttl().Key(redisstore.Default.CampaignKeys(c.ID).Meta).Build()).AsInt64()

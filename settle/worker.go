@@ -452,16 +452,16 @@ func (w *Worker) Backlog() map[string]int64 {
 func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.PassTimeout)
 	defer cancel()
-	ids, err := w.store.Campaigns(ctx)
-	if err != nil {
-		return Progress{}, err
+	ids := make([][]string, len(kinds)) // by kind
+	var p Progress
+	for i, k := range kinds {
+		ks, err := w.store.Campaigns(ctx, k.store)
+		if err != nil {
+			return Progress{}, err
+		}
+		ids[i] = w.only(ks)
+		p.Campaigns += len(ids[i])
 	}
-	dids, err := w.store.DiscountCampaigns(ctx)
-	if err != nil {
-		return Progress{}, err
-	}
-	ids, dids = w.only(ids), w.only(dids)
-	p := Progress{Campaigns: len(ids) + len(dids)}
 	if w.failing.Load() {
 		if err := w.sink.Ping(ctx); err != nil {
 			return p, fmt.Errorf("ledger unavailable: %w", err)
@@ -475,14 +475,9 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 			w.backlog.Store(&p.Backlog)
 		}
 	}()
-	w.forget(ids, dids)
-	type settler func(context.Context, string) (int, int64, bool, error)
-	for _, kind := range []struct {
-		ids  []string
-		name string
-		f    settler
-	}{{ids, "campaign", w.campaign}, {dids, "discount", w.discount}} {
-		for _, id := range kind.ids {
+	w.forget(ids)
+	for i, k := range kinds {
+		for _, id := range ids[i] {
 			if err := ctx.Err(); err != nil {
 				// Stopped, or out of PassTimeout: a failed pass too, so the
 				// next one checks the ledger before touching any stream.
@@ -491,7 +486,7 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 				}
 				return p, firstErr
 			}
-			work, unsettled, open, err := kind.f(ctx, id)
+			work, unsettled, open, err := k.pass(w, ctx, k, id)
 			p.Work += work
 			p.Unsettled += unsettled
 			if open {
@@ -499,7 +494,7 @@ func (w *Worker) Pass(ctx context.Context) (Progress, error) {
 				p.Backlog[id] = unsettled
 			}
 			if err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("%s %s: %w", kind.name, id, err)
+				firstErr = fmt.Errorf("%s %s: %w", k.store.Name, id, err)
 			}
 		}
 	}
@@ -514,18 +509,17 @@ type stream struct{ campaign, key string }
 func streamOf(sh shard) stream { return stream{sh.id, sh.keys.Grants} }
 
 // forget drops what the worker remembers of campaigns that are no longer
-// registered (retired, or deleted by an operator): ids and dids are every
-// registered campaign this worker settles, read at the start of a pass,
+// registered (retired, or deleted by an operator): ids are every
+// registered campaign this worker settles, by kind, read at the start of a pass,
 // so nothing it drops belongs to a campaign the pass will touch. A
 // campaign registered again later (rebuilt) is funded and swept again,
 // which the ledger makes no-ops.
-func (w *Worker) forget(ids, dids []string) {
-	live := make(map[string]bool, len(ids)+len(dids))
-	for _, id := range ids {
-		live[id] = true
-	}
-	for _, id := range dids {
-		live[id] = true
+func (w *Worker) forget(ids [][]string) {
+	live := map[string]bool{}
+	for _, kind := range ids {
+		for _, id := range kind {
+			live[id] = true
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -593,14 +587,13 @@ func (w *Worker) Drain(ctx context.Context) (Progress, error) {
 // the root's part, the transfers between shards that a dead process left
 // behind, the close when the window has passed, and the refund once every
 // shard is closed and drained.
-func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled int64, open bool, err error) {
+func (w *Worker) campaign(ctx context.Context, k *kind, id string) (work int, unsettled int64, open bool, err error) {
 	_, root := w.holds(id, 0)
-	v, work, open, done, err := begin(ctx, w, id, root, w.store.NS().CampaignKeys(id), "campaign", "campaign", w.store.Read,
-		func(ctx context.Context) error { return w.store.Unregister(ctx, id, nil, 0) }, w.retire)
+	v, work, open, done, err := begin(ctx, w, id, root, k, w.store.Read, w.retire)
 	if done {
 		return work, 0, open, err
 	}
-	work, unsettled, err = w.streams(ctx, id, v.Shards, v.Root(), false)
+	work, unsettled, err = w.streams(ctx, id, v.Shards, v.Root(), k)
 	if err != nil || !root {
 		return work, unsettled, true, err
 	}
@@ -622,7 +615,7 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 		// The stream reads above came before this close, or before a
 		// grant on a shard that was still open: refund checks again,
 		// after its own read of every shard closed.
-		done, left, err := w.refund(ctx, id)
+		done, left, err := w.refund(ctx, k, id)
 		if err != nil {
 			return work, unsettled, true, err
 		}
@@ -634,24 +627,22 @@ func (w *Worker) campaign(ctx context.Context, id string) (work int, unsettled i
 	return work, unsettled, true, nil
 }
 
-// begin is what a pass does first with a campaign of either kind: read
-// reads it; a registered campaign whose meta is gone (expired or deleted)
-// is unregistered, one still loading waits, one owned by another ledger
-// or sink is left alone (own; rk are the root's keys), and a settled one
-// is retired, each by the worker that holds the root's part (root). When done is
-// false the caller settles v; when it is true, the pass of this campaign
-// is over with work, open and err. kind is the log's key of the id, name
-// its word for the campaign.
-func begin[V interface{ Root() redisstore.Snapshot }](ctx context.Context, w *Worker, id string, root bool, rk redisstore.Keys, kind, name string,
-	read func(context.Context, string) (V, error), unregister func(context.Context) error,
-	retire func(context.Context, V) error) (v V, work int, open, done bool, err error) {
+// begin is what a pass does first with a campaign of kind k: read reads
+// it; a registered campaign whose meta is gone (expired or deleted) is
+// unregistered, one still loading waits, one owned by another ledger or
+// sink is left alone (own), and a settled one is retired, each by the
+// worker that holds the root's part (root). When done is false the caller
+// settles v; when it is true, the pass of this campaign is over with
+// work, open and err.
+func begin[V interface{ Root() redisstore.Snapshot }](ctx context.Context, w *Worker, id string, root bool, k *kind,
+	read func(context.Context, string) (V, error), retire func(context.Context, V) error) (v V, work int, open, done bool, err error) {
 	v, err = read(ctx, id)
 	if errors.Is(err, redisstore.ErrNoCampaign) {
 		if !root {
 			return v, 0, true, true, nil
 		}
-		w.log.Warn("registered "+name+" has no meta; unregistering", kind, id)
-		return v, 1, false, true, unregister(ctx)
+		w.log.Warn("registered "+k.name+" has no meta; unregistering", k.store.Name, id)
+		return v, 1, false, true, w.store.Unregister(ctx, k.store, id, nil, 0)
 	}
 	if err != nil {
 		return v, 0, true, true, err
@@ -661,7 +652,7 @@ func begin[V interface{ Root() redisstore.Snapshot }](ctx context.Context, w *Wo
 	}
 	// Another deployment's campaign is none of this pass's business: not
 	// open, no work, nothing unsettled (a drain would wait for it forever).
-	if mine, err := w.own(ctx, id, v.Root(), rk); err != nil || !mine {
+	if mine, err := w.own(ctx, id, v.Root(), w.store.NS().RootKeys(k.store, id)); err != nil || !mine {
 		return v, 0, false, true, err
 	}
 	switch v.Root().Meta["state"] {
@@ -677,9 +668,9 @@ func begin[V interface{ Root() redisstore.Snapshot }](ctx context.Context, w *Wo
 // streams settles what it can of the streams of a campaign's shards that
 // this worker holds, and counts, while Drain runs, what the others still
 // hold (elsewhere).
-func (w *Worker) streams(ctx context.Context, id string, shards []redisstore.Keys, root redisstore.Snapshot, discount bool) (work int, unsettled int64, err error) {
-	for k, keys := range shards {
-		term, ok := w.holds(id, k)
+func (w *Worker) streams(ctx context.Context, id string, shards []redisstore.Keys, root redisstore.Snapshot, k *kind) (work int, unsettled int64, err error) {
+	for i, keys := range shards {
+		term, ok := w.holds(id, i)
 		if !ok {
 			u, err := w.elsewhere(ctx, keys)
 			if err != nil {
@@ -688,7 +679,7 @@ func (w *Worker) streams(ctx context.Context, id string, shards []redisstore.Key
 			unsettled += u
 			continue
 		}
-		n, u, err := w.streamShard(ctx, shard{id: id, keys: keys, root: root, discount: discount, term: term})
+		n, u, err := w.streamShard(ctx, shard{id: id, keys: keys, root: root, kind: k, term: term})
 		work += n
 		unsettled += u
 		if err != nil {

@@ -14,30 +14,6 @@ import (
 // swaps in (RebuiltMeta, rebuild_swap.lua), in the field names every
 // script reads.
 
-// Terms are a red packet campaign's terms, as its root's meta holds them.
-type Terms struct {
-	Total, Count int64 // cents; packets
-	Min, Max     int64 // the least and most cents of one packet
-	Split        string
-	Seed         uint64
-	Funding      string // the ledger account the campaign is funded from
-	// Owner is the identity of the ledger or sink the campaign settles
-	// into (OwnerField); "" records none.
-	Owner string
-}
-
-func (t *Terms) appendTo(a []string) []string {
-	if t == nil {
-		return a
-	}
-	a = append(a, "total", i64(t.Total), "count", i64(t.Count), "min", i64(t.Min), "max", i64(t.Max),
-		"split", t.Split, "seed", strconv.FormatUint(t.Seed, 10), "funding", t.Funding)
-	if t.Owner != "" {
-		a = append(a, OwnerField, t.Owner)
-	}
-	return a
-}
-
 // ShardShare is one shard's part of a sharded campaign: the layout, and
 // the packets (or amounts) it was dealt.
 type ShardShare struct {
@@ -68,7 +44,7 @@ func (f *Frontier) appendTo(a []string) []string {
 // a sharded one, as it starts loading.
 type Meta struct {
 	Share    *ShardShare // nil for a one-shard campaign
-	Terms    *Terms      // the campaign's terms: on its root only
+	Terms    *Terms      // the campaign's terms: on its root only (appendTerms)
 	Frontier *Frontier   // nil: no frontier
 }
 
@@ -115,14 +91,14 @@ type Begun struct {
 // shard only by a load at least as new as the one that began it
 // (Begun.Held otherwise).
 func (s *Store) Begin(ctx context.Context, k Keys, l Loader, m Meta) (Begun, error) {
-	keys := []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied}
+	keys := loadKeys(k.All(), keptByLoad(k))
 	return s.beginLoad(ctx, s.s.begin, "begin load", keys, m.argv(l))
 }
 
 // argv is begin.lua's ARGV: the load, then the meta fields.
 func (m Meta) argv(l Loader) []string {
 	a := beginArgv(l, 13)
-	return m.Frontier.appendTo(m.Terms.appendTo(m.Share.appendTo(a)))
+	return m.Frontier.appendTo(appendTerms(m.Terms, m.Share.appendTo(a)))
 }
 
 // DiscountMeta is what DiscountBegin stores in the meta of one shard of a
@@ -146,7 +122,7 @@ type DiscountMeta struct {
 // loading is loaded afresh when it never reserved, lent or borrowed
 // anything.
 func (s *Store) DiscountBegin(ctx context.Context, k DiscountKeys, l Loader, m DiscountMeta) (Begun, error) {
-	keys := []string{k.Meta, k.Staging, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Xfers, k.Applied}
+	keys := loadKeys(k.All(), keptByLoad(k.Keys()))
 	return s.beginLoad(ctx, s.s.discountBegin, "begin discount load", keys, m.argv(l))
 }
 

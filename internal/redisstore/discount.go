@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/hongbao/hongbao/internal/luascript"
 )
@@ -178,28 +175,11 @@ func (v *DiscountView) Root() Snapshot { return v.Snaps[0] }
 // many shards there are, then the others. ErrNoCampaign when the root does
 // not exist.
 func (s *Store) ReadDiscount(ctx context.Context, id string) (*DiscountView, error) {
-	root := s.ns.DiscountShardKeys(id, 1, 0)
-	snap, err := s.Status(ctx, root.Keys())
+	v, err := s.ReadOf(ctx, Discount, id)
 	if err != nil {
 		return nil, err
 	}
-	n := int(snap.Int("shards"))
-	if n <= 1 {
-		return &DiscountView{ID: id, Shards: []DiscountKeys{root}, Snaps: []Snapshot{snap}}, nil
-	}
-	if n > MaxShards {
-		return nil, fmt.Errorf("discount %s: %w: %d shards", id, ErrCorrupt, n)
-	}
-	layout := s.ns.DiscountLayout(id, n)
-	views := make([]Keys, n-1)
-	for k := range views {
-		views[k] = layout[k+1].Keys()
-	}
-	rest, err := s.StatusAll(ctx, views)
-	if err != nil {
-		return nil, err
-	}
-	return &DiscountView{ID: id, Shards: layout, Snaps: append([]Snapshot{snap}, rest...)}, nil
+	return &DiscountView{ID: id, Shards: s.ns.DiscountLayout(id, len(v.Shards)), Snaps: v.Snaps}, nil
 }
 
 // ShardViews returns the campaign-shard view (Keys) of every shard.
@@ -209,48 +189,6 @@ func ShardViews(shards []DiscountKeys) []Keys {
 		out[i] = k.Keys()
 	}
 	return out
-}
-
-// RegisterDiscount adds discount campaign id to the registry of live
-// discount campaigns, scored by its close time in ms. Registering again
-// only updates the score.
-func (s *Store) RegisterDiscount(ctx context.Context, id string, closesAt int64) error {
-	err := s.c.Do(ctx, s.c.B().Zadd().Key(s.ns.DiscountsIndex()).ScoreMember().
-		ScoreMember(float64(closesAt), id).Build()).Error()
-	if err != nil {
-		return fmt.Errorf("register discount %s: %w", id, err)
-	}
-	return nil
-}
-
-// DiscountCampaigns lists the registered (not yet settled) discount
-// campaigns, by close time.
-func (s *Store) DiscountCampaigns(ctx context.Context) ([]string, error) {
-	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.ns.DiscountsIndex()).Min("0").Max("-1").Build()).AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("list discounts: %w", err)
-	}
-	return ids, nil
-}
-
-// UnregisterDiscount removes a settled discount campaign from the registry
-// and lets the keys of all its shards expire after retention (kept when
-// retention is not positive).
-func (s *Store) UnregisterDiscount(ctx context.Context, id string, shards []DiscountKeys, retention time.Duration) error {
-	cmds := []rueidis.Completed{s.c.B().Zrem().Key(s.ns.DiscountsIndex()).Member(id).Build()}
-	if retention > 0 {
-		for _, k := range shards {
-			for _, key := range []string{k.Meta, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Staging, k.Xfers, k.Applied, k.Blocked} {
-				cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
-			}
-		}
-	}
-	for _, r := range s.c.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-			return fmt.Errorf("unregister discount %s: %w", id, err)
-		}
-	}
-	return nil
 }
 
 // Reservation is a reservation record as stored:

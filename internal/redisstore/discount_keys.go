@@ -63,6 +63,15 @@ func (k DiscountKeys) Keys() Keys {
 	}
 }
 
+// All lists every key of the shard, each once, those of its Keys view
+// included: what a settled campaign lets expire (UnregisterDiscount). The
+// first ten are disc_begin.lua's KEYS, in its order (loadKeys); a key
+// added to DiscountKeys is added here.
+func (k DiscountKeys) All() []string {
+	v := k.Keys()
+	return []string{k.Meta, k.Staging, k.Pool, k.Usage, k.Resv, k.Holds, k.Confirms, k.Dead, k.Xfers, k.Applied, v.Lost, v.Sync, k.Blocked}
+}
+
 // ReserveKeys are the KEYS of disc_reserve.lua (the first five those of
 // disc_reap.lua) for one shard, built once per campaign by callers on the
 // hot path.

@@ -1,5 +1,7 @@
 package redisstore
 
+import "slices"
+
 // Keys are the Redis keys of one campaign. They share the hash tag
 // {c:<id>}, so every campaign script touches a single cluster slot.
 type Keys struct {
@@ -37,6 +39,30 @@ func keysOfTag(ns, tag string) Keys {
 		Sync:    p + "sync",
 		Blocked: p + "blocked",
 	}
+}
+
+// All lists every key of the shard, each once: what a settled campaign
+// lets expire (Unregister). The first eight are begin.lua's KEYS, in its
+// order (loadKeys); a key added to Keys is added here.
+func (k Keys) All() []string {
+	return []string{k.Meta, k.Staging, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied, k.Lost, k.Sync, k.Blocked}
+}
+
+// keptByLoad are the keys of a shard that a fresh load leaves as they are
+// (begin.lua, disc_begin.lua): the users an operator blocked, the packets
+// only a rebuild finds lost, and the sync key, which holds nothing.
+func keptByLoad(k Keys) []string { return []string{k.Lost, k.Sync, k.Blocked} }
+
+// loadKeys are the keys of all, in its order, that a fresh load deletes:
+// the KEYS of the begin scripts.
+func loadKeys(all []string, kept []string) []string {
+	out := make([]string, 0, len(all))
+	for _, key := range all {
+		if !slices.Contains(kept, key) {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // Staged are the keys a rebuild writes a shard into before it swaps them

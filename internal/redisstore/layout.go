@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -167,21 +166,5 @@ func (v *View) Root() Snapshot { return v.Snaps[0] }
 // Read reads campaign id: the root first, which says how many shards
 // there are, then the others. ErrNoCampaign when the root does not exist.
 func (s *Store) Read(ctx context.Context, id string) (*View, error) {
-	root, err := s.Status(ctx, s.ns.CampaignKeys(id))
-	if err != nil {
-		return nil, err
-	}
-	n := int(root.Int("shards"))
-	if n <= 1 {
-		return &View{ID: id, Shards: []Keys{s.ns.CampaignKeys(id)}, Snaps: []Snapshot{root}}, nil
-	}
-	if n > MaxShards {
-		return nil, fmt.Errorf("campaign %s: %w: %d shards", id, ErrCorrupt, n)
-	}
-	layout := s.ns.Layout(id, n)
-	rest, err := s.StatusAll(ctx, layout[1:])
-	if err != nil {
-		return nil, err
-	}
-	return &View{ID: id, Shards: layout, Snaps: append([]Snapshot{root}, rest...)}, nil
+	return s.ReadOf(ctx, RedPacket, id)
 }

@@ -101,16 +101,6 @@ func (n Namespace) DiscountLayout(id string, shards int) []DiscountKeys {
 	return out
 }
 
-// CampaignsIndex is the sorted set of the namespace's red packet campaign
-// ids by close time (ms), kept until a campaign is settled. Only Go
-// writes it, never a campaign script (it lives in another slot).
-func (n Namespace) CampaignsIndex() string { return n.prefix() + "campaigns" }
-
-// DiscountsIndex is the sorted set of the namespace's discount campaign
-// ids by close time (ms), kept until a campaign is settled. Only Go
-// writes it.
-func (n Namespace) DiscountsIndex() string { return n.prefix() + "discounts" }
-
 // GlobalRateKey is the key of the service-wide request counter of the
 // second sec (Unix time), shared by every serve process of the namespace.
 func (n Namespace) GlobalRateKey(sec int64) string {

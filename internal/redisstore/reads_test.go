@@ -130,13 +130,13 @@ func TestRegister(t *testing.T) {
 	r := testenv.NewRedis(t, redisserver.Options{AOF: "off"}) // its own registry
 	s := redisstore.New(r.Client)
 	ctx := context.Background()
-	require.NoError(t, s.Register(ctx, "b", 2000))
-	require.NoError(t, s.Register(ctx, "a", 3000))
-	ids, err := s.Campaigns(ctx)
+	require.NoError(t, s.Register(ctx, redisstore.RedPacket, "b", 2000))
+	require.NoError(t, s.Register(ctx, redisstore.RedPacket, "a", 3000))
+	ids, err := s.Campaigns(ctx, redisstore.RedPacket)
 	require.NoError(t, err)
 	require.Equal(t, []string{"b", "a"}, ids)
-	require.NoError(t, s.Register(ctx, "b", 4000))
-	ids, err = s.Campaigns(ctx)
+	require.NoError(t, s.Register(ctx, redisstore.RedPacket, "b", 4000))
+	ids, err = s.Campaigns(ctx, redisstore.RedPacket)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "b"}, ids)
 }

@@ -248,7 +248,7 @@ func (m *RebuiltMeta) argv(token string, fence int64) []string {
 	if m.CloseReason != "" {
 		a = append(a, "close_reason", m.CloseReason, "closed_at", i64(m.ClosedAt))
 	}
-	return m.Terms.appendTo(m.Share.appendTo(m.Frontier.appendTo(a)))
+	return appendTerms(m.Terms, m.Share.appendTo(m.Frontier.appendTo(a)))
 }
 
 // Swap is step 4a: the staged keys of token replace shard k's, and meta
@@ -282,17 +282,4 @@ func (s *Store) ActivateRebuilt(ctx context.Context, k Keys, token, state string
 		return resultError("activate "+k.Tag, err)
 	}
 	return nil
-}
-
-// Registered reports whether campaign id is in the registry of live
-// campaigns.
-func (s *Store) Registered(ctx context.Context, id string) (bool, error) {
-	_, err := s.c.Do(ctx, s.c.B().Zscore().Key(s.ns.CampaignsIndex()).Member(id).Build()).AsFloat64()
-	if rueidis.IsRedisNil(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("registered %s: %w", id, err)
-	}
-	return true, nil
 }

@@ -14,62 +14,9 @@ import (
 )
 
 var (
-	//go:embed lua/begin.lua
-	beginSrc string
-	//go:embed lua/load.lua
-	loadSrc string
-	//go:embed lua/activate.lua
-	activateSrc string
-	//go:embed lua/grab.lua
-	grabSrc string
-	//go:embed lua/status.lua
-	statusSrc string
-	//go:embed lua/close.lua
-	closeSrc string
-	//go:embed lua/dead.lua
-	deadSrc string
-	//go:embed lua/settle.lua
-	settleSrc string
-	//go:embed lua/redrive.lua
-	redriveSrc string
-	//go:embed lua/xfer_take.lua
-	xferTakeSrc string
-	//go:embed lua/xfer_apply.lua
-	xferApplySrc string
-	//go:embed lua/rebuild_freeze.lua
-	rebuildFreezeSrc string
-	//go:embed lua/rebuild_swap.lua
-	rebuildSwapSrc string
-	//go:embed lua/rebuild_activate.lua
-	rebuildActivateSrc string
-	//go:embed lua/block_peek.lua
-	blockPeekSrc string
-	//go:embed lua/block_open.lua
-	blockOpenSrc string
-	//go:embed lua/pause.lua
-	pauseSrc string
-	//go:embed lua/pause_gen.lua
-	pauseGenSrc string
-	//go:embed lua/block.lua
-	blockSrc string
-	//go:embed lua/owner.lua
-	ownerSrc string
-	//go:embed lua/renew.lua
-	renewSrc string
-
-	// The discount campaigns' own scripts (discount.go).
-	//go:embed lua/disc_begin.lua
-	discountBeginSrc string
-	//go:embed lua/disc_reserve.lua
-	discountReserveSrc string
-	//go:embed lua/disc_confirm.lua
-	discountConfirmSrc string
-	//go:embed lua/disc_cancel.lua
-	discountCancelSrc string
-	//go:embed lua/disc_reap.lua
-	discountReapSrc string
-	//go:embed lua/disc_settle.lua
-	discountSettleSrc string
+	// Every script's source, one file each (scriptFiles names them).
+	//go:embed lua/*.lua
+	srcFiles embed.FS
 
 	// The Lua the scripts include (see luascript.Library).
 	//go:embed lua/lib/*.lua
@@ -80,7 +27,8 @@ var (
 // scripts is one set of the campaign scripts, built by luascript (which
 // never retries a write on a connection error: a write whose reply was lost
 // has an unknown outcome, which only the caller may resolve by retrying;
-// grab is idempotent per user).
+// grab is idempotent per user). A new script is a file in lua/, a field
+// here and its row in files; a test holds the rows and the files equal.
 type scripts struct {
 	begin, load, activate, grab, status, close, dead, settle, redrive                             *luascript.Script
 	xferTake, xferApply                                                                           *luascript.Script
@@ -90,35 +38,50 @@ type scripts struct {
 	discountBegin, discountReserve, discountConfirm, discountCancel, discountReap, discountSettle *luascript.Script
 }
 
+// scriptFile is one row of the script table: a file of lua/ and the field
+// of scripts that runs it.
+type scriptFile struct {
+	name string
+	sc   **luascript.Script
+}
+
+// files is the script table: every script's file and field.
+func (s *scripts) files() []scriptFile {
+	return []scriptFile{
+		{"begin.lua", &s.begin}, {"load.lua", &s.load}, {"activate.lua", &s.activate}, {"grab.lua", &s.grab},
+		{"status.lua", &s.status}, {"close.lua", &s.close}, {"dead.lua", &s.dead}, {"settle.lua", &s.settle},
+		{"redrive.lua", &s.redrive}, {"xfer_take.lua", &s.xferTake}, {"xfer_apply.lua", &s.xferApply},
+		{"rebuild_freeze.lua", &s.rebuildFreeze}, {"rebuild_swap.lua", &s.rebuildSwap}, {"rebuild_activate.lua", &s.rebuildActivate},
+		{"block_peek.lua", &s.blockPeek}, {"block_open.lua", &s.blockOpen},
+		{"pause.lua", &s.pause}, {"pause_gen.lua", &s.pauseGen}, {"block.lua", &s.block}, {"owner.lua", &s.owner}, {"renew.lua", &s.renew},
+		// The discount campaigns' own scripts (discount.go).
+		{"disc_begin.lua", &s.discountBegin}, {"disc_reserve.lua", &s.discountReserve}, {"disc_confirm.lua", &s.discountConfirm},
+		{"disc_cancel.lua", &s.discountCancel}, {"disc_reap.lua", &s.discountReap}, {"disc_settle.lua", &s.discountSettle},
+	}
+}
+
 func newScripts(legacy bool) *scripts {
 	mk := lib.New
 	if legacy {
 		mk = lib.NewLegacy
 	}
-	return &scripts{
-		begin: mk(beginSrc), load: mk(loadSrc), activate: mk(activateSrc),
-		grab: mk(grabSrc), status: mk(statusSrc), close: mk(closeSrc),
-		dead: mk(deadSrc), settle: mk(settleSrc), redrive: mk(redriveSrc),
-		xferTake: mk(xferTakeSrc), xferApply: mk(xferApplySrc),
-		rebuildFreeze: mk(rebuildFreezeSrc), rebuildSwap: mk(rebuildSwapSrc), rebuildActivate: mk(rebuildActivateSrc),
-		blockPeek: mk(blockPeekSrc), blockOpen: mk(blockOpenSrc),
-		pause: mk(pauseSrc), pauseGen: mk(pauseGenSrc), block: mk(blockSrc), owner: mk(ownerSrc), renew: mk(renewSrc),
-		discountBegin: mk(discountBeginSrc), discountReserve: mk(discountReserveSrc), discountConfirm: mk(discountConfirmSrc),
-		discountCancel: mk(discountCancelSrc), discountReap: mk(discountReapSrc), discountSettle: mk(discountSettleSrc),
+	s := &scripts{}
+	for _, f := range s.files() {
+		src, err := srcFiles.ReadFile("lua/" + f.name)
+		if err != nil {
+			panic("redisstore: script " + f.name + ": " + err.Error())
+		}
+		*f.sc = mk(string(src))
 	}
+	return s
 }
 
 // ScriptNames maps the SHA-1 of every campaign script, as sent to Redis 7,
 // to its file name (for benchmarks reading the slow log).
 func ScriptNames() map[string]string {
-	s := modernScripts
 	out := map[string]string{}
-	for name, sc := range map[string]*luascript.Script{
-		"begin.lua": s.begin, "load.lua": s.load, "activate.lua": s.activate, "grab.lua": s.grab,
-		"status.lua": s.status, "close.lua": s.close, "dead.lua": s.dead, "settle.lua": s.settle,
-		"redrive.lua": s.redrive, "xfer_take.lua": s.xferTake, "xfer_apply.lua": s.xferApply,
-	} {
-		out[sc.SHA()] = name
+	for _, f := range modernScripts.files() {
+		out[(*f.sc).SHA()] = f.name
 	}
 	return out
 }

@@ -291,34 +291,6 @@ func (s *Store) Settle(ctx context.Context, k Keys, refund int64) (changed bool,
 	return c == 1, nil
 }
 
-// Campaigns lists the registered (not yet settled) campaigns.
-func (s *Store) Campaigns(ctx context.Context) ([]string, error) {
-	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.ns.CampaignsIndex()).Min("0").Max("-1").Build()).AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("list campaigns: %w", err)
-	}
-	return ids, nil
-}
-
-// Unregister removes a settled campaign from the registry and lets the
-// keys of all its shards expire after retention.
-func (s *Store) Unregister(ctx context.Context, id string, shards []Keys, retention time.Duration) error {
-	cmds := []rueidis.Completed{s.c.B().Zrem().Key(s.ns.CampaignsIndex()).Member(id).Build()}
-	if retention > 0 {
-		for _, k := range shards {
-			for _, key := range []string{k.Meta, k.Pool, k.Claims, k.Grants, k.Dead, k.Xfers, k.Applied, k.Lost, k.Blocked} {
-				cmds = append(cmds, s.c.B().Pexpire().Key(key).Milliseconds(retention.Milliseconds()).Build())
-			}
-		}
-	}
-	for _, r := range s.c.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-			return fmt.Errorf("unregister %s: %w", id, err)
-		}
-	}
-	return nil
-}
-
 // IsUnknown reports whether err leaves a write's outcome unknown.
 func IsUnknown(err error) bool {
 	var u *UnknownError

@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"Foreign", testForeign},
 		{"Leases", testLeases},
 		{"LeasesRacing", testLeasesRacing},
+		{"Commitment", testCommitment},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

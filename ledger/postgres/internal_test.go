@@ -122,7 +122,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 	defer l.Close()
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, child).Scan(&n))
-	require.Equal(t, 13, n) // 12 tables and the journal view
+	require.Equal(t, 15, n) // 14 tables and the journal view
 }
 
 func TestFirstSchema(t *testing.T) {

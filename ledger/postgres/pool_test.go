@@ -50,7 +50,7 @@ func TestNewWithPool(t *testing.T) {
 
 	l, err := NewWithPool(ctx, pool)
 	require.NoError(t, err)
-	require.Equal(t, 13, tables(t, pool, child), "migrated into the pool's schema") // 12 tables and the journal view
+	require.Equal(t, 15, tables(t, pool, child), "migrated into the pool's schema") // 14 tables and the journal view
 	id, err := l.Identity(ctx)
 	require.NoError(t, err)
 	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: "c", Funding: "ops", Total: 7}))

@@ -55,9 +55,9 @@ func TestExistingCreatesNothing(t *testing.T) {
 	defer db.Close()
 	_, err = Open(ctx, "sqlite:"+path, Existing())
 	requireNotMigrated(t, err, fmt.Sprintf("schema version %d, this build needs %d", n-1, n))
-	// ledger_leases is the table of the last migration (0010).
+	// ledger_commitments is a table of the last migration (0011).
 	var have, leases int
-	require.NoError(t, db.QueryRowContext(ctx, `SELECT max(version), (SELECT count(*) FROM sqlite_master WHERE name = 'ledger_leases')
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT max(version), (SELECT count(*) FROM sqlite_master WHERE name = 'ledger_commitments')
 		FROM ledger_migrations`).Scan(&have, &leases))
 	require.Equal(t, n-1, have, "a migration was applied")
 	require.Zero(t, leases)

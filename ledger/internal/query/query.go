@@ -111,7 +111,7 @@ func Wrap(op string, err error, escrowGuard func(error) bool) error {
 	if err == nil || errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotFunded) ||
 		errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrNoPackets) || errors.Is(err, ledger.ErrNoTerms) ||
 		errors.Is(err, ledger.ErrRefused) || errors.Is(err, ledger.ErrFenced) || errors.Is(err, ledger.ErrForeign) ||
-		errors.Is(err, ledger.ErrNotMigrated) || errors.Is(err, ledger.ErrStaleLease) {
+		errors.Is(err, ledger.ErrNotMigrated) || errors.Is(err, ledger.ErrStaleLease) || errors.Is(err, ledger.ErrNoCommitment) {
 		return err
 	}
 	if escrowGuard(err) {

@@ -161,6 +161,16 @@ var routes = []route{
 					"pattern": "^[A-Za-z0-9_-]{1,64}$",
 				},
 			},
+			obj{
+				"name":        "receipt",
+				"in":          "query",
+				"required":    false,
+				"description": "true: the answer carries the grant's signed receipt",
+				"schema": obj{
+					"type": "string",
+					"enum": arr{"true", "1"},
+				},
+			},
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -1063,6 +1073,166 @@ var routes = []route{
 		},
 		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadUsers", "NotFound", "OutcomeUnknown", "BodyTooLarge", "Misdirected"},
 	},
+	{
+		Method: "get", Path: "/v1/campaigns/{id}/commitment", ID: "commitment",
+		Summary: "the campaign's fairness commitment",
+		Security: arr{
+			obj{
+				"user": arr{},
+			},
+			obj{
+				"admin": arr{},
+			},
+		},
+		Params: arr{
+			obj{
+				"name":        "id",
+				"in":          "path",
+				"required":    true,
+				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
+				"schema": obj{
+					"type":    "string",
+					"pattern": "^[A-Za-z0-9_-]{1,64}$",
+				},
+			},
+		},
+		OK: map[string]obj{
+			"200": obj{
+				"description": "the commitment",
+				"content": obj{
+					"application/json": obj{
+						"schema": ref("schemas", "Commitment"),
+					},
+				},
+			},
+		},
+		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadID", "Timeout", "Misdirected", "CommitmentNotFound"},
+	},
+	{
+		Method: "get", Path: "/v1/campaigns/{id}/grants/me/proof", ID: "myProof",
+		Summary: "the inclusion proof of my packet",
+		Security: arr{
+			obj{
+				"user": arr{},
+			},
+		},
+		Params: arr{
+			obj{
+				"name":        "id",
+				"in":          "path",
+				"required":    true,
+				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
+				"schema": obj{
+					"type":    "string",
+					"pattern": "^[A-Za-z0-9_-]{1,64}$",
+				},
+			},
+		},
+		OK: map[string]obj{
+			"200": obj{
+				"description": "the inclusion proof of my packet",
+				"content": obj{
+					"application/json": obj{
+						"schema": ref("schemas", "Proof"),
+					},
+				},
+			},
+		},
+		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadID", "Timeout", "Misdirected", "MyProofNotFound"},
+	},
+	{
+		Method: "get", Path: "/v1/campaigns/{id}/grants/me/receipt", ID: "myReceipt",
+		Summary: "the signed receipt of my packet",
+		Security: arr{
+			obj{
+				"user": arr{},
+			},
+		},
+		Params: arr{
+			obj{
+				"name":        "id",
+				"in":          "path",
+				"required":    true,
+				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
+				"schema": obj{
+					"type":    "string",
+					"pattern": "^[A-Za-z0-9_-]{1,64}$",
+				},
+			},
+		},
+		OK: map[string]obj{
+			"200": obj{
+				"description": "the signed receipt of my packet",
+				"content": obj{
+					"application/json": obj{
+						"schema": ref("schemas", "Receipt"),
+					},
+				},
+			},
+		},
+		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadID", "Timeout", "Misdirected", "MyReceiptNotFound"},
+	},
+	{
+		Method: "get", Path: "/v1/campaigns/{id}/draw-log", ID: "drawLog",
+		Summary: "the campaign's draw log, once closed",
+		Security: arr{
+			obj{
+				"admin": arr{},
+			},
+		},
+		Params: arr{
+			obj{
+				"name":        "id",
+				"in":          "path",
+				"required":    true,
+				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
+				"schema": obj{
+					"type":    "string",
+					"pattern": "^[A-Za-z0-9_-]{1,64}$",
+				},
+			},
+		},
+		OK: map[string]obj{
+			"200": obj{
+				"description": "one JSON line per packet in seq order: {\"seq\":k,\"cents\":c,\"salt\":\"<hex>\",\"holder\":\"<pseudonym>\"|null,\"granted_at\":\"<RFC 3339>\"|null}",
+				"content": obj{
+					"application/jsonl": obj{
+						"schema": obj{
+							"type": "string",
+						},
+					},
+				},
+			},
+		},
+		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadID", "Timeout", "Misdirected", "DrawLogNotFound", "DrawLogConflict", "DrawLogGone"},
+	},
+	{
+		Method: "get", Path: "/.well-known/jwks.json", ID: "jwks",
+		Summary:  "the public keys of the receipts",
+		Security: arr{},
+		OK: map[string]obj{
+			"200": obj{
+				"description": "a JSON Web Key Set (RFC 7517) of Ed25519 keys (OKP), each with its kid",
+				"content": obj{
+					"application/jwk-set+json": obj{
+						"schema": obj{
+							"type":     "object",
+							"required": arr{"keys"},
+							"properties": obj{
+								"keys": obj{
+									"type": "array",
+									"items": obj{
+										"type": "object",
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Errors: []string{"Misdirected"},
+	},
 }
 
 // errorResponses are the error answers the routes refer to (components/responses), by name.
@@ -1453,6 +1623,54 @@ var errorResponses = map[string]errorResponse{
 	}},
 	"BadUsers": {"400", obj{
 		"description": "bad id, or a body that is not 1 to 1000 valid user ids (invalid_request, invalid_id, invalid_json)",
+		"content": obj{
+			"application/json": obj{
+				"schema": ref("schemas", "Error"),
+			},
+		},
+	}},
+	"CommitmentNotFound": {"404", obj{
+		"description": "no such campaign (not_found) or no commitment (no_commitment)",
+		"content": obj{
+			"application/json": obj{
+				"schema": ref("schemas", "Error"),
+			},
+		},
+	}},
+	"MyProofNotFound": {"404", obj{
+		"description": "no such campaign (not_found), no packet (no_grant) or no commitment (no_commitment)",
+		"content": obj{
+			"application/json": obj{
+				"schema": ref("schemas", "Error"),
+			},
+		},
+	}},
+	"MyReceiptNotFound": {"404", obj{
+		"description": "no such campaign (not_found), no packet (no_grant), or no receipt key (not_found)",
+		"content": obj{
+			"application/json": obj{
+				"schema": ref("schemas", "Error"),
+			},
+		},
+	}},
+	"DrawLogNotFound": {"404", obj{
+		"description": "no such campaign (not_found) or no commitment (no_commitment)",
+		"content": obj{
+			"application/json": obj{
+				"schema": ref("schemas", "Error"),
+			},
+		},
+	}},
+	"DrawLogConflict": {"409", obj{
+		"description": "the campaign is not closed yet (not_closed)",
+		"content": obj{
+			"application/json": obj{
+				"schema": ref("schemas", "Error"),
+			},
+		},
+	}},
+	"DrawLogGone": {"410", obj{
+		"description": "the campaign closed longer ago than the draw log's retention (draw_log_expired)",
 		"content": obj{
 			"application/json": obj{
 				"schema": ref("schemas", "Error"),

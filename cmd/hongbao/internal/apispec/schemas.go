@@ -109,6 +109,9 @@ var schemas = map[string]obj{
 							"confirmed",
 							"order_mismatch",
 							"misdirected",
+							"no_commitment",
+							"not_closed",
+							"draw_log_expired",
 						},
 					},
 					"message": obj{
@@ -447,6 +450,10 @@ var schemas = map[string]obj{
 				"format":      "int64",
 				"minimum":     0,
 				"description": "",
+			},
+			"receipt": obj{
+				"type":        "string",
+				"description": "the grant's signed receipt (JWS compact, EdDSA), when the grab asked for it with ?receipt=true and the answer carries a packet",
 			},
 		},
 	},
@@ -1196,6 +1203,142 @@ var schemas = map[string]obj{
 		"description": "each check and its reading: redis (ok, unreachable: WHY, refuses writes: CODE such as NOREPLICAS, READONLY, LOADING), replicas with --wait-replicas (ok, or ATTACHED of WANTED replicas attached), ledger (ok, or unreachable: WHY). WHY is general (timeout, connection refused, connection closed, see the log): the cause is in the process's log",
 		"additionalProperties": obj{
 			"type": "string",
+		},
+	},
+	"Commitment": obj{
+		"type":        "object",
+		"description": "A campaign's fairness commitment (docs/fairness.md): recorded before create answered, never changed.",
+		"required": arr{
+			"campaign_id",
+			"scheme",
+			"root",
+			"count",
+			"total_cents",
+			"min_cents",
+			"max_cents",
+			"committed_at",
+			"leaf",
+			"histogram",
+		},
+		"properties": obj{
+			"campaign_id": obj{
+				"type": "string",
+			},
+			"scheme": obj{
+				"type": "string",
+				"enum": arr{"hongbao-merkle-v1"},
+			},
+			"root": obj{
+				"type":        "string",
+				"pattern":     "^[0-9a-f]{64}$",
+				"description": "RFC 9162 tree head over the packets' leaves, lower-case hex",
+			},
+			"count": obj{
+				"type":    "integer",
+				"format":  "int64",
+				"minimum": 1,
+			},
+			"total_cents": obj{
+				"type":    "integer",
+				"format":  "int64",
+				"minimum": 1,
+			},
+			"min_cents": obj{
+				"type":    "integer",
+				"format":  "int64",
+				"minimum": 1,
+			},
+			"max_cents": obj{
+				"type":    "integer",
+				"format":  "int64",
+				"minimum": 1,
+			},
+			"committed_at": obj{
+				"type":   "string",
+				"format": "date-time",
+			},
+			"leaf": obj{
+				"type":        "string",
+				"description": "the leaf layout: hongbao-packet-v1:<campaign_id>:<seq>:<cents>:<salt as 64 lower-case hex>",
+			},
+			"histogram": obj{
+				"type":        "array",
+				"description": "packets by amount, ranges in increasing order (one per amount when they span at most 20, else 20 of equal width)",
+				"items": obj{
+					"type":     "object",
+					"required": arr{"min_cents", "max_cents", "count"},
+					"properties": obj{
+						"min_cents": obj{
+							"type":   "integer",
+							"format": "int64",
+						},
+						"max_cents": obj{
+							"type":   "integer",
+							"format": "int64",
+						},
+						"count": obj{
+							"type":    "integer",
+							"format":  "int64",
+							"minimum": 0,
+						},
+					},
+				},
+			},
+		},
+	},
+	"Proof": obj{
+		"type":        "object",
+		"description": "RFC 9162 section 2.1.3 inclusion proof of the caller's packet",
+		"required":    arr{"packet_id", "seq", "cents", "salt", "leaf_index", "tree_size", "path", "root"},
+		"properties": obj{
+			"packet_id": obj{
+				"type": "string",
+			},
+			"seq": obj{
+				"type":    "integer",
+				"format":  "int64",
+				"minimum": 1,
+			},
+			"cents": obj{
+				"type":    "integer",
+				"format":  "int64",
+				"minimum": 1,
+			},
+			"salt": obj{
+				"type":    "string",
+				"pattern": "^[0-9a-f]{64}$",
+			},
+			"leaf_index": obj{
+				"type":    "integer",
+				"format":  "int64",
+				"minimum": 0,
+			},
+			"tree_size": obj{
+				"type":    "integer",
+				"format":  "int64",
+				"minimum": 1,
+			},
+			"path": obj{
+				"type": "array",
+				"items": obj{
+					"type":    "string",
+					"pattern": "^[0-9a-f]{64}$",
+				},
+			},
+			"root": obj{
+				"type":    "string",
+				"pattern": "^[0-9a-f]{64}$",
+			},
+		},
+	},
+	"Receipt": obj{
+		"type":     "object",
+		"required": arr{"receipt"},
+		"properties": obj{
+			"receipt": obj{
+				"type":        "string",
+				"description": "JWS compact serialization, EdDSA (Ed25519) with kid; payload campaign_id, user_id, packet_id, amount_cents, granted_at, iat",
+			},
 		},
 	},
 }

@@ -330,5 +330,5 @@ func dropHongbao(t *target, id string, shards int) {
 	c := t.client
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = c.Do(ctx, c.B().Zrem().Key(redisstore.Default.DiscountsIndex()).Member(id).Build()).Error()
+	_ = c.Do(ctx, c.B().Zrem().Key(redisstore.Default.Index(redisstore.Discount)).Member(id).Build()).Error()
 }

@@ -21,7 +21,7 @@ func runEngine(ctx context.Context, t *target, o Options, amounts []int64, label
 			c := t.client
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = c.Do(cctx, c.B().Zrem().Key(redisstore.Default.CampaignsIndex()).Member(id).Build()).Error()
+			_ = c.Do(cctx, c.B().Zrem().Key(redisstore.Default.Index(redisstore.RedPacket)).Member(id).Build()).Error()
 		}()
 	}
 	eng, camp, err := loadEngine(ctx, t, o, id)

@@ -38,7 +38,8 @@ type ownerCmd struct {
 	base
 	redis            redisFlags
 	id, dsn          string
-	discount, asJSON bool
+	kind             ownerKind
+	asJSON           bool
 	to, from, reason string
 	fromSet, despite bool
 	logFormat        string
@@ -53,7 +54,7 @@ func (c *ownerCmd) parseFlags(args []string) error {
 	fs := newFlagSet("owner", c.env)
 	c.redis.declare(fs, "required", false)
 	c.redis.declareNamespace(fs)
-	fs.BoolVar(&c.discount, "discount", false, "ID is a discount campaign")
+	discount := fs.Bool("discount", false, "ID is a discount campaign")
 	fs.StringVar(&c.to, "set", "", "the new owner: a ledger's identity or a webhook wallet's name")
 	fs.StringVar(&c.from, "from", "", "with --set: the owner the campaign records now (\"\" for none); the change is refused if it records another")
 	fs.StringVar(&c.reason, "reason", "", "with --set: why, recorded in the campaign (required)")
@@ -73,6 +74,10 @@ func (c *ownerCmd) parseFlags(args []string) error {
 		return usageErrorf("give one campaign id")
 	}
 	c.id = operands[0]
+	c.kind = ownerKinds[0]
+	if *discount {
+		c.kind = ownerKinds[1]
+	}
 	set := given(fs)
 	c.fromSet = set["from"]
 	if err := hongbao.ValidateCampaignID(c.id); err != nil {
@@ -133,16 +138,52 @@ type ownerReport struct {
 	Changed  bool   `json:"changed"`
 }
 
-func (c *ownerCmd) run(ctx context.Context) error {
-	rep := ownerReport{Campaign: c.id, Kind: "red_packet"}
-	if c.discount {
-		rep.Kind = "discount"
+// ownerKind is a kind of campaign as owner reads and changes it.
+type ownerKind struct {
+	name   string // the report's kind
+	read   func(ctx context.Context, e *hongbao.Engine, id string) (string, error)
+	change func(ctx context.Context, e *hongbao.Engine, id string, ch hongbao.OwnerChange) (string, error)
+}
+
+// ownerKinds are the kinds owner takes: red packet campaigns, and with
+// --discount discount campaigns.
+var ownerKinds = []ownerKind{
+	{name: "red_packet",
+		read: func(ctx context.Context, e *hongbao.Engine, id string) (string, error) {
+			st, err := e.Status(ctx, id)
+			return ownerOf(st, err, func(st *hongbao.Status) string { return st.Owner })
+		},
+		change: func(ctx context.Context, e *hongbao.Engine, id string, ch hongbao.OwnerChange) (string, error) {
+			st, err := e.SetOwner(ctx, id, ch)
+			return ownerOf(st, err, func(st *hongbao.Status) string { return st.Owner })
+		}},
+	{name: "discount",
+		read: func(ctx context.Context, e *hongbao.Engine, id string) (string, error) {
+			st, err := e.Discounts().Status(ctx, id)
+			return ownerOf(st, err, func(st *hongbao.DiscountStatus) string { return st.Owner })
+		},
+		change: func(ctx context.Context, e *hongbao.Engine, id string, ch hongbao.OwnerChange) (string, error) {
+			st, err := e.Discounts().SetOwner(ctx, id, ch)
+			return ownerOf(st, err, func(st *hongbao.DiscountStatus) string { return st.Owner })
+		}},
+}
+
+// ownerOf is the owner a status answered, or its error.
+func ownerOf[S any](st *S, err error, owner func(*S) string) (string, error) {
+	if err != nil {
+		return "", err
 	}
+	return owner(st), nil
+}
+
+func (c *ownerCmd) run(ctx context.Context) error {
+	rep := ownerReport{Campaign: c.id, Kind: c.kind.name}
 	var err error
 	if c.to == "" {
-		rep.Owner, err = c.read(ctx)
+		rep.Owner, err = c.kind.read(ctx, c.eng, c.id)
 	} else {
-		rep.Owner, err = c.change(ctx)
+		ch := hongbao.OwnerChange{From: c.from, To: c.to, Reason: c.reason, DespitePending: c.despite}
+		rep.Owner, err = c.kind.change(ctx, c.eng, c.id, ch)
 		rep.Changed = err == nil
 	}
 	if errors.Is(err, hongbao.ErrCampaignNotFound) || errors.Is(err, hongbao.ErrOwner) || errors.Is(err, hongbao.ErrOwnerSettling) {
@@ -164,35 +205,4 @@ func (c *ownerCmd) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(c.env.Stdout, "%s %s %s\n", c.id, verb, owner)
 	return nil
-}
-
-func (c *ownerCmd) read(ctx context.Context) (string, error) {
-	if c.discount {
-		st, err := c.eng.Discounts().Status(ctx, c.id)
-		if err != nil {
-			return "", err
-		}
-		return st.Owner, nil
-	}
-	st, err := c.eng.Status(ctx, c.id)
-	if err != nil {
-		return "", err
-	}
-	return st.Owner, nil
-}
-
-func (c *ownerCmd) change(ctx context.Context) (string, error) {
-	ch := hongbao.OwnerChange{From: c.from, To: c.to, Reason: c.reason, DespitePending: c.despite}
-	if c.discount {
-		st, err := c.eng.Discounts().SetOwner(ctx, c.id, ch)
-		if err != nil {
-			return "", err
-		}
-		return st.Owner, nil
-	}
-	st, err := c.eng.SetOwner(ctx, c.id, ch)
-	if err != nil {
-		return "", err
-	}
-	return st.Owner, nil
 }

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/fairness"
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/httpapi/web"
 	"github.com/hongbao/hongbao/internal/redisserver"
@@ -45,6 +46,7 @@ type serveCmd struct {
 	paymentKeys [][]byte
 	metricsKeys [][]byte
 	secrets     []httpapi.Secret
+	receipts    *fairness.Signer
 	conn        *redisConn
 	dsn         string
 	led         ledger.Ledger
@@ -71,6 +73,8 @@ type serveFlags struct {
 	listen, ledger, dataDir, pprof, consumer, logFormat string
 	adminKeys, paymentKeys, tokenSecrets, playEmbedders fileList
 	metricsKeys, trustedProxies                         fileList
+	receiptKeys                                         fileList
+	drawLogRetention                                    time.Duration
 	proxies                                             []netip.Prefix // trustedProxies, read
 	metricsListen, tlsCert, tlsKey                      string
 	metricsPprof                                        bool
@@ -130,6 +134,8 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "send traces (OpenTelemetry, OTLP over HTTP) to this collector URL, as http://127.0.0.1:4318; the OTEL_* environment variables set the rest, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on too; default: off")
+	fs.Var(&f.receiptKeys, "receipt-key-file", "file holding the Ed25519 key that signs grant receipts (a PEM PKCS #8 private key, or its 32-byte seed as 64 hex digits), as [kid=]PATH (kid default: the key's RFC 7638 thumbprint); repeat for rotation: the first signs, all are published at /.well-known/jwks.json; default: <data-dir>/receipt.key, generated if missing")
+	fs.DurationVar(&f.drawLogRetention, "draw-log-retention", httpapi.DefaultDrawLogRetention, "how long after a campaign closed its draw log is served (regulators ask for at least 90 days, 2160h); negative: for ever")
 	fs.Var(&f.playEmbedders, "play-embedder", "an origin (https://app.example.com) allowed to show the play page in a frame and pass it the user's token by postMessage; repeat for several; default: none")
 }
 
@@ -349,9 +355,47 @@ func (s *serveCmd) loadSecrets() error {
 		}
 		s.metricsKeys = append(s.metricsKeys, k)
 	}
+	if err := s.loadReceiptKeys(); err != nil {
+		return err
+	}
 	var err error
 	s.secrets, err = tokenSecrets(f.tokenSecrets)
 	return err
+}
+
+// loadReceiptKeys reads --receipt-key-file values, each "[kid=]path",
+// generating the default key in the data directory when none is given.
+func (s *serveCmd) loadReceiptKeys() error {
+	f := &s.f
+	if len(f.receiptKeys) == 0 {
+		p, err := s.defaultSecret(defaultReceiptKeyFile, "receipt key", "no --receipt-key-file: generated a receipt signing key")
+		if err != nil {
+			return err
+		}
+		f.receiptKeys = fileList{p}
+	}
+	var keys []fairness.ReceiptKey
+	for _, spec := range f.receiptKeys {
+		kid, path, ok := strings.Cut(spec, "=")
+		if !ok {
+			kid, path = "", spec
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return usageErrorf("--receipt-key-file: %v", err)
+		}
+		k, err := fairness.ParseReceiptKey(kid, b)
+		if err != nil {
+			return usageErrorf("--receipt-key-file %s: %v", path, err)
+		}
+		keys = append(keys, k)
+	}
+	signer, err := fairness.NewSigner(keys)
+	if err != nil {
+		return usageErrorf("--receipt-key-file: %v", err)
+	}
+	s.receipts = signer
+	return nil
 }
 
 // defaultSecret returns the path of the secret file name in the data
@@ -486,6 +530,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 		AuthFailRate: f.authFailRate, AuthFailBurst: f.authFailBurst, TrustedProxies: f.proxies,
 		Logger: s.log, Registry: s.registry(), Tracer: s.tracer,
 		PlayEmbedders: f.playEmbedders, Demo: s.demo,
+		Receipts: s.receipts, DrawLogRetention: f.drawLogRetention,
 	})
 	if err != nil {
 		return usageErrorf("%v", err)

@@ -64,6 +64,8 @@ func tokenSecrets(specs []string) ([]httpapi.Secret, error) {
 const (
 	defaultAdminKeyFile    = "admin.key"
 	defaultTokenSecretFile = "token.secret"
+	// defaultReceiptKeyFile is the Ed25519 seed that signs receipts.
+	defaultReceiptKeyFile = "receipt.key"
 	// defaultRedisPassFile is the password of the embedded redis-server.
 	defaultRedisPassFile = "redis.pass"
 )

@@ -1,0 +1,367 @@
+package hongbao
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/hongbao/hongbao/fairness"
+	"github.com/hongbao/hongbao/ledger"
+)
+
+// Fairness (package fairness, docs/fairness.md): a campaign created with a
+// ledger that is a ledger.Committer (both ledgers are) commits to its
+// packets before it goes live; the engine then answers the commitment,
+// each holder's inclusion proof and, once the campaign closed, the draw
+// log.
+
+var (
+	// ErrNoCommitment: the campaign has no commitment: it was created
+	// without a ledger that records one, or before commitments were.
+	ErrNoCommitment = sentinel("no commitment recorded")
+	// ErrNotClosed: the draw log of a campaign that is not closed yet; its
+	// salts stay secret until then.
+	ErrNotClosed = sentinel("campaign not closed")
+)
+
+// packetReader reads a campaign's recorded packets (ledger.Ledger does).
+type packetReader interface {
+	Packets(ctx context.Context, campaign string, fn func(ledger.Packet) error) error
+}
+
+// committer is Config.Packets as a ledger.Committer, or nil.
+func (e *Engine) committer() ledger.Committer {
+	c, _ := e.cfg.Packets.(ledger.Committer)
+	return c
+}
+
+// commit records the commitment to packets amounts of campaign c, after
+// the packets and before the campaign goes live, so nothing is answered
+// for a campaign whose commitment is not durable. A create run again (a
+// retry, or one that takes a stalled load over) finds the commitment its
+// first attempt recorded and keeps it, when the recorded salts and these
+// amounts make its root; a commitment of other packets is a conflict and
+// the campaign never goes live. Stopped between the packets and the
+// commitment, the campaign is loading and the next create commits.
+func (e *Engine) commit(ctx context.Context, c *Campaign, amounts []int64) error {
+	cm := e.committer()
+	if cm == nil {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		stored, err := cm.Commitment(ctx, c.ID)
+		if err == nil {
+			return e.sameCommitment(ctx, cm, stored, amounts)
+		}
+		if !errors.Is(err, ledger.ErrNoCommitment) {
+			return ledgerErr("read the commitment", err)
+		}
+		salts, err := fairness.NewSalts(len(amounts))
+		if err != nil {
+			return err
+		}
+		key, err := fairness.NewHolderKey()
+		if err != nil {
+			return err
+		}
+		pub, err := fairness.Commit(c.ID, amounts, salts, c.Min, c.Max, time.Now())
+		if err != nil {
+			return err
+		}
+		body, err := json.Marshal(pub)
+		if err != nil {
+			return err
+		}
+		rec := ledger.Commitment{Campaign: c.ID, Count: pub.Count, Cents: pub.TotalCents, Body: body, HolderKey: key}
+		if _, err := hex.Decode(rec.Root[:], []byte(pub.Root)); err != nil {
+			return err
+		}
+		err = cm.WriteCommitment(ctx, rec, salts)
+		if err == nil || !errors.Is(err, ledger.ErrConflict) || attempt > 0 {
+			if err != nil {
+				return ledgerErr("record the commitment", err)
+			}
+			return nil
+		}
+		// Another create of the id committed first: read its commitment.
+	}
+}
+
+// sameCommitment checks that the stored commitment is one of amounts.
+func (e *Engine) sameCommitment(ctx context.Context, cm ledger.Committer, stored ledger.Commitment, amounts []int64) error {
+	salts, err := cm.Salts(ctx, stored.Campaign)
+	if err != nil {
+		return ledgerErr("read the salts", err)
+	}
+	root, err := fairness.Root(stored.Campaign, amounts, salts)
+	if err != nil {
+		return fmt.Errorf("the recorded commitment: %w", err)
+	}
+	if root != fairness.Hash(stored.Root) {
+		return &kindError{kind: ledger.ErrConflict, cause: fmt.Errorf("the recorded commitment %x is not of these packets", stored.Root)}
+	}
+	return nil
+}
+
+// Commitment returns campaign id's published commitment, byte for byte as
+// it was recorded at create: ErrNoCommitment without one.
+func (e *Engine) Commitment(ctx context.Context, id string) ([]byte, error) {
+	if err := ValidateCampaignID(id); err != nil {
+		return nil, err
+	}
+	cm := e.committer()
+	if cm == nil {
+		return nil, opErr("commitment", id, ErrNoCommitment)
+	}
+	c, err := cm.Commitment(ctx, id)
+	if errors.Is(err, ledger.ErrNoCommitment) {
+		return nil, opErr("commitment", id, ErrNoCommitment)
+	}
+	if err != nil {
+		return nil, opErr("commitment", id, ledgerErr("read the commitment", err))
+	}
+	return c.Body, nil
+}
+
+// maxTrees bounds the trees an engine keeps for proofs: 64 bytes a packet,
+// so 64 MB for a campaign of a million.
+const maxTrees = 4
+
+// trees keeps the most recently used campaigns' trees for proofs.
+type trees struct {
+	mu    sync.Mutex
+	byID  map[string]*fairTree
+	order []string // least recently used first
+	sf    singleflight.Group
+}
+
+// fairTree is a campaign's tree with the packets and salts it was built
+// from.
+type fairTree struct {
+	tree  *fairness.Tree
+	cents []int64
+	salts []byte
+}
+
+func newTrees() *trees { return &trees{byID: map[string]*fairTree{}} }
+
+// tree returns the tree of campaign id, built from the ledger's packets
+// and salts on first use, and checked against the recorded root.
+func (e *Engine) tree(ctx context.Context, id string) (*fairTree, error) {
+	ts := e.fair
+	ts.mu.Lock()
+	if t, ok := ts.byID[id]; ok {
+		ts.touch(id)
+		ts.mu.Unlock()
+		return t, nil
+	}
+	ts.mu.Unlock()
+	v, err, _ := ts.sf.Do(id, func() (any, error) {
+		t, err := e.buildTree(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		ts.byID[id] = t
+		ts.touch(id)
+		if len(ts.order) > maxTrees {
+			delete(ts.byID, ts.order[0])
+			ts.order = ts.order[1:]
+		}
+		return t, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*fairTree), nil
+}
+
+func (ts *trees) touch(id string) {
+	for i, o := range ts.order {
+		if o == id {
+			ts.order = append(ts.order[:i], ts.order[i+1:]...)
+			break
+		}
+	}
+	ts.order = append(ts.order, id)
+}
+
+// CheckCommitment rebuilds the root of campaign id from the ledger's
+// packets and salts and compares it with the recorded one (reconcile and
+// rebuild call it): nil when they agree, ErrNoCommitment without one, a
+// *CommitmentError when they do not.
+func (e *Engine) CheckCommitment(ctx context.Context, id string) error {
+	_, err := e.buildTree(ctx, id)
+	return err
+}
+
+// CommitmentError says that the ledger's packets and salts no longer hash
+// to the campaign's committed root: the ledger was changed after create.
+type CommitmentError struct {
+	Campaign string
+	Root     string // committed
+	Rebuilt  string // from the ledger's packets and salts
+}
+
+func (e *CommitmentError) Error() string {
+	return fmt.Sprintf("hongbao: campaign %s: the ledger's packets hash to root %s, not the committed %s", e.Campaign, e.Rebuilt, e.Root)
+}
+
+func (e *Engine) buildTree(ctx context.Context, id string) (*fairTree, error) {
+	cm := e.committer()
+	pr, ok := e.cfg.Packets.(packetReader)
+	if cm == nil || !ok {
+		return nil, opErr("proof", id, ErrNoCommitment)
+	}
+	c, err := cm.Commitment(ctx, id)
+	if errors.Is(err, ledger.ErrNoCommitment) {
+		return nil, opErr("proof", id, ErrNoCommitment)
+	}
+	if err != nil {
+		return nil, opErr("proof", id, ledgerErr("read the commitment", err))
+	}
+	salts, err := cm.Salts(ctx, id)
+	if err != nil {
+		return nil, opErr("proof", id, ledgerErr("read the salts", err))
+	}
+	cents := make([]int64, 0, c.Count)
+	if err := pr.Packets(ctx, id, func(p ledger.Packet) error {
+		if p.Seq != int64(len(cents))+1 {
+			return fmt.Errorf("packet seq %d where %d belongs", p.Seq, len(cents)+1)
+		}
+		cents = append(cents, p.Cents)
+		return nil
+	}); err != nil {
+		return nil, opErr("proof", id, ledgerErr("read the packets", err))
+	}
+	if int64(len(cents)) != c.Count {
+		return nil, &CommitmentError{Campaign: id, Root: hex.EncodeToString(c.Root[:]), Rebuilt: fmt.Sprintf("(%d packets, not %d)", len(cents), c.Count)}
+	}
+	t, err := fairness.NewTree(id, cents, salts)
+	if err != nil {
+		return nil, opErr("proof", id, err)
+	}
+	if t.Root() != fairness.Hash(c.Root) {
+		return nil, &CommitmentError{Campaign: id, Root: hex.EncodeToString(c.Root[:]), Rebuilt: t.Root().String()}
+	}
+	return &fairTree{tree: t, cents: cents, salts: salts}, nil
+}
+
+// Proof returns the inclusion proof of the packet user holds in campaign
+// id (ErrNoGrant when none): its salt and the path to the committed root.
+// A salt is served only to its holder.
+func (e *Engine) Proof(ctx context.Context, id, user string) (fairness.Proof, error) {
+	g, err := e.Held(ctx, id, user)
+	if err != nil {
+		return fairness.Proof{}, err
+	}
+	t, err := e.tree(ctx, id)
+	if err != nil {
+		return fairness.Proof{}, err
+	}
+	if g.Seq < 1 || g.Seq > int64(len(t.cents)) || t.cents[g.Seq-1] != g.Cents {
+		return fairness.Proof{}, opErr("proof", id, fmt.Errorf("the packet held (seq %d, %d cents) is not a committed packet", g.Seq, g.Cents))
+	}
+	return fairness.NewProof(id, t.tree, g.Seq, g.Cents, t.salts[fairness.SaltSize*(g.Seq-1):fairness.SaltSize*g.Seq])
+}
+
+// closedFor reports whether campaign id is closed for good: closed or
+// settled in Redis, or refunded in the ledger (Redis may have retired it).
+func (e *Engine) closedFor(ctx context.Context, id string) (bool, time.Time, error) {
+	st, err := e.Status(ctx, id)
+	if err == nil {
+		return st.State == StateClosed || st.State == StateSettled, st.ClosesAt, nil
+	}
+	if !errors.Is(err, ErrCampaignNotFound) {
+		return false, time.Time{}, err
+	}
+	tr, ok := e.cfg.Packets.(interface {
+		Totals(ctx context.Context, campaign string) (ledger.Totals, error)
+	})
+	if !ok {
+		return false, time.Time{}, err
+	}
+	tot, terr := tr.Totals(ctx, id)
+	if terr != nil {
+		return false, time.Time{}, opErr("draw log", id, ledgerErr("read the totals", terr))
+	}
+	if !tot.RefundDone {
+		return false, time.Time{}, err
+	}
+	var closes time.Time
+	if e.terms != nil {
+		if t, err := e.terms.Terms(ctx, id); err == nil {
+			closes = time.UnixMilli(t.ClosesAt)
+			if t.ClosedAt != 0 {
+				closes = time.UnixMilli(t.ClosedAt)
+			}
+		}
+	}
+	return true, closes, nil
+}
+
+// DrawLog writes campaign id's draw log to w once the campaign closed
+// (ErrNotClosed before): one JSON line per packet in seq order, its
+// salt, and its holder under the campaign's pseudonym (null when the
+// ledger records no grant of it, as for a packet granted and not settled
+// yet). It returns when the campaign closed (its window's end, or the
+// operator's close), for a retention check.
+func (e *Engine) DrawLog(ctx context.Context, id string, retention time.Duration, now time.Time, w io.Writer) error {
+	if err := ValidateCampaignID(id); err != nil {
+		return err
+	}
+	closed, closedAt, err := e.closedFor(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !closed {
+		return opErr("draw log", id, ErrNotClosed)
+	}
+	if retention > 0 && !closedAt.IsZero() && now.After(closedAt.Add(retention)) {
+		return opErr("draw log", id, ErrDrawLogExpired)
+	}
+	cm := e.committer()
+	if cm == nil {
+		return opErr("draw log", id, ErrNoCommitment)
+	}
+	c, err := cm.Commitment(ctx, id)
+	if errors.Is(err, ledger.ErrNoCommitment) {
+		return opErr("draw log", id, ErrNoCommitment)
+	}
+	if err != nil {
+		return opErr("draw log", id, ledgerErr("read the commitment", err))
+	}
+	salts, err := cm.Salts(ctx, id)
+	if err != nil {
+		return opErr("draw log", id, ledgerErr("read the salts", err))
+	}
+	enc := json.NewEncoder(w)
+	err = cm.DrawRows(ctx, id, func(r ledger.DrawRow) error {
+		if r.Seq < 1 || r.Seq > c.Count {
+			return fmt.Errorf("packet seq %d of %d", r.Seq, c.Count)
+		}
+		line := fairness.DrawLine{Seq: r.Seq, Cents: r.Cents, Salt: hex.EncodeToString(salts[fairness.SaltSize*(r.Seq-1) : fairness.SaltSize*r.Seq])}
+		if r.User != "" {
+			h := fairness.Pseudonym(c.HolderKey, r.User)
+			at := r.SettledAt
+			line.Holder, line.GrantedAt = &h, &at
+		}
+		return enc.Encode(line)
+	})
+	if err != nil {
+		return opErr("draw log", id, err)
+	}
+	return nil
+}
+
+// ErrDrawLogExpired: the campaign closed longer ago than the draw log's
+// retention.
+var ErrDrawLogExpired = sentinel("draw log past its retention")

@@ -1,0 +1,137 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hongbao/hongbao/ledger"
+	"github.com/hongbao/hongbao/ledger/internal/batch"
+	"github.com/hongbao/hongbao/ledger/internal/query"
+)
+
+var _ ledger.Committer = (*Ledger)(nil)
+
+// WriteCommitment implements ledger.Committer. The campaign's row is
+// locked first (an insert of it, or the conflict it waits on), so two
+// writers of one campaign compare in turn.
+func (l *Ledger) WriteCommitment(ctx context.Context, c ledger.Commitment, salts []byte) error {
+	if err := batch.CheckCommitment(c, salts); err != nil {
+		return err
+	}
+	return wrap("write commitment", l.tx(ctx, func(tx pgx.Tx) error {
+		var count, cents int64
+		row := tx.QueryRow(ctx, `SELECT count, cents FROM ledger_packet_sets WHERE id = $1`, c.Campaign)
+		if err := query.PacketSet(row, c.Campaign, &count, &cents); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO ledger_commitments (id, root, count, cents, body, holder_key)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
+			c.Campaign, c.Root[:], c.Count, c.Cents, string(c.Body), c.HolderKey)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			var stored []byte
+			if err := tx.QueryRow(ctx, `SELECT root FROM ledger_commitments WHERE id = $1`, c.Campaign).Scan(&stored); err != nil {
+				return err
+			}
+			_, err := batch.CommitmentAgrees(c, count, cents, stored)
+			return err
+		}
+		if _, err := batch.CommitmentAgrees(c, count, cents, nil); err != nil {
+			return err
+		}
+		var b pgx.Batch
+		_ = batch.SaltChunks(salts, func(chunk int64, s []byte) error {
+			b.Queue(`INSERT INTO ledger_salts (campaign, chunk, salts) VALUES ($1, $2, $3)`, c.Campaign, chunk, s)
+			return nil
+		})
+		return tx.SendBatch(ctx, &b).Close()
+	}))
+}
+
+// Commitment implements ledger.Committer.
+func (l *Ledger) Commitment(ctx context.Context, campaign string) (ledger.Commitment, error) {
+	c := ledger.Commitment{Campaign: campaign}
+	var root []byte
+	var body string
+	err := l.pool.QueryRow(ctx, `SELECT root, count, cents, body, holder_key FROM ledger_commitments WHERE id = $1`, campaign).
+		Scan(&root, &c.Count, &c.Cents, &body, &c.HolderKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, fmt.Errorf("%w: campaign %q", ledger.ErrNoCommitment, campaign)
+	}
+	if err != nil {
+		return c, wrap("commitment", err)
+	}
+	copy(c.Root[:], root)
+	c.Body = []byte(body)
+	return c, nil
+}
+
+// Salts implements ledger.Committer.
+func (l *Ledger) Salts(ctx context.Context, campaign string) ([]byte, error) {
+	c, err := l.Commitment(ctx, campaign)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := l.pool.Query(ctx, `SELECT salts FROM ledger_salts WHERE campaign = $1 ORDER BY chunk`, campaign)
+	if err != nil {
+		return nil, wrap("salts", err)
+	}
+	defer rows.Close()
+	out := make([]byte, 0, ledger.SaltSize*c.Count)
+	var b []byte
+	for rows.Next() {
+		if err := rows.Scan(&b); err != nil {
+			return nil, wrap("salts", err)
+		}
+		out = append(out, b...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("salts", err)
+	}
+	if int64(len(out)) != ledger.SaltSize*c.Count {
+		return nil, fmt.Errorf("ledger: salts of campaign %q: %d bytes stored for %d packets", campaign, len(out), c.Count)
+	}
+	return out, nil
+}
+
+// DrawRows implements ledger.Committer: packets and grants read in one
+// statement, so in one snapshot.
+func (l *Ledger) DrawRows(ctx context.Context, campaign string, fn func(ledger.DrawRow) error) error {
+	var num int64
+	if err := query.PacketSet(l.pool.QueryRow(ctx, `SELECT num FROM ledger_packet_sets WHERE id = $1`, campaign), campaign, &num); err != nil {
+		return wrap("draw rows", err)
+	}
+	rows, err := l.pool.Query(ctx, `SELECT p.seq, p.cents, g.user_id, (extract(epoch FROM g.created_at) * 1000)::bigint
+		FROM ledger_packets p
+		LEFT JOIN ledger_campaigns c ON c.id = $1
+		LEFT JOIN ledger_grants g ON g.campaign = c.num AND g.seq = p.seq
+		WHERE p.campaign = $2 ORDER BY p.seq`, campaign, num)
+	if err != nil {
+		return wrap("draw rows", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r ledger.DrawRow
+		var user *string
+		var at *int64
+		if err := rows.Scan(&r.Seq, &r.Cents, &user, &at); err != nil {
+			return wrap("draw rows", err)
+		}
+		if user != nil {
+			r.User = *user
+		}
+		if at != nil {
+			r.SettledAt = time.UnixMilli(*at).UTC()
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return wrap("draw rows", rows.Err())
+}
