@@ -6,7 +6,7 @@ DASHBOARD_GEN := deploy/grafana/gen
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots dashboard drill-images drill drill-short
+.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots dashboard drill-images drill drill-short openapi
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -49,6 +49,9 @@ lint: ## go vet and staticcheck, of the library, deploy/ and the dashboard gener
 	cd deploy && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd deploy/drill && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd $(DASHBOARD_GEN) && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+openapi: ## regenerate httpapi/openapi.json from its Go table (cmd/hongbao/internal/apispec)
+	$(GO) run ./cmd/hongbao/internal/apispec/gen -o httpapi/openapi.json
 
 dashboard: ## regenerate deploy/grafana/hongbao.json with the Grafana foundation SDK (its own module)
 	cd $(DASHBOARD_GEN) && $(GO) run . -o ../hongbao.json

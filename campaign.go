@@ -155,7 +155,9 @@ type Status struct {
 // Outcome is the answer to a grab.
 type Outcome uint8
 
-// The outcomes of a grab. Their values are the codes grab.lua returns.
+// The outcomes of a grab. Their values are the codes grab.lua returns
+// (internal/redisstore/lua/lib/outcomes.lua); outcomeTable (outcome.go)
+// names each one's API word and metric label.
 const (
 	// Granted: this call handed the user a packet.
 	Granted Outcome = 1
@@ -170,20 +172,11 @@ const (
 	Closed Outcome = 5
 	// Paused: an operator paused the campaign (Engine.Pause); its
 	// window still runs.
-	Paused Outcome = 9
+	Paused Outcome = 14
 	// Blocked: an operator blocked the user on this campaign
 	// (Engine.Block).
-	Blocked Outcome = 10
+	Blocked Outcome = 15
 )
-
-var outcomeNames = [...]string{"", "GRANTED", "ALREADY", "SOLD_OUT", "NOT_OPEN", "CLOSED", "", "", "", "PAUSED", "BLOCKED"}
-
-func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {
-		return outcomeNames[o]
-	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
-}
 
 // HasPacket reports whether the answer carries the user's packet.
 func (o Outcome) HasPacket() bool { return o == Granted || o == Already }

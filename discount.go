@@ -214,7 +214,9 @@ type DiscountStatus struct {
 // ReserveOutcome is the answer to a reservation.
 type ReserveOutcome uint8
 
-// The outcomes of Discounts.Reserve.
+// The outcomes of Discounts.Reserve. Their values are the codes
+// disc_reserve.lua returns (internal/redisstore/lua/lib/outcomes.lua);
+// outcomeTable (outcome.go) names each one's API word and metric label.
 const (
 	// Reserved: this call reserved a discount for the order.
 	Reserved ReserveOutcome = 1
@@ -236,21 +238,6 @@ const (
 	// (Discounts.Block).
 	ReserveBlocked ReserveOutcome = 15
 )
-
-var reserveNames = map[ReserveOutcome]string{
-	Reserved: "reserved", ReservedAlready: "already", Exhausted: "exhausted",
-	ReserveNotOpen: "not_open", ReserveClosed: "closed", OverLimit: "limit",
-	ReservePaused: "paused", ReserveBlocked: "blocked",
-}
-
-// String is the outcome as the HTTP API spells it: "reserved", "already",
-// "exhausted", "not_open", "closed", "limit", "paused" or "blocked".
-func (o ReserveOutcome) String() string {
-	if s, ok := reserveNames[o]; ok {
-		return s
-	}
-	return "ReserveOutcome(" + strconv.Itoa(int(o)) + ")"
-}
 
 // HasAmount reports whether the answer carries a discount.
 func (o ReserveOutcome) HasAmount() bool { return o == Reserved || o == ReservedAlready }

@@ -56,11 +56,11 @@ func Example() {
 	st, _ := eng.Status(ctx, c.ID)
 	fmt.Println(st.State, st.CloseReason, hongbao.FormatCents(st.GrantedCents), "granted")
 	// Output:
-	// alice GRANTED 10.00
-	// alice ALREADY 10.00
-	// bob GRANTED 10.00
-	// carol GRANTED 10.00
-	// dave SOLD_OUT 0.00
+	// alice granted 10.00
+	// alice already_granted 10.00
+	// bob granted 10.00
+	// carol granted 10.00
+	// dave sold_out 0.00
 	// closed sold_out 30.00 granted
 }
 
@@ -123,13 +123,13 @@ func ExampleEngine_Pause() {
 	grab("bob")
 	grab("mallory")
 	// Output:
-	// alice GRANTED
+	// alice granted
 	// paused: true
-	// alice ALREADY
-	// bob PAUSED
+	// alice already_granted
+	// bob paused
 	// paused: false
-	// bob GRANTED
-	// mallory BLOCKED
+	// bob granted
+	// mallory blocked
 }
 
 // The README's library example, line for line (TestReadmeExample holds
@@ -179,8 +179,8 @@ func Example_ledger() {
 	check(led.Packets(ctx, c.ID, func(ledger.Packet) error { packets++; return nil }))
 	fmt.Println("packets in the ledger:", packets)
 	// Output:
-	// GRANTED
-	// ALREADY
+	// granted
+	// already_granted
 	// open 1 49
 	// paused: true
 	// closed operator

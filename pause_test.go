@@ -47,7 +47,7 @@ func TestPauseAnswersPaused(t *testing.T) {
 	for i := 2; i < 30; i++ {
 		g := grabOutcome(t, eng, c.ID, "u"+strconv.Itoa(i))
 		require.Equal(t, hongbao.Paused, g.Outcome)
-		require.Equal(t, "PAUSED", g.Outcome.String())
+		require.Equal(t, "paused", g.Outcome.String())
 		require.Zero(t, g.Seq)
 	}
 	st, err = eng.Status(ctx, c.ID)
@@ -249,7 +249,7 @@ func TestBlockUsers(t *testing.T) {
 		for _, u := range bad[1:] {
 			g := grabOutcome(t, eng, c.ID, u)
 			require.Equal(t, hongbao.Blocked, g.Outcome, "%s, %d shards", u, shards)
-			require.Equal(t, "BLOCKED", g.Outcome.String())
+			require.Equal(t, "blocked", g.Outcome.String())
 		}
 		require.Equal(t, hongbao.Granted, grabOutcome(t, eng, c.ID, "good").Outcome)
 

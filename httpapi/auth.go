@@ -33,8 +33,8 @@ var (
 // bearer returns the credentials of an "Authorization: Bearer x" header.
 // Credentials longer than maxCredentialLen are refused before anything
 // hashes or decodes them.
-func bearer(r *http.Request) (string, error) {
-	h := r.Header.Get("Authorization")
+func bearer(header http.Header) (string, error) {
+	h := header.Get("Authorization")
 	scheme, cred, ok := strings.Cut(h, " ")
 	cred = strings.TrimSpace(cred)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || cred == "" {
@@ -100,10 +100,10 @@ func (a *userAuth) checkLifetime(c *jwt.RegisteredClaims, now time.Time) error {
 	return nil
 }
 
-// user returns the user id of the request's token. The error is for logs
-// only; the client learns nothing but 401.
-func (a *userAuth) user(r *http.Request) (string, error) {
-	raw, err := bearer(r)
+// user returns the user id of the token the request's header carries. The
+// error is for logs only; the client learns nothing but 401.
+func (a *userAuth) user(header http.Header) (string, error) {
+	raw, err := bearer(header)
 	if err != nil {
 		return "", err
 	}
@@ -199,8 +199,8 @@ func fingerprintSalt(secrets []Secret) []byte {
 // match returns the fingerprint of the key the request presents.
 // Hashing first gives every comparison the same length, and every key is
 // compared, so the time taken tells nothing about the keys.
-func (a *keyAuth) match(r *http.Request) (string, error) {
-	raw, err := bearer(r)
+func (a *keyAuth) match(header http.Header) (string, error) {
+	raw, err := bearer(header)
 	if err != nil {
 		return "", err
 	}

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 )
@@ -53,44 +51,6 @@ import (
 // most this long (Config.Validate).
 const maxCredentialLen = 4 << 10
 
-// addrKey is the key of a client address for the failure limit: an IPv4
-// address, or an IPv6 address's /64 (one host commonly holds a whole /64,
-// so per-address keys would give it 2^64 allowances).
-func (s *Server) addrKey(r *http.Request) string {
-	ip := s.clientIP(r)
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
-
-// authFailed refuses a request whose credentials for class failed (err):
-// it spends one of the client address's failed authentications and
-// answers refusal, or 429 when the address has none left; it logs the
-// failure, sampled. It returns what an authenticator returns for a
-// refused request.
-func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, class string, err error, refusal *requestError) (string, bool) {
-	now := s.cfg.Now()
-	var wait time.Duration
-	if ok, left := s.failLim.allow(s.addrKey(r), now); !ok {
-		s.metrics.limited.WithLabelValues("auth_failures").Inc()
-		refusal, wait = errAuthFailLimit, left
-	}
-	s.metrics.authFailures.WithLabelValues(class).Inc()
-	if n, ok := s.failLog.sample(now); ok {
-		s.log.Warn("authentications failed", "count", n, "last_class", class, "last_route", r.Pattern,
-			"last_remote", s.remote(r), "last_err", err, "every", failLogEvery)
-	}
-	s.refuse(w, refusal, wait)
-	return "", false
-}
-
 // failLogEvery is the most often failed authentications are logged.
 const failLogEvery = time.Second
 
@@ -112,29 +72,4 @@ func (l *logSampler) sample(now time.Time) (int64, bool) {
 	n := l.n
 	l.last, l.n = now, 0
 	return n, true
-}
-
-// spend takes one request from the global budget, after the request
-// authenticated; on refusal it has answered.
-func (s *Server) spend(w http.ResponseWriter, r *http.Request) bool {
-	ok, wait, err := s.global.allow(r.Context(), s.cfg.Now())
-	if err != nil {
-		s.log.Warn("global rate limit unavailable; allowing", "err", err)
-	}
-	if !ok {
-		s.metrics.limited.WithLabelValues("global").Inc()
-		s.countRefusal(r)
-		s.refuse(w, errGlobalLimit, wait)
-	}
-	return ok
-}
-
-// anyone is the global budget for the routes that take no credentials
-// (the demo mode's).
-func (s *Server) anyone(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if s.spend(w, r) {
-			next(w, r)
-		}
-	}
 }

@@ -28,46 +28,53 @@ func (s *Server) trustedPeer(a netip.Addr) bool {
 	return false
 }
 
-// peerHost is the TCP peer's address, without its port.
-func peerHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// peerHost is the TCP peer's address (host:port), without its port.
+func peerHost(peer string) string {
+	host, _, err := net.SplitHostPort(peer)
 	if err != nil {
-		return r.RemoteAddr
+		return peer
 	}
 	return host
 }
 
 // clientIP is the address of the request's client: the TCP peer's, or
 // the forwarded client's when the peer is a trusted proxy.
-func (s *Server) clientIP(r *http.Request) string {
-	if a, ok := s.forwardedClient(r); ok {
+func (s *Server) clientIP(r *http.Request) string { return s.clientAddr(r.Header, r.RemoteAddr) }
+
+// clientAddr is clientIP of a request of any protocol: its header and its
+// TCP peer (host:port).
+func (s *Server) clientAddr(header http.Header, peer string) string {
+	if a, ok := s.forwardedClient(header, peer); ok {
 		return a.String()
 	}
-	return peerHost(r)
+	return peerHost(peer)
 }
 
 // remote names the request's client in logs: the TCP peer's address and
 // port, or the forwarded client's address.
-func (s *Server) remote(r *http.Request) string {
-	if a, ok := s.forwardedClient(r); ok {
+func (s *Server) remote(r *http.Request) string { return s.remoteOf(r.Header, r.RemoteAddr) }
+
+// remoteOf is remote of a request of any protocol.
+func (s *Server) remoteOf(header http.Header, peer string) string {
+	if a, ok := s.forwardedClient(header, peer); ok {
 		return a.String()
 	}
-	return r.RemoteAddr
+	return peer
 }
 
 // forwardedClient is the client address X-Forwarded-For gives when the
 // peer is a trusted proxy and the header names one; ok is false when the
 // client is the peer itself.
-func (s *Server) forwardedClient(r *http.Request) (client netip.Addr, ok bool) {
+func (s *Server) forwardedClient(header http.Header, peerAddr string) (client netip.Addr, ok bool) {
 	if len(s.cfg.TrustedProxies) == 0 {
 		return netip.Addr{}, false
 	}
-	peer, err := netip.ParseAddr(peerHost(r))
+	peer, err := netip.ParseAddr(peerHost(peerAddr))
 	if err != nil || !s.trustedPeer(peer) {
 		return netip.Addr{}, false
 	}
 	// The header may come as several lines: the last is the right-most.
-	vals := r.Header.Values("X-Forwarded-For")
+	vals := header.Values("X-Forwarded-For")
 	for i := len(vals) - 1; i >= 0; i-- {
 		v := vals[i]
 		for v != "" {

@@ -79,9 +79,9 @@ func (s *Server) mountWeb() error {
 // countRefusal counts a grab refused by a rate limit for the console, when
 // the campaign already has counts: a refused request proves nothing about
 // its campaign id.
-func (s *Server) countRefusal(r *http.Request) {
-	if r.Pattern == grabRoute {
-		s.live.store.record(r.PathValue("id"), liveLimited, 0, s.cfg.Now())
+func (s *Server) countRefusal(in inbound) {
+	if in.campaign != "" {
+		s.live.store.record(in.campaign, liveLimited, 0, s.cfg.Now())
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 func badRequest(code, format string, a ...any) *requestError {
-	return &requestError{status: http.StatusBadRequest, code: code, msg: fmt.Sprintf(format, a...)}
+	return &requestError{code: code, msg: fmt.Sprintf(format, a...)}
 }
 
 // readBody reads at most limit bytes of the request body.
@@ -29,7 +29,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: CodeBodyTooLarge,
+			return nil, &requestError{code: CodeBodyTooLarge,
 				msg: fmt.Sprintf("the body is larger than %d bytes", limit)}
 		}
 		return nil, badRequest(CodeInvalidJSON, "the body could not be read")

@@ -103,9 +103,7 @@ func (s *Server) reserveDiscount(w http.ResponseWriter, r *http.Request, _ strin
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	res, err := s.cfg.Discounts.Reserve(ctx, id, rv.user, rv.order, rv.cents)
+	res, err := s.reserveOp(r.Context(), id, rv)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -135,25 +133,22 @@ func (s *Server) orderTarget(w http.ResponseWriter, r *http.Request) (id, order,
 }
 
 func (s *Server) confirmDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	s.endOrder(w, r, s.cfg.Discounts.Confirm, confirmJSON)
+	s.endOrder(w, r, s.confirmOp, confirmJSON)
 }
 
 func (s *Server) cancelDiscount(w http.ResponseWriter, r *http.Request, _ string) {
-	s.endOrder(w, r, s.cfg.Discounts.Cancel, cancelJSON)
+	s.endOrder(w, r, s.cancelOp, cancelJSON)
 }
 
 // endOrder answers a confirm or a cancel of an order's reservation: call
-// runs under the request's timeout, answer spells its result. The
-// engine's observers count it (package metrics).
+// is its operation (ops.go), answer spells its result.
 func (s *Server) endOrder(w http.ResponseWriter, r *http.Request,
 	call func(ctx context.Context, id, user, order string) (hongbao.Reservation, error), answer func(hongbao.Reservation) orderOut) {
 	id, order, user, ok := s.orderTarget(w, r)
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	res, err := call(ctx, id, user, order)
+	res, err := call(r.Context(), id, user, order)
 	if err != nil {
 		s.fail(w, r, err)
 		return

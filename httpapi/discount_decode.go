@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net/http"
 	"reflect"
 	"time"
 
@@ -232,7 +231,7 @@ func checkUserField(user *string) (string, error) {
 // checkOrderID refuses an order id the engine would refuse.
 func checkOrderID(order string) error {
 	if err := hongbao.ValidateOrderID(order); err != nil {
-		return &requestError{status: http.StatusBadRequest, code: CodeInvalidID,
+		return &requestError{code: CodeInvalidID,
 			msg: "order_id: order ids are 1 to 64 of A-Z a-z 0-9 _ . : -"}
 	}
 	return nil

@@ -28,7 +28,7 @@ func FuzzDecodeDiscount(f *testing.F) {
 			var se *hongbao.SpecError
 			require.True(t, errorsAs(err, &re) || errorsAs(err, &se), "%v", err)
 			if re != nil {
-				require.Equal(t, 400, re.status)
+				require.Equal(t, 400, re.httpStatus())
 				require.NotEmpty(t, re.code)
 			}
 			return
@@ -51,7 +51,7 @@ func FuzzDecodeReserve(f *testing.F) {
 		if err != nil {
 			var re *requestError
 			require.True(t, errorsAs(err, &re), "%v", err)
-			require.Equal(t, 400, re.status)
+			require.Equal(t, 400, re.httpStatus())
 			return
 		}
 		require.NoError(t, hongbao.ValidateUserID(rv.user))

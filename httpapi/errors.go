@@ -43,43 +43,83 @@ const (
 	CodeDrawLogExpired      = "draw_log_expired"     // 410: the campaign closed longer ago than the draw log's retention
 )
 
-// requestError is an answer of the error shape: a status, a code and a
-// message that is safe to send. With retry set it asks the client to wait
-// Config.RetryAfter (Retry-After). Handlers return it for a client's
-// mistake and refuse with the refusals below; the engine's errors are
-// turned into it by errorTable.
+// errorCodes gives each error code what every protocol answers it with:
+// the HTTP status (a second protocol adds its own status code here). The
+// code is the neutral part: errorTable, the gates and the handlers name a
+// code, never a status; TestErrorCodesHaveStatus holds every code to a row.
+var errorCodes = map[string]struct{ http int }{
+	CodeUnauthorized:        {http.StatusUnauthorized},
+	CodeForbidden:           {http.StatusForbidden},
+	CodeNotFound:            {http.StatusNotFound},
+	CodeNoGrant:             {http.StatusNotFound},
+	CodeInvalidJSON:         {http.StatusBadRequest},
+	CodeInvalidRequest:      {http.StatusBadRequest},
+	CodeInvalidID:           {http.StatusBadRequest},
+	CodeBodyTooLarge:        {http.StatusRequestEntityTooLarge},
+	CodeRateLimited:         {http.StatusTooManyRequests},
+	CodeBusy:                {http.StatusServiceUnavailable},
+	CodeOutcomeUnknown:      {http.StatusServiceUnavailable},
+	CodeInProgress:          {http.StatusConflict},
+	CodeIdempotencyMismatch: {http.StatusUnprocessableEntity},
+	CodeNotReady:            {http.StatusServiceUnavailable},
+	CodeUnavailable:         {http.StatusServiceUnavailable},
+	CodeInternal:            {http.StatusInternalServerError},
+	CodeNoReservation:       {http.StatusNotFound},
+	CodeExpired:             {http.StatusConflict},
+	CodeCancelled:           {http.StatusConflict},
+	CodeConfirmed:           {http.StatusConflict},
+	CodeOrderMismatch:       {http.StatusConflict},
+	CodeMisdirected:         {http.StatusMisdirectedRequest},
+	CodeNoCommitment:        {http.StatusNotFound},
+	CodeNotClosed:           {http.StatusConflict},
+	CodeDrawLogExpired:      {http.StatusGone},
+}
+
+// requestError is an answer of the error shape, whatever the protocol: a
+// code and a message that is safe to send. With retry set it asks the
+// client to wait Config.RetryAfter (Retry-After). Handlers return it for
+// a client's mistake and the gates refuse with the refusals below; the
+// engine's errors are turned into it by errorTable. Its HTTP status
+// follows from its code (errorCodes).
 type requestError struct {
-	status int
-	code   string
-	msg    string
-	retry  bool
+	code  string
+	msg   string
+	retry bool
+}
+
+// httpStatus is the HTTP status the error is answered with.
+func (e *requestError) httpStatus() int {
+	if c, ok := errorCodes[e.code]; ok {
+		return c.http
+	}
+	return http.StatusInternalServerError
 }
 
 func (e *requestError) Error() string { return e.code + ": " + e.msg }
 
 // The refusals of the gates and handlers, by what they refuse.
 var (
-	errNoRoute        = &requestError{status: http.StatusNotFound, code: CodeNotFound, msg: "no such route"}
-	errInternal       = &requestError{status: http.StatusInternalServerError, code: CodeInternal, msg: "internal error"}
-	errNeedUserToken  = &requestError{status: http.StatusUnauthorized, code: CodeUnauthorized, msg: "a valid user token is required"}
-	errNeedAdminKey   = &requestError{status: http.StatusUnauthorized, code: CodeUnauthorized, msg: "a valid admin key is required"}
-	errNeedPaymentKey = &requestError{status: http.StatusUnauthorized, code: CodeUnauthorized, msg: "a valid payment key is required"}
-	errNeedMetricsKey = &requestError{status: http.StatusUnauthorized, code: CodeUnauthorized, msg: "a metrics key or an admin key is required"}
-	errUserNotPayment = &requestError{status: http.StatusForbidden, code: CodeForbidden, msg: "this route takes the payment system's key, not a user token"}
-	errAddressLimit   = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many requests from this address"}
-	errUserLimit      = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many requests from this user"}
-	errAuthFailLimit  = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many failed authentications from this address"}
-	errGlobalLimit    = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "the service is at its request limit"}
-	errDemoLimit      = &requestError{status: http.StatusTooManyRequests, code: CodeRateLimited, msg: "too many demo players from this address"}
-	errShuttingDown   = &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: "shutting down"}
-	errEngineClosed   = &requestError{status: http.StatusServiceUnavailable, code: CodeNotReady, msg: "this instance is stopping and takes no more requests; nothing was done, retry on another"}
-	errLiveViewsFull  = &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, msg: "too many live views are open; retry later", retry: true}
-	errLedgerUnread   = &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
-	errLedgerDown     = &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retry: true,
+	errNoRoute        = &requestError{code: CodeNotFound, msg: "no such route"}
+	errInternal       = &requestError{code: CodeInternal, msg: "internal error"}
+	errNeedUserToken  = &requestError{code: CodeUnauthorized, msg: "a valid user token is required"}
+	errNeedAdminKey   = &requestError{code: CodeUnauthorized, msg: "a valid admin key is required"}
+	errNeedPaymentKey = &requestError{code: CodeUnauthorized, msg: "a valid payment key is required"}
+	errNeedMetricsKey = &requestError{code: CodeUnauthorized, msg: "a metrics key or an admin key is required"}
+	errUserNotPayment = &requestError{code: CodeForbidden, msg: "this route takes the payment system's key, not a user token"}
+	errAddressLimit   = &requestError{code: CodeRateLimited, msg: "too many requests from this address"}
+	errUserLimit      = &requestError{code: CodeRateLimited, msg: "too many requests from this user"}
+	errAuthFailLimit  = &requestError{code: CodeRateLimited, msg: "too many failed authentications from this address"}
+	errGlobalLimit    = &requestError{code: CodeRateLimited, msg: "the service is at its request limit"}
+	errDemoLimit      = &requestError{code: CodeRateLimited, msg: "too many demo players from this address"}
+	errShuttingDown   = &requestError{code: CodeNotReady, msg: "shutting down"}
+	errEngineClosed   = &requestError{code: CodeNotReady, msg: "this instance is stopping and takes no more requests; nothing was done, retry on another"}
+	errLiveViewsFull  = &requestError{code: CodeBusy, msg: "too many live views are open; retry later", retry: true}
+	errLedgerUnread   = &requestError{code: CodeUnavailable, msg: "the ledger cannot be read to check this Idempotency-Key; retry"}
+	errLedgerDown     = &requestError{code: CodeUnavailable, retry: true,
 		msg: "the ledger is unreachable, and this request needs it (a new campaign, or the next block of a campaign's packets, is recorded there first); nothing was done; retry shortly"}
-	errCreateLoading = &requestError{status: http.StatusConflict, code: CodeInProgress, msg: "a create with this Idempotency-Key is in progress; retry", retry: true}
-	errKeyReused     = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key was used for another campaign"}
-	errKeyRetired    = &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
+	errCreateLoading = &requestError{code: CodeInProgress, msg: "a create with this Idempotency-Key is in progress; retry", retry: true}
+	errKeyReused     = &requestError{code: CodeIdempotencyMismatch, msg: "this Idempotency-Key was used for another campaign"}
+	errKeyRetired    = &requestError{code: CodeIdempotencyMismatch, msg: "this Idempotency-Key named a campaign that is settled and retired; use a new key"}
 )
 
 // errorRow answers the errors that are any of is, or, with as, those that
@@ -107,32 +147,32 @@ var errorTable = []errorRow{
 		return nil
 	}},
 	{is: []error{hongbao.ErrNoReservation},
-		answer: &requestError{status: http.StatusNotFound, code: CodeNoReservation, msg: "this user holds no reservation of this order"}},
+		answer: &requestError{code: CodeNoReservation, msg: "this user holds no reservation of this order"}},
 	{is: []error{hongbao.ErrReservationExpired},
-		answer: &requestError{status: http.StatusConflict, code: CodeExpired, msg: "the reservation of this order expired; its discount went back (reserve again with a new order id)"}},
+		answer: &requestError{code: CodeExpired, msg: "the reservation of this order expired; its discount went back (reserve again with a new order id)"}},
 	{is: []error{hongbao.ErrReservationCancelled},
-		answer: &requestError{status: http.StatusConflict, code: CodeCancelled, msg: "the reservation of this order was cancelled (reserve again with a new order id)"}},
+		answer: &requestError{code: CodeCancelled, msg: "the reservation of this order was cancelled (reserve again with a new order id)"}},
 	{is: []error{hongbao.ErrReservationConfirmed},
-		answer: &requestError{status: http.StatusConflict, code: CodeConfirmed, msg: "the discount of this order is confirmed; it can no longer be cancelled"}},
+		answer: &requestError{code: CodeConfirmed, msg: "the discount of this order is confirmed; it can no longer be cancelled"}},
 	{is: []error{hongbao.ErrOrderMismatch},
-		answer: &requestError{status: http.StatusConflict, code: CodeOrderMismatch, msg: "this order was reserved for another order amount (reserve a new amount with a new order id)"}},
+		answer: &requestError{code: CodeOrderMismatch, msg: "this order was reserved for another order amount (reserve a new amount with a new order id)"}},
 	{is: []error{hongbao.ErrCampaignRetired}, answer: errKeyRetired},
 	// Before the deadline row: the create's wait for another one ended.
 	{is: []error{hongbao.ErrCreateInProgress}, answer: errCreateLoading},
 	{is: []error{hongbao.ErrCampaignNotFound, settle.ErrNoCampaign},
-		answer: &requestError{status: http.StatusNotFound, code: CodeNotFound, msg: "no such campaign"}},
+		answer: &requestError{code: CodeNotFound, msg: "no such campaign"}},
 	{is: []error{hongbao.ErrNoGrant},
-		answer: &requestError{status: http.StatusNotFound, code: CodeNoGrant, msg: "you hold no packet of this campaign"}},
+		answer: &requestError{code: CodeNoGrant, msg: "you hold no packet of this campaign"}},
 	{is: []error{hongbao.ErrNoCommitment},
-		answer: &requestError{status: http.StatusNotFound, code: CodeNoCommitment, msg: "this campaign has no fairness commitment"}},
+		answer: &requestError{code: CodeNoCommitment, msg: "this campaign has no fairness commitment"}},
 	{is: []error{hongbao.ErrNotClosed},
-		answer: &requestError{status: http.StatusConflict, code: CodeNotClosed, msg: "the draw log is published once the campaign closed"}},
+		answer: &requestError{code: CodeNotClosed, msg: "the draw log is published once the campaign closed"}},
 	{is: []error{hongbao.ErrDrawLogExpired},
-		answer: &requestError{status: http.StatusGone, code: CodeDrawLogExpired, msg: "this campaign's draw log is past its retention"}},
+		answer: &requestError{code: CodeDrawLogExpired, msg: "this campaign's draw log is past its retention"}},
 	{as: func(err error) *requestError {
 		var e *hongbao.IDError
 		if errors.As(err, &e) {
-			return &requestError{status: http.StatusBadRequest, code: CodeInvalidID, msg: fmt.Sprintf("invalid %s id: %s", e.Kind, e.Reason)}
+			return &requestError{code: CodeInvalidID, msg: fmt.Sprintf("invalid %s id: %s", e.Kind, e.Reason)}
 		}
 		return nil
 	}},
@@ -153,14 +193,14 @@ var errorTable = []errorRow{
 	// The engine gives these as the typed errors above; should one come
 	// bare, the client still hears nothing of its text.
 	{is: []error{hongbao.ErrInvalidSpec, hongbao.ErrInvalidAmount},
-		answer: &requestError{status: http.StatusBadRequest, code: CodeInvalidRequest, msg: "invalid campaign"}},
+		answer: &requestError{code: CodeInvalidRequest, msg: "invalid campaign"}},
 	{is: []error{hongbao.ErrBusy},
-		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeBusy, retry: true,
+		answer: &requestError{code: CodeBusy, retry: true,
 			msg: "busy (too many requests waiting, or Redis moving or restarting); nothing was done, retry shortly"}},
 	// Before ErrUnavailable, of which it is a case.
 	{is: []error{hongbao.ErrLedgerUnavailable}, answer: errLedgerDown},
 	{is: []error{hongbao.ErrUnavailable},
-		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the store takes no writes now; retrying is safe", retry: true}},
+		answer: &requestError{code: CodeUnavailable, msg: "the store takes no writes now; retrying is safe", retry: true}},
 	// The engine was shut down, or its Redis client closed, before the
 	// call: nothing was done and this process will do nothing more, so
 	// the answer is the stopping server's, not a retry here.
@@ -170,16 +210,16 @@ var errorTable = []errorRow{
 	{as: func(err error) *requestError {
 		var e *hongbao.ReplicasError
 		if errors.As(err, &e) {
-			return &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, retry: true,
+			return &requestError{code: CodeOutcomeUnknown, retry: true,
 				msg: fmt.Sprintf("too few Redis replicas: %d of the %d this service waits for acknowledged the write in time; "+
 					"it is on the primary but not yet safe from a failover, so its outcome is unknown; retrying is safe", e.Acked, e.Wanted)}
 		}
 		return nil
 	}},
 	{is: []error{hongbao.ErrOutcomeUnknown},
-		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown, msg: "the answer was lost; retrying is safe", retry: true}},
+		answer: &requestError{code: CodeOutcomeUnknown, msg: "the answer was lost; retrying is safe", retry: true}},
 	{is: []error{context.DeadlineExceeded, context.Canceled},
-		answer: &requestError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the request ran out of time; retry", retry: true}},
+		answer: &requestError{code: CodeUnavailable, msg: "the request ran out of time; retry", retry: true}},
 }
 
 // answerOf finds err's answer in errorTable. It is nil for an internal
@@ -203,33 +243,39 @@ func answerOf(err error) *requestError {
 }
 
 // fail answers an error from the engine, settle, decoding or a handler's
-// refusal, through errorTable. Client mistakes are answered from the
+// refusal in the error shape (answerFor).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.refuse(w, s.answerFor(r.Pattern, err), 0)
+}
+
+// answerFor is the answer to an error of route's operation, whatever the
+// protocol, through errorTable. Client mistakes are answered from the
 // fields of their typed errors, never from an error's text; anything else
 // is logged and answered without its text.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) answerFor(route string, err error) *requestError {
 	a := answerOf(err)
 	switch {
 	case a == nil:
-		s.log.Error("request failed", "route", r.Pattern, "err", err)
+		s.log.Error("request failed", "route", route, "err", err)
 		a = errInternal
 	case a == errLedgerDown:
 		// One line a period, not one per request: in an outage every
 		// create and every grab that needs a new block lands here.
 		if n, ok := s.ledgerLog.sample(time.Now()); ok {
 			s.log.Warn("the ledger is unreachable: creates and grabs that need the next block of a pool answer 503 unavailable; grabs of opened blocks and reads go on",
-				"refused", n, "route", r.Pattern, "err", err)
+				"refused", n, "route", route, "err", err)
 		}
 	case isReplicasShort(err):
 		// As for the ledger: every write lands here until the replicas
 		// are back.
 		if n, ok := s.replicasLog.sample(time.Now()); ok {
 			s.log.Warn("too few Redis replicas acknowledge writes in time: grabs and discount calls answer 503 outcome_unknown; /readyz names the replicas attached",
-				"refused", n, "route", r.Pattern, "err", err)
+				"refused", n, "route", route, "err", err)
 		}
 	case a.code == CodeOutcomeUnknown:
-		s.log.Warn("outcome unknown", "route", r.Pattern, "err", err)
+		s.log.Warn("outcome unknown", "route", route, "err", err)
 	}
-	s.refuse(w, a, 0)
+	return a
 }
 
 // isReplicasShort says whether err is a WAIT that too few replicas
@@ -245,7 +291,7 @@ func (s *Server) refuse(w http.ResponseWriter, a *requestError, wait time.Durati
 	if wait <= 0 && a.retry {
 		wait = s.cfg.RetryAfter
 	}
-	writeError(w, a.status, a.code, a.msg, wait)
+	writeError(w, a.httpStatus(), a.code, a.msg, wait)
 }
 
 type errorBody struct {

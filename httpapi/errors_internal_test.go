@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +116,32 @@ func TestReplicasShortSaysSo(t *testing.T) {
 	}
 	require.Equal(t, 1, strings.Count(log.String(), "\n"), log.String())
 	require.Contains(t, log.String(), "too few Redis replicas")
+}
+
+// TestErrorCodesHaveStatus: every error code errors.go declares has its
+// row in errorCodes, so no code answers a status by accident.
+func TestErrorCodesHaveStatus(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	require.NoError(t, err)
+	n := 0
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			for i, name := range spec.(*ast.ValueSpec).Names {
+				if !strings.HasPrefix(name.Name, "Code") {
+					continue
+				}
+				code, err := strconv.Unquote(spec.(*ast.ValueSpec).Values[i].(*ast.BasicLit).Value)
+				require.NoError(t, err)
+				_, ok := errorCodes[code]
+				require.True(t, ok, "%s (%q) has no row in errorCodes", name.Name, code)
+				n++
+			}
+		}
+	}
+	require.Len(t, errorCodes, n, "errorCodes has a row for a code errors.go does not declare")
 }

@@ -26,8 +26,8 @@ const DefaultDrawLogRetention = 400 * 24 * time.Hour
 const drawLogTimeout = 5 * time.Minute
 
 var (
-	errNoFairness = &requestError{status: http.StatusNotFound, code: CodeNoCommitment, msg: "this service keeps no fairness commitments"}
-	errNoReceipts = &requestError{status: http.StatusNotFound, code: CodeNotFound, msg: "this service signs no receipts"}
+	errNoFairness = &requestError{code: CodeNoCommitment, msg: "this service keeps no fairness commitments"}
+	errNoReceipts = &requestError{code: CodeNotFound, msg: "this service signs no receipts"}
 )
 
 // fairRoutes registers the fairness routes (docs/fairness.md).
@@ -42,16 +42,15 @@ func (s *Server) fairRoutes() {
 // userOrAdmin authenticates an operator's key or else a user's token (and
 // applies the per-user limit to a user).
 func (s *Server) userOrAdmin(next authedHandler) http.HandlerFunc {
-	asUser := s.user(next)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if who, err := s.admins.match(r); err == nil {
-			if s.spend(w, r) {
-				next(w, r, who)
-			}
-			return
-		}
-		asUser(w, r)
+	return s.authed(s.userOrAdminGate, next)
+}
+
+// userOrAdminGate is the gate of userOrAdmin (gates.go).
+func (s *Server) userOrAdminGate(in inbound) (string, refusal) {
+	if who, err := s.admins.match(in.header); err == nil {
+		return who, refusal{}
 	}
+	return s.userGate(in)
 }
 
 func (s *Server) commitment(w http.ResponseWriter, r *http.Request, _ string) {

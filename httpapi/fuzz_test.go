@@ -25,8 +25,8 @@ func FuzzDecodeCreate(f *testing.F) {
 		if err != nil {
 			var re *requestError
 			require.ErrorAs(t, err, &re)
-			require.GreaterOrEqual(t, re.status, 400)
-			require.Less(t, re.status, 500)
+			require.GreaterOrEqual(t, re.httpStatus(), 400)
+			require.Less(t, re.httpStatus(), 500)
 			require.NotEmpty(t, re.code)
 			return
 		}
@@ -49,7 +49,7 @@ func FuzzDecodeEmpty(f *testing.F) {
 		if err := decodeEmpty(body); err != nil {
 			var re *requestError
 			require.ErrorAs(t, err, &re)
-			require.Equal(t, 400, re.status)
+			require.Equal(t, 400, re.httpStatus())
 		}
 	})
 }

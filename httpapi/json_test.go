@@ -24,7 +24,7 @@ func TestAppendGrantMatchesEncodingJSON(t *testing.T) {
 	for i, c := range cents {
 		o := outcomes[i%len(outcomes)]
 		g := hongbao.Grant{Campaign: "camp_-9Z", User: "u1", Outcome: o, Seq: r.Int64N(10_000_001), Cents: c}
-		for _, name := range []string{outcomeNames[o], ""} {
+		for _, name := range []string{o.String(), ""} {
 			want, err := json.Marshal(grantJSON(g, name))
 			require.NoError(t, err)
 			require.Equal(t, string(want)+"\n", string(appendGrant(nil, g, name)), "grant %+v outcome %q", g, name)

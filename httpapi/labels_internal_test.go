@@ -15,12 +15,12 @@ import (
 // what a client reads. (Failed calls: TestErrorTable.)
 func TestMetricLabelsAreTheAPIsWords(t *testing.T) {
 	t.Parallel()
-	require.Len(t, outcomeNames, 7)
-	for o, name := range outcomeNames {
-		require.Equal(t, name, metrics.GrabLabel(hongbao.GrabEvent{Grant: hongbao.Grant{Outcome: o}}), o)
+	require.Len(t, hongbao.GrabOutcomes(), 7)
+	for _, o := range hongbao.GrabOutcomes() {
+		require.Equal(t, o.String(), metrics.GrabLabel(hongbao.GrabEvent{Grant: hongbao.Grant{Outcome: o}}), o)
 	}
-	for _, o := range []hongbao.ReserveOutcome{hongbao.Reserved, hongbao.ReservedAlready, hongbao.Exhausted, hongbao.OverLimit,
-		hongbao.ReserveNotOpen, hongbao.ReserveClosed, hongbao.ReservePaused, hongbao.ReserveBlocked} {
+	require.Len(t, hongbao.ReserveOutcomes(), 8)
+	for _, o := range hongbao.ReserveOutcomes() {
 		r := hongbao.Reservation{Outcome: o}
 		require.Equal(t, reserveJSON(r).Outcome, metrics.DiscountLabel(hongbao.DiscountEvent{Op: hongbao.OpReserve, Reservation: r}), o)
 	}

@@ -16,45 +16,33 @@ import (
 // counted here on the grab path with a few atomic adds, and a reading of
 // Redis once a second while someone watches (livehub.go).
 
-// liveOutcome indexes the answers counted per campaign.
+// liveOutcome indexes the answers counted per campaign: an engine's
+// Outcome is its own index (hongbao.OutcomeTable), the refusals that
+// never reached the engine come after them.
 type liveOutcome int
 
 const (
-	liveGranted liveOutcome = iota
-	liveAlready
-	liveSoldOut
-	liveNotOpen
-	liveClosed
-	livePaused
-	liveBlocked
-	liveLimited // refused by a rate limit before reaching the engine
-	liveBusy    // shed by the engine's queue
-	liveError   // outcome unknown, time out, internal error
+	liveGranted liveOutcome = liveOutcome(hongbao.Granted)
+	liveLimited liveOutcome = hongbao.MaxOutcomeCode + iota - 1 // refused by a rate limit before reaching the engine
+	liveBusy                                                    // shed by the engine's queue
+	liveError                                                   // outcome unknown, time out, internal error
 	numLiveOutcomes
 )
 
-// liveOutcomeNames are the keys of the outcome counts in the live view;
-// the engine's outcomes are spelled as the grab answer spells them.
-var liveOutcomeNames = [numLiveOutcomes]string{
-	"granted", "already_granted", "sold_out", "not_open", "closed", "paused", "blocked", "rate_limited", "busy", "error",
-}
+// liveOutcomeNames are the keys of the outcome counts in the live view,
+// "" at the indexes of no outcome: the engine's outcomes are spelled with
+// their labels (hongbao.OutcomeTable), as the grab answer spells them.
+var liveOutcomeNames = func() (names [numLiveOutcomes]string) {
+	for _, o := range hongbao.GrabOutcomes() {
+		names[o] = o.Label()
+	}
+	names[liveLimited], names[liveBusy], names[liveError] = "rate_limited", "busy", "error"
+	return names
+}()
 
 func liveOutcomeOf(o hongbao.Outcome) liveOutcome {
-	switch o {
-	case hongbao.Granted:
-		return liveGranted
-	case hongbao.Already:
-		return liveAlready
-	case hongbao.SoldOut:
-		return liveSoldOut
-	case hongbao.NotOpen:
-		return liveNotOpen
-	case hongbao.Closed:
-		return liveClosed
-	case hongbao.Paused:
-		return livePaused
-	case hongbao.Blocked:
-		return liveBlocked
+	if int(o) < hongbao.MaxOutcomeCode && liveOutcomeNames[o] != "" {
+		return liveOutcome(o)
 	}
 	return liveError
 }
@@ -210,7 +198,7 @@ func (ls *liveStore) evictLocked() bool {
 // of unknown ids must not fill it.
 func (ls *liveStore) record(id string, o liveOutcome, cents int64, now time.Time) {
 	var st *liveStats
-	if o <= liveBlocked {
+	if o < hongbao.MaxOutcomeCode { // an engine's answer
 		st = ls.getOrAdd(id, now)
 	} else {
 		st = ls.get(id)

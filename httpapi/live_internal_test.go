@@ -125,9 +125,9 @@ func TestLiveStoreBounded(t *testing.T) {
 
 	ls.record("a", liveGranted, 10, t0)
 	ls.record("b", liveGranted, 10, t0.Add(time.Second))
-	ls.record("c", liveSoldOut, 0, t0.Add(2*time.Second))
-	ls.record("b", liveAlready, 10, t0.Add(3*time.Second))
-	ls.record("d", liveNotOpen, 0, t0.Add(4*time.Second)) // evicts c, not a (watched, older)
+	ls.record("c", liveOutcomeOf(hongbao.SoldOut), 0, t0.Add(2*time.Second))
+	ls.record("b", liveOutcomeOf(hongbao.Already), 10, t0.Add(3*time.Second))
+	ls.record("d", liveOutcomeOf(hongbao.NotOpen), 0, t0.Add(4*time.Second)) // evicts c, not a (watched, older)
 	require.NotNil(t, ls.get("a"))
 	require.NotNil(t, ls.get("b"))
 	require.Nil(t, ls.get("c"))

@@ -225,7 +225,9 @@ func (h *liveHub) reading(ctx context.Context, w *watch) (ev []byte, gone bool, 
 	s.mu.Unlock()
 	outcomes := make(map[string]int64, numLiveOutcomes)
 	for i, name := range liveOutcomeNames {
-		outcomes[name] = s.outcomes[i].Load()
+		if name != "" {
+			outcomes[name] = s.outcomes[i].Load()
+		}
 	}
 	w.seq++ // only this goroutine writes it
 	return sseEvent("tick", liveEvent{

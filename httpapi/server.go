@@ -27,7 +27,6 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/fairness"
-	"github.com/hongbao/hongbao/metrics"
 )
 
 // Config configures a Server. Zero fields take their documented defaults.
@@ -499,16 +498,14 @@ func (s *Server) count(route string, code int, start time.Time) {
 	o.(prometheus.Observer).Observe(time.Since(start).Seconds())
 }
 
-// v1 applies the per-address request limit to an API route. Failed
-// authentications are limited where they fail (authFailed), and the
-// global budget is spent after authentication (user, admin, payment,
-// anyone).
+// The gates of the JSON routes (gates.go), each refusal answered in the
+// error shape.
+
+// v1 applies the per-address request limit to an API route.
 func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.ipLim.allow(s.clientIP(r), s.cfg.Now()); !ok {
-			s.metrics.limited.WithLabelValues("ip").Inc()
-			s.countRefusal(r)
-			s.refuse(w, errAddressLimit, wait)
+		if no := s.ipGate(inboundOf(r)); no.refused() {
+			s.refuse(w, no.answer, no.wait)
 			return
 		}
 		next(w, r)
@@ -519,65 +516,50 @@ func (s *Server) v1(next http.HandlerFunc) http.HandlerFunc {
 // the operator or the payment system, by name.
 type authedHandler func(w http.ResponseWriter, r *http.Request, who string)
 
-// authed runs next for the caller check names, within the request budget;
-// check answers a caller it refuses itself.
-func (s *Server) authed(check func(http.ResponseWriter, *http.Request) (string, bool), next authedHandler) http.HandlerFunc {
+// authed runs next for the caller gate lets through, within the request
+// budget.
+func (s *Server) authed(gate func(inbound) (string, refusal), next authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if who, ok := check(w, r); ok && s.spend(w, r) {
-			next(w, r, who)
+		in := inboundOf(r)
+		who, no := gate(in)
+		if !no.refused() {
+			no = s.spendGate(in)
 		}
+		if no.refused() {
+			s.refuse(w, no.answer, no.wait)
+			return
+		}
+		next(w, r, who)
 	}
 }
 
 // user authenticates a user and applies the per-user limit.
-func (s *Server) user(next authedHandler) http.HandlerFunc {
-	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
-		u, err := s.users.user(r)
-		if err != nil {
-			return s.authFailed(w, r, "user", err, errNeedUserToken)
-		}
-		if ok, wait := s.userLim.allow(u, s.cfg.Now()); !ok {
-			s.metrics.limited.WithLabelValues("user").Inc()
-			s.countRefusal(r)
-			s.refuse(w, errUserLimit, wait)
-			return "", false
-		}
-		return u, true
-	}, next)
-}
+func (s *Server) user(next authedHandler) http.HandlerFunc { return s.authed(s.userGate, next) }
 
 // admin authenticates an operator.
-func (s *Server) admin(next authedHandler) http.HandlerFunc {
-	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
-		who, err := s.admins.match(r)
-		if err != nil {
-			return s.authFailed(w, r, "admin", err, errNeedAdminKey)
-		}
-		return who, true
-	}, next)
-}
+func (s *Server) admin(next authedHandler) http.HandlerFunc { return s.authed(s.adminGate, next) }
 
 // payment authenticates the payment system (a payment key or an admin
-// key). A user's own token answers 403: a user who could reserve and
-// confirm discounts would credit themselves for orders never paid.
-func (s *Server) payment(next authedHandler) http.HandlerFunc {
-	return s.authed(func(w http.ResponseWriter, r *http.Request) (string, bool) {
-		who, err := s.payments.match(r)
-		if err == nil {
-			return who, true
+// key); a user's own token answers 403.
+func (s *Server) payment(next authedHandler) http.HandlerFunc { return s.authed(s.paymentGate, next) }
+
+// anyone is the global budget for the routes that take no credentials
+// (the demo mode's).
+func (s *Server) anyone(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if no := s.spendGate(inboundOf(r)); no.refused() {
+			s.refuse(w, no.answer, no.wait)
+			return
 		}
-		if _, uerr := s.users.user(r); uerr == nil {
-			return s.authFailed(w, r, "payment", errors.New("a user token"), errUserNotPayment)
-		}
-		return s.authFailed(w, r, "payment", err, errNeedPaymentKey)
-	}, next)
+		next(w, r)
+	}
 }
 
 // campaignID reads and validates the {id} of the path.
 func campaignID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
 	if err := hongbao.ValidateCampaignID(id); err != nil {
-		return "", &requestError{status: http.StatusBadRequest, code: CodeInvalidID, msg: "campaign ids are 1 to 64 of A-Z a-z 0-9 _ -"}
+		return "", &requestError{code: CodeInvalidID, msg: "campaign ids are 1 to 64 of A-Z a-z 0-9 _ -"}
 	}
 	return id, nil
 }
@@ -635,7 +617,7 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, admin st
 func (s *Server) createPackets(ctx context.Context, spec hongbao.Spec) (*hongbao.Campaign, error) {
 	c, err := s.cfg.Engine.Create(ctx, spec)
 	if errors.Is(err, hongbao.ErrCampaignRetired) {
-		return nil, &requestError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyMismatch, msg: err.Error()}
+		return nil, &requestError{code: CodeIdempotencyMismatch, msg: err.Error()}
 	}
 	return c, err
 }
@@ -738,43 +720,18 @@ func (s *Server) closeCampaign(w http.ResponseWriter, r *http.Request, admin str
 // grantBufs recycle the buffers grab answers are encoded into.
 var grantBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-// outcomeNames are the outcomes as the API spells them.
-var outcomeNames = map[hongbao.Outcome]string{
-	hongbao.Granted: "granted",
-	hongbao.Already: "already_granted",
-	hongbao.SoldOut: "sold_out",
-	hongbao.NotOpen: "not_open",
-	hongbao.Closed:  "closed",
-	hongbao.Paused:  "paused",
-	hongbao.Blocked: "blocked",
-}
-
 func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	id, ok := s.actionTarget(w, r)
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	// The engine's observers count the grab (package metrics); the
-	// console's live counts are this process's own.
-	start := time.Now()
-	g, err := s.cfg.Engine.Grab(ctx, id, user)
+	g, err := s.grabOp(r.Context(), id, user)
 	if err != nil {
-		label, live := metrics.ErrorLabel(err), liveError
-		if label == CodeBusy {
-			live = liveBusy
-		}
-		if label != CodeNotFound {
-			s.live.store.record(id, live, 0, start)
-		}
 		s.fail(w, r, err)
 		return
 	}
-	name := outcomeNames[g.Outcome]
-	s.live.store.record(id, liveOutcomeOf(g.Outcome), g.Cents, start)
 	bp := grantBufs.Get().(*[]byte)
-	*bp = appendGrant((*bp)[:0], g, name)
+	*bp = appendGrant((*bp)[:0], g, g.Outcome.String())
 	if wantsReceipt(r) {
 		*bp = s.appendReceipt(*bp, g)
 	}
@@ -783,13 +740,16 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 }
 
 func (s *Server) myGrant(w http.ResponseWriter, r *http.Request, user string) {
-	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
-		g, err := s.cfg.Engine.Held(ctx, id, user)
-		if err != nil {
-			return nil, err
-		}
-		return grantJSON(g, ""), nil
-	})
+	id, ok := s.idTarget(w, r)
+	if !ok {
+		return
+	}
+	g, err := s.heldOp(r.Context(), id, user)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, grantJSON(g, ""))
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -803,8 +763,9 @@ func (s *Server) Metrics() http.Handler { return s.promh }
 // privateMetrics serves /metrics on the API's listener to a metrics key
 // or an admin key only: the metrics name every campaign and its money.
 func (s *Server) privateMetrics(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.scrapers.match(r); err != nil {
-		s.authFailed(w, r, "metrics", err, errNeedMetricsKey)
+	if _, err := s.scrapers.match(r.Header); err != nil {
+		no := s.authFailed(inboundOf(r), "metrics", err, errNeedMetricsKey)
+		s.refuse(w, no.answer, no.wait)
 		return
 	}
 	s.promh.ServeHTTP(w, r)

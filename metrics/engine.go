@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,8 +34,8 @@ type Engine struct {
 
 	grabs       *prometheus.CounterVec
 	grabLatency prometheus.Histogram
-	outcomes    [hongbao.Blocked + 1]prometheus.Counter // the answered outcomes' series
-	errs        sync.Map                                // error label -> prometheus.Counter
+	outcomes    [hongbao.MaxOutcomeCode]prometheus.Counter // the answered outcomes' series, by Outcome
+	errs        sync.Map                                   // error label -> prometheus.Counter
 
 	discounts      map[hongbao.DiscountOp]*prometheus.CounterVec
 	reserveLatency prometheus.Histogram
@@ -60,7 +61,7 @@ func newEngine(stats func() hongbao.Stats) *Engine {
 		stats: stats,
 		grabs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hongbao_grabs_total",
-			Help: "Grabs answered, by outcome (granted, already_granted, sold_out, not_open, closed, paused, blocked, not_found, busy, outcome_unknown, unavailable, error).",
+			Help: "Grabs answered, by outcome (" + outcomeLabels(hongbao.CallGrab) + ", not_found, busy, outcome_unknown, unavailable, error).",
 		}, []string{"outcome"}),
 		grabLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hongbao_grab_duration_seconds",
@@ -85,23 +86,34 @@ func newEngine(stats func() hongbao.Stats) *Engine {
 		waitReplicas: d("hongbao_wait_replicas", "Replicas each WAIT asks for (serve --wait-replicas; 0: no WAIT is sent).", nil, nil),
 		waitAcked:    d("hongbao_wait_short_last_acked_replicas", "Replicas that acknowledged the latest WAIT that fell short (0 when none fell short).", nil, nil),
 	}
-	for o, label := range grabLabels {
-		m.outcomes[o] = m.grabs.WithLabelValues(label)
+	for _, o := range hongbao.GrabOutcomes() {
+		m.outcomes[o] = m.grabs.WithLabelValues(o.Label())
 	}
 	for op, help := range map[hongbao.DiscountOp]string{
-		hongbao.OpReserve: "Discount reservations answered, by outcome (reserved, already, exhausted, limit, not_open, closed, paused, blocked, expired, cancelled, not_found, busy, outcome_unknown, unavailable, error).",
+		hongbao.OpReserve: "Discount reservations answered, by outcome (" + outcomeLabels(hongbao.CallReserve) + ", expired, cancelled, not_found, busy, outcome_unknown, unavailable, error).",
 		hongbao.OpConfirm: "Discount confirms answered, by outcome (confirmed, already_confirmed, expired, cancelled, no_reservation, not_found, busy, outcome_unknown, unavailable, error).",
 		hongbao.OpCancel:  "Discount cancels answered, by outcome (cancelled, already_cancelled, expired, confirmed, no_reservation, not_found, busy, outcome_unknown, unavailable, error).",
 	} {
 		m.discounts[op] = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hongbao_discount_" + op.String() + "s_total", Help: help}, []string{"outcome"})
 	}
-	for _, o := range []hongbao.ReserveOutcome{hongbao.Reserved, hongbao.ReservedAlready, hongbao.Exhausted, hongbao.OverLimit,
-		hongbao.ReserveNotOpen, hongbao.ReserveClosed, hongbao.ReservePaused, hongbao.ReserveBlocked} {
-		m.discounts[hongbao.OpReserve].WithLabelValues(o.String())
+	for _, o := range hongbao.ReserveOutcomes() {
+		m.discounts[hongbao.OpReserve].WithLabelValues(o.Label())
 	}
 	m.discounts[hongbao.OpConfirm].WithLabelValues("confirmed")
 	m.discounts[hongbao.OpCancel].WithLabelValues("cancelled")
 	return m
+}
+
+// outcomeLabels lists the metric labels of call's outcomes (OutcomeTable),
+// for a metric's help text.
+func outcomeLabels(call hongbao.OutcomeCall) string {
+	var out []string
+	for _, r := range hongbao.OutcomeTable() {
+		if r.Call == call {
+			out = append(out, r.Label)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // Close stops observing the engine; what was counted stays exported.

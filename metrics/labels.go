@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"errors"
 
 	"github.com/hongbao/hongbao"
@@ -38,18 +39,6 @@ func ErrorLabel(err error) string {
 	return "error"
 }
 
-// grabLabels are the outcome labels of grabs that answered, as the API
-// spells the outcomes.
-var grabLabels = map[hongbao.Outcome]string{
-	hongbao.Granted: "granted",
-	hongbao.Already: "already_granted",
-	hongbao.SoldOut: "sold_out",
-	hongbao.NotOpen: "not_open",
-	hongbao.Closed:  "closed",
-	hongbao.Paused:  "paused",
-	hongbao.Blocked: "blocked",
-}
-
 // GrabLabel is the outcome label of a grab: its outcome as the API spells
 // it (granted, already_granted, sold_out, not_open, closed, paused,
 // blocked), or ErrorLabel of its error.
@@ -57,7 +46,7 @@ func GrabLabel(ev hongbao.GrabEvent) string {
 	if ev.Err != nil {
 		return ErrorLabel(ev.Err)
 	}
-	if l, ok := grabLabels[ev.Grant.Outcome]; ok {
+	if l := ev.Grant.Outcome.Label(); l != "" {
 		return l
 	}
 	return "error"
@@ -74,7 +63,7 @@ func DiscountLabel(ev hongbao.DiscountEvent) string {
 	case ev.Err != nil:
 		return ErrorLabel(ev.Err)
 	case ev.Op == hongbao.OpReserve:
-		return r.Outcome.String()
+		return cmp.Or(r.Outcome.Label(), "error")
 	case ev.Op == hongbao.OpConfirm:
 		return again(r.Again, "confirmed")
 	case r.State == hongbao.Expired:

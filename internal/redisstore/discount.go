@@ -18,7 +18,8 @@ import (
 // shards and the settlement stream calls are the red packet campaign's
 // own, on DiscountKeys.Keys().
 
-// Outcome codes of the discount scripts.
+// Outcome codes of the discount scripts, as lua/lib/outcomes.lua defines
+// them (held to it by the root package's TestOutcomeCodes).
 const (
 	DiscountReserved   = 1  // reserve: reserved now; confirm: confirmed now; cancel: cancelled now
 	DiscountAlready    = 2  // the same answer as before: reserved or confirmed; confirmed; cancelled

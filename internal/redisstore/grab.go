@@ -9,7 +9,9 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Outcome codes of grab.lua.
+// Outcome codes of grab.lua, as lua/lib/outcomes.lua defines them (one
+// code space with the discount scripts'; the root package's
+// TestOutcomeCodes holds them to that file).
 const (
 	Granted    = 1
 	Already    = 2
@@ -18,9 +20,9 @@ const (
 	Closed     = 5
 	NoCampaign = 6
 	Dry        = 7  // a shard of a sharded campaign is empty while open
-	Sealed     = 8  // the opened part of the pool is empty, a sealed part remains (blocks.go)
-	Paused     = 9  // the campaign is paused (pause.lua) while its window is open
-	Blocked    = 10 // the user is blocked on this campaign (block.lua)
+	Paused     = 14 // the campaign is paused (pause.lua) while its window is open
+	Blocked    = 15 // the user is blocked on this campaign (block.lua)
+	Sealed     = 16 // the opened part of the pool is empty, a sealed part remains (blocks.go)
 )
 
 // MaxBatch is the most users one grab.lua call takes. The script accepts

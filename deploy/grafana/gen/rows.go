@@ -20,10 +20,10 @@ func rows() []row {
 func trafficRow() row {
 	return row{title: "Traffic", panels: []panel{
 		{title: "Grabs per second by outcome", unit: "reqps", stack: true,
-			help:    "Grab answers of red packet campaigns, by outcome (granted, already_granted, sold_out, not_open, closed, not_found, busy, outcome_unknown, error).",
+			help:    "Grab answers of red packet campaigns, by outcome: the label is the answer's outcome as the API spells it, or the error's code (the metric hongbao_grabs_total lists them).",
 			queries: []query{q(`sum by (outcome) (rate(hongbao_grabs_total`+rate+`))`, "{{outcome}}")}},
 		{title: "Discount answers per second by outcome", unit: "reqps", stack: true,
-			help: "Reserve, confirm and cancel answers of discount campaigns, by outcome.",
+			help: "Reserve, confirm and cancel answers of discount campaigns, by outcome: the label is the answer's outcome as the API spells it, or the error's code (the metrics hongbao_discount_*s_total list them).",
 			queries: []query{
 				q(`sum by (outcome) (rate(hongbao_discount_reserves_total`+rate+`))`, "reserve {{outcome}}"),
 				q(`sum by (outcome) (rate(hongbao_discount_confirms_total`+rate+`))`, "confirm {{outcome}}"),

@@ -22,6 +22,7 @@
 -- Complexity O(n).
 -- The amount returns to the pool, not to compensation (lib/disc_release.lua says why).
 local meta, pool, usage, resv = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+--@include outcomes.lua
 --@include disc_batch.lua
 --@include disc_record.lua
 --@include disc_release.lua
@@ -64,21 +65,21 @@ local release, finish = releaser(meta, pool, usage, resv, used)
 for i = 1, n do
   local p = parsed[i]
   if not p then
-    answer(i, 11, 0, 0)
+    answer(i, NOT_FOUND, 0, 0)
   elseif p[1] == 'r' then
-    local st, code = 'x', 1
+    local st, code = 'x', OK
     if now >= tonumber(p[5]) then
-      st, code = 'e', 10
+      st, code = 'e', EXPIRED
     end
     release(keys[i], ARGV[2 * i], p, st)
     p[1] = st
     answer(i, code, tonumber(p[2]), p[4])
   elseif p[1] == 'c' then
-    answer(i, 12, tonumber(p[2]), p[4])
+    answer(i, CONFIRMED, tonumber(p[2]), p[4])
   elseif p[1] == 'x' then
-    answer(i, 2, tonumber(p[2]), p[4])
+    answer(i, ALREADY, tonumber(p[2]), p[4])
   else
-    answer(i, 10, tonumber(p[2]), p[4])
+    answer(i, EXPIRED, tonumber(p[2]), p[4])
   end
 end
 finish()

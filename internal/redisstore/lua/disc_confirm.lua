@@ -22,6 +22,7 @@
 -- A reservation past its expiry is answered EXPIRED and left to the reaper, which
 -- returns its amount: a confirm never writes a release, so a release is one script.
 local meta, resv, confirms = KEYS[1], KEYS[2], KEYS[3]
+--@include outcomes.lua
 --@include disc_batch.lua
 --@include disc_record.lua
 local stop, n, _, out, answer = disc_batch(2, 'pairs of user, order', meta)
@@ -41,25 +42,25 @@ local count, cents_sum = 0, 0
 for i = 1, n do
   local rec = done[keys[i]] or recs[i]
   if not rec then
-    answer(i, 11, 0, 0, 0)
+    answer(i, NOT_FOUND, 0, 0, 0)
   else
     local st, seq, a, cents, exp, oc = string.match(rec, RECORD)
     if not st then
       return redis.error_reply('HBCORRUPT record of ' .. keys[i])
     end
     if st == 'c' then
-      answer(i, 2, tonumber(seq), tonumber(cents), tonumber(exp))
+      answer(i, ALREADY, tonumber(seq), tonumber(cents), tonumber(exp))
     elseif st == 'x' then
-      answer(i, 9, 0, 0, 0)
+      answer(i, CANCELLED, 0, 0, 0)
     elseif st == 'e' or now >= tonumber(exp) then
-      answer(i, 10, 0, 0, 0)
+      answer(i, EXPIRED, 0, 0, 0)
     else
       rec = string.format(RECORD_FORMAT, 'c', seq, tonumber(a), tonumber(cents), exp, oc)
       done[keys[i]] = rec
       sets[#sets + 1], sets[#sets + 2] = keys[i], rec
       entry[#entry + 1], entry[#entry + 2] = keys[i], seq .. ':' .. cents
       count, cents_sum = count + 1, cents_sum + tonumber(cents)
-      answer(i, 1, tonumber(seq), tonumber(cents), tonumber(exp))
+      answer(i, OK, tonumber(seq), tonumber(cents), tonumber(exp))
     end
   end
 end

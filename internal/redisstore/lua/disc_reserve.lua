@@ -43,6 +43,7 @@
 -- Numbers go back to Redis through string.format('%d'): a bare Lua number may be
 -- printed with 14 significant digits, which would round amounts near 2^53.
 local meta, pool, usage, resv, holds, blocked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+--@include outcomes.lua
 --@include disc_batch.lua
 --@include disc_record.lua
 --@include window.lua
@@ -65,7 +66,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- gate is the answer to a new reservation when the window is not open.
-local gate = window(now, m[1], m[3], m[4], m[11], m[10], 'exhausted', 14)
+local gate = window(now, m[1], m[3], m[4], m[11], m[10], 'exhausted')
 
 local recs = redis.call('HMGET', resv, unpack(keys))
 -- Usage by user, in two tables: count and cents (no table per user).
@@ -105,9 +106,9 @@ local comp = tonumber(m[9] or '0')
 -- Every reservation of the batch ends its hold at the same moment.
 local exp = now + tonumber(m[8])
 local exps = string.format('%d', exp)
-local empty = 3
+local empty = RAN_OUT
 if shards ~= '1' then
-  empty = 7
+  empty = DRY
 end
 local made, newrecs, holdsAdd, dirty = {}, {}, {}, {}
 local taken, rcount, rcents, tcents = 0, 0, 0, 0
@@ -120,24 +121,24 @@ for i = 1, n do
       return redis.error_reply('HBCORRUPT record of ' .. key)
     end
     if (st == 'c' or (st == 'r' and now < tonumber(rexp))) and oc ~= ARGV[3 * i + 1] then
-      answer(i, 13, 0, 0, 0)
+      answer(i, MISMATCH, 0, 0, 0)
     elseif st == 'c' then
-      answer(i, 12, tonumber(seq), tonumber(cents), tonumber(rexp))
+      answer(i, CONFIRMED, tonumber(seq), tonumber(cents), tonumber(rexp))
     elseif st == 'r' and now < tonumber(rexp) then
-      answer(i, 2, tonumber(seq), tonumber(cents), tonumber(rexp))
+      answer(i, ALREADY, tonumber(seq), tonumber(cents), tonumber(rexp))
     elseif st == 'x' then
-      answer(i, 9, 0, 0, 0)
+      answer(i, CANCELLED, 0, 0, 0)
     else
-      answer(i, 10, 0, 0, 0)
+      answer(i, EXPIRED, 0, 0, 0)
     end
   elseif gate then
     answer(i, gate, 0, 0, 0)
   elseif bl and bl[i] then
-    answer(i, 15, 0, 0, 0)
+    answer(i, BLOCKED, 0, 0, 0)
   else
     local uc, ua = ucount[user] or 0, ucents[user] or 0
     if (capn > 0 and uc >= capn) or (capc > 0 and ua >= capc) then
-      answer(i, 8, 0, 0, 0)
+      answer(i, LIMIT, 0, 0, 0)
     elseif taken == ngot then
       answer(i, empty, 0, 0, 0)
     else
@@ -165,7 +166,7 @@ for i = 1, n do
       ucount[user], ucents[user] = uc + 1, ua + d
       dirty[user] = true
       rcount, rcents, tcents = rcount + 1, rcents + d, tcents + a
-      answer(i, 1, tonumber(gseq[taken]), d, exp)
+      answer(i, OK, tonumber(gseq[taken]), d, exp)
     end
   end
 end

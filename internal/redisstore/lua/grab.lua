@@ -7,18 +7,20 @@
 -- Reply   n elements, one per user in ARGV order:
 --           "<seq>:<cents>"    a bulk string: GRANTED, this packet, now
 --           {"<seq>:<cents>"}  a one-element array: ALREADY, the packet the user holds
---           3, 4, 5, 6, 7, 8   an integer: SOLD_OUT, NOT_OPEN, CLOSED, NO_CAMPAIGN,
---                              DRY (a shard of a sharded campaign is empty while open:
---                              the caller refills it from another shard and asks again)
---                              or SEALED (the opened part of the pool is empty and a
---                              sealed part remains: the caller opens the next block,
---                              block_peek.lua, then block_open.lua, and asks again)
---           9, 10              PAUSED (meta's paused is 1 while the window is open),
---                              BLOCKED (the user is in the blocked hash; meta's
---                              blocked counts its users, and 0 or absent spares the
---                              read); both only to users who hold no packet
+--           an integer code of lib/outcomes.lua: RAN_OUT (3, SOLD_OUT), NOT_OPEN (4),
+--                              CLOSED (5), NO_CAMPAIGN (6), DRY (7: a shard of a
+--                              sharded campaign is empty while open: the caller
+--                              refills it from another shard and asks again), SEALED
+--                              (16: the opened part of the pool is empty and a sealed
+--                              part remains: the caller opens the next block,
+--                              block_peek.lua, then block_open.lua, and asks again),
+--                              PAUSED (14: meta's paused is 1 while the window is
+--                              open), BLOCKED (15: the user is in the blocked hash;
+--                              meta's blocked counts its users, and 0 or absent spares
+--                              the read); PAUSED and BLOCKED only to users who hold
+--                              no packet
 --         then, only when a sealed part remains and the batch leaves fewer than a quarter
---         of meta's block in the opened part, one more element, the integer 0: LOW, a
+--         of meta's block in the opened part, one more element, the integer LOW (0), a
 --         hint to open the next block ahead of need, off the grab's path
 -- Errors  HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
 --         shard count than ARGV[1] (the caller routed the users with a stale layout);
@@ -40,6 +42,7 @@
 -- A pause or a block is decided here, from meta read in this call: no grab that
 -- runs after the write of paused or of the blocked hash is granted.
 local meta, pool, claims, grants, blocked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+--@include outcomes.lua
 --@include window.lua
 local n = #ARGV - 1
 
@@ -59,7 +62,7 @@ local m = redis.call('HMGET', meta, 'state', 'opens_at', 'closes_at', 'close_rea
   'paused', 'blocked')
 local state = m[1]
 if not state or state == 'loading' then
-  return answer_all(6)
+  return answer_all(NO_CAMPAIGN)
 end
 local shards = m[5] or '1'
 if shards ~= ARGV[1] then
@@ -71,9 +74,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- closed_code is the answer for users without a packet once grabbing has ended,
 -- or while an operator paused it (pause.lua); before the window every user is
 -- answered NOT_OPEN.
-local closed_code = window(now, state, m[2], m[3], m[8], m[4], 'sold_out', 9)
-if closed_code == 4 then
-  return answer_all(4)
+local closed_code = window(now, state, m[2], m[3], m[8], m[4], 'sold_out')
+if closed_code == NOT_OPEN then
+  return answer_all(NOT_OPEN)
 end
 
 local held = redis.call('HMGET', claims, unpack(ARGV, 2))
@@ -89,7 +92,7 @@ if closed_code then
   return out
 end
 
--- Open. A blocked user who holds nothing is answered 10.
+-- Open. A blocked user who holds nothing is answered BLOCKED.
 local bl = false
 if m[9] and m[9] ~= '0' then
   bl = redis.call('HMGET', blocked, unpack(ARGV, 2))
@@ -119,11 +122,11 @@ end
 -- The answer of a user left without a packet: a one-shard campaign is sold out;
 -- a shard of a sharded one is only dry.
 -- Either waits for the next block while a sealed part remains.
-local empty = 3
+local empty = RAN_OUT
 if sealed > 0 then
-  empty = 8
+  empty = SEALED
 elseif shards ~= '1' then
-  empty = 7
+  empty = DRY
 end
 
 -- Hand out packets from the tail; sum their cents on the way. Nothing has
@@ -136,7 +139,7 @@ for i = 1, n do
   if held[i] then
     out[i] = {held[i]}
   elseif bl and bl[i] then
-    out[i] = 10
+    out[i] = BLOCKED
   elseif first[u] == i then
     if granted < k then
       granted = granted + 1
@@ -176,6 +179,6 @@ if granted > 0 then
   end
 end
 if sealed > 0 and need > 0 and len - sealed - granted < math.max(math.floor(tonumber(m[7] or '0') / 4), 1) then
-  out[n + 1] = 0
+  out[n + 1] = LOW
 end
 return out

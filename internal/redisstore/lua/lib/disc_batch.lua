@@ -5,6 +5,7 @@
 -- Errors   HBBATCH batch size out of range; HBSHARDS <count> the campaign has another
 --          shard count than ARGV[1]
 -- Writes   none
+--@include outcomes.lua
 
 -- disc_batch reads a batch whose ARGV[1] is the campaign's shard count as the caller
 -- knows it and ARGV[2..] n requests of width arguments each (1 <= n <= 1000; what
@@ -26,7 +27,7 @@ local function disc_batch(width, what, meta, ...)
   local m = redis.call('HMGET', meta, 'state', 'shards', ...)
   if not m[1] or m[1] == 'loading' then
     for i = 1, n do
-      answer(i, 6, 0, 0, 0)
+      answer(i, NO_CAMPAIGN, 0, 0, 0)
     end
     return out
   end
