@@ -235,7 +235,7 @@ func (n *nemesis) watchOldMaster(ctx context.Context, old string) error {
 	if took > 0 {
 		n.violation("the old master %s took %d of %d writes before following the new master", old, took, probes)
 	}
-	n.note("old master %s probed %d times, every 100 ms from its start, until its link to the new master was up: roles seen %v, writes taken %d", old, probes, roles, took)
+	n.note("old master %s probed %d times from its first moment (a write and ROLE, 100 ms apart) until its link to the new master was up: roles seen %v, writes taken %d", old, probes, roles, took)
 	if err != nil {
 		return fmt.Errorf("%s does not follow the new master within 90 s: %v", old, err)
 	}
