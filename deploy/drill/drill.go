@@ -241,17 +241,23 @@ func (d *drill) probeReady(ctx context.Context) {
 			}
 		}
 	}
-	// Every 100 ms, each API: its /readyz, then a create.
+	// Each API on its own: every 100 ms its /readyz, then a create; a
+	// probe that takes longer delays the next (a tick is dropped), so the
+	// probe never piles up calls on a slow machine.
 	start := time.Now()
-	t := time.NewTicker(100 * time.Millisecond)
-	for time.Since(start) < d.cfg.readyProbe && ctx.Err() == nil {
-		for _, a := range d.g.apis {
-			wg.Add(1)
-			go probe(a, time.Since(start))
-		}
-		<-t.C
+	for _, a := range d.g.apis {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for time.Since(start) < d.cfg.readyProbe && ctx.Err() == nil {
+				wg.Add(1)
+				probe(a, time.Since(start))
+				<-t.C
+			}
+		}()
 	}
-	t.Stop()
 	wg.Wait()
 	d.logf("ready probe: %d probes, %d ready, %d creates taken, %d refused, %d unanswered, %d ready-and-refusing",
 		r.Probes, r.Ready, r.CreatesOK, r.CreatesRefused, r.CreatesUnanswered, len(r.ReadyRefusing))
