@@ -157,15 +157,19 @@ func (n *nemesis) rollingRestart(ctx context.Context) error {
 }
 
 // waitNewMaster waits until the sentinels name a master other than old.
+// Three minutes: a sentinel whose event loop stalls (a starved machine, a
+// name lookup of the stopped master that blocks) enters TILT mode for 30
+// s at a time and fails over only after it; the fault's report says how
+// long the promotion took.
 func (n *nemesis) waitNewMaster(ctx context.Context, old string) (string, error) {
 	var m string
-	err := waitFor(ctx, 90*time.Second, 250*time.Millisecond, func() bool {
+	err := waitFor(ctx, 180*time.Second, 250*time.Millisecond, func() bool {
 		var err error
 		m, err = n.s.master(ctx)
 		return err == nil && m != old
 	})
 	if err != nil {
-		return "", fmt.Errorf("the sentinels did not fail over from %s within 90 s", old)
+		return "", fmt.Errorf("the sentinels did not fail over from %s within 180 s", old)
 	}
 	return m, nil
 }
