@@ -157,9 +157,8 @@ func (n *nemesis) rollingRestart(ctx context.Context) error {
 }
 
 // waitNewMaster waits until the sentinels name a master other than old.
-// Three minutes: a sentinel whose event loop stalls (a starved machine, a
-// name lookup of the stopped master that blocks) enters TILT mode for 30
-// s at a time and fails over only after it; the fault's report says how
+// Three minutes: a sentinel whose timer runs late (a starved machine)
+// enters TILT mode for 30 s at a time and fails over only after it; the fault's report says how
 // long the promotion took.
 func (n *nemesis) waitNewMaster(ctx context.Context, old string) (string, error) {
 	var m string
