@@ -295,15 +295,17 @@ func (n *nemesis) masterStop(ctx context.Context) error {
 	n.note("master %s stopped", old)
 	m, err := n.waitNewMaster(ctx, old)
 	if err != nil {
+		n.restore(ctx, old)
 		return err
 	}
 	n.note("sentinels promoted %s after %.1f s", m, time.Since(t).Seconds())
 	n.checkRefusesAlone(ctx, m)
-	if err := n.holdFor(ctx, "master-stop"); err != nil {
-		return err
-	}
+	herr := n.holdFor(ctx, "master-stop")
 	if _, err := n.s.compose(ctx, "start", old); err != nil {
 		return err
+	}
+	if herr != nil {
+		return herr
 	}
 	if err := n.watchOldMaster(ctx, old); err != nil {
 		return err
@@ -314,6 +316,14 @@ func (n *nemesis) masterStop(ctx context.Context) error {
 	}
 	n.note("new master %s takes writes with %s as its replica", m, old)
 	return nil
+}
+
+// restore starts a service a failed fault left stopped, so that the
+// faults after it, and the checks at the end, meet a whole stack.
+func (n *nemesis) restore(ctx context.Context, svc string) {
+	if _, err := n.s.compose(context.WithoutCancel(ctx), "start", svc); err != nil {
+		n.note("restoring %s: %v", svc, err)
+	}
 }
 
 // masterPause freezes the master (docker pause) until the sentinels fail
@@ -367,9 +377,7 @@ func (n *nemesis) postgresRestart(ctx context.Context) error {
 		return err
 	}
 	n.note("postgres stopped")
-	if err := n.holdFor(ctx, "postgres-restart"); err != nil {
-		return err
-	}
+	herr := n.holdFor(ctx, "postgres-restart")
 	if _, err := n.s.compose(ctx, "start", "postgres"); err != nil {
 		return err
 	}
@@ -377,7 +385,7 @@ func (n *nemesis) postgresRestart(ctx context.Context) error {
 		return err
 	}
 	n.note("postgres healthy again")
-	return nil
+	return herr
 }
 
 // schedulerKill SIGKILLs the scheduler and starts it again, after its
@@ -387,9 +395,7 @@ func (n *nemesis) schedulerKill(ctx context.Context) error {
 		return err
 	}
 	n.note("scheduler killed (SIGKILL)")
-	if err := n.holdFor(ctx, "scheduler-kill"); err != nil {
-		return err
-	}
+	herr := n.holdFor(ctx, "scheduler-kill")
 	if n.s.health(ctx, "scheduler") != "healthy" {
 		if err := n.s.docker(ctx, "scheduler", "start"); err != nil {
 			return err
@@ -399,5 +405,5 @@ func (n *nemesis) schedulerKill(ctx context.Context) error {
 		return err
 	}
 	n.note("scheduler healthy again")
-	return nil
+	return herr
 }
