@@ -85,7 +85,7 @@ DRILL_GO := cd deploy/drill && GOFLAGS="$$GOFLAGS -mod=mod" $(GO)
 # The drill (deploy/drill, a module of its own) drives the compose stack
 # with the images of make drill-images; DRILL_FLAGS adds its flags
 # (bin/drill -h lists them).
-drill: ## the stack up, a rain and a discount rush through both APIs while a nemesis kills, restarts, fails over and freezes its processes; history checked, alerts asserted, JSON report (about 15 min)
+drill: ## the stack up, a rain and a discount rush through both APIs while a nemesis kills, restarts, fails over and freezes its processes; history checked, alerts asserted, JSON report (about 11 min)
 	$(DRILL_GO) build -o ../../bin/drill .
 	bin/drill -report bin/drill-report.json $(DRILL_FLAGS)
 
