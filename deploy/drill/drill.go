@@ -491,7 +491,7 @@ func (d *drill) readFinal(ctx context.Context, ops []history.Op, id, did string,
 	}
 	l, err := open.OpenExisting(ctx, fmt.Sprintf("postgres://hongbao:%s@%s:5432/hongbao?sslmode=disable", strings.TrimSpace(string(pw)), ip))
 	if err != nil {
-		return f, fmt.Errorf("open the ledger: %w", err)
+		return f, fmt.Errorf("open the ledger (an image built from another version than this drill? make drill-images rebuilds it): %w", err)
 	}
 	defer l.Close()
 	c := history.Campaign{ID: id, Total: int64(d.cfg.packets) * 100, Claims: claims}
