@@ -241,17 +241,23 @@ func (d *drill) probeReady(ctx context.Context) {
 			}
 		}
 	}
-	// Every 100 ms, each API: its /readyz, then a create.
+	// Each API on its own: every 100 ms its /readyz, then a create; a
+	// probe that takes longer delays the next (a tick is dropped), so the
+	// probe never piles up calls on a slow machine.
 	start := time.Now()
-	t := time.NewTicker(100 * time.Millisecond)
-	for time.Since(start) < d.cfg.readyProbe && ctx.Err() == nil {
-		for _, a := range d.g.apis {
-			wg.Add(1)
-			go probe(a, time.Since(start))
-		}
-		<-t.C
+	for _, a := range d.g.apis {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for time.Since(start) < d.cfg.readyProbe && ctx.Err() == nil {
+				wg.Add(1)
+				probe(a, time.Since(start))
+				<-t.C
+			}
+		}()
 	}
-	t.Stop()
 	wg.Wait()
 	d.logf("ready probe: %d probes, %d ready, %d creates taken, %d refused, %d unanswered, %d ready-and-refusing",
 		r.Probes, r.Ready, r.CreatesOK, r.CreatesRefused, r.CreatesUnanswered, len(r.ReadyRefusing))
@@ -485,7 +491,7 @@ func (d *drill) readFinal(ctx context.Context, ops []history.Op, id, did string,
 	}
 	l, err := open.OpenExisting(ctx, fmt.Sprintf("postgres://hongbao:%s@%s:5432/hongbao?sslmode=disable", strings.TrimSpace(string(pw)), ip))
 	if err != nil {
-		return f, fmt.Errorf("open the ledger: %w", err)
+		return f, fmt.Errorf("open the ledger (an image built from another version than this drill? make drill-images rebuilds it): %w", err)
 	}
 	defer l.Close()
 	c := history.Campaign{ID: id, Total: int64(d.cfg.packets) * 100, Claims: claims}
