@@ -71,7 +71,13 @@ func (e *Engine) commit(ctx context.Context, c *Campaign, amounts []int64) error
 		if err != nil {
 			return err
 		}
-		pub, err := fairness.Commit(c.ID, amounts, salts, c.Min, c.Max, time.Now())
+		// A spec without a maximum is bounded by what the minimum of
+		// every other packet leaves.
+		most := c.Max
+		if most <= 0 {
+			most = c.Total - int64(c.Count-1)*c.Min
+		}
+		pub, err := fairness.Commit(c.ID, amounts, salts, c.Min, most, time.Now())
 		if err != nil {
 			return err
 		}
