@@ -235,7 +235,9 @@ func ed25519Claims(t *testing.T, compact string, jwks []byte) map[string]any {
 	var hdr struct{ Alg, Kid string }
 	require.NoError(t, json.Unmarshal(hb, &hdr))
 	require.Equal(t, "EdDSA", hdr.Alg)
-	var set struct{ Keys []struct{ Kty, Crv, X, Kid string } }
+	var set struct {
+		Keys []struct{ Kty, Crv, X, Kid string }
+	}
 	require.NoError(t, json.Unmarshal(jwks, &set))
 	var pub ed25519.PublicKey
 	for _, k := range set.Keys {
