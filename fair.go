@@ -71,7 +71,13 @@ func (e *Engine) commit(ctx context.Context, c *Campaign, amounts []int64) error
 		if err != nil {
 			return err
 		}
-		pub, err := fairness.Commit(c.ID, amounts, salts, c.Min, c.Max, time.Now())
+		// A spec without a maximum is bounded by what the minimum of
+		// every other packet leaves.
+		most := c.Max
+		if most <= 0 {
+			most = c.Total - int64(c.Count-1)*c.Min
+		}
+		pub, err := fairness.Commit(c.ID, amounts, salts, c.Min, most, time.Now())
 		if err != nil {
 			return err
 		}
@@ -164,7 +170,7 @@ func (e *Engine) tree(ctx context.Context, id string) (*fairTree, error) {
 	}
 	ts.mu.Unlock()
 	v, err, _ := ts.sf.Do(id, func() (any, error) {
-		t, err := e.buildTree(ctx, id)
+		t, err := buildTree(ctx, e.cfg.Packets, id)
 		if err != nil {
 			return nil, err
 		}
@@ -195,12 +201,25 @@ func (ts *trees) touch(id string) {
 }
 
 // CheckCommitment rebuilds the root of campaign id from the ledger's
-// packets and salts and compares it with the recorded one (reconcile and
-// rebuild call it): nil when they agree, ErrNoCommitment without one, a
-// *CommitmentError when they do not.
+// packets and salts and compares it with the recorded one: nil when they
+// agree, ErrNoCommitment without one, a *CommitmentError when they do
+// not. See CheckLedgerCommitment.
 func (e *Engine) CheckCommitment(ctx context.Context, id string) error {
-	_, err := e.buildTree(ctx, id)
+	_, err := buildTree(ctx, e.cfg.Packets, id)
 	return err
+}
+
+// CheckLedgerCommitment rebuilds the root of campaign id from the packets
+// and salts ledger l holds and compares it with the root it recorded at
+// create (reconcile and rebuild call it): the committed root when they
+// agree, ErrNoCommitment when l records none (or keeps no commitments),
+// a *CommitmentError when a packet or a salt changed since.
+func CheckLedgerCommitment(ctx context.Context, l ledger.Ledger, id string) (string, error) {
+	t, err := buildTree(ctx, l, id)
+	if err != nil {
+		return "", err
+	}
+	return t.tree.Root().String(), nil
 }
 
 // CommitmentError says that the ledger's packets and salts no longer hash
@@ -212,13 +231,15 @@ type CommitmentError struct {
 }
 
 func (e *CommitmentError) Error() string {
-	return fmt.Sprintf("hongbao: campaign %s: the ledger's packets hash to root %s, not the committed %s", e.Campaign, e.Rebuilt, e.Root)
+	return fmt.Sprintf("hongbao: campaign %s: the ledger's packets and salts hash to %s, not to the committed root %s", e.Campaign, e.Rebuilt, e.Root)
 }
 
-func (e *Engine) buildTree(ctx context.Context, id string) (*fairTree, error) {
-	cm := e.committer()
-	pr, ok := e.cfg.Packets.(packetReader)
-	if cm == nil || !ok {
+// buildTree builds campaign id's tree from what recorder (Config.Packets,
+// a ledger) holds, and checks it against the recorded root.
+func buildTree(ctx context.Context, recorder any, id string) (*fairTree, error) {
+	cm, ok1 := recorder.(ledger.Committer)
+	pr, ok := recorder.(packetReader)
+	if !ok1 || !ok {
 		return nil, opErr("proof", id, ErrNoCommitment)
 	}
 	c, err := cm.Commitment(ctx, id)

@@ -1,10 +1,12 @@
 package fairness_test
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"math/big"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -124,4 +126,26 @@ func TestLeafBytes(t *testing.T) {
 	require.Equal(t, "hongbao-packet-v1:rain-1:7:1234:"+hex.EncodeToString(salt), string(leaf))
 	want := sha256.Sum256(append([]byte{0}, leaf...))
 	require.Equal(t, fairness.Hash(want), fairness.LeafHash(leaf))
+}
+
+// TestWorkedExample holds docs/fairness.md's worked example: three
+// packets of campaign demo-1 and the root they hash to.
+func TestWorkedExample(t *testing.T) {
+	t.Parallel()
+	salts := append(append(bytes.Repeat([]byte{0x11}, 32), bytes.Repeat([]byte{0x22}, 32)...), bytes.Repeat([]byte{0x33}, 32)...)
+	cents := []int64{120, 250, 130}
+	root, err := fairness.Root("demo-1", cents, salts)
+	require.NoError(t, err)
+	require.Equal(t, "98fa2952de2f4631237d5a6c0695b54ae25f2c72bde1b9bebb6e659715344380", root.String())
+	tree, err := fairness.NewTree("demo-1", cents, salts)
+	require.NoError(t, err)
+	path, err := tree.Path(1)
+	require.NoError(t, err)
+	require.Equal(t, "6d6717f9a20ac2218daa2f20b0544a0ce21b661a548574454d9bf9f3b774ff09", path[0].String())
+	require.Equal(t, "a5fdb7a6cf94da40951944a8afdee10f9a5175b637bf43631223c3849ffe5830", path[1].String())
+	doc, err := os.ReadFile("../docs/fairness.md")
+	require.NoError(t, err)
+	for _, h := range []string{root.String(), path[0].String(), path[1].String()} {
+		require.Contains(t, string(doc), h, "docs/fairness.md shows the example's hashes")
+	}
 }

@@ -215,6 +215,12 @@ type Report struct {
 	// lost: they come back blocking nobody, and the operator blocks those
 	// users again (hongbao campaign block). A surviving hash is kept as it was.
 	BlocklistLostShards int `json:"blocklist_lost_shards"`
+	// CommitmentRoot is the campaign's committed root (docs/fairness.md),
+	// which the ledger's packets and salts were found to hash to before
+	// anything was restored; "" for a campaign created before
+	// commitments. The rebuild changes neither the packets nor the salts,
+	// so the commitment, its proofs and its draw log stay as they were.
+	CommitmentRoot string `json:"commitment_root"`
 }
 
 // run is one rebuild's state.
@@ -255,7 +261,7 @@ func Rebuild(ctx context.Context, cfg Config, id string) (*Report, error) {
 	r := &run{cfg: cfg, id: id, store: redisstore.New(cfg.Redis).WithNamespace(ns),
 		rep: &Report{Campaign: id, Problems: []string{}, Conflicts: []string{}, Notes: []string{}, UnrecoverablePackets: []int64{}}}
 	log := cmp.Or(cfg.Logger, slog.Default()).With("component", "rebuild", "campaign", id)
-	for _, step := range []func(context.Context) error{r.readLedger, r.check, r.freeze, r.fence, r.read, r.decide, r.write, r.activate} {
+	for _, step := range []func(context.Context) error{r.readLedger, r.checkCommitment, r.check, r.freeze, r.fence, r.read, r.decide, r.write, r.activate} {
 		if err := step(ctx); err != nil {
 			if errors.Is(err, ErrHealthy) {
 				log.Info("campaign looks healthy: nothing rebuilt")

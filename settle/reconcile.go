@@ -38,6 +38,11 @@ type Report struct {
 	Differences       []string `json:"differences"`
 	DifferenceCount   int      `json:"difference_count"`
 	OK                bool     `json:"ok"`
+	// CommitmentRoot is the root the campaign committed to at create,
+	// which the ledger's packets and salts were found to hash to; "" when
+	// the ledger records no commitment (a difference says when they do
+	// not hash to it).
+	CommitmentRoot string `json:"commitment_root,omitempty"`
 
 	items int // grant-by-grant lines listed so far
 }
@@ -101,7 +106,7 @@ func reconcile(ctx context.Context, store *redisstore.Store, l ledger.Ledger, id
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rc.grants, rc.grantsErr = readGrants(ctx, l, id)
-	steps := []func(context.Context) error{rc.redisClaims, rc.redisPools, rc.ledgerGrants, rc.ledgerTotals, rc.streams}
+	steps := []func(context.Context) error{rc.redisClaims, rc.redisPools, rc.ledgerGrants, rc.ledgerTotals, rc.streams, rc.commitment}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return nil, err

@@ -55,6 +55,9 @@ var loadSpec = sync.OnceValues(func() (*spec, error) {
 	// The live view's body is a stream of text events; its events are
 	// checked one by one with CheckSchema where the tests read them.
 	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
+	// The draw log is JSON lines (docs/fairness.md); hongbao verify and
+	// the tests check its lines.
+	openapi3filter.RegisterBodyDecoder("application/jsonl", openapi3filter.PlainBodyDecoder)
 	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPI())
 	if err != nil {
 		return nil, fmt.Errorf("load openapi.json: %w", err)

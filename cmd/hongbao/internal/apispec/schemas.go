@@ -428,6 +428,10 @@ var schemas = map[string]obj{
 				"minimum":     0,
 				"description": "with granted and already_granted",
 			},
+			"receipt": obj{
+				"type":        "string",
+				"description": "the grant's signed receipt (JWS compact, EdDSA), when the grab asked for it with ?receipt=true and the answer carries a packet",
+			},
 		},
 	},
 	"Packet": obj{

@@ -74,6 +74,7 @@ var commands = []struct {
 	{"serve", "run the HTTP service: the /v1 API, settlement and the scheduler", newServeCmd},
 	{"settle", "run the scheduler apart from the API: settlement into the ledger, close on time, refunds, the discount reaper (--metrics-listen: its metrics); --drain: settle what is there and exit", newSettleCmd},
 	{"token", "mint a user token (HS256 JWT) from the configured secret, for tests and demos", newTokenCmd},
+	{"verify", "check offline what a campaign published: a draw log against its commitment, a proof against the root, a receipt against the JWKS", newVerifyCmd},
 	{"version", "print this build's version: the module version, the VCS revision and time, the Go version", newVersionCmd},
 }
 

@@ -303,6 +303,7 @@ var sampleArgs = map[string][]string{
 	"reconcile":   {"--campaign", "c1"},
 	"rebuild":     {"--campaign", "c1"},
 	"token":       {"--user", "alice"},
+	"verify":      {"receipt", "--jwks", "jwks.json"},
 }
 
 // TestSampleConfigEveryCommand: the sample config file, the one file of

@@ -134,7 +134,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&f.waitReplicas, "wait-replicas", 0, "answer a grant only once this many replicas hold it (WAIT after each batch), and settle only what they hold; a short WAIT answers 503; pair with Redis's min-replicas-to-write (docs/durability.md); 0: off")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "send traces (OpenTelemetry, OTLP over HTTP) to this collector URL, as http://127.0.0.1:4318; the OTEL_* environment variables set the rest, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on too; default: off")
-	fs.Var(&f.receiptKeys, "receipt-key-file", "file holding the Ed25519 key that signs grant receipts (a PEM PKCS #8 private key, or its 32-byte seed as 64 hex digits), as [kid=]PATH (kid default: the key's RFC 7638 thumbprint); repeat for rotation: the first signs, all are published at /.well-known/jwks.json; default: <data-dir>/receipt.key, generated if missing")
+	fs.Var(&f.receiptKeys, "receipt-key-file", "file holding the Ed25519 key that signs grant receipts (a PEM PKCS #8 private key, or its 32-byte seed as 64 hex digits), as [kid=]PATH (kid default: the key's RFC 7638 thumbprint); repeat for rotation: the first signs, all are published at /.well-known/jwks.json; default: <data-dir>/receipt.key, generated if missing, when the admin key is too (else no receipts)")
 	fs.DurationVar(&f.drawLogRetention, "draw-log-retention", httpapi.DefaultDrawLogRetention, "how long after a campaign closed its draw log is served (regulators ask for at least 90 days, 2160h); negative: for ever")
 	fs.Var(&f.playEmbedders, "play-embedder", "an origin (https://app.example.com) allowed to show the play page in a frame and pass it the user's token by postMessage; repeat for several; default: none")
 }
@@ -320,6 +320,7 @@ func (s *serveCmd) openTracing(ctx context.Context) error {
 // default files in the data directory when none are given.
 func (s *serveCmd) loadSecrets() error {
 	f := &s.f
+	generated := len(f.adminKeys) == 0
 	if len(f.adminKeys) == 0 {
 		p, err := s.defaultSecret(defaultAdminKeyFile, "admin key", "no --admin-key-file: generated an admin key")
 		if err != nil {
@@ -355,7 +356,7 @@ func (s *serveCmd) loadSecrets() error {
 		}
 		s.metricsKeys = append(s.metricsKeys, k)
 	}
-	if err := s.loadReceiptKeys(); err != nil {
+	if err := s.loadReceiptKeys(generated); err != nil {
 		return err
 	}
 	var err error
@@ -363,10 +364,17 @@ func (s *serveCmd) loadSecrets() error {
 	return err
 }
 
-// loadReceiptKeys reads --receipt-key-file values, each "[kid=]path",
-// generating the default key in the data directory when none is given.
-func (s *serveCmd) loadReceiptKeys() error {
+// loadReceiptKeys reads --receipt-key-file values, each "[kid=]path".
+// With none given, a serve that generated its admin key (a newcomer's,
+// all in its data directory) generates the receipt key there too; one
+// given its secrets signs no receipts (and says so): processes of one
+// deployment each generating a key would publish different key sets.
+func (s *serveCmd) loadReceiptKeys(newcomer bool) error {
 	f := &s.f
+	if len(f.receiptKeys) == 0 && !newcomer {
+		s.log.Warn("no --receipt-key-file: grant receipts are not signed (the receipt route answers not_found, /.well-known/jwks.json is empty)")
+		return nil
+	}
 	if len(f.receiptKeys) == 0 {
 		p, err := s.defaultSecret(defaultReceiptKeyFile, "receipt key", "no --receipt-key-file: generated a receipt signing key")
 		if err != nil {

@@ -453,6 +453,9 @@ func printReconcile(env *IO, rep *settle.Report, asJSON bool) {
 	p("  fund %s   refund %s   escrow %s   pool %s   dead %d   unsettled %d\n",
 		hongbao.FormatCents(rep.FundCents), hongbao.FormatCents(rep.RefundCents), hongbao.FormatCents(rep.EscrowCents),
 		hongbao.FormatCents(rep.PoolCents), rep.Dead, rep.Unsettled)
+	if rep.CommitmentRoot != "" {
+		p("  commitment root %s: the ledger's packets and salts hash to it\n", rep.CommitmentRoot)
+	}
 	printVerdict(env.Stdout, rep.OK, "  OK: Redis and the ledger agree to the cent",
 		fmt.Sprintf("  %d differences:", rep.DifferenceCount), rep.Differences)
 }
