@@ -15,8 +15,8 @@ import (
 func TestScriptArgv(t *testing.T) {
 	t.Parallel()
 	terms := &Terms{Total: 1000, Count: 10, Min: 1, Max: 500, Split: "double_average", Seed: 42, Funding: "platform"}
-	// The terms go as field, value pairs in the order of ledger.Terms's
-	// fields (the scripts write them with one HSET; the order is not read).
+	// The terms in the record's field order (appendTerms); the scripts
+	// HSET the pairs, so their order is not part of the wire.
 	termsArgv := []string{"funding", "platform", "total", "1000", "count", "10", "min", "1", "max", "500", "split", "double_average", "seed", "42"}
 	root := Loader{Token: "tok", Hold: 5 * time.Second}
 	shard := Loader{Token: "tok", Epoch: 1_700_000_000_000, Hold: 5 * time.Second} // a shard's hold is the root's
