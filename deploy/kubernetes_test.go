@@ -293,6 +293,9 @@ func TestChartDefaults(t *testing.T) {
 	require.Equal(t, "0.0.0.0:8080", dig(t, cfg, "serve", "listen"))
 	require.Equal(t, "/run/secrets/hongbao/admin_key", dig(t, cfg, "serve", "admin-key-file"))
 	require.Equal(t, "/run/secrets/hongbao/token_secret", dig(t, cfg, "serve", "token-secret-file"))
+	// One receipt key for every API pod, from the Secret (a generated one
+	// would differ per pod and change at every start).
+	require.Equal(t, "/run/secrets/hongbao/receipt_key", dig(t, cfg, "serve", "receipt-key-file"))
 	require.Contains(t, cfg["ledger"], "passfile=/run/secrets/hongbao/pgpass")
 	require.EqualValues(t, 1, cfg["wait-replicas"])
 	require.Equal(t, "168h", dig(t, cfg, "settle", "retention"))

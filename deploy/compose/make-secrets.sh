@@ -20,6 +20,10 @@ hongbao=65532  # the image's user
 put admin_key "$hongbao" "$(rand)"
 put payment_key "$hongbao" "$(rand)"
 put token_secret "$hongbao" "$(rand)"
+# The Ed25519 seed (64 hex digits) every API process signs grant receipts
+# with: one key for the deployment, so any process's receipt verifies
+# against the keys any process publishes.
+put receipt_key "$hongbao" "$(rand)"
 # Read by hongbao, and by the Redis containers' start as root.
 put redis_password "$hongbao" "$(rand)"
 pg="$(rand)"

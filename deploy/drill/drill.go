@@ -152,9 +152,10 @@ func (d *drill) prepare(ctx context.Context) error {
 			return fmt.Errorf("%s: %w (make drill-images writes it; -env-file '' uses the upstream images)", d.cfg.envFile, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(d.cfg.secrets, "admin_key")); err != nil {
-		script := filepath.Join(filepath.Dir(d.cfg.composeFile), "make-secrets.sh")
-		d.logf("making the secret files: %s", script)
+	// make-secrets.sh keeps the files that exist and makes the missing
+	// ones (a secret a newer compose file names).
+	if script := filepath.Join(filepath.Dir(d.cfg.composeFile), "make-secrets.sh"); d.cfg.secrets == filepath.Join(filepath.Dir(d.cfg.composeFile), "secrets") {
+		d.logf("the secret files: %s", script)
 		if _, err := run(ctx, "sh", script); err != nil {
 			return err
 		}

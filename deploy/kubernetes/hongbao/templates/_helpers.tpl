@@ -42,6 +42,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- with .Values.secret.adminKey }}{{ $_ := set $serve "admin-key-file" (printf "%s/%s" $dir .) }}{{ end -}}
 {{- with .Values.secret.tokenSecret }}{{ $_ := set $serve "token-secret-file" (printf "%s/%s" $dir .) }}{{ end -}}
 {{- with .Values.secret.paymentKey }}{{ $_ := set $serve "payment-key-file" (printf "%s/%s" $dir .) }}{{ end -}}
+{{- with .Values.secret.receiptKey }}{{ $_ := set $serve "receipt-key-file" (printf "%s/%s" $dir .) }}{{ end -}}
 {{- $_ := set $cfg "serve" $serve -}}
 {{- $settle := deepCopy (.Values.config.settle | default dict) -}}
 {{- $_ := set $settle "metrics-listen" (printf "0.0.0.0:%v" .Values.service.metricsPort) -}}
