@@ -373,6 +373,27 @@ func TestPlayChecksMyPacket(t *testing.T) {
 		js[string](t, tab, `document.getElementById('fair-result').textContent`))
 }
 
+// TestConsoleShowsCommitment: a campaign's live page shows the root it
+// committed to and the link to its draw log.
+func TestConsoleShowsCommitment(t *testing.T) {
+	t.Parallel()
+	l, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	s := newSiteWith(t, false, l)
+	id := s.create(t, 5000, 10, split.LineCut)
+	body, err := s.Engine.Commitment(context.Background(), id)
+	require.NoError(t, err)
+	var c struct{ Root string }
+	require.NoError(t, json.Unmarshal(body, &c))
+	tab := browsertest.NewTab(t, 3*time.Minute)
+	do(t, tab, desktop())
+	consoleDetail(t, tab, s, id)
+	waitFor(t, tab, `!document.getElementById('d-fair').hidden`, "the commitment")
+	require.Equal(t, c.Root, js[string](t, tab, `document.getElementById('d-root').textContent`))
+	require.Equal(t, "draw log", js[string](t, tab, `document.getElementById('d-drawlog').textContent`))
+}
+
 // consoleDetail signs in and opens campaign id's live page.
 func consoleDetail(t *testing.T, tab *browsertest.Tab, s *site, id string) {
 	t.Helper()
