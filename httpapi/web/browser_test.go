@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/hongbao/hongbao/internal/browsertest"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/internal/testenv"
+	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
 	"github.com/hongbao/hongbao/settle"
 	"github.com/hongbao/hongbao/split"
@@ -71,10 +73,18 @@ func (l *lockedBuffer) String() string {
 
 // newSite serves the API and the pages, in demo mode when demo is true.
 // At the end of the test the admin key must not be in its log.
-func newSite(t *testing.T, demo bool) *site {
+func newSite(t *testing.T, demo bool) *site { t.Helper(); return newSiteWith(t, demo, nil) }
+
+// newSiteWith is newSite with an engine that records its campaigns in
+// ledger l (nil: none).
+func newSiteWith(t *testing.T, demo bool, l ledger.Ledger) *site {
 	t.Helper()
 	r := testenv.SharedRedis(t)
-	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
+	ecfg := hongbao.Config{Redis: r.Client}
+	if l != nil {
+		ecfg.Packets = l
+	}
+	eng, err := hongbao.New(ecfg)
 	require.NoError(t, err)
 	s := &site{Engine: eng, log: &lockedBuffer{}}
 	cfg := httpapi.Config{
@@ -332,6 +342,56 @@ func TestPlayWithTokenInFragment(t *testing.T) {
 	require.Equal(t, held.PacketID(), a.Packet)
 	settled(t, tab, "#result")
 	tab.Screenshot(t, "play-desktop")
+}
+
+// TestPlayChecksMyPacket: the play page shows the root the campaign
+// committed to, and, once the player holds a packet, checks it in the
+// browser against that root with the proof the API serves.
+func TestPlayChecksMyPacket(t *testing.T) {
+	t.Parallel()
+	l, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	s := newSiteWith(t, false, l)
+	id := s.create(t, 50000, 100, split.LineCut)
+	body, err := s.Engine.Commitment(context.Background(), id)
+	require.NoError(t, err)
+	var c struct{ Root string }
+	require.NoError(t, json.Unmarshal(body, &c))
+	tab := browsertest.NewTab(t, 3*time.Minute)
+	tok, err := httpapi.MintToken(userSecret, "checker", time.Hour, time.Now())
+	require.NoError(t, err)
+	do(t, tab, desktop(), chromedp.Navigate(s.URL+"/play/"+id+"#token="+tok))
+	waitFor(t, tab, `!document.getElementById('fair').hidden`, "the commitment")
+	require.Equal(t, c.Root, js[string](t, tab, `document.getElementById('fair-root').title`))
+	tap(t, tab, 1, false)
+	require.Equal(t, "granted", shown(t, tab).Outcome)
+	waitFor(t, tab, `!document.getElementById('fair-check').hidden`, "the check button")
+	do(t, tab, chromedp.Click(chromedp.CSS("#fair-check")))
+	waitFor(t, tab, `!!document.getElementById('fair-result').dataset.verdict`, "the check")
+	require.Equal(t, "holds", js[string](t, tab, `document.getElementById('fair-result').dataset.verdict`),
+		js[string](t, tab, `document.getElementById('fair-result').textContent`))
+}
+
+// TestConsoleShowsCommitment: a campaign's live page shows the root it
+// committed to and the link to its draw log.
+func TestConsoleShowsCommitment(t *testing.T) {
+	t.Parallel()
+	l, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	s := newSiteWith(t, false, l)
+	id := s.create(t, 5000, 10, split.LineCut)
+	body, err := s.Engine.Commitment(context.Background(), id)
+	require.NoError(t, err)
+	var c struct{ Root string }
+	require.NoError(t, json.Unmarshal(body, &c))
+	tab := browsertest.NewTab(t, 3*time.Minute)
+	do(t, tab, desktop())
+	consoleDetail(t, tab, s, id)
+	waitFor(t, tab, `!document.getElementById('d-fair').hidden`, "the commitment")
+	require.Equal(t, c.Root, js[string](t, tab, `document.getElementById('d-root').textContent`))
+	require.Equal(t, "draw log", js[string](t, tab, `document.getElementById('d-drawlog').textContent`))
 }
 
 // consoleDetail signs in and opens campaign id's live page.

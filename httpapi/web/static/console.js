@@ -341,6 +341,7 @@ function showDetail(kind, id) {
   ctx.render = render;
   bindClose(base, ctx, ctl.signal);
   bindPause(base, ctx, ctl.signal);
+  showFairness(kind, base, id);
   if (kind === 'discount') {
     pollDiscount(base, render, ctx, ctl.signal);
   } else {
@@ -351,6 +352,40 @@ function showDetail(kind, id) {
     });
   }
   app.leave = () => ctl.abort();
+}
+
+// showFairness shows the root a red packet campaign committed to at
+// create, and a link that downloads its draw log (docs/fairness.md); the
+// draw log takes the admin key, so the link fetches it with the key.
+async function showFairness(kind, base, id) {
+  $('d-fair').hidden = true;
+  if (kind !== 'red-packet') return;
+  try {
+    const { data } = await api('GET', base + '/commitment', { auth: app.key });
+    setText($('d-root'), data.root);
+    $('d-fair').hidden = false;
+  } catch (err) {
+    return; // no commitment: a campaign created without a ledger
+  }
+  $('d-drawlog').onclick = async (e) => {
+    e.preventDefault();
+    try {
+      const res = await fetch(base + '/draw-log', { headers: { Authorization: 'Bearer ' + app.key } });
+      if (!res.ok) {
+        const body = await res.json().catch(() => ({}));
+        notice($('d-error'), (body.error && body.error.message) || res.statusText);
+        return;
+      }
+      const url = URL.createObjectURL(await res.blob());
+      const a = el('a', { href: url, download: id + '.draw-log.jsonl' });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (err) {
+      notice($('d-error'), err.message);
+    }
+  };
 }
 
 // pollDiscount reads a discount campaign's status every second while the

@@ -135,6 +135,75 @@ function setMine(g) {
   setText($('mine-amount'), fmtMoney(g.amount), g.amount_cents);
   setText($('mine-id'), g.packet_id);
   $('mine').hidden = false;
+  if (fair.root) $('fair-check').hidden = false;
+}
+
+// ---- fairness (docs/fairness.md): the commitment published before the
+// rain, and the check of the player's own packet against it, here in the
+// browser: the leaf from the proof's packet and salt, then the RFC 9162
+// inclusion path up to the root the commitment published (not the
+// proof's own).
+
+const fair = { root: '' };
+
+const hexOf = (b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+const bytesOf = (h) => new Uint8Array((h.match(/../g) || []).map((x) => parseInt(x, 16)));
+
+async function sha256(...parts) {
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) { all.set(p, at); at += p.length; }
+  return new Uint8Array(await crypto.subtle.digest('SHA-256', all));
+}
+
+// rootOf is the root a proof leads to (RFC 9162 2.1.3.2), '' when its path
+// does not fit its tree.
+async function rootOf(p) {
+  const leaf = new TextEncoder().encode(`hongbao-packet-v1:${campaign}:${p.seq}:${p.cents}:${p.salt}`);
+  let r = await sha256(Uint8Array.of(0), leaf);
+  let fn = p.leaf_index;
+  let sn = p.tree_size - 1;
+  for (const s of p.path) {
+    if (sn === 0) return '';
+    const h = bytesOf(s);
+    if (fn % 2 === 1 || fn === sn) {
+      r = await sha256(Uint8Array.of(1), h, r);
+      while (fn % 2 === 0 && fn !== 0) { fn = Math.floor(fn / 2); sn = Math.floor(sn / 2); }
+    } else {
+      r = await sha256(Uint8Array.of(1), r, h);
+    }
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return sn === 0 ? hexOf(r) : '';
+}
+
+async function showCommitment() {
+  try {
+    const { data } = await api('GET', '/v1/campaigns/' + enc + '/commitment', { auth: game.token });
+    fair.root = data.root;
+    setText($('fair-root'), data.root.slice(0, 16) + '…');
+    $('fair-root').title = data.root;
+    $('fair').hidden = false;
+    if (!$('mine').hidden) $('fair-check').hidden = false;
+  } catch (err) {
+    // 404 no_commitment: a campaign without one; nothing to show
+  }
+}
+
+async function checkMine() {
+  const out = $('fair-result');
+  try {
+    const { data } = await api('GET', '/v1/campaigns/' + enc + '/grants/me/proof', { auth: game.token });
+    const held = $('mine-amount').dataset.value;
+    const ok = (await rootOf(data)) === fair.root && (!held || String(data.cents) === String(held));
+    out.dataset.verdict = ok ? 'holds' : 'fails';
+    setText(out, ok ? '✓ packet ' + data.packet_id + ' is in the committed draw'
+      : '✗ this packet does not lead to the committed root');
+  } catch (err) {
+    out.dataset.verdict = 'error';
+    setText(out, err.message);
+  }
 }
 
 // ---- the rain
@@ -328,6 +397,8 @@ async function main() {
   if (demo) $('new-player').hidden = false;
   startRain();
   held();
+  showCommitment();
+  $('fair-check').addEventListener('click', checkMine);
 }
 
 $('grab-any').addEventListener('click', () => grab(null));
