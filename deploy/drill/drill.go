@@ -113,7 +113,8 @@ func (d *drill) fail(format string, a ...any) {
 // run runs the drill; every failure is in the report.
 func (d *drill) run(ctx context.Context) *report {
 	start := time.Now()
-	d.rep = report{Started: start.UTC().Format(time.RFC3339), Project: d.cfg.project, Failures: []string{}}
+	d.rep = report{Started: start.UTC().Format(time.RFC3339), Project: d.cfg.project, Failures: []string{},
+		Violations: []string{}, ReadyProbe: readyReport{ReadyRefusing: []string{}}}
 	defer func() {
 		d.rep.Seconds = time.Since(start).Seconds()
 		d.rep.Passed = len(d.rep.Failures) == 0
@@ -347,7 +348,7 @@ func (d *drill) traffic(ctx context.Context) {
 	close(stop)
 	d.logf("faults done; the clients finish their users")
 	wg.Wait()
-	d.rep.Violations = n.violations
+	d.rep.Violations = append(d.rep.Violations, n.violations...)
 	for _, v := range n.violations {
 		d.fail("redis safety: %s", v)
 	}
