@@ -36,7 +36,7 @@ func usersBody(users []string) string {
 
 // newGatewayServer is a test server with a gateway key, without the
 // per-user limit unless limited.
-func newGatewayServer(t *testing.T, limited bool) *testServer {
+func newGatewayServer(t testing.TB, limited bool) *testServer {
 	return newTestServer(t, func(c *httpapi.Config) {
 		c.GatewayKeys = [][]byte{gatewayKey}
 		if !limited {
