@@ -424,3 +424,32 @@ func TestGrabBatchLostReplies(t *testing.T) {
 	}
 	require.EqualValues(t, st.GrantedCount, len(told), "every packet granted was told to its user")
 }
+
+// TestGrabBatchCounted: the console's live counts and the grab metrics
+// count every user of a batch, as they count single grabs; a user past
+// the per-user limit is counted rate_limited.
+func TestGrabBatchCounted(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		fastLive(c)
+		c.GatewayKeys = [][]byte{gatewayKey}
+		c.UserRate, c.UserBurst = 0.001, 2
+	})
+	id := ts.create(t, `{"total":"10.00","count":4,"min":"1.00"}`)
+	s, r := ts.openEvents(t, id, string(adminKey))
+	require.Equal(t, http.StatusOK, r.Status)
+	s.tickUntil(t, func(liveTick) bool { return true })
+	res := ts.grabs(t, id, []string{"a", "b", "c", "d", "e", "a", "a"})
+	require.Equal(t, "rate_limited", res[6].Error)
+	tk := s.tickUntil(t, func(tk liveTick) bool { return tk.Live.Outcomes["granted"] == 4 })
+	require.EqualValues(t, 1, tk.Live.Outcomes["sold_out"])
+	require.EqualValues(t, 1, tk.Live.Outcomes["already_granted"])
+	require.EqualValues(t, 1, tk.Live.Outcomes["rate_limited"])
+	require.EqualValues(t, 1000, tk.Live.Amounts.SumCents)
+
+	m := ts.do(t, "GET", "/metrics", string(adminKey), "")
+	require.Equal(t, http.StatusOK, m.Status)
+	require.Contains(t, string(m.Body), `hongbao_grabs_total{outcome="granted"} 4`)
+	require.Contains(t, string(m.Body), `hongbao_grabs_total{outcome="already_granted"} 1`)
+	require.Contains(t, string(m.Body), `hongbao_grabs_total{outcome="sold_out"} 1`)
+}
