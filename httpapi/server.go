@@ -102,7 +102,9 @@ type Config struct {
 	// campaign's granted cents in Redis less these. Default: nil (the
 	// cents metrics are absent).
 	SettledCents func(ctx context.Context, id string) (int64, error)
-	// MaxBodyBytes caps a request body. Default 16 KiB.
+	// MaxBodyBytes caps a request body. Default 16 KiB; a gateway's batch
+	// of grabs (up to MaxGrabBatch user ids) may take 256 KiB whatever it
+	// is.
 	MaxBodyBytes int64
 	// MaxCount caps the packets of one red packet campaign, and the
 	// quota of one discount campaign, created over HTTP (serve's
