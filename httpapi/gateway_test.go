@@ -266,9 +266,20 @@ func TestGrabBatchRetry(t *testing.T) {
 // two users, every packet is granted and the amounts add up to the total.
 func TestGrabBatchConcurrent(t *testing.T) {
 	t.Parallel()
+	grabBatchConcurrent(t, "")
+}
+
+// TestGrabBatchConcurrentSharded: the same over four shards, each user
+// grabbed on its home shard.
+func TestGrabBatchConcurrentSharded(t *testing.T) {
+	t.Parallel()
+	grabBatchConcurrent(t, `,"shards":4`)
+}
+
+func grabBatchConcurrent(t *testing.T, extra string) {
 	ts := newGatewayServer(t, false)
 	const count, nUsers, batches, size = 300, 600, 48, 100
-	id := ts.create(t, fmt.Sprintf(`{"total":"600.00","count":%d,"min":"0.01"}`, count))
+	id := ts.create(t, fmt.Sprintf(`{"total":"600.00","count":%d,"min":"0.01"%s}`, count, extra))
 	var mu sync.Mutex
 	told := map[string]string{} // user -> packet
 	owner := map[string]string{}
