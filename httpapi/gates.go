@@ -36,7 +36,7 @@ type inbound struct {
 // inboundOf is what the gates read of an HTTP request.
 func inboundOf(r *http.Request) inbound {
 	in := inbound{ctx: r.Context(), route: r.Pattern, header: r.Header, peer: r.RemoteAddr}
-	if r.Pattern == grabRoute {
+	if r.Pattern == grabRoute || r.Pattern == grabsRoute {
 		in.campaign = r.PathValue("id")
 	}
 	return in

@@ -46,7 +46,7 @@ type testServer struct {
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // newTestServer serves the API over real HTTP on the shared real Redis.
-func newTestServer(t *testing.T, mod func(*httpapi.Config)) *testServer {
+func newTestServer(t testing.TB, mod func(*httpapi.Config)) *testServer {
 	t.Helper()
 	r := testenv.SharedRedis(t)
 	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})

@@ -56,6 +56,12 @@ type Config struct {
 	// the user named in the body. An admin key does that too. Default
 	// none: only the admin keys.
 	PaymentKeys [][]byte
+	// GatewayKeys are the bearer keys of platforms' gateways, each at
+	// least MinSecretLen bytes: a gateway key vouches for the users its
+	// platform already authenticated and grabs for them in batches
+	// (POST /v1/campaigns/{id}/grabs). An admin key does that too.
+	// Default none: only the admin keys.
+	GatewayKeys [][]byte
 	// MetricsKeys are bearer keys that may read /metrics on the API's
 	// listener (a Prometheus scraper's), each at least MinSecretLen bytes;
 	// an admin key may too. Nobody else: the metrics name every campaign
@@ -96,7 +102,9 @@ type Config struct {
 	// campaign's granted cents in Redis less these. Default: nil (the
 	// cents metrics are absent).
 	SettledCents func(ctx context.Context, id string) (int64, error)
-	// MaxBodyBytes caps a request body. Default 16 KiB.
+	// MaxBodyBytes caps a request body. Default 16 KiB; a gateway's batch
+	// of grabs (up to MaxGrabBatch user ids) may take 256 KiB whatever it
+	// is.
 	MaxBodyBytes int64
 	// MaxCount caps the packets of one red packet campaign, and the
 	// quota of one discount campaign, created over HTTP (serve's
@@ -230,7 +238,7 @@ func (c *Config) Validate() error {
 	for _, class := range []struct {
 		name string
 		keys [][]byte
-	}{{"admin", c.AdminKeys}, {"payment", c.PaymentKeys}, {"metrics", c.MetricsKeys}} {
+	}{{"admin", c.AdminKeys}, {"payment", c.PaymentKeys}, {"gateway", c.GatewayKeys}, {"metrics", c.MetricsKeys}} {
 		for i, k := range class.keys {
 			if len(k) < MinSecretLen {
 				return fmt.Errorf("httpapi: %s key %d is %d bytes; at least %d needed", class.name, i+1, len(k), MinSecretLen)
@@ -255,6 +263,7 @@ type Server struct {
 	users    *userAuth
 	admins   *keyAuth
 	payments *keyAuth // the payment keys and the admin keys
+	gateways *keyAuth // the gateway keys and the admin keys
 	scrapers *keyAuth // the metrics keys and the admin keys
 	promh    http.Handler
 	log      *slog.Logger
@@ -315,6 +324,7 @@ func New(cfg Config) (*Server, error) {
 	s.handle("GET /v1/campaigns/{id}", s.v1(s.admin(s.getCampaign)))
 	s.handle("POST /v1/campaigns/{id}/close", s.v1(s.admin(s.closeCampaign)))
 	s.handle("POST /v1/campaigns/{id}/grab", s.v1(s.user(s.grab)))
+	s.handle(grabsRoute, s.v1(s.gateway(s.grabBatch)))
 	s.handle("GET /v1/campaigns/{id}/grants/me", s.v1(s.user(s.myGrant)))
 	s.discountRoutes()
 	s.pauseRoutes()
@@ -381,6 +391,8 @@ func (s *Server) setKeys() {
 	s.admins = newKeyAuth(salt, "admin", s.cfg.AdminKeys)
 	s.payments = newKeyAuth(salt, "payment", s.cfg.PaymentKeys)
 	s.payments.add(salt, "admin", s.cfg.AdminKeys)
+	s.gateways = newKeyAuth(salt, "gateway", s.cfg.GatewayKeys)
+	s.gateways.add(salt, "admin", s.cfg.AdminKeys)
 	s.scrapers = newKeyAuth(salt, "metrics", s.cfg.MetricsKeys)
 	s.scrapers.add(salt, "admin", s.cfg.AdminKeys)
 }

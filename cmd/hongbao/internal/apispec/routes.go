@@ -185,6 +185,50 @@ var routes = []route{
 		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadIDOrBody", "NotFound", "GrabUnavailable", "BodyTooLarge", "Misdirected"},
 	},
 	{
+		Method: "post", Path: "/v1/campaigns/{id}/grabs", ID: "grabBatch",
+		Summary: "grab a packet for each of a batch of users (a gateway's); retrying answers each the same packet",
+		Security: arr{
+			obj{
+				"gateway": arr{},
+			},
+			obj{
+				"admin": arr{},
+			},
+		},
+		Description: "The gateway vouches for the users it names: its platform authenticated them. Each user is grabbed as by the single grab (POST /v1/campaigns/{id}/grab): at most one packet each, the same outcomes, the per-user limit, the metrics and the console's counts; the request spends the global budget once. One result per user named, in the request's order; a user named twice is answered as a grab repeated (already_granted with the same packet). A user past the per-user limit is answered error rate_limited and was not grabbed. One bad user id, or more than 1000, refuses the whole batch (400) and nothing is granted. If a grab of the batch fails (busy, outcome_unknown, unavailable) the batch answers that error: other users may have been granted, and retrying the batch answers them already_granted with the same packets.",
+		Params: arr{
+			obj{
+				"name":        "id",
+				"in":          "path",
+				"required":    true,
+				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
+				"schema": obj{
+					"type":    "string",
+					"pattern": "^[A-Za-z0-9_-]{1,64}$",
+				},
+			},
+		},
+		Body: obj{
+			"required": true,
+			"content": obj{
+				"application/json": obj{
+					"schema": ref("schemas", "GrabBatchRequest"),
+				},
+			},
+		},
+		OK: map[string]obj{
+			"200": obj{
+				"description": "one result per user named, in the request's order",
+				"content": obj{
+					"application/json": obj{
+						"schema": ref("schemas", "GrabBatch"),
+					},
+				},
+			},
+		},
+		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadIDOrBody", "NotFound", "GrabUnavailable", "BodyTooLarge", "UserNotGateway", "Misdirected"},
+	},
+	{
 		Method: "get", Path: "/v1/campaigns/{id}/grants/me", ID: "myGrant",
 		Summary: "my packet of a campaign",
 		Security: arr{
@@ -1519,6 +1563,14 @@ var errorResponses = map[string]errorResponse{
 	}},
 	"ReserveDiscountConflict": {"409", obj{
 		"description": "the order's reservation was cancelled (cancelled) or expired (expired): an order is reserved once; or it was reserved for another order amount (order_mismatch): an order is one request, a new amount needs a new order id",
+		"content": obj{
+			"application/json": obj{
+				"schema": ref("schemas", "Error"),
+			},
+		},
+	}},
+	"UserNotGateway": {"403", obj{
+		"description": "a user token: this route takes a gateway key (code forbidden)",
 		"content": obj{
 			"application/json": obj{
 				"schema": ref("schemas", "Error"),

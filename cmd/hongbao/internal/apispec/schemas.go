@@ -25,6 +25,11 @@ var securitySchemes = obj{
 		"scheme":      "bearer",
 		"description": "a payment system key (serve --payment-key-file): reserves, confirms and cancels discounts for the user named in the body. A user token there answers 403 forbidden.",
 	},
+	"gateway": obj{
+		"type":        "http",
+		"scheme":      "bearer",
+		"description": "a gateway key (serve --gateway-key-file): a platform's access layer, which vouches for the users it already authenticated, grabs for them in batches. A user token there answers 403 forbidden.",
+	},
 	"metrics": obj{
 		"type":        "http",
 		"scheme":      "bearer",
@@ -431,6 +436,67 @@ var schemas = map[string]obj{
 			"receipt": obj{
 				"type":        "string",
 				"description": "the grant's signed receipt (JWS compact, EdDSA), when the grab asked for it with ?receipt=true and the answer carries a packet",
+			},
+		},
+	},
+	"GrabBatchRequest": obj{
+		"type":                 "object",
+		"required":             arr{"users"},
+		"additionalProperties": false,
+		"properties": obj{
+			"users": obj{
+				"type":     "array",
+				"minItems": 1,
+				"maxItems": 1000,
+				"items": obj{
+					"type":    "string",
+					"pattern": "^[A-Za-z0-9_.:@-]{1,64}$",
+				},
+				"description": "the users to grab for, repeats allowed",
+			},
+		},
+	},
+	"GrabBatch": obj{
+		"type":     "object",
+		"required": arr{"results"},
+		"properties": obj{
+			"results": obj{
+				"type":        "array",
+				"items":       ref("schemas", "GrabBatchResult"),
+				"description": "one per user named, in the request's order",
+			},
+		},
+	},
+	"GrabBatchResult": obj{
+		"type":     "object",
+		"required": arr{"user_id"},
+		"properties": obj{
+			"user_id": obj{
+				"type": "string",
+			},
+			"outcome": obj{
+				"type":        "string",
+				"description": "the user's grab's outcome, as the single grab answers it; absent with error",
+			},
+			"error": obj{
+				"type":        "string",
+				"enum":        arr{"rate_limited"},
+				"description": "rate_limited: the user is past the per-user limit and was not grabbed; retry later",
+			},
+			"packet_id": obj{
+				"type":        "string",
+				"description": "<campaign>/<seq>; with granted and already_granted",
+			},
+			"amount": obj{
+				"type":        "string",
+				"pattern":     "^[0-9]+(\\.[0-9]{1,2})?$",
+				"description": "with granted and already_granted",
+			},
+			"amount_cents": obj{
+				"type":        "integer",
+				"format":      "int64",
+				"minimum":     0,
+				"description": "with granted and already_granted",
 			},
 		},
 	},

@@ -139,6 +139,7 @@ func withOutcomes() obj {
 	}
 	out["Grab"] = withEnum(schemas["Grab"], grab)
 	out["Reservation"] = withEnum(schemas["Reservation"], reserve)
+	out["GrabBatchResult"] = withEnum(schemas["GrabBatchResult"], grab)
 
 	live := clone(schemas["LiveView"])
 	counts := live["properties"].(obj)["live"].(obj)["properties"].(obj)["outcomes"].(obj)

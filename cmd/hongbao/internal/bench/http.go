@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +48,14 @@ type HTTPOptions struct {
 	// measured instead of one in this process: serve runs in a process of
 	// its own too, so the two are then measured alike.
 	TrivialURL string
+	// Batch, if positive, sends the grabs as a platform's gateway does:
+	// Batch users a request to POST /v1/campaigns/{id}/grabs, under
+	// GatewayKey (or AdminKey, which opens that route too), Concurrency
+	// requests in flight; no tokens are minted and no trivial handler is
+	// measured. Default 0: one grab a request, under each user's token.
+	Batch int
+	// GatewayKey is a gateway key of the serve, for Batch.
+	GatewayKey string
 	// Progress, if not nil, starts a progress bar.
 	Progress func(label string, total int64) Progress
 }
@@ -82,7 +93,7 @@ func (o *HTTPOptions) Validate() error {
 	switch {
 	case o.URL == "":
 		return errors.New("the serve URL is required")
-	case len(o.Secret.Key) < token.MinSecretLen:
+	case o.Batch == 0 && len(o.Secret.Key) < token.MinSecretLen:
 		return fmt.Errorf("the token secret must be at least %d bytes", token.MinSecretLen)
 	case o.Campaign == "" && o.AdminKey == "":
 		return errors.New("an admin key (to create the campaign) or a campaign id is required")
@@ -92,6 +103,10 @@ func (o *HTTPOptions) Validate() error {
 		return errors.New("packets must be at least 1 and the total at least a cent a packet")
 	case o.Clicks < 0 || o.Clicks > 100:
 		return errors.New("clicks must be within 1..100")
+	case o.Batch < 0 || o.Batch > 1000:
+		return errors.New("batch must be within 0..1000")
+	case o.Batch > 0 && o.GatewayKey == "" && o.AdminKey == "":
+		return errors.New("batches need a gateway key or an admin key")
 	}
 	return nil
 }
@@ -128,11 +143,15 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 	defer tr.CloseIdleConnections()
 	httpc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 
-	bar := o.Progress("minting tokens", int64(o.Users))
-	toks, err := MintTokens(o.Secret, o.Users, 2*time.Hour)
-	bar.Done()
-	if err != nil {
-		return nil, err
+	var toks []string
+	if o.Batch == 0 {
+		bar := o.Progress("minting tokens", int64(o.Users))
+		var err error
+		toks, err = MintTokens(o.Secret, o.Users, 2*time.Hour)
+		bar.Done()
+		if err != nil {
+			return nil, err
+		}
 	}
 	// Retries off: each grab is one request, counted with its answer.
 	api, err := client.New(o.URL, client.Options{Token: o.AdminKey, HTTPClient: httpc, Retry: client.NoRetry})
@@ -148,6 +167,14 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 		id = c.ID
 	}
 	rep := &HTTPReport{}
+	if o.Batch > 0 {
+		rep.Serve, err = measureBatch(ctx, httpc, id, o)
+		if err != nil {
+			return nil, err
+		}
+		rep.Serve.Target, rep.Serve.Campaign = "serve", id
+		return rep, nil
+	}
 	rep.Serve, err = measureHTTP(ctx, api, id, toks, o, "grabbing")
 	if err != nil {
 		return nil, err
@@ -251,6 +278,119 @@ func measureHTTP(ctx context.Context, api *client.Client, id string, toks []stri
 		r.GrantsSec = round(float64(g)/el, 1)
 	}
 	return r, nil
+}
+
+// measureBatch grabs campaign id for o.Users users o.Clicks times each,
+// o.Batch users a request to the gateway's batch route, with
+// o.Concurrency requests in flight. Requests counts the requests,
+// Outcomes the users' outcomes.
+func measureBatch(ctx context.Context, httpc *http.Client, id string, o HTTPOptions) (*HTTPResult, error) {
+	key := cmp.Or(o.GatewayKey, o.AdminKey)
+	total := int64(o.Users) * int64(o.Clicks)
+	batches := (total + int64(o.Batch) - 1) / int64(o.Batch)
+	bar := o.Progress("grabbing in batches", batches)
+	defer bar.Done()
+	url := o.URL + "/v1/campaigns/" + id + "/grabs"
+	var next atomic.Int64
+	var mu sync.Mutex
+	outcomes, statuses := map[string]int64{}, map[string]int64{}
+	var errs atomic.Int64
+	lats := make([]latencies, o.Concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < o.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			localOut, localStatus := map[string]int64{}, map[string]int64{}
+			var body []byte
+			for ctx.Err() == nil {
+				k := next.Add(1) - 1
+				if k >= batches {
+					break
+				}
+				body = append(body[:0], `{"users":[`...)
+				for n := k * int64(o.Batch); n < min((k+1)*int64(o.Batch), total); n++ {
+					if n > k*int64(o.Batch) {
+						body = append(body, ',')
+					}
+					body = strconv.AppendQuote(body, UserName(int(n%int64(o.Users))))
+				}
+				body = append(body, "]}"...)
+				t0 := time.Now()
+				status, res, err := postBatch(ctx, httpc, url, key, body)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				localStatus[strconv.Itoa(status)]++
+				for _, r := range res {
+					localOut[cmp.Or(r.Outcome, r.Error)]++
+				}
+				lats[w].add(time.Since(t0))
+				bar.Add(1)
+			}
+			mu.Lock()
+			for k, v := range localOut {
+				outcomes[k] += v
+			}
+			for k, v := range localStatus {
+				statuses[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h := histogramOf(lats)
+	ms := func(q float64) float64 { return round(float64(h.ValueAtQuantile(q))/1000, 3) }
+	var done int64
+	for _, v := range statuses {
+		done += v
+	}
+	r := &HTTPResult{
+		Users: o.Users, Requests: done, Concurrency: o.Concurrency, Seconds: round(el, 3),
+		PerSec: round(float64(done)/el, 1), P50ms: ms(50), P90ms: ms(90), P99ms: ms(99),
+		MaxMs: round(float64(h.Max())/1000, 3), Outcomes: outcomes, Statuses: statuses, Errors: errs.Load(),
+	}
+	if g := outcomes["granted"]; g > 0 {
+		r.GrantsSec = round(float64(g)/el, 1)
+	}
+	return r, nil
+}
+
+// batchResult is one user's result in a batch's answer.
+type batchResult struct {
+	Outcome string `json:"outcome"`
+	Error   string `json:"error"`
+}
+
+// postBatch sends one batch and reads its answer: the status and, with
+// 200, the users' results.
+func postBatch(ctx context.Context, httpc *http.Client, url, key string, body []byte) (int, []batchResult, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := httpc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		_, err = io.Copy(io.Discard, res.Body)
+		return res.StatusCode, nil, err
+	}
+	var out struct {
+		Results []batchResult `json:"results"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out.Results, err
 }
 
 // trivialBody is what the trivial handler answers: a grab reply's size.

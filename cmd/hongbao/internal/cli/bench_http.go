@@ -14,6 +14,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/cmd/hongbao/internal/bench"
+	"github.com/hongbao/hongbao/httpapi"
 )
 
 // benchHTTPRequested reports whether the bench command line asks for
@@ -50,6 +51,8 @@ type benchHTTPCmd struct {
 	trivialURL, tokensOut, listen   string
 	secretFlag                      fileList
 	users, packets, clicks, conc    int
+	batch                           int
+	gatewayFile                     string
 	trivial, asJSON                 bool
 	o                               bench.HTTPOptions
 }
@@ -74,6 +77,8 @@ func (b *benchHTTPCmd) declare(fs *flag.FlagSet) {
 	fs.StringVar(&b.total, "total", "", "total of the campaign created; default 1.00 per packet")
 	fs.IntVar(&b.clicks, "clicks", 1, "grabs per user")
 	fs.IntVar(&b.conc, "concurrency", 64, "requests in flight (one connection each)")
+	fs.IntVar(&b.batch, "batch", 0, "send the grabs as a gateway does, this many users a request to POST /v1/campaigns/{id}/grabs (1..1000), under --gateway-key-file or the admin key; no tokens, no trivial handler; default 0: one grab a request")
+	fs.StringVar(&b.gatewayFile, "gateway-key-file", "", "a gateway key of the serve, for --batch (the admin key opens the route too)")
 	fs.BoolVar(&b.trivial, "trivial", true, "also measure a trivial Go handler, the same way (in this process, or at --trivial-url)")
 	fs.StringVar(&b.trivialURL, "trivial-url", "", "measure the trivial handler at this URL, one started in a process of its own with --trivial-listen, like serve")
 	fs.StringVar(&b.tokensOut, "tokens-out", "", "only mint --users tokens into this file, one a line (for wrk), and exit")
@@ -88,17 +93,21 @@ func (b *benchHTTPCmd) parseFlags(args []string) error {
 	if b.listen != "" {
 		return nil
 	}
-	if len(b.secretFlag) == 0 {
+	var secret httpapi.Secret
+	switch {
+	case len(b.secretFlag) > 0:
+		secrets, err := tokenSecrets(b.secretFlag[:1])
+		if err != nil {
+			return err
+		}
+		secret = secrets[0]
+	case b.batch == 0:
 		return usageErrorf("--token-secret-file is required")
 	}
-	secrets, err := tokenSecrets(b.secretFlag[:1])
-	if err != nil {
-		return err
-	}
 	b.o = bench.HTTPOptions{
-		URL: strings.TrimRight(b.url, "/"), Secret: secrets[0], Campaign: b.campaign, Packets: b.packets,
+		URL: strings.TrimRight(b.url, "/"), Secret: secret, Campaign: b.campaign, Packets: b.packets,
 		Users: b.users, Clicks: b.clicks, Concurrency: b.conc, Trivial: b.trivial,
-		TrivialURL: b.trivialURL,
+		TrivialURL: b.trivialURL, Batch: b.batch,
 	}
 	if b.tokensOut != "" {
 		if b.users < 1 {
@@ -121,6 +130,13 @@ func (b *benchHTTPCmd) checkRun() error {
 			return err
 		}
 		b.o.AdminKey = string(k)
+	}
+	if b.gatewayFile != "" {
+		k, err := readSecretFile("gateway-key-file", b.gatewayFile)
+		if err != nil {
+			return err
+		}
+		b.o.GatewayKey = string(k)
 	}
 	b.o.Total = int64(b.packets) * 100
 	if b.total != "" {
@@ -162,6 +178,9 @@ func (b *benchHTTPCmd) run(ctx context.Context) error {
 		if r.Target == "serve" {
 			p("         campaign %s, %d users; outcomes: %s; statuses: %s; transport errors %d\n",
 				r.Campaign, r.Users, mix(r.Outcomes), mix(r.Statuses), r.Errors)
+			if b.batch > 0 {
+				p("         %d users a request: %.0f users granted a second\n", b.batch, r.GrantsSec)
+			}
 		}
 	}
 	if rep.Ratio > 0 {

@@ -58,3 +58,25 @@ func TestBenchHTTP(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "5 tokens")
 }
+
+// TestBenchHTTPBatch: bench --mode http --batch sends the grabs to the
+// gateway's batch route, under a gateway key, and counts each user's
+// outcome.
+func TestBenchHTTPBatch(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	gw := writeSecret(t, fx.dir, "gateway.key")
+	p := startServe(t, fx.args("--gateway-key-file", gw, "--user-rate", "-1")...)
+	code, out, errs := run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--admin-key-file", fx.adminFile,
+		"--gateway-key-file", gw, "--batch", "100", "--users", "1000", "--packets", "400", "--clicks", "2", "--concurrency", "4", "--json")
+	require.Equal(t, 0, code, errs)
+	var rep bench.HTTPReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	s := rep.Serve
+	require.EqualValues(t, 20, s.Requests)
+	require.EqualValues(t, 20, s.Statuses["200"])
+	require.EqualValues(t, 400, s.Outcomes["granted"])
+	require.EqualValues(t, 2000, s.Outcomes["granted"]+s.Outcomes["already_granted"]+s.Outcomes["sold_out"])
+	require.Positive(t, s.GrantsSec)
+	require.Nil(t, rep.Trivial)
+}

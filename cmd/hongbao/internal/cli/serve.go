@@ -44,6 +44,7 @@ type serveCmd struct {
 
 	adminKeys   [][]byte
 	paymentKeys [][]byte
+	gatewayKeys [][]byte
 	metricsKeys [][]byte
 	secrets     []httpapi.Secret
 	receipts    *fairness.Signer
@@ -72,7 +73,7 @@ type serveFlags struct {
 	redis                                               redisFlags
 	listen, ledger, dataDir, pprof, consumer, logFormat string
 	adminKeys, paymentKeys, tokenSecrets, playEmbedders fileList
-	metricsKeys, trustedProxies                         fileList
+	metricsKeys, trustedProxies, gatewayKeys            fileList
 	receiptKeys                                         fileList
 	drawLogRetention                                    time.Duration
 	proxies                                             []netip.Prefix // trustedProxies, read
@@ -106,6 +107,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsKey, "tls-key-file", "", "the private key of --tls-cert-file (PEM)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, without credentials, on this separate address (keep it private); default: off")
 	fs.BoolVar(&f.metricsPprof, "metrics-pprof", false, "serve net/http/pprof on the --metrics-listen address too")
+	fs.Var(&f.gatewayKeys, "gateway-key-file", "file holding a gateway key (at least 32 bytes): a platform's access layer grabs for the users it authenticated, in batches (POST /v1/campaigns/{id}/grabs; an admin key does too); repeat for several keys; default: none")
 	fs.Var(&f.metricsKeys, "metrics-key-file", "file holding a key (at least 32 bytes) that may read /metrics on the API address (an admin key may too); repeat for several; default: none")
 	fs.StringVar(&f.tokenIssuer, "token-issuer", "", "user tokens must carry this iss; default: not checked")
 	fs.StringVar(&f.tokenAudience, "token-audience", "", "user tokens must carry this aud (then required); default: not checked")
@@ -349,6 +351,13 @@ func (s *serveCmd) loadSecrets() error {
 		}
 		s.paymentKeys = append(s.paymentKeys, k)
 	}
+	for _, p := range f.gatewayKeys {
+		k, err := readSecretFile("gateway-key-file", p)
+		if err != nil {
+			return err
+		}
+		s.gatewayKeys = append(s.gatewayKeys, k)
+	}
 	for _, p := range f.metricsKeys {
 		k, err := readSecretFile("metrics-key-file", p)
 		if err != nil {
@@ -517,7 +526,7 @@ func (s *serveCmd) newAPI(context.Context) error {
 	}
 	led := s.led
 	s.api, err = httpapi.New(httpapi.Config{
-		Engine: eng, Settlement: settle.NewBacklogs(s.conn.Client, f.redis.ns), UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys, MetricsKeys: s.metricsKeys,
+		Engine: eng, Settlement: settle.NewBacklogs(s.conn.Client, f.redis.ns), UserSecrets: s.secrets, AdminKeys: s.adminKeys, PaymentKeys: s.paymentKeys, GatewayKeys: s.gatewayKeys, MetricsKeys: s.metricsKeys,
 		Token: httpapi.TokenScope{Issuer: f.tokenIssuer, Audience: f.tokenAudience, MaxAge: f.tokenMaxAge},
 		// A ledger outage degrades the API (no creates, no new blocks of
 		// packets) and does not take it out of service: /readyz reports
