@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,6 +226,7 @@ func VerifyDrawLog(r io.Reader, c Commitment) (DrawLogResult, error) {
 		cents []int64
 		salts []byte
 		res   DrawLogResult
+		held  = map[string]bool{}
 	)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -249,6 +251,10 @@ func VerifyDrawLog(r io.Reader, c Commitment) (DrawLogResult, error) {
 		salts = append(salts, salt...)
 		res.TotalCents += d.Cents
 		if d.Holder != nil {
+			if held[*d.Holder] {
+				return res, fmt.Errorf("%w: line %d: holder %s holds a packet already (one packet per user)", ErrMismatch, line, *d.Holder)
+			}
+			held[*d.Holder] = true
 			res.Granted++
 		}
 	}
@@ -269,6 +275,16 @@ func VerifyDrawLog(r io.Reader, c Commitment) (DrawLogResult, error) {
 		return res, fmt.Errorf("%w: %d packets, the commitment has %d", ErrMismatch, res.Count, c.Count)
 	case c.TotalCents != 0 && c.TotalCents != res.TotalCents:
 		return res, fmt.Errorf("%w: %d cents, the commitment has %d", ErrMismatch, res.TotalCents, c.TotalCents)
+	}
+	// The distribution the commitment published: its bounds and its
+	// histogram are what the packets make.
+	for i, ct := range cents {
+		if (c.MinCents != 0 && ct < c.MinCents) || (c.MaxCents != 0 && ct > c.MaxCents) {
+			return res, fmt.Errorf("%w: packet %d of %d cents is outside the committed %d..%d", ErrMismatch, i+1, ct, c.MinCents, c.MaxCents)
+		}
+	}
+	if c.Histogram != nil && !slices.Equal(c.Histogram, Histogram(cents)) {
+		return res, fmt.Errorf("%w: the packets' histogram is not the one the commitment published", ErrMismatch)
 	}
 	return res, nil
 }
