@@ -290,7 +290,7 @@ func waitReplicated(ctx context.Context, timeout time.Duration, master *Node, re
 	if err != nil {
 		return fmt.Errorf("testenv: replication offset of %s: %w", master.Addr, err)
 	}
-	return waitFor(ctx, timeout, fmt.Sprintf("replicas of %s at offset %d", master.Addr, want), func(ctx context.Context) (bool, string) {
+	err = waitFor(ctx, timeout, fmt.Sprintf("replicas of %s at offset %d", master.Addr, want), func(ctx context.Context) (bool, string) {
 		var behind []string
 		for _, r := range replicas {
 			role, off, up, err := replOffset(ctx, r.Client)
@@ -300,4 +300,8 @@ func waitReplicated(ctx context.Context, timeout time.Duration, master *Node, re
 		}
 		return len(behind) == 0, strings.Join(behind, "; ")
 	})
+	if err != nil {
+		return fmt.Errorf("%w%s", err, logs(append([]*Node{master}, replicas...)...))
+	}
+	return nil
 }

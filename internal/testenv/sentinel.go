@@ -441,7 +441,7 @@ func (s *Sentinel) ReplicaOffsets(ctx context.Context) (map[string]int64, error)
 	return offs, nil
 }
 
-// WaitReplicated waits (at most 30 s) until every running replica is linked
+// WaitReplicated waits (at most a minute) until every running replica is linked
 // to the master and has processed all the master had written when the call
 // began: a write acknowledged before the call survives a failover after
 // it.
@@ -450,7 +450,9 @@ func (s *Sentinel) WaitReplicated(ctx context.Context) error {
 	for _, addr := range s.runningReplicas(s.Master()) {
 		replicas = append(replicas, s.Node(addr))
 	}
-	return waitReplicated(ctx, 30*time.Second, s.MasterNode(), replicas)
+	// A restarted node loads its data and syncs in full before its link is
+	// up: a minute, for a machine running the whole suite on two cores.
+	return waitReplicated(ctx, time.Minute, s.MasterNode(), replicas)
 }
 
 // fieldMap reads a flat name, value, name, value ... reply (SENTINEL
