@@ -130,7 +130,7 @@ func VerifyReceipt(compact string, jwks []byte) (Receipt, error) {
 	if err := json.Unmarshal(jwks, &set); err != nil {
 		return Receipt{}, fmt.Errorf("%w: JWKS: %v", ErrBadInput, err)
 	}
-	obj, err := jose.ParseSigned(compact, []jose.SignatureAlgorithm{jose.EdDSA})
+	obj, err := jose.ParseSignedCompact(compact, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		return Receipt{}, fmt.Errorf("%w: receipt: %v", ErrBadInput, err)
 	}

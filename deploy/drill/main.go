@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -118,6 +117,3 @@ func main() {
 	}
 	fmt.Fprintln(os.Stderr, "drill: passed")
 }
-
-// httpGet is a GET with a short timeout, for the checks.
-var httpGet = &http.Client{Timeout: 5 * time.Second}

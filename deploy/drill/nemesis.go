@@ -183,17 +183,6 @@ func (n *nemesis) probeWrite(ctx context.Context, svc string) (string, bool) {
 	return out, out == "OK"
 }
 
-// role is a Redis server's ROLE (master, slave), or "" when it does not
-// answer.
-func (n *nemesis) role(ctx context.Context, svc string) string {
-	out, err := n.s.redisCLI(ctx, svc, "ROLE")
-	if err != nil {
-		return ""
-	}
-	r, _, _ := strings.Cut(out, "\n")
-	return r
-}
-
 // oldMasterProbe runs in a restarted (or thawed) old master's container,
 // from its first moment: every 100 ms a write and ROLE, one line each
 // ("role|reply of the write"), until it is a replica with its link to

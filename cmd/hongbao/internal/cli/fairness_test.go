@@ -136,10 +136,10 @@ func TestServeFairness(t *testing.T) {
 	})
 	require.Equal(t, early, commitment(api.admin), "unchanged after the campaign")
 
-	code, drawLog, err := api.raw("GET", base+"/draw-log", api.userToken(t, "player-1"))
+	code, _, err = api.raw("GET", base+"/draw-log", api.userToken(t, "player-1"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, code, "the draw log takes the admin key")
-	code, drawLog, err = api.raw("GET", base+"/draw-log", api.admin)
+	code, drawLog, err := api.raw("GET", base+"/draw-log", api.admin)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code, drawLog)
 	res, err := fairness.VerifyDrawLog(strings.NewReader(drawLog), pub)

@@ -270,11 +270,11 @@ func reachError(opt rueidis.ClientOption, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "NOAUTH"):
-		return fmt.Errorf("Redis at %s asks for a password: give the file that holds it with --redis-password-file%s: %w", where, master, err)
+		return fmt.Errorf("the Redis at %s asks for a password: give the file that holds it with --redis-password-file%s: %w", where, master, err)
 	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "invalid password"):
-		return fmt.Errorf("Redis at %s refused the password: check the file --redis-password-file names%s: %w", where, master, err)
+		return fmt.Errorf("the Redis at %s refused the password: check the file --redis-password-file names%s: %w", where, master, err)
 	case strings.Contains(msg, "without any password configured"), strings.Contains(msg, "no password is set"):
-		return fmt.Errorf("Redis at %s takes no password, but one was given: drop --redis-password-file (or the password in --redis)%s: %w", where, master, err)
+		return fmt.Errorf("the Redis at %s takes no password, but one was given: drop --redis-password-file (or the password in --redis)%s: %w", where, master, err)
 	}
 	return fmt.Errorf("cannot reach Redis at %s: %w", where, err)
 }

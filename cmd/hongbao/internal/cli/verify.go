@@ -21,7 +21,6 @@ type verifyCmd struct {
 	base
 	what                   string // draw-log, proof or receipt
 	commitment, root, jwks string
-	campaign               string
 	input                  string // a file, or "-" for stdin
 }
 
