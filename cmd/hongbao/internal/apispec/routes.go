@@ -86,16 +86,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -118,16 +109,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -151,16 +133,7 @@ var routes = []route{
 		},
 		Description: "The body is empty (or {}).",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 			obj{
 				"name":        "receipt",
 				"in":          "query",
@@ -197,16 +170,7 @@ var routes = []route{
 		},
 		Description: "The gateway vouches for the users it names: its platform authenticated them. Each user is grabbed as by the single grab (POST /v1/campaigns/{id}/grab): at most one packet each, the same outcomes, the per-user limit, the metrics and the console's counts; the request spends the global budget once. One result per user named, in the request's order; a user named twice is answered as a grab repeated (already_granted with the same packet). A user past the per-user limit is answered error rate_limited and was not grabbed. One bad user id, or more than 1000, refuses the whole batch (400) and nothing is granted. If a grab of the batch fails (busy, outcome_unknown, unavailable) the batch answers that error: other users may have been granted, and retrying the batch answers them already_granted with the same packets.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		Body: obj{
 			"required": true,
@@ -237,16 +201,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -437,16 +392,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -470,16 +416,7 @@ var routes = []route{
 		},
 		Description: "The body is empty (or {}). Closing twice changes nothing.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -505,16 +442,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 		},
 		Body: obj{
 			"required": true,
@@ -549,16 +477,7 @@ var routes = []route{
 		},
 		Description: "The body names the user: {\"user_id\":\"u-1\"}.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 			obj{
 				"name":        "order_id",
 				"in":          "path",
@@ -603,16 +522,7 @@ var routes = []route{
 		},
 		Description: "The body names the user: {\"user_id\":\"u-1\"}.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 			obj{
 				"name":        "order_id",
 				"in":          "path",
@@ -654,16 +564,7 @@ var routes = []route{
 		},
 		Description: "A text/event-stream. While a campaign has viewers, the server reads it from Redis once a second (LiveInterval) and sends every viewer the same event: `tick` (data: LiveView), `stale` when Redis could not be read (data: {campaign, message}; the next tick follows when it can), `gone` when the campaign no longer exists (then the stream ends), `bye` when the server is stopping (reconnect; another process may answer). The outcome counts and amounts are this process's answers to grabs. Browsers read it with fetch() so that the request carries the Authorization header; `curl -N -H 'Authorization: Bearer KEY'` works too.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -692,16 +593,7 @@ var routes = []route{
 		},
 		Description: "For an operator who fixed what made them fail (see the settlement worker's log). Each step moves entries in one script, so a grant is never in both streams or in neither. The body is empty (or {}).",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -761,16 +653,7 @@ var routes = []route{
 		},
 		Description: "The pause is decided by the script that would hand out the packet (discount), from a flag of each shard, so no grab that runs after the flag is written is granted; a user who holds one still gets it. A campaign over several shards is paused shard by shard, its root last, and the call answers once every shard is: while it runs a grab on a shard not yet paused may still be granted; after it answers none is. The window and close apply as ever: a paused campaign closes on time and settles; closing one works. Pausing twice changes nothing. The body is empty (or {}). Pauses and resumes that race leave every shard as the call that started last wants, once all have answered; a call that one started later overtook leaves that call's writes in place and answers the campaign as it finds it, with overtaken true.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -794,16 +677,7 @@ var routes = []route{
 		},
 		Description: "Every shard is resumed, the root first. Resuming a campaign that is not paused changes nothing. The body is empty (or {}). Pauses and resumes that race leave every shard as the call that started last wants, once all have answered; a call that one started later overtook leaves that call's writes in place and answers the campaign as it finds it, with overtaken true.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -827,16 +701,7 @@ var routes = []route{
 		},
 		Description: "A page of the users blocked (?offset=, ?limit= at most 1000), and total, how many are blocked in all. The pages walk the shards in turn, each in the order Redis scans it, and a page's users are sorted by user id (a campaign that blocks no more than limit users answers them all, by user id); each page reads only the shard sizes and its own stretch of the shards. Pages read one after the other list every user once while nobody is blocked or unblocked.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 			ref("parameters", "Offset"),
 			ref("parameters", "BlockedLimit"),
 		},
@@ -862,16 +727,7 @@ var routes = []route{
 		},
 		Description: "Each user is blocked on its home shard, where its grab (reservation) is decided, by the same script call that would hand out the packet (discount): once the call answers, the users are refused. A user who already holds a packet keeps it and is answered already_granted. Blocking a blocked user changes nothing.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		Body: obj{
 			"required": true,
@@ -903,16 +759,7 @@ var routes = []route{
 		},
 		Description: "Unblocking a user who is not blocked changes nothing.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		Body: obj{
 			"required": true,
@@ -944,16 +791,7 @@ var routes = []route{
 		},
 		Description: "The pause is decided by the script that would hand out the packet (discount), from a flag of each shard, so no grab that runs after the flag is written is granted; a user who holds one still gets it. A campaign over several shards is paused shard by shard, its root last, and the call answers once every shard is: while it runs a grab on a shard not yet paused may still be granted; after it answers none is. The window and close apply as ever: a paused campaign closes on time and settles; closing one works. Pausing twice changes nothing. The body is empty (or {}). Confirms and cancels of reservations held go on. Pauses and resumes that race leave every shard as the call that started last wants, once all have answered; a call that one started later overtook leaves that call's writes in place and answers the campaign as it finds it, with overtaken true.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -977,16 +815,7 @@ var routes = []route{
 		},
 		Description: "Every shard is resumed, the root first. Resuming a campaign that is not paused changes nothing. The body is empty (or {}). Pauses and resumes that race leave every shard as the call that started last wants, once all have answered; a call that one started later overtook leaves that call's writes in place and answers the campaign as it finds it, with overtaken true.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -1010,16 +839,7 @@ var routes = []route{
 		},
 		Description: "A page of the users blocked (?offset=, ?limit= at most 1000), and total, how many are blocked in all. The pages walk the shards in turn, each in the order Redis scans it, and a page's users are sorted by user id (a campaign that blocks no more than limit users answers them all, by user id); each page reads only the shard sizes and its own stretch of the shards. Pages read one after the other list every user once while nobody is blocked or unblocked.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 			ref("parameters", "Offset"),
 			ref("parameters", "BlockedLimit"),
 		},
@@ -1045,16 +865,7 @@ var routes = []route{
 		},
 		Description: "Each user is blocked on its home shard, where its grab (reservation) is decided, by the same script call that would hand out the packet (discount): once the call answers, the users are refused. A user who already holds a packet keeps it and is answered already_granted. Blocking a blocked user changes nothing.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 		},
 		Body: obj{
 			"required": true,
@@ -1086,16 +897,7 @@ var routes = []route{
 		},
 		Description: "Unblocking a user who is not blocked changes nothing.",
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "discount campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("discount campaign id"),
 		},
 		Body: obj{
 			"required": true,
@@ -1129,16 +931,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -1161,16 +954,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -1193,16 +977,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -1225,16 +1000,7 @@ var routes = []route{
 			},
 		},
 		Params: arr{
-			obj{
-				"name":        "id",
-				"in":          "path",
-				"required":    true,
-				"description": "campaign id: 1 to 64 of A-Z a-z 0-9 _ -",
-				"schema": obj{
-					"type":    "string",
-					"pattern": "^[A-Za-z0-9_-]{1,64}$",
-				},
-			},
+			idParam("campaign id"),
 		},
 		OK: map[string]obj{
 			"200": obj{
@@ -1729,4 +1495,19 @@ var errorResponses = map[string]errorResponse{
 			},
 		},
 	}},
+}
+
+// idParam is the path parameter {id} of a campaign's routes; what names
+// the kind ("campaign id", "discount campaign id").
+func idParam(what string) obj {
+	return obj{
+		"name":        "id",
+		"in":          "path",
+		"required":    true,
+		"description": what + ": 1 to 64 of A-Z a-z 0-9 _ -",
+		"schema": obj{
+			"type":    "string",
+			"pattern": "^[A-Za-z0-9_-]{1,64}$",
+		},
+	}
 }
