@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,8 +63,10 @@ func historySizes() histConfig {
 		faults: []string{"serve", "lag", "postgres"}}
 }
 
-// TestHistoryUnderFaults: clients grab red packets, read their packet
-// back, and reserve, confirm and cancel discounts, over HTTP on two serve
+// TestHistoryUnderFaults: clients grab red packets (one at a time, and a
+// gateway's clients several users a request through the batch route),
+// read their packet back, and reserve, confirm and cancel discounts, over
+// HTTP on two serve
 // processes (the binary) on a Redis master, its replica and three
 // sentinels (--wait-replicas 1) and a PostgreSQL ledger, and record every
 // call and its answer: ok, refused, or unknown (503, a timeout, a cut
@@ -140,11 +143,14 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 	payFile := writeSecret(t, dir, "payment.key")
 	payKey, err := os.ReadFile(payFile)
 	require.NoError(t, err)
+	gwFile := writeSecret(t, dir, "gateway.key")
+	gwKey, err := os.ReadFile(gwFile)
+	require.NoError(t, err)
 	bin := buildBinary(t)
 	var serves []*serveBin
 	for i := range 2 {
 		serves = append(serves, startServeBin(t, bin, "--redis", redisURL, "--ledger", pg.DSN, "--admin-key-file", fx.adminFile,
-			"--payment-key-file", payFile, "--token-secret-file", fx.secretFile, "--user-rate", "-1", "--wait-replicas", "1", "--wait-timeout", "300ms",
+			"--payment-key-file", payFile, "--gateway-key-file", gwFile, "--token-secret-file", fx.secretFile, "--user-rate", "-1", "--wait-replicas", "1", "--wait-timeout", "300ms",
 			"--lease-ttl", "2s", "--consumer", "h"+strconv.Itoa(i), "--data-dir", filepath.Join(dir, "d"+strconv.Itoa(i))))
 	}
 	api := fx.api(t, serves[0].URL)
@@ -157,7 +163,7 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 	require.Equal(t, http.StatusCreated, code, "%v", m)
 	did := m["id"].(string)
 
-	h := &histRun{t: t, api: api, serves: serves, rec: history.NewRecorder(), id: id, did: did, pay: strings.TrimSpace(string(payKey))}
+	h := &histRun{t: t, api: api, serves: serves, rec: history.NewRecorder(), id: id, did: did, pay: strings.TrimSpace(string(payKey)), gw: strings.TrimSpace(string(gwKey))}
 	n.pg, n.serves, n.answered, n.now, n.id, n.shards = pg, serves, h.answered.Load, h.rec.Now, id, cfg.shards
 	if n.c != nil {
 		// Shards run dry, and packets move between them, near the end of
@@ -198,7 +204,9 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 	if !settled || !dsettled {
 		t.Logf("not settled: red packets %v; discounts %v", st, dst)
 	}
+	t.Logf("%d grabs answered through the batch route", h.batched.Load())
 	require.True(t, rep.OK(), "%s", rep)
+	require.Positive(t, h.batched.Load(), "the batch route was used")
 	require.True(t, settled, "the red packet campaign settles: %v", st)
 	require.True(t, dsettled, "the discount campaign settles: %v", dst)
 	require.Positive(t, rep.Unknown, "the faults were seen: some calls ended unknown")
@@ -226,6 +234,8 @@ type histRun struct {
 	id, did string
 
 	pay      string       // the payment system's key: reserve, confirm, cancel
+	gw       string       // a gateway's key: the batch route
+	batched  atomic.Int64 // users answered OK through the batch route
 	answered atomic.Int64 // calls answered OK so far
 	granted  atomic.Int64 // grabs answered granted so far
 	mu       sync.Mutex
@@ -410,6 +420,48 @@ func (h *histRun) workload(cfg histConfig, nemesisDone <-chan struct{}) {
 			}
 		}()
 	}
+	// A gateway's clients: two of them grab for every fifth user, through
+	// the batch route, several users a request.
+	batched := make(chan int)
+	for b := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := cfg.workers + b
+			for {
+				u, ok := <-batched
+				if !ok {
+					break
+				}
+				users := []int{u}
+			gather:
+				for len(users) < 8 {
+					select {
+					case v, ok := <-batched:
+						if !ok {
+							break gather
+						}
+						users = append(users, v)
+					default:
+						break gather
+					}
+				}
+				h.batchUsers(client, users)
+			}
+			for {
+				select {
+				case <-nemesisDone:
+					return
+				default:
+				}
+				users := make([]int, 2+rand.IntN(7))
+				for i := range users {
+					users[i] = rand.IntN(cfg.users)
+				}
+				h.batchUsers(client, users)
+			}
+		}()
+	}
 	go func() {
 		for u := range cfg.users {
 			discounts <- u
@@ -417,10 +469,91 @@ func (h *histRun) workload(cfg histConfig, nemesisDone <-chan struct{}) {
 		close(discounts)
 	}()
 	for u := range cfg.users {
-		packets <- u
+		if u%5 == 2 {
+			batched <- u
+		} else {
+			packets <- u
+		}
 	}
 	close(packets)
+	close(batched)
 	wg.Wait()
+}
+
+// batchUsers grabs for users through the batch route (a user may be
+// named twice: the second answers already_granted), and reads some of
+// them back.
+func (h *histRun) batchUsers(client int, us []int) {
+	users := make([]string, 0, len(us)+1)
+	for _, u := range us {
+		users = append(users, "h"+strconv.Itoa(u))
+	}
+	if us[0]%3 == 0 {
+		users = append(users, users[0])
+	}
+	h.grabBatch(client, users, 10*time.Second)
+	for _, u := range us {
+		if u%3 == 0 {
+			h.held(client, "h"+strconv.Itoa(u), 10*time.Second)
+		}
+	}
+}
+
+// grabBatch grabs for users in batch requests to a serve chosen at random
+// until each has an answer or patience runs out. Each user of a request is
+// an operation of its own, spanning the request; a lost or 5xx answer
+// leaves all of them unknown, and the next request asks again for those
+// (a retried batch answers already_granted with the same packet).
+func (h *histRun) grabBatch(client int, users []string, patience time.Duration) {
+	deadline := time.Now().Add(patience)
+	for attempt := 0; len(users) > 0; attempt++ {
+		url := h.serves[rand.IntN(len(h.serves))].URL
+		body, err := json.Marshal(map[string][]string{"users": users})
+		if err != nil {
+			h.t.Errorf("batch body: %v", err)
+			return
+		}
+		start := h.rec.Now()
+		code, m, err := h.api.call("POST", url+"/v1/campaigns/"+h.id+"/grabs", h.gw, string(body))
+		end := h.rec.Now()
+		results, _ := m["results"].([]any)
+		if err == nil && code == http.StatusOK && len(results) != len(users) {
+			h.t.Errorf("a batch of %d users answered %d results: %v", len(users), len(results), m)
+			return
+		}
+		var again []string
+		for i, user := range users {
+			op := history.Op{Kind: history.Grab, Campaign: h.id, User: user, Client: client, Start: start, End: end}
+			if err == nil && code == http.StatusOK {
+				r, _ := results[i].(map[string]any)
+				if r["user_id"] != user {
+					h.t.Errorf("batch result %d names %v, asked for %s", i, r["user_id"], user)
+				}
+				classify(&op, code, r, nil)
+			} else {
+				classify(&op, code, m, err)
+			}
+			if op.Result == history.Fail && op.Note != "" && !strings.HasPrefix(op.Note, "429") && !strings.HasPrefix(op.Note, "dial") {
+				h.t.Errorf("a batch grab for %s answered %s", user, op.Note)
+			}
+			h.rec.Add(op)
+			switch {
+			case op.Result == history.OK:
+				h.answered.Add(1)
+				h.batched.Add(1)
+				if op.Outcome == "granted" {
+					h.granted.Add(1)
+				}
+			case !slices.Contains(again, user):
+				again = append(again, user)
+			}
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		users = again
+		time.Sleep(time.Duration(min(5*(attempt+1), 100)) * time.Millisecond)
+	}
 }
 
 // packetUser is one user's grabs and reads.
