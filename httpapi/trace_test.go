@@ -132,6 +132,52 @@ func TestTraceGrab(t *testing.T) {
 	require.EqualValues(t, 2, items)
 }
 
+// TestTraceGrabBatch: a batch over the gateway's route with a traceparent
+// yields one server span, the caller's child, and under it one coalescer
+// wait per user (each naming the campaign), whose script calls together
+// carry every user of the batch.
+func TestTraceGrabBatch(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tr := tp.Tracer("hongbao")
+	rc := testenv.SharedRedis(t).Client
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		eng, err := hongbao.New(hongbao.Config{Redis: rc, Tracer: tr})
+		require.NoError(t, err)
+		c.Engine, c.Tracer, c.GatewayKeys = eng, tr, [][]byte{gatewayKey}
+	})
+	id := ts.create(t, `{"total_cents":300,"count":3}`)
+	users := []string{"ana", "ben", "cai", "dee", "eli"}
+	r := ts.do(t, "POST", "/v1/campaigns/"+id+"/grabs", string(gatewayKey), usersBody(users),
+		"traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	servers := spansNamed(rec, "POST /v1/campaigns/{id}/grabs")
+	require.Len(t, servers, 1)
+	srv := servers[0]
+	require.Equal(t, callerTrace, srv.SpanContext().TraceID().String())
+	require.Equal(t, callerSpan, srv.Parent().SpanID().String(), "the caller's span is the parent")
+	require.EqualValues(t, 200, attr(srv, "http.response.status_code").AsInt64())
+	require.Equal(t, "/v1/campaigns/{id}/grabs", attr(srv, "http.route").AsString())
+
+	waits := spansNamed(rec, "hongbao.coalesce.wait")
+	require.Len(t, waits, len(users), "one wait per user of the batch")
+	waitIDs := spanIDs(waits)
+	for _, w := range waits {
+		require.Equal(t, srv.SpanContext().SpanID(), w.Parent().SpanID())
+		require.Equal(t, id, attr(w, "hongbao.campaign").AsString())
+	}
+	size := int64(0)
+	for _, b := range spansNamed(rec, "hongbao.batch") {
+		require.Equal(t, callerTrace, b.SpanContext().TraceID().String())
+		require.Contains(t, waitIDs, b.Parent().SpanID(), "a script call is under one of the batch's waits")
+		size += attr(b, "hongbao.batch.size").AsInt64()
+	}
+	require.EqualValues(t, len(users), size, "the script calls carried every user of the batch")
+}
+
 func spanIDs(ss []sdktrace.ReadOnlySpan) []trace.SpanID {
 	var out []trace.SpanID
 	for _, s := range ss {
