@@ -40,6 +40,10 @@ func (s *Server) rpcRoutes() {
 		connect.WithInterceptors(rpcObserver{s}),
 		connect.WithRecover(s.rpcRecover),
 		connect.WithReadMaxBytes(int(max(s.cfg.MaxBodyBytes, maxGrabsBody))),
+		// Answers of a few dozen bytes (a grab, a health check) cost more
+		// CPU to gzip than they save; batches and streams still compress
+		// for a client that asks.
+		connect.WithCompressMinBytes(1024),
 	}
 	path, grabs := hongbaov1connect.NewGrabServiceHandler(rpcGrabs{s}, opts...)
 	s.mux.Handle(path, streamDeadlines(grabs))

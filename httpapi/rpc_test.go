@@ -272,7 +272,7 @@ func TestRPCGrabStream(t *testing.T) {
 		t.Run(p, func(t *testing.T) {
 			c := ts.rpc(t, p)
 			id := ts.create(t, `{"total":"50.00","count":40,"min":"0.01"}`)
-			st := c.grabs.GrabStream(context.Background())
+			st := c.grabs.GrabStream(streamContext(t))
 			st.RequestHeader().Set("Authorization", "Bearer "+string(gatewayKey))
 			const messages, per = 6, 15
 			sent := map[uint64]string{}
@@ -369,7 +369,7 @@ func TestRPCGrabStreamRefused(t *testing.T) {
 	c := ts.rpc(t, "grpc")
 	id := ts.create(t, `{"total":"10.00","count":10}`)
 	open := func(credential string, msgs ...*hongbaov1.GrabStreamRequest) ([]*hongbaov1.GrabResult, error) {
-		st := c.grabs.GrabStream(context.Background())
+		st := c.grabs.GrabStream(streamContext(t))
 		st.RequestHeader().Set("Authorization", "Bearer "+credential)
 		for _, m := range msgs {
 			if err := st.Send(m); err != nil {
@@ -435,7 +435,7 @@ func TestRPCGrabStreamStops(t *testing.T) {
 	ts := newGatewayServer(t, false)
 	c := ts.rpc(t, "grpc")
 	id := ts.create(t, `{"total":"10.00","count":10}`)
-	st := c.grabs.GrabStream(context.Background())
+	st := c.grabs.GrabStream(streamContext(t))
 	st.RequestHeader().Set("Authorization", "Bearer "+string(gatewayKey))
 	require.NoError(t, st.Send(&hongbaov1.GrabStreamRequest{CampaignId: id, Grabs: []*hongbaov1.StreamGrab{{UserId: "ann", Ref: 1}}}))
 	res, err := st.Receive()
@@ -455,4 +455,54 @@ func TestRPCGrabStreamStops(t *testing.T) {
 	}
 	_ = st.CloseRequest()
 	_ = st.CloseResponse()
+}
+
+// TestRPCGrabStreamLimited: each message after the first spends the
+// per-address limit, as a batch request would; a message past it is
+// answered rate_limited, grab by grab, with the wait, and the stream goes
+// on.
+func TestRPCGrabStreamLimited(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, func(c *httpapi.Config) {
+		c.GatewayKeys, c.UserRate, c.IPRate, c.IPBurst = [][]byte{gatewayKey}, -1, 0.01, 3
+	})
+	id := ts.create(t, `{"total":"10.00","count":10}`)
+	st := ts.rpc(t, "grpc").grabs.GrabStream(streamContext(t))
+	st.RequestHeader().Set("Authorization", "Bearer "+string(gatewayKey))
+	results := func(m *hongbaov1.GrabStreamRequest) []*hongbaov1.GrabResult {
+		t.Helper()
+		require.NoError(t, st.Send(m))
+		res, err := st.Receive()
+		require.NoError(t, err)
+		return res.Results
+	}
+	// The create spent one request of the burst of 3, the stream's
+	// opening one, its first message none, the second the last.
+	r := results(&hongbaov1.GrabStreamRequest{CampaignId: id, Grabs: []*hongbaov1.StreamGrab{{UserId: "ann", Ref: 1}}})
+	require.Equal(t, hongbaov1.GrabOutcome_GRAB_OUTCOME_GRANTED, r[0].Outcome)
+	r = results(&hongbaov1.GrabStreamRequest{Grabs: []*hongbaov1.StreamGrab{{UserId: "bob", Ref: 2}}})
+	require.Equal(t, hongbaov1.GrabOutcome_GRAB_OUTCOME_GRANTED, r[0].Outcome)
+	r = results(&hongbaov1.GrabStreamRequest{Grabs: []*hongbaov1.StreamGrab{{UserId: "cy", Ref: 3}, {UserId: "dee", Ref: 4}}})
+	require.Len(t, r, 2)
+	for i, want := range []string{"cy", "dee"} {
+		require.Equal(t, want, r[i].UserId)
+		require.Equal(t, httpapi.CodeRateLimited, r[i].Error)
+		require.Positive(t, r[i].RetryAfterMs)
+		require.Equal(t, hongbaov1.GrabOutcome_GRAB_OUTCOME_UNSPECIFIED, r[i].Outcome)
+	}
+	require.NoError(t, st.CloseRequest())
+	_, err := st.Receive()
+	require.ErrorIs(t, err, io.EOF)
+	require.NoError(t, st.CloseResponse())
+	_, err = ts.Engine.Held(context.Background(), id, "cy")
+	require.ErrorIs(t, err, hongbao.ErrNoGrant, "a refused grab was not attempted")
+}
+
+// streamContext is the context of a test's stream: cancelled when the
+// test ends, before its server closes, so that a stream a failed test
+// left open does not hold the server's Close.
+func streamContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
 }

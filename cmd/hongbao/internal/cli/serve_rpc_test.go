@@ -156,3 +156,46 @@ func TestServeRPCOverTLS(t *testing.T) {
 		rpcRequest(&hongbaov1.GrabRequest{CampaignId: "nope"}, fx.api(t, p.URL).userToken(t, "ann")))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), fmt.Sprint(err))
 }
+
+// TestServeRPCStreamOutlivesTimeouts: a gateway's stream lives past
+// serve's per-request read timeout (10s), which would otherwise end it
+// while the gateway keeps it for a whole campaign. The wait is the point
+// of the test: no condition to poll would stand for the timeout passing.
+func TestServeRPCStreamOutlivesTimeouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits past serve's read timeout")
+	}
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	gwFile := writeSecret(t, fx.dir, "gateway.key")
+	p := startServe(t, fx.args("--gateway-key-file", gwFile, "--user-rate", "-1")...)
+	gw, err := os.ReadFile(gwFile)
+	require.NoError(t, err)
+	id := fx.api(t, p.URL).create(t, p.URL, `{"total":"5.00","count":4}`)
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: openapitest.Transport(t, tr)}
+	st := hongbaov1connect.NewGrabServiceClient(hc, p.URL, connect.WithGRPC()).GrabStream(context.Background())
+	st.RequestHeader().Set("Authorization", "Bearer "+strings.TrimSpace(string(gw)))
+	grab := func(user string, ref uint64) *hongbaov1.GrabResult {
+		t.Helper()
+		req := &hongbaov1.GrabStreamRequest{Grabs: []*hongbaov1.StreamGrab{{UserId: user, Ref: ref}}}
+		if ref == 1 {
+			req.CampaignId = id
+		}
+		require.NoError(t, st.Send(req))
+		res, err := st.Receive()
+		require.NoError(t, err)
+		require.Len(t, res.Results, 1)
+		require.Equal(t, ref, res.Results[0].Ref)
+		return res.Results[0]
+	}
+	require.Equal(t, hongbaov1.GrabOutcome_GRAB_OUTCOME_GRANTED, grab("ann", 1).Outcome)
+	time.Sleep(11 * time.Second)
+	require.Equal(t, hongbaov1.GrabOutcome_GRAB_OUTCOME_GRANTED, grab("bob", 2).Outcome)
+	require.NoError(t, st.CloseRequest())
+	_, err = st.Receive()
+	require.ErrorIs(t, err, io.EOF)
+	require.NoError(t, st.CloseResponse())
+}
