@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,13 +40,17 @@ func (s *Server) rpcRoutes() {
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(rpcObserver{s}),
 		connect.WithRecover(s.rpcRecover),
-		connect.WithReadMaxBytes(int(max(s.cfg.MaxBodyBytes, maxGrabsBody))),
+		// A message is capped as a JSON body is (Config.MaxBodyBytes).
+		connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)),
 		// Answers of a few dozen bytes (a grab, a health check) cost more
 		// CPU to gzip than they save; batches and streams still compress
 		// for a client that asks.
 		connect.WithCompressMinBytes(1024),
 	}
-	path, grabs := hongbaov1connect.NewGrabServiceHandler(rpcGrabs{s}, opts...)
+	// A batch's message, or a stream's, names up to MaxGrabBatch users, as
+	// the JSON batch's body may (maxGrabsBody).
+	grabOpts := append(slices.Clone(opts), connect.WithReadMaxBytes(int(max(s.cfg.MaxBodyBytes, maxGrabsBody))))
+	path, grabs := hongbaov1connect.NewGrabServiceHandler(rpcGrabs{s}, grabOpts...)
 	s.mux.Handle(path, streamDeadlines(grabs))
 	s.mux.Handle(hongbaov1connect.NewDiscountServiceHandler(rpcDiscounts{s}, opts...))
 	s.mux.Handle(grpchealth.NewHandler(rpcHealth{s}, opts...))
