@@ -6,7 +6,7 @@ DASHBOARD_GEN := deploy/grafana/gen
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots dashboard drill-images drill drill-short openapi
+.PHONY: help deps test test-deploy race short lint bench demo demo-web build image fuzz serve faults screenshots dashboard drill-images drill drill-short openapi proto
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,6 +52,13 @@ lint: ## go vet and staticcheck, of the library, deploy/ and the dashboard gener
 
 openapi: ## regenerate httpapi/openapi.json from its Go table (cmd/hongbao/internal/apispec)
 	$(GO) run ./cmd/hongbao/internal/apispec/gen -o httpapi/openapi.json
+
+# buf and protoc-gen-es come from npm, pinned by proto/package-lock.json;
+# the Go plugins are go.mod tools (go tool protoc-gen-go, ...).
+proto: ## regenerate client/hongbaov1 (Go, Connect) and clients/ts/src/gen (TypeScript) from proto/
+	cd proto && npm ci --no-audit --no-fund --silent
+	proto/node_modules/.bin/buf lint
+	proto/node_modules/.bin/buf generate
 
 dashboard: ## regenerate deploy/grafana/hongbao.json with the Grafana foundation SDK (its own module)
 	cd $(DASHBOARD_GEN) && $(GO) run . -o ../hongbao.json

@@ -180,6 +180,12 @@ func decodeReserve(body []byte) (reservation, error) {
 	if err := decodeObject(body, &req, reserveFields); err != nil {
 		return reservation{}, err
 	}
+	return req.check()
+}
+
+// check reads a reserve's fields, whatever the protocol that sent them
+// (nil for a field that did not come).
+func (req *reserveRequest) check() (reservation, error) {
 	user, err := checkUserField(req.UserID)
 	if err != nil {
 		return reservation{}, err

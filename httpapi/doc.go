@@ -9,6 +9,12 @@
 //
 // The routes are listed in openapi.json, served at /openapi.json.
 //
+// The same mux answers the Connect and gRPC procedures of
+// proto/hongbao/v1 (rpc.go, rpc_grab.go, rpc_discount.go) and gRPC's
+// health and reflection services. They pass the JSON routes' gates and
+// call their operations; their errors come from the same error table,
+// which gives each code its HTTP status and its gRPC code.
+//
 // The handlers call small interfaces declared in services.go (Grabber,
 // Campaigns, Discounts, Settlement, Store), which a *hongbao.Engine and a
 // *settle.Backlogs satisfy; the package holds no Redis client of its own.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/settle"
 )
@@ -44,35 +46,40 @@ const (
 )
 
 // errorCodes gives each error code what every protocol answers it with:
-// the HTTP status (a second protocol adds its own status code here). The
-// code is the neutral part: errorTable, the gates and the handlers name a
-// code, never a status; TestErrorCodesHaveStatus holds every code to a row.
-var errorCodes = map[string]struct{ http int }{
-	CodeUnauthorized:        {http.StatusUnauthorized},
-	CodeForbidden:           {http.StatusForbidden},
-	CodeNotFound:            {http.StatusNotFound},
-	CodeNoGrant:             {http.StatusNotFound},
-	CodeInvalidJSON:         {http.StatusBadRequest},
-	CodeInvalidRequest:      {http.StatusBadRequest},
-	CodeInvalidID:           {http.StatusBadRequest},
-	CodeBodyTooLarge:        {http.StatusRequestEntityTooLarge},
-	CodeRateLimited:         {http.StatusTooManyRequests},
-	CodeBusy:                {http.StatusServiceUnavailable},
-	CodeOutcomeUnknown:      {http.StatusServiceUnavailable},
-	CodeInProgress:          {http.StatusConflict},
-	CodeIdempotencyMismatch: {http.StatusUnprocessableEntity},
-	CodeNotReady:            {http.StatusServiceUnavailable},
-	CodeUnavailable:         {http.StatusServiceUnavailable},
-	CodeInternal:            {http.StatusInternalServerError},
-	CodeNoReservation:       {http.StatusNotFound},
-	CodeExpired:             {http.StatusConflict},
-	CodeCancelled:           {http.StatusConflict},
-	CodeConfirmed:           {http.StatusConflict},
-	CodeOrderMismatch:       {http.StatusConflict},
-	CodeMisdirected:         {http.StatusMisdirectedRequest},
-	CodeNoCommitment:        {http.StatusNotFound},
-	CodeNotClosed:           {http.StatusConflict},
-	CodeDrawLogExpired:      {http.StatusGone},
+// the HTTP status of the JSON routes and the status code of the Connect
+// and gRPC procedures (rpc.go). The code is the neutral part: errorTable,
+// the gates and the handlers name a code, never a status;
+// TestErrorCodesHaveStatus holds every code to a row. docs/service.md's
+// table of codes is checked against this one (TestRPCCodesDocumented).
+var errorCodes = map[string]struct {
+	http int
+	rpc  connect.Code
+}{
+	CodeUnauthorized:        {http.StatusUnauthorized, connect.CodeUnauthenticated},
+	CodeForbidden:           {http.StatusForbidden, connect.CodePermissionDenied},
+	CodeNotFound:            {http.StatusNotFound, connect.CodeNotFound},
+	CodeNoGrant:             {http.StatusNotFound, connect.CodeNotFound},
+	CodeInvalidJSON:         {http.StatusBadRequest, connect.CodeInvalidArgument},
+	CodeInvalidRequest:      {http.StatusBadRequest, connect.CodeInvalidArgument},
+	CodeInvalidID:           {http.StatusBadRequest, connect.CodeInvalidArgument},
+	CodeBodyTooLarge:        {http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted},
+	CodeRateLimited:         {http.StatusTooManyRequests, connect.CodeResourceExhausted},
+	CodeBusy:                {http.StatusServiceUnavailable, connect.CodeUnavailable},
+	CodeOutcomeUnknown:      {http.StatusServiceUnavailable, connect.CodeUnavailable},
+	CodeInProgress:          {http.StatusConflict, connect.CodeAborted},
+	CodeIdempotencyMismatch: {http.StatusUnprocessableEntity, connect.CodeAlreadyExists},
+	CodeNotReady:            {http.StatusServiceUnavailable, connect.CodeUnavailable},
+	CodeUnavailable:         {http.StatusServiceUnavailable, connect.CodeUnavailable},
+	CodeInternal:            {http.StatusInternalServerError, connect.CodeInternal},
+	CodeNoReservation:       {http.StatusNotFound, connect.CodeNotFound},
+	CodeExpired:             {http.StatusConflict, connect.CodeFailedPrecondition},
+	CodeCancelled:           {http.StatusConflict, connect.CodeFailedPrecondition},
+	CodeConfirmed:           {http.StatusConflict, connect.CodeFailedPrecondition},
+	CodeOrderMismatch:       {http.StatusConflict, connect.CodeFailedPrecondition},
+	CodeMisdirected:         {http.StatusMisdirectedRequest, connect.CodePermissionDenied},
+	CodeNoCommitment:        {http.StatusNotFound, connect.CodeNotFound},
+	CodeNotClosed:           {http.StatusConflict, connect.CodeFailedPrecondition},
+	CodeDrawLogExpired:      {http.StatusGone, connect.CodeNotFound},
 }
 
 // requestError is an answer of the error shape, whatever the protocol: a
@@ -93,6 +100,14 @@ func (e *requestError) httpStatus() int {
 		return c.http
 	}
 	return http.StatusInternalServerError
+}
+
+// rpcCode is the Connect and gRPC status code the error is answered with.
+func (e *requestError) rpcCode() connect.Code {
+	if c, ok := errorCodes[e.code]; ok {
+		return c.rpc
+	}
+	return connect.CodeInternal
 }
 
 func (e *requestError) Error() string { return e.code + ": " + e.msg }

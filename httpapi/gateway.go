@@ -67,15 +67,24 @@ func decodeGrabs(body []byte) ([]string, error) {
 	if err := decodeStrict(body, &req, grabsFields); err != nil {
 		return nil, err
 	}
-	if len(req.Users) < 1 || len(req.Users) > MaxGrabBatch {
-		return nil, badRequest(CodeInvalidRequest, "users: give 1 to %d user ids", MaxGrabBatch)
-	}
-	for i, u := range req.Users {
-		if err := hongbao.ValidateUserID(u); err != nil {
-			return nil, badRequest(CodeInvalidRequest, "users[%d]: user ids are 1 to 64 of A-Z a-z 0-9 _ - . : @", i)
-		}
+	if err := checkGrabUsers(req.Users, "users"); err != nil {
+		return nil, err
 	}
 	return req.Users, nil
+}
+
+// checkGrabUsers refuses a batch's users unless they are 1..MaxGrabBatch
+// valid user ids; field names them in the answer.
+func checkGrabUsers(users []string, field string) error {
+	if len(users) < 1 || len(users) > MaxGrabBatch {
+		return badRequest(CodeInvalidRequest, "%s: give 1 to %d user ids", field, MaxGrabBatch)
+	}
+	for i, u := range users {
+		if err := hongbao.ValidateUserID(u); err != nil {
+			return badRequest(CodeInvalidRequest, "%s[%d]: user ids are 1 to 64 of A-Z a-z 0-9 _ - . : @", field, i)
+		}
+	}
+	return nil
 }
 
 // batchResult is one user's answer in a batch: a grab's Grant, or, for

@@ -67,7 +67,13 @@ func newTestServer(t testing.TB, mod func(*httpapi.Config)) *testServer {
 	}
 	s, err := httpapi.New(cfg)
 	require.NoError(t, err)
-	hs := httptest.NewServer(s)
+	hs := httptest.NewUnstartedServer(s)
+	// As serve has it: HTTP/1.1 and, for gRPC clients, HTTP/2 with prior
+	// knowledge (h2c).
+	hs.Config.Protocols = new(http.Protocols)
+	hs.Config.Protocols.SetHTTP1(true)
+	hs.Config.Protocols.SetUnencryptedHTTP2(true)
+	hs.Start()
 	t.Cleanup(hs.Close)
 	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}
 	t.Cleanup(tr.CloseIdleConnections)

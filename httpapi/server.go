@@ -282,6 +282,7 @@ type Server struct {
 	global      *globalLimiter
 	routes      []string
 	stopping    atomic.Bool
+	stopped     chan struct{} // closed by Stopping: the gateways' streams end
 	live        *liveHub
 	lists       singleflight.Group // list requests for the same page share a reading
 	ready       readyCache
@@ -312,6 +313,7 @@ func New(cfg Config) (*Server, error) {
 		ipLim:   newBucketLimiter(cfg.IPRate, cfg.IPBurst),
 		failLim: newBucketLimiter(cfg.AuthFailRate, cfg.AuthFailBurst),
 		global:  newGlobalLimiter(cfg.Store.CountRequests, cfg.GlobalRate),
+		stopped: make(chan struct{}),
 	}
 	if cfg.Demo != nil {
 		s.demoLim = newBucketLimiter(cfg.Demo.TokenRate, cfg.Demo.TokenBurst)
@@ -339,6 +341,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.handle("GET /metrics", s.privateMetrics)
 	s.handle("GET /openapi.json", serveOpenAPI)
+	s.rpcRoutes()
 	if err := s.mountWeb(); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
@@ -412,7 +415,9 @@ func (s *Server) Routes() []string {
 // (long-lived requests that a drain would otherwise wait for). It cannot
 // be undone.
 func (s *Server) Stopping() {
-	s.stopping.Store(true)
+	if s.stopping.CompareAndSwap(false, true) {
+		close(s.stopped)
+	}
 	s.live.stop()
 }
 
@@ -570,10 +575,19 @@ func (s *Server) anyone(next http.HandlerFunc) http.HandlerFunc {
 // campaignID reads and validates the {id} of the path.
 func campaignID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if err := hongbao.ValidateCampaignID(id); err != nil {
-		return "", &requestError{code: CodeInvalidID, msg: "campaign ids are 1 to 64 of A-Z a-z 0-9 _ -"}
+	if err := checkCampaignID(id); err != nil {
+		return "", err
 	}
 	return id, nil
+}
+
+// checkCampaignID refuses a campaign id the engine would refuse, whatever
+// the protocol that named it.
+func checkCampaignID(id string) error {
+	if err := hongbao.ValidateCampaignID(id); err != nil {
+		return &requestError{code: CodeInvalidID, msg: "campaign ids are 1 to 64 of A-Z a-z 0-9 _ -"}
+	}
+	return nil
 }
 
 // idempotentID turns an Idempotency-Key into a campaign id, so a retried

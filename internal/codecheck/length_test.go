@@ -25,10 +25,11 @@ var allowLong = map[string]bool{}
 
 // skipDirs are directories whose Go files are not the module's code.
 var skipDirs = map[string]bool{
-	"testdata": true, // inputs of tests
-	"vendor":   true,
-	"bin":      true, // built binaries
-	"scratch":  true, // internal/scratch: ignored by git, throwaway code
+	"testdata":     true, // inputs of tests
+	"vendor":       true,
+	"bin":          true, // built binaries
+	"scratch":      true, // internal/scratch: ignored by git, throwaway code
+	"node_modules": true, // npm packages (proto/'s generators), not the module's
 }
 
 // TestFunctionLength parses every non-test Go file of the module and fails

@@ -202,6 +202,9 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if IsRPC(req) {
+		return t.next.RoundTrip(req)
+	}
 	sent, reqBody, err := keepBody(req)
 	if err != nil {
 		return nil, err
@@ -262,6 +265,23 @@ func keepBody(req *http.Request) (*http.Request, []byte, error) {
 	sent.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	sent.ContentLength = int64(len(b))
 	return sent, b, nil
+}
+
+// IsRPC says whether req calls a Connect or gRPC procedure
+// ("/hongbao.v1.GrabService/Grab", "/grpc.health.v1.Health/Check"): a
+// path of two segments whose first names a package's service, in one of
+// the protocols' content types. Those replies are not openapi.json's: the
+// client's generated code decodes them against the proto (a mismatch
+// fails the call), and a stream's body must not be read whole, so
+// Transport passes them through.
+func IsRPC(req *http.Request) bool {
+	service, method, ok := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/")
+	if !ok || !strings.Contains(service, ".") || method == "" || strings.Contains(method, "/") {
+		return false
+	}
+	ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	return strings.HasPrefix(ct, "application/grpc") || strings.HasPrefix(ct, "application/connect+") ||
+		ct == "application/proto" || ct == "application/json"
 }
 
 // isStream says whether a reply is the live view's event stream.

@@ -212,3 +212,30 @@ func TestHandlerChecksEveryReply(t *testing.T) {
 	require.ErrorContains(t, reported[0], "response 200 to POST /v1/campaigns/c1/grab does not match openapi.json")
 	require.ErrorContains(t, reported[0], "stalled")
 }
+
+// TestIsRPC: a Connect or gRPC procedure's call passes the transport
+// unchecked (its client decodes the reply against the proto); the JSON
+// routes, whatever their content type, do not.
+func TestIsRPC(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		path, contentType string
+		rpc               bool
+	}{
+		{"/hongbao.v1.GrabService/Grab", "application/proto", true},
+		{"/hongbao.v1.GrabService/Grab", "application/json", true},
+		{"/hongbao.v1.GrabService/GrabStream", "application/connect+proto", true},
+		{"/grpc.health.v1.Health/Check", "application/grpc", true},
+		{"/grpc.health.v1.Health/Check", "application/grpc+proto", true},
+		{"/v1/campaigns/c1/grab", "application/json", false},
+		{"/v1/campaigns", "application/json", false},
+		{"/hongbao.v1.GrabService/Grab", "text/plain", false},
+		{"/hongbao.v1.GrabService/Grab/x", "application/proto", false},
+		{"/openapi.json", "application/json", false},
+	} {
+		req, err := http.NewRequest(http.MethodPost, "http://h"+c.path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", c.contentType)
+		require.Equal(t, c.rpc, openapitest.IsRPC(req), "%s %s", c.path, c.contentType)
+	}
+}

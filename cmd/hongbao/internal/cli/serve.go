@@ -595,12 +595,19 @@ func (s *serveCmd) listen(ctx context.Context) error {
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	// HTTP/2 over TLS as net/http negotiates it; on plain HTTP also
+	// HTTP/2 with prior knowledge (h2c), which gRPC clients speak, beside
+	// HTTP/1.1 for everyone else.
+	s.srv.Protocols = new(http.Protocols)
+	s.srv.Protocols.SetHTTP1(true)
+	s.srv.Protocols.SetHTTP2(true)
 	s.served = make(chan error, 1)
 	srv := s.srv
 	if s.f.tlsCert != "" {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		go func() { s.served <- srv.ServeTLS(ln, s.f.tlsCert, s.f.tlsKey) }()
 	} else {
+		srv.Protocols.SetUnencryptedHTTP2(true)
 		go func() { s.served <- srv.Serve(ln) }()
 	}
 	s.deferClose(func() { _ = srv.Close() })
