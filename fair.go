@@ -250,6 +250,9 @@ func buildTree(ctx context.Context, recorder any, id string) (*fairTree, error) 
 		return nil, opErr("proof", id, ledgerErr("read the commitment", err))
 	}
 	salts, err := cm.Salts(ctx, id)
+	if errors.Is(err, ledger.ErrDrawDataPurged) {
+		return nil, opErr("proof", id, ErrDrawLogExpired)
+	}
 	if err != nil {
 		return nil, opErr("proof", id, ledgerErr("read the salts", err))
 	}
@@ -361,6 +364,9 @@ func (e *Engine) DrawLog(ctx context.Context, id string, retention time.Duration
 		return opErr("draw log", id, ledgerErr("read the commitment", err))
 	}
 	salts, err := cm.Salts(ctx, id)
+	if errors.Is(err, ledger.ErrDrawDataPurged) {
+		return opErr("draw log", id, ErrDrawLogExpired)
+	}
 	if err != nil {
 		return opErr("draw log", id, ledgerErr("read the salts", err))
 	}
@@ -372,8 +378,11 @@ func (e *Engine) DrawLog(ctx context.Context, id string, retention time.Duration
 		line := fairness.DrawLine{Seq: r.Seq, Cents: r.Cents, Salt: hex.EncodeToString(salts[fairness.SaltSize*(r.Seq-1) : fairness.SaltSize*r.Seq])}
 		if r.User != "" {
 			h := fairness.Pseudonym(c.HolderKey, r.User)
-			at := r.SettledAt
-			line.Holder, line.GrantedAt = &h, &at
+			line.Holder = &h
+			if !r.GrantedAt.IsZero() {
+				at := r.GrantedAt
+				line.GrantedAt = &at
+			}
 		}
 		return enc.Encode(line)
 	})
@@ -384,5 +393,39 @@ func (e *Engine) DrawLog(ctx context.Context, id string, retention time.Duration
 }
 
 // ErrDrawLogExpired: the campaign closed longer ago than the draw log's
-// retention.
+// retention, or its draw data (salts) was purged when that ended.
 var ErrDrawLogExpired = sentinel("draw log past its retention")
+
+// ErrNotSettled: the ledger has not recorded the grant yet; settlement
+// writes it within moments of the grant. Retrying is safe.
+var ErrNotSettled = sentinel("grant not settled yet")
+
+// GrantTime is Held with the time the packet was granted, as the ledger
+// recorded it (Grant.GrantedAt: Redis' clock at the grant, the time of
+// its settlement stream entry): what a receipt asked for after the grab
+// states. ErrNotSettled while the ledger has not recorded the grant yet;
+// a grant recorded without its time (settled before the ledger kept
+// grant times) has a zero GrantedAt. ErrNoCommitment without a ledger
+// that keeps grants (Config.Packets a ledger.Committer).
+func (e *Engine) GrantTime(ctx context.Context, id, user string) (Grant, error) {
+	g, err := e.Held(ctx, id, user)
+	if err != nil {
+		return Grant{}, err
+	}
+	cm := e.committer()
+	if cm == nil {
+		return Grant{}, opErr("grant time", id, ErrNoCommitment)
+	}
+	holder, at, err := cm.GrantTime(ctx, id, g.Seq)
+	if errors.Is(err, ledger.ErrNoGrant) {
+		return Grant{}, opErr("grant time", id, ErrNotSettled)
+	}
+	if err != nil {
+		return Grant{}, opErr("grant time", id, ledgerErr("read the grant", err))
+	}
+	if holder != user {
+		return Grant{}, opErr("grant time", id, fmt.Errorf("packet %d is held by %q in Redis and by another user in the ledger", g.Seq, user))
+	}
+	g.GrantedAt = at
+	return g, nil
+}
