@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,7 +131,7 @@ func TestServeFairness(t *testing.T) {
 		require.NoError(t, os.WriteFile(pf, []byte(proofBody), 0o600))
 		require.NoError(t, os.WriteFile(rf, []byte(receipt), 0o600))
 		if i < 3 {
-			c, out, errs := run(t, nil, "verify", "proof", "--root", pub.Root, pf)
+			c, out, errs := run(t, nil, "verify", "proof", "--root", pub.Root, "--size", strconv.Itoa(count), pf)
 			require.Equal(t, 0, c, "%s %s", out, errs)
 		}
 	}
@@ -228,7 +229,7 @@ func TestServeFairness(t *testing.T) {
 	b, _ = json.Marshal(pr)
 	bad := filepath.Join(dir, "bad.proof")
 	require.NoError(t, os.WriteFile(bad, b, 0o600))
-	c, out = verify("proof", "--root", pub.Root, bad)
+	c, out = verify("proof", "--root", pub.Root, "--size", strconv.Itoa(count), bad)
 	require.Equal(t, 1, c, out)
 	// A receipt whose amount was raised, under the real signature.
 	jws, _ := os.ReadFile(filepath.Join(dir, "player-0.jws"))
