@@ -22,8 +22,10 @@ type Fairness interface {
 }
 
 // DefaultDrawLogRetention is Config.DrawLogRetention's default: above the
-// 90 days regulators ask for, and a year of complaints.
-const DefaultDrawLogRetention = 400 * 24 * time.Hour
+// 90 days regulators ask for, and a year of complaints; the same as the
+// settle worker's deletion of the draw data after it
+// (settle.Config.DrawDataRetention).
+const DefaultDrawLogRetention = fairness.DefaultRetention
 
 // drawLogTimeout bounds a draw log's reads: ten million lines take a while.
 const drawLogTimeout = 5 * time.Minute

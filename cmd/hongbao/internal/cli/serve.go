@@ -137,7 +137,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "send traces (OpenTelemetry, OTLP over HTTP) to this collector URL, as http://127.0.0.1:4318; the OTEL_* environment variables set the rest, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on too; default: off")
 	fs.Var(&f.receiptKeys, "receipt-key-file", "file holding the Ed25519 key that signs grant receipts (a PEM PKCS #8 private key, or its 32-byte seed as 64 hex digits), as [kid=]PATH (kid default: the key's RFC 7638 thumbprint); repeat for rotation: the first signs, all are published at /.well-known/jwks.json; default: <data-dir>/receipt.key, generated if missing, when the admin key is too (else no receipts)")
-	fs.DurationVar(&f.drawLogRetention, "draw-log-retention", httpapi.DefaultDrawLogRetention, "how long after a campaign closed its draw log is served (regulators ask for at least 90 days, 2160h); negative: for ever")
+	fs.DurationVar(&f.drawLogRetention, "draw-log-retention", httpapi.DefaultDrawLogRetention, "how long after a campaign closed its draw log is served, and after its refund its draw data (salts) is kept before the settlement's sweep deletes it (regulators ask for at least 90 days, 2160h); negative: for ever")
 	fs.Var(&f.playEmbedders, "play-embedder", "an origin (https://app.example.com) allowed to show the play page in a frame and pass it the user's token by postMessage; repeat for several; default: none")
 }
 
