@@ -373,7 +373,8 @@ func (s *serveCmd) loadSecrets() error {
 	return err
 }
 
-// loadReceiptKeys reads --receipt-key-file values, each "[kid=]path".
+// loadReceiptKeys reads --receipt-key-file values, each "[kid=]path"
+// (keySpec).
 // With none given, a serve that generated its admin key (a newcomer's,
 // all in its data directory) generates the receipt key there too; one
 // given its secrets signs no receipts (and says so): processes of one
@@ -393,9 +394,9 @@ func (s *serveCmd) loadReceiptKeys(newcomer bool) error {
 	}
 	var keys []fairness.ReceiptKey
 	for _, spec := range f.receiptKeys {
-		kid, path, ok := strings.Cut(spec, "=")
-		if !ok {
-			kid, path = "", spec
+		kid, path, err := keySpec("receipt-key-file", spec)
+		if err != nil {
+			return err
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
