@@ -100,7 +100,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	f.redis.declare(fs, "default: start a durable redis-server (appendfsync always) in --data-dir", true)
 	f.redis.declareNamespace(fs)
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
-	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
 	fs.Var(&f.paymentKeys, "payment-key-file", "file holding a payment system key (at least 32 bytes): it reserves, confirms and cancels discounts for the user named in the body (an admin key does too); repeat for several keys; default: none")
 	fs.StringVar(&f.tlsCert, "tls-cert-file", "", "serve the API over HTTPS with this certificate (PEM, the chain after the leaf); with --tls-key-file; default: plain HTTP (TLS at the gateway)")

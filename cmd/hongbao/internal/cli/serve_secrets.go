@@ -125,6 +125,11 @@ func tokenSecrets(specs []string) ([]httpapi.Secret, error) {
 	return out, nil
 }
 
+// defaultDataDir is serve's data directory when --data-dir is not given
+// (relative to the working directory), where campaign and token look for
+// its generated secrets too.
+const defaultDataDir = "hongbao-data"
+
 // Files of the secrets serve makes in its data directory when none are
 // given, so a newcomer's first run needs no setup.
 const (
