@@ -191,6 +191,11 @@ type Grant struct {
 	Seq int64
 	// Cents is the packet's amount; 0 when the outcome carries no packet.
 	Cents int64
+	// GrantedAt is when the packet was granted, by Redis' clock (the time
+	// of the grant's settlement stream entry, which the ledger records as
+	// the grant's time, ms precision), for the outcome Granted; zero for
+	// the others, Already included (GrantTime reads it from the ledger).
+	GrantedAt time.Time
 }
 
 // PacketID names the packet across campaigns: "<campaign>/<seq>".

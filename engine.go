@@ -650,7 +650,11 @@ func toGrant(id, user string, r redisstore.GrabResult) (Grant, error) {
 	if (r.Outcome < redisstore.Granted || r.Outcome > redisstore.Closed) && r.Outcome != redisstore.Paused && r.Outcome != redisstore.Blocked {
 		return Grant{}, opErr("grab", id, fmt.Errorf("unknown outcome code %d", r.Outcome))
 	}
-	return Grant{Campaign: id, User: user, Outcome: Outcome(r.Outcome), Seq: r.Seq, Cents: r.Cents}, nil
+	g := Grant{Campaign: id, User: user, Outcome: Outcome(r.Outcome), Seq: r.Seq, Cents: r.Cents}
+	if r.Outcome == redisstore.Granted && r.At > 0 {
+		g.GrantedAt = time.UnixMilli(r.At).UTC()
+	}
+	return g, nil
 }
 
 // Held reads the packet user holds in campaign id, without grabbing: a

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -136,16 +137,35 @@ func (e *Engine) Commitment(ctx context.Context, id string) ([]byte, error) {
 	return c.Body, nil
 }
 
-// maxTrees bounds the trees an engine keeps for proofs: 64 bytes a packet,
-// so 64 MB for a campaign of a million.
+// maxTrees bounds the trees an engine keeps for proofs: a tree holds its
+// levels (about 64 bytes a packet), the packets' cents and salts (40
+// bytes a packet), so about 100 MB for a campaign of a million.
 const maxTrees = 4
 
-// trees keeps the most recently used campaigns' trees for proofs.
+// maxTreeBuilds bounds the trees built at once: a build reads every packet
+// and salt of a campaign from the ledger and holds them while it hashes,
+// so a burst of first proofs over many campaigns must not build them all
+// at once. The others wait their turn.
+const maxTreeBuilds = 2
+
+// treeBuildTimeout bounds one build. A build serves every caller waiting
+// for the campaign's tree, so it does not end with the first caller's
+// request (its context's cancellation is not passed on); this bounds it
+// instead.
+const treeBuildTimeout = 2 * time.Minute
+
+// trees keeps the most recently used campaigns' trees for proofs, and
+// builds each once however many callers ask for it at the same time.
 type trees struct {
 	mu    sync.Mutex
 	byID  map[string]*fairTree
 	order []string // least recently used first
 	sf    singleflight.Group
+	slots chan struct{} // one token a build in progress (maxTreeBuilds)
+
+	// building and waiting count the builds in progress and those waiting
+	// for a slot, for tests.
+	building, waiting atomic.Int64
 }
 
 // fairTree is a campaign's tree with the packets and salts it was built
@@ -156,21 +176,51 @@ type fairTree struct {
 	salts []byte
 }
 
-func newTrees() *trees { return &trees{byID: map[string]*fairTree{}} }
+func newTrees() *trees {
+	return &trees{byID: map[string]*fairTree{}, slots: make(chan struct{}, maxTreeBuilds)}
+}
+
+// cached returns the tree of campaign id if it is kept.
+func (ts *trees) cached(id string) (*fairTree, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.byID[id]
+	if ok {
+		ts.touch(id)
+	}
+	return t, ok
+}
 
 // tree returns the tree of campaign id, built from the ledger's packets
-// and salts on first use, and checked against the recorded root.
+// and salts on first use, and checked against the recorded root. Callers
+// that ask at the same time share one build, which runs detached from
+// their cancellation (a caller that gives up leaves it to the others) and
+// within treeBuildTimeout; each caller waits for it as long as its own
+// ctx allows.
 func (e *Engine) tree(ctx context.Context, id string) (*fairTree, error) {
 	ts := e.fair
-	ts.mu.Lock()
-	if t, ok := ts.byID[id]; ok {
-		ts.touch(id)
-		ts.mu.Unlock()
+	if t, ok := ts.cached(id); ok {
 		return t, nil
 	}
-	ts.mu.Unlock()
-	v, err, _ := ts.sf.Do(id, func() (any, error) {
-		t, err := buildTree(ctx, e.cfg.Packets, id)
+	ch := ts.sf.DoChan(id, func() (any, error) {
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), treeBuildTimeout)
+		defer cancel()
+		ts.waiting.Add(1)
+		select {
+		case ts.slots <- struct{}{}:
+			ts.waiting.Add(-1)
+		case <-bctx.Done():
+			ts.waiting.Add(-1)
+			return nil, opErr("proof", id, bctx.Err())
+		}
+		defer func() { <-ts.slots }()
+		// A build that ended while this one waited may have kept it.
+		if t, ok := ts.cached(id); ok {
+			return t, nil
+		}
+		ts.building.Add(1)
+		defer ts.building.Add(-1)
+		t, err := buildTree(bctx, e.cfg.Packets, id)
 		if err != nil {
 			return nil, err
 		}
@@ -184,10 +234,15 @@ func (e *Engine) tree(ctx context.Context, id string) (*fairTree, error) {
 		}
 		return t, nil
 	})
-	if err != nil {
-		return nil, err
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*fairTree), nil
+	case <-ctx.Done():
+		return nil, opErr("proof", id, ctx.Err())
 	}
-	return v.(*fairTree), nil
 }
 
 func (ts *trees) touch(id string) {
@@ -250,6 +305,9 @@ func buildTree(ctx context.Context, recorder any, id string) (*fairTree, error) 
 		return nil, opErr("proof", id, ledgerErr("read the commitment", err))
 	}
 	salts, err := cm.Salts(ctx, id)
+	if errors.Is(err, ledger.ErrDrawDataPurged) {
+		return nil, opErr("proof", id, ErrDrawLogExpired)
+	}
 	if err != nil {
 		return nil, opErr("proof", id, ledgerErr("read the salts", err))
 	}
@@ -361,6 +419,9 @@ func (e *Engine) DrawLog(ctx context.Context, id string, retention time.Duration
 		return opErr("draw log", id, ledgerErr("read the commitment", err))
 	}
 	salts, err := cm.Salts(ctx, id)
+	if errors.Is(err, ledger.ErrDrawDataPurged) {
+		return opErr("draw log", id, ErrDrawLogExpired)
+	}
 	if err != nil {
 		return opErr("draw log", id, ledgerErr("read the salts", err))
 	}
@@ -372,8 +433,11 @@ func (e *Engine) DrawLog(ctx context.Context, id string, retention time.Duration
 		line := fairness.DrawLine{Seq: r.Seq, Cents: r.Cents, Salt: hex.EncodeToString(salts[fairness.SaltSize*(r.Seq-1) : fairness.SaltSize*r.Seq])}
 		if r.User != "" {
 			h := fairness.Pseudonym(c.HolderKey, r.User)
-			at := r.SettledAt
-			line.Holder, line.GrantedAt = &h, &at
+			line.Holder = &h
+			if !r.GrantedAt.IsZero() {
+				at := r.GrantedAt
+				line.GrantedAt = &at
+			}
 		}
 		return enc.Encode(line)
 	})
@@ -384,5 +448,39 @@ func (e *Engine) DrawLog(ctx context.Context, id string, retention time.Duration
 }
 
 // ErrDrawLogExpired: the campaign closed longer ago than the draw log's
-// retention.
+// retention, or its draw data (salts) was purged when that ended.
 var ErrDrawLogExpired = sentinel("draw log past its retention")
+
+// ErrNotSettled: the ledger has not recorded the grant yet; settlement
+// writes it within moments of the grant. Retrying is safe.
+var ErrNotSettled = sentinel("grant not settled yet")
+
+// GrantTime is Held with the time the packet was granted, as the ledger
+// recorded it (Grant.GrantedAt: Redis' clock at the grant, the time of
+// its settlement stream entry): what a receipt asked for after the grab
+// states. ErrNotSettled while the ledger has not recorded the grant yet;
+// a grant recorded without its time (settled before the ledger kept
+// grant times) has a zero GrantedAt. ErrNoCommitment without a ledger
+// that keeps grants (Config.Packets a ledger.Committer).
+func (e *Engine) GrantTime(ctx context.Context, id, user string) (Grant, error) {
+	g, err := e.Held(ctx, id, user)
+	if err != nil {
+		return Grant{}, err
+	}
+	cm := e.committer()
+	if cm == nil {
+		return Grant{}, opErr("grant time", id, ErrNoCommitment)
+	}
+	holder, at, err := cm.GrantTime(ctx, id, g.Seq)
+	if errors.Is(err, ledger.ErrNoGrant) {
+		return Grant{}, opErr("grant time", id, ErrNotSettled)
+	}
+	if err != nil {
+		return Grant{}, opErr("grant time", id, ledgerErr("read the grant", err))
+	}
+	if holder != user {
+		return Grant{}, opErr("grant time", id, fmt.Errorf("packet %d is held by %q in Redis and by another user in the ledger", g.Seq, user))
+	}
+	g.GrantedAt = at
+	return g, nil
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,4 +137,105 @@ func TestCommitmentKeptByRetry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, body, got, "the retry kept the first attempt's commitment")
 	require.NoError(t, eng.CheckCommitment(ctx, id))
+}
+
+// gatedLedger holds every Packets read while gate is armed, until release
+// is closed, and counts them: a proof tree's build reads the packets
+// once.
+type gatedLedger struct {
+	ledger.Ledger
+	ledger.Committer
+	armed   atomic.Bool
+	reads   atomic.Int64
+	release chan struct{}
+}
+
+func (g *gatedLedger) Packets(ctx context.Context, campaign string, fn func(ledger.Packet) error) error {
+	if g.armed.Load() {
+		g.reads.Add(1)
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return g.Ledger.Packets(ctx, campaign, fn)
+}
+
+// TestProofTreeBuiltOnce: the first proofs of a campaign, asked at once,
+// share one build of its tree; a caller that gives up while it runs gets
+// its own cancellation, and the build goes on for the others; builds of
+// several campaigns run at most two at a time, the others wait; a built
+// tree is kept, and later proofs read nothing.
+func TestProofTreeBuiltOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := sqliteLedger(t)
+	gl := &gatedLedger{Ledger: l, Committer: l.(ledger.Committer), release: make(chan struct{})}
+	r := testenv.SharedRedis(t)
+	eng, err := hongbao.New(hongbao.Config{Redis: r.Client, Packets: gl, Logger: quiet()})
+	require.NoError(t, err)
+	var ids []string
+	for range 3 {
+		c := create(t, eng, hongbao.Spec{ID: testenv.UniqueID(t), Total: 5000, Count: 50})
+		ids = append(ids, c.ID)
+		for _, u := range []string{"a", "b", "c"} {
+			g, err := eng.Grab(ctx, c.ID, u)
+			require.NoError(t, err)
+			require.Equal(t, hongbao.Granted, g.Outcome)
+		}
+	}
+	gl.armed.Store(true)
+
+	type answer struct {
+		p   fairness.Proof
+		err error
+	}
+	quitter, quit := context.WithCancel(ctx)
+	answers := make([]chan answer, 5)
+	ask := func(i int, ctx context.Context, id, user string) {
+		answers[i] = make(chan answer, 1)
+		go func() {
+			p, err := eng.Proof(ctx, id, user)
+			answers[i] <- answer{p, err}
+		}()
+	}
+	// The caller that will give up asks first: the build is its call's.
+	ask(0, quitter, ids[0], "a")
+	waitCond(t, "the first build running", func() bool {
+		building, _ := hongbao.TreeBuilds(eng)
+		return building == 1
+	})
+	ask(1, ctx, ids[0], "b")
+	ask(2, ctx, ids[0], "c")
+	ask(3, ctx, ids[1], "a")
+	ask(4, ctx, ids[2], "a")
+	waitCond(t, "two builds running and one waiting", func() bool {
+		building, waiting := hongbao.TreeBuilds(eng)
+		return building == 2 && waiting == 1
+	})
+	quit()
+	a := <-answers[0]
+	require.ErrorIs(t, a.err, context.Canceled, "the caller that gave up")
+	building, _ := hongbao.TreeBuilds(eng)
+	require.EqualValues(t, 2, building, "its build goes on, for the others")
+
+	close(gl.release)
+	for i, id := range []string{ids[0], ids[0], ids[1], ids[2]} {
+		a := <-answers[i+1]
+		require.NoError(t, a.err)
+		body, err := eng.Commitment(ctx, id)
+		require.NoError(t, err)
+		var pub fairness.Commitment
+		require.NoError(t, json.Unmarshal(body, &pub))
+		root, err := fairness.ParseHash(pub.Root)
+		require.NoError(t, err)
+		require.NoError(t, fairness.VerifyProof(a.p, root))
+	}
+	require.EqualValues(t, 3, gl.reads.Load(), "one build of each campaign's tree")
+	for _, id := range ids {
+		_, err := eng.Proof(ctx, id, "a")
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 3, gl.reads.Load(), "kept trees: nothing read again")
 }

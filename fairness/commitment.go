@@ -46,6 +46,13 @@ type Bucket struct {
 // LeafLayout is Commitment.Leaf.
 const LeafLayout = LeafPrefix + "<campaign_id>:<seq>:<cents>:<salt as 64 lower-case hex>"
 
+// DefaultRetention is how long after a campaign ends its draw data (the
+// salts, and the key of the holders' pseudonyms) is kept and its draw log
+// served, by default: above the 90 days regulators ask for, and a year of
+// complaints. Serving stops at the campaign's close plus the retention;
+// the ledger deletes the data at its refund plus the retention.
+const DefaultRetention = 400 * 24 * time.Hour
+
 // MaxBuckets bounds the histogram: amounts spanning more values than this
 // are counted in MaxBuckets ranges of equal width (the last one shorter).
 const MaxBuckets = 20

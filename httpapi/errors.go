@@ -184,6 +184,8 @@ var errorTable = []errorRow{
 		answer: &requestError{code: CodeNotClosed, msg: "the draw log is published once the campaign closed"}},
 	{is: []error{hongbao.ErrDrawLogExpired},
 		answer: &requestError{code: CodeDrawLogExpired, msg: "this campaign's draw log is past its retention"}},
+	{is: []error{hongbao.ErrNotSettled},
+		answer: &requestError{code: CodeUnavailable, retry: true, msg: "this grant is being recorded in the ledger; its receipt is ready within seconds: retry"}},
 	{as: func(err error) *requestError {
 		var e *hongbao.IDError
 		if errors.As(err, &e) {

@@ -16,11 +16,16 @@ type Fairness interface {
 	Commitment(ctx context.Context, id string) ([]byte, error)
 	Proof(ctx context.Context, id, user string) (fairness.Proof, error)
 	DrawLog(ctx context.Context, id string, retention time.Duration, now time.Time, w io.Writer) error
+	// GrantTime is the user's packet with its grant time from the ledger
+	// (hongbao.ErrNotSettled before settlement recorded it).
+	GrantTime(ctx context.Context, id, user string) (hongbao.Grant, error)
 }
 
 // DefaultDrawLogRetention is Config.DrawLogRetention's default: above the
-// 90 days regulators ask for, and a year of complaints.
-const DefaultDrawLogRetention = 400 * 24 * time.Hour
+// 90 days regulators ask for, and a year of complaints; the same as the
+// settle worker's deletion of the draw data after it
+// (settle.Config.DrawDataRetention).
+const DefaultDrawLogRetention = fairness.DefaultRetention
 
 // drawLogTimeout bounds a draw log's reads: ten million lines take a while.
 const drawLogTimeout = 5 * time.Minute
@@ -28,6 +33,7 @@ const drawLogTimeout = 5 * time.Minute
 var (
 	errNoFairness = &requestError{code: CodeNoCommitment, msg: "this service keeps no fairness commitments"}
 	errNoReceipts = &requestError{code: CodeNotFound, msg: "this service signs no receipts"}
+	errNoTime     = &requestError{code: CodeNotFound, msg: "the ledger does not know when this packet was granted (it was settled before grant times were recorded): no receipt"}
 )
 
 // fairRoutes registers the fairness routes (docs/fairness.md).
@@ -93,10 +99,19 @@ func (s *Server) myReceipt(w http.ResponseWriter, r *http.Request, user string) 
 		s.fail(w, r, errNoReceipts)
 		return
 	}
+	if s.cfg.Fairness == nil {
+		s.fail(w, r, errNoFairness)
+		return
+	}
 	s.onCampaign(w, r, s.idTarget, func(ctx context.Context, id string) (any, error) {
-		g, err := s.cfg.Engine.Held(ctx, id, user)
+		// The grant's time is the ledger's: a grant not settled yet is
+		// retried (ErrNotSettled), never stamped with a guess.
+		g, err := s.cfg.Fairness.GrantTime(ctx, id, user)
 		if err != nil {
 			return nil, err
+		}
+		if g.GrantedAt.IsZero() {
+			return nil, errNoTime
 		}
 		jws, err := s.cfg.Receipts.Sign(receiptOf(g, s.cfg.Now()))
 		if err != nil {
@@ -106,10 +121,10 @@ func (s *Server) myReceipt(w http.ResponseWriter, r *http.Request, user string) 
 	})
 }
 
-// receiptOf is the receipt of grant g, confirmed at now.
+// receiptOf is the receipt of grant g (g.GrantedAt set), signed at now.
 func receiptOf(g hongbao.Grant, now time.Time) fairness.Receipt {
 	return fairness.Receipt{CampaignID: g.Campaign, UserID: g.User, PacketID: g.PacketID(), AmountCents: g.Cents,
-		GrantedAt: now.UTC().Truncate(time.Millisecond), IssuedAt: now.Unix()}
+		GrantedAt: g.GrantedAt.UTC(), IssuedAt: now.Unix()}
 }
 
 // wantsReceipt says whether a grab asked for its receipt in the answer
@@ -121,11 +136,26 @@ func wantsReceipt(r *http.Request) bool {
 }
 
 // appendReceipt adds "receipt" to the grant's JSON in b (ending "}\n"),
-// when the grant carries a packet and receipts are signed; a signature
-// that fails is left out (the receipt route signs it again).
-func (s *Server) appendReceipt(b []byte, g hongbao.Grant) []byte {
+// when the grant carries a packet and receipts are signed. A grant made
+// now carries its time (the grab's answer); one held already (ALREADY)
+// takes it from the ledger. A receipt that cannot be made yet (not
+// settled) or whose signature fails is left out: the receipt route
+// answers it.
+func (s *Server) appendReceipt(ctx context.Context, b []byte, g hongbao.Grant) []byte {
 	if s.cfg.Receipts == nil || !g.Outcome.HasPacket() || g.Seq == 0 || !bytes.HasSuffix(b, []byte("}\n")) {
 		return b
+	}
+	if g.GrantedAt.IsZero() {
+		if s.cfg.Fairness == nil {
+			return b
+		}
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		held, err := s.cfg.Fairness.GrantTime(ctx, g.Campaign, g.User)
+		cancel()
+		if err != nil || held.Seq != g.Seq || held.GrantedAt.IsZero() {
+			return b
+		}
+		g.GrantedAt = held.GrantedAt
 	}
 	jws, err := s.cfg.Receipts.Sign(receiptOf(g, s.cfg.Now()))
 	if err != nil {

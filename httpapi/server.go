@@ -759,7 +759,7 @@ func (s *Server) grab(w http.ResponseWriter, r *http.Request, user string) {
 	bp := grantBufs.Get().(*[]byte)
 	*bp = appendGrant((*bp)[:0], g, g.Outcome.String())
 	if wantsReceipt(r) {
-		*bp = s.appendReceipt(*bp, g)
+		*bp = s.appendReceipt(r.Context(), *bp, g)
 	}
 	writeBody(w, http.StatusOK, *bp)
 	grantBufs.Put(bp)

@@ -97,8 +97,9 @@
 //	                  rarely share; Totals and Refund sum them
 //	ledger_entries    the fund and refund entries, key (campaign, kind)
 //	ledger_grants     the grant entries, key (campaign num, seq), unique
-//	                  (campaign num, user_id); narrow on purpose, as it
-//	                  holds nearly all rows
+//	                  (campaign num, user_id), with when Redis granted
+//	                  each (granted_ms, NULL when unknown); narrow on
+//	                  purpose, as it holds nearly all rows
 //	ledger_accounts   balances by account id, for fast reads; a user's
 //	                  holds the campaigns rolled up (see Balances)
 //	ledger_journal    a view of every entry as (kind, campaign, seq,
@@ -118,6 +119,12 @@
 //	ledger_identity   one row: the ledger's identity and when it was drawn
 //	ledger_leases     one row per lease: the largest fencing token recorded
 //	                  (RaiseLease) and when
+//	ledger_commitments
+//	                  one row per committed campaign: the fairness root,
+//	                  count, cents, published body and the key of its
+//	                  holders' pseudonyms (NULL once purged, purged_at)
+//	ledger_salts      the packets' salts, 4096 packets a row; deleted by
+//	                  PurgeDrawData after the retention
 //
 // # Discount campaigns
 //

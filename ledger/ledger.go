@@ -14,6 +14,12 @@ type Grant struct {
 	Seq      int64
 	User     string
 	Cents    int64
+	// GrantedAt is when Redis granted the packet, in ms since the epoch:
+	// the time of the settlement stream entry that carried it (its id),
+	// by Redis' clock. 0 when unknown (recorded as NULL). It is not part
+	// of the grant's identity: a replay with another time is a replay,
+	// and the first time recorded stays.
+	GrantedAt int64
 }
 
 // Campaign is what the fund entry needs: the campaign's id, the funding

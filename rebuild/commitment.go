@@ -19,6 +19,9 @@ func (r *run) checkCommitment(ctx context.Context) error {
 	case errors.Is(err, hongbao.ErrNoCommitment):
 		r.rep.Notes = append(r.rep.Notes, "the ledger records no commitment for this campaign (created before commitments, or without a ledger that keeps them)")
 		return nil
+	case errors.Is(err, hongbao.ErrDrawLogExpired):
+		r.rep.Notes = append(r.rep.Notes, "the campaign's draw data (salts) was deleted after its retention: its committed root is kept and cannot be checked again")
+		return nil
 	case err != nil:
 		return err
 	}

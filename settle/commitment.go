@@ -27,6 +27,12 @@ func (rc *reconciler) commitment(ctx context.Context) error {
 		return err
 	}
 	salts, err := cm.Salts(ctx, rc.r.Campaign)
+	if errors.Is(err, ledger.ErrDrawDataPurged) {
+		// Past its retention the salts are gone by design: the root is
+		// kept, and there is nothing left to recompute it from.
+		rc.r.DrawDataPurged = true
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,10 @@ type Report struct {
 	// the ledger records no commitment (a difference says when they do
 	// not hash to it).
 	CommitmentRoot string `json:"commitment_root,omitempty"`
+	// DrawDataPurged says that the campaign's salts were deleted after
+	// their retention (settle.Config.DrawDataRetention): its root is kept
+	// but cannot be recomputed, and CommitmentRoot is "".
+	DrawDataPurged bool `json:"draw_data_purged,omitempty"`
 
 	items int // grant-by-grant lines listed so far
 }

@@ -39,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/fairness"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 )
@@ -130,6 +131,13 @@ type Config struct {
 	// does not reconcile keeps its keys for an operator). Default 7 days;
 	// negative keeps them.
 	Retention time.Duration
+	// DrawDataRetention is how long after a campaign's refund the ledger
+	// keeps its fairness draw data: the salts and the holder key that the
+	// draw log and the proofs read (docs/fairness.md). Once it has passed,
+	// the worker's sweep deletes them (PurgeDrawData); the commitment, its
+	// root and the ledger's entries stay. Default
+	// fairness.DefaultRetention (400 days); negative keeps them for ever.
+	DrawDataRetention time.Duration
 	// Only, if not empty, limits the worker to these campaigns, red
 	// packet or discount campaigns by their ids. Default: every registered
 	// campaign.
@@ -282,6 +290,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.WaitTimeout == 0 {
 		cfg.WaitTimeout = 500 * time.Millisecond
 	}
+	if cfg.DrawDataRetention == 0 {
+		cfg.DrawDataRetention = fairness.DefaultRetention
+	}
 	ns, _ := redisstore.ParseNamespace(cfg.Namespace) // checked by Validate
 	store := redisstore.New(cfg.Redis)
 	if cfg.LegacyScripts {
@@ -326,6 +337,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	wg.Go(func() { w.loop(ctx, halt) })
 	if _, ok := w.sink.(rollUpper); ok {
 		wg.Go(func() { w.rollUpLoop(ctx, halt) })
+	}
+	if _, ok := w.sink.(ledger.Committer); ok && w.cfg.DrawDataRetention > 0 {
+		wg.Go(func() { w.purgeLoop(ctx, halt) })
 	}
 	go func() {
 		wg.Wait()

@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,10 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/fairness"
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/browsertest"
 	"github.com/hongbao/hongbao/internal/redisstore"
@@ -371,6 +374,108 @@ func TestPlayChecksMyPacket(t *testing.T) {
 	waitFor(t, tab, `!!document.getElementById('fair-result').dataset.verdict`, "the check")
 	require.Equal(t, "holds", js[string](t, tab, `document.getElementById('fair-result').dataset.verdict`),
 		js[string](t, tab, `document.getElementById('fair-result').textContent`))
+
+	// An operator's tampered answers, each a valid inclusion path to the
+	// root it goes with: the page holds the proof to the committed count
+	// and to leaf seq-1, not only to the root. The answers are swapped in
+	// the page's fetch, and the page loaded again (it finds the packet
+	// held).
+	held, err := s.Engine.Held(context.Background(), id, "checker")
+	require.NoError(t, err)
+	_, err = chromedp.Call(tab.Ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: fakeFairFetch})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name    string
+		order   []int64 // the seqs at leaves 0..n-1
+		count   int64   // the count the commitment states
+		verdict string
+	}{
+		{"a tree in seq order (the check of the swap itself)", []int64{1, 2, 3, 4}, 4, "holds"},
+		{"a tree of one packet more than committed", []int64{1, 2, 3, 4, 5}, 4, "fails"},
+		{"packet 1 at leaf 1", []int64{2, 1, 3, 4}, 4, "fails"},
+	} {
+		c, p := craftedProof(t, id, tc.order, held.Cents)
+		c["count"] = tc.count
+		fake, err := json.Marshal(map[string]any{"commitment": c, "proof": p})
+		require.NoError(t, err)
+		require.True(t, js[bool](t, tab, fmt.Sprintf(`(sessionStorage.setItem('fake-fair', %q), true)`, fake)))
+		do(t, tab, chromedp.Reload())
+		waitFor(t, tab, fmt.Sprintf(`document.getElementById('fair-root').title === %q`, c["root"]), "the swapped commitment")
+		waitFor(t, tab, `!document.getElementById('fair-check').hidden`, "the check button")
+		do(t, tab, chromedp.Click(chromedp.CSS("#fair-check")))
+		waitFor(t, tab, `!!document.getElementById('fair-result').dataset.verdict`, "the check")
+		require.Equal(t, tc.verdict, js[string](t, tab, `document.getElementById('fair-result').dataset.verdict`),
+			"%s: %s", tc.name, js[string](t, tab, `document.getElementById('fair-result').textContent`))
+	}
+}
+
+// fakeFairFetch answers the commitment and proof routes in the page with
+// sessionStorage's "fake-fair" ({commitment, proof}) when it is set.
+const fakeFairFetch = `(() => {
+  const real = window.fetch;
+  window.fetch = function (input, init) {
+    const fake = JSON.parse(sessionStorage.getItem('fake-fair') || 'null');
+    const url = String(input && input.url ? input.url : input);
+    if (fake) {
+      const body = url.endsWith('/commitment') ? fake.commitment : url.endsWith('/grants/me/proof') ? fake.proof : null;
+      if (body) return Promise.resolve(new Response(JSON.stringify(body), { status: 200, headers: { 'Content-Type': 'application/json' } }));
+    }
+    return real.apply(this, arguments);
+  };
+})();`
+
+// craftedProof builds, with package fairness's hashes, a tree of campaign
+// whose leaf i is packet order[i] (packet 1 of cents held, the others of
+// 1 cent), and returns its commitment (root) and the proof of packet 1:
+// a valid inclusion path, at the leaf where order put it.
+func craftedProof(t *testing.T, campaign string, order []int64, held int64) (map[string]any, fairness.Proof) {
+	t.Helper()
+	salt := func(seq int64) []byte { return bytes.Repeat([]byte{byte(seq)}, fairness.SaltSize) }
+	leaves := make([]fairness.Hash, len(order))
+	at := -1
+	for i, seq := range order {
+		cents := int64(1)
+		if seq == 1 {
+			cents, at = held, i
+		}
+		leaves[i] = fairness.LeafHash(fairness.Leaf(campaign, seq, cents, salt(seq)))
+	}
+	var hash func(ls []fairness.Hash) fairness.Hash
+	var path func(ls []fairness.Hash, i int) []fairness.Hash
+	split := func(n int) int { // the largest power of two below n
+		k := 1
+		for k*2 < n {
+			k *= 2
+		}
+		return k
+	}
+	hash = func(ls []fairness.Hash) fairness.Hash {
+		if len(ls) == 1 {
+			return ls[0]
+		}
+		k := split(len(ls))
+		return fairness.NodeHash(hash(ls[:k]), hash(ls[k:]))
+	}
+	path = func(ls []fairness.Hash, i int) []fairness.Hash {
+		if len(ls) == 1 {
+			return nil
+		}
+		k := split(len(ls))
+		if i < k {
+			return append(path(ls[:k], i), hash(ls[k:]))
+		}
+		return append(path(ls[k:], i-k), hash(ls[:k]))
+	}
+	root := hash(leaves)
+	p := fairness.Proof{PacketID: campaign + "/1", Seq: 1, Cents: held, Salt: hex.EncodeToString(salt(1)),
+		LeafIndex: int64(at), TreeSize: int64(len(order)), Root: root.String()}
+	for _, h := range path(leaves, at) {
+		p.Path = append(p.Path, h.String())
+	}
+	got, err := fairness.RootFromPath(p.LeafIndex, p.TreeSize, leaves[at], path(leaves, at))
+	require.NoError(t, err)
+	require.Equal(t, root, got, "a valid path")
+	return map[string]any{"campaign_id": campaign, "scheme": fairness.Scheme, "root": root.String()}, p
 }
 
 // TestConsoleShowsCommitment: a campaign's live page shows the root it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -35,6 +36,10 @@ type GrabResult struct {
 	Outcome int
 	Seq     int64
 	Cents   int64
+	// At is when a Granted packet was granted, in ms since the epoch by
+	// Redis' clock: the time of the batch's grants stream entry, which
+	// settlement records in the ledger (EntryTime). 0 for other outcomes.
+	At int64
 }
 
 // GrabKeys are the KEYS of grab.lua for one shard, built once per
@@ -69,20 +74,56 @@ func (s *Store) GrabHinted(ctx context.Context, keys []string, shards int, users
 	if err != nil {
 		return false, shardsError(resultError("grab", err))
 	}
-	if len(resp) == len(users)+1 {
-		low, resp = true, resp[:len(users)]
-	}
-	if len(resp) != len(users) {
+	if len(resp) < len(users) || len(resp) > len(users)+2 {
 		return false, fmt.Errorf("grab: reply of %d values for %d users", len(resp), len(users))
 	}
-	for i := range resp {
+	// After the users: the grants entry's id when the batch granted, then
+	// LOW when the opened part of the pool runs low.
+	var at int64
+	for i := range resp[len(users):] {
+		m := &resp[len(users)+i]
+		switch {
+		case m.IsString() && at == 0 && !low:
+			id, _ := m.ToString()
+			if at, err = EntryTime(id); err != nil {
+				return false, fmt.Errorf("grab: %w", err)
+			}
+		case m.IsInt64() && !low:
+			if code, _ := m.AsInt64(); code != 0 {
+				return false, fmt.Errorf("%w: grab: code %d after the users' answers", ErrCorrupt, code)
+			}
+			low = true
+		default:
+			return false, fmt.Errorf("%w: grab: unexpected element after the users' answers", ErrCorrupt)
+		}
+	}
+	for i := range resp[:len(users)] {
 		r, err := decodeGrab(&resp[i])
 		if err != nil {
 			return false, fmt.Errorf("grab: user %d: %w", i, err)
 		}
+		if r.Outcome == Granted {
+			if at == 0 {
+				return false, fmt.Errorf("%w: grab: a grant without its grants entry id", ErrCorrupt)
+			}
+			r.At = at
+		}
 		out[i] = r
 	}
 	return low, nil
+}
+
+// EntryTime is the time of a stream entry id "<ms>-<n>", in ms since the
+// epoch: the clock of the Redis that added it (XADD with "*" takes the
+// server's time, or the last entry's when the clock stepped back, so the
+// ids of a stream never decrease).
+func EntryTime(id string) (int64, error) {
+	ms, _, ok := strings.Cut(id, "-")
+	v, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || v <= 0 {
+		return 0, fmt.Errorf("%w: stream entry id %q", ErrCorrupt, id)
+	}
+	return v, nil
 }
 
 // decodeGrab reads one user's element of grab.lua's reply: a packet string

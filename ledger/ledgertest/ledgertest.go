@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 		{"Leases", testLeases},
 		{"LeasesRacing", testLeasesRacing},
 		{"Commitment", testCommitment},
+		{"PurgeDrawData", testPurgeDrawData},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,8 +59,9 @@ func (l *Ledger) Commitment(ctx context.Context, campaign string) (ledger.Commit
 	c := ledger.Commitment{Campaign: campaign}
 	var root []byte
 	var body string
-	err := l.pool.QueryRow(ctx, `SELECT root, count, cents, body, holder_key FROM ledger_commitments WHERE id = $1`, campaign).
-		Scan(&root, &c.Count, &c.Cents, &body, &c.HolderKey)
+	var purged *time.Time
+	err := l.pool.QueryRow(ctx, `SELECT root, count, cents, body, holder_key, purged_at FROM ledger_commitments WHERE id = $1`, campaign).
+		Scan(&root, &c.Count, &c.Cents, &body, &c.HolderKey, &purged)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, fmt.Errorf("%w: campaign %q", ledger.ErrNoCommitment, campaign)
 	}
@@ -69,6 +70,9 @@ func (l *Ledger) Commitment(ctx context.Context, campaign string) (ledger.Commit
 	}
 	copy(c.Root[:], root)
 	c.Body = []byte(body)
+	if purged != nil {
+		c.PurgedAt = purged.UTC()
+	}
 	return c, nil
 }
 
@@ -77,6 +81,9 @@ func (l *Ledger) Salts(ctx context.Context, campaign string) ([]byte, error) {
 	c, err := l.Commitment(ctx, campaign)
 	if err != nil {
 		return nil, err
+	}
+	if !c.PurgedAt.IsZero() {
+		return nil, fmt.Errorf("%w: campaign %q, on %s", ledger.ErrDrawDataPurged, campaign, c.PurgedAt.Format(time.RFC3339))
 	}
 	rows, err := l.pool.Query(ctx, `SELECT salts FROM ledger_salts WHERE campaign = $1 ORDER BY chunk`, campaign)
 	if err != nil {
@@ -107,7 +114,7 @@ func (l *Ledger) DrawRows(ctx context.Context, campaign string, fn func(ledger.D
 	if err := query.PacketSet(l.pool.QueryRow(ctx, `SELECT num FROM ledger_packet_sets WHERE id = $1`, campaign), campaign, &num); err != nil {
 		return wrap("draw rows", err)
 	}
-	rows, err := l.pool.Query(ctx, `SELECT p.seq, p.cents, g.user_id, (extract(epoch FROM g.created_at) * 1000)::bigint
+	rows, err := l.pool.Query(ctx, `SELECT p.seq, p.cents, g.user_id, g.granted_ms
 		FROM ledger_packets p
 		LEFT JOIN ledger_campaigns c ON c.id = $1
 		LEFT JOIN ledger_grants g ON g.campaign = c.num AND g.seq = p.seq
@@ -127,11 +134,71 @@ func (l *Ledger) DrawRows(ctx context.Context, campaign string, fn func(ledger.D
 			r.User = *user
 		}
 		if at != nil {
-			r.SettledAt = time.UnixMilli(*at).UTC()
+			r.GrantedAt = time.UnixMilli(*at).UTC()
 		}
 		if err := fn(r); err != nil {
 			return err
 		}
 	}
 	return wrap("draw rows", rows.Err())
+}
+
+// GrantTime implements ledger.Committer.
+func (l *Ledger) GrantTime(ctx context.Context, campaign string, seq int64) (string, time.Time, error) {
+	var user string
+	var at *int64
+	err := l.pool.QueryRow(ctx, `SELECT g.user_id, g.granted_ms FROM ledger_campaigns c
+		JOIN ledger_grants g ON g.campaign = c.num AND g.seq = $2 WHERE c.id = $1`, campaign, seq).Scan(&user, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", time.Time{}, fmt.Errorf("%w: campaign %q, packet %d", ledger.ErrNoGrant, campaign, seq)
+	}
+	if err != nil {
+		return "", time.Time{}, wrap("grant time", err)
+	}
+	if at == nil {
+		return user, time.Time{}, nil
+	}
+	return user, time.UnixMilli(*at).UTC(), nil
+}
+
+// PurgeDrawData implements ledger.Committer: the campaigns are listed by
+// their refund's time, and each is purged in a transaction of its own
+// that checks again that it is not purged yet, so that two sweeps racing
+// purge it once.
+func (l *Ledger) PurgeDrawData(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: purge limit %d", ledger.ErrInvalid, limit)
+	}
+	rows, err := l.pool.Query(ctx, `SELECT c.id FROM ledger_commitments c
+		JOIN ledger_entries e ON e.campaign = c.id AND e.kind = 'refund'
+		WHERE c.purged_at IS NULL AND e.created_at < $1
+		ORDER BY e.created_at, c.id LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, wrap("purge draw data", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrap("purge draw data", err)
+	}
+	var done []string
+	for _, id := range ids {
+		var purged bool
+		err := l.tx(ctx, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, `UPDATE ledger_commitments SET holder_key = NULL, purged_at = now()
+				WHERE id = $1 AND purged_at IS NULL`, id)
+			if err != nil || tag.RowsAffected() == 0 {
+				return err
+			}
+			purged = true
+			_, err = tx.Exec(ctx, `DELETE FROM ledger_salts WHERE campaign = $1`, id)
+			return err
+		})
+		if err != nil {
+			return done, wrap("purge draw data", err)
+		}
+		if purged {
+			done = append(done, id)
+		}
+	}
+	return done, nil
 }

@@ -15,7 +15,7 @@ import (
 // copyGrantsSQL is the COPY of copyText: PostgreSQL's text format, which
 // the client writes with a few appends per grant, where pgx's binary COPY
 // goes through a type-map lookup and an encode plan for every value.
-const copyGrantsSQL = `COPY ledger_grants (campaign, seq, user_id, cents) FROM STDIN`
+const copyGrantsSQL = `COPY ledger_grants (campaign, seq, user_id, cents, granted_ms) FROM STDIN`
 
 // copyBufs keeps the text of a batch between batches: a batch of 2,000
 // grants is about 60 KB.
@@ -50,6 +50,12 @@ func copyText(ctx context.Context, conn *pgconn.PgConn, num int64, gs []ledger.G
 		line = appendCopyText(line, g.User)
 		line = append(line, '\t')
 		line = strconv.AppendInt(line, g.Cents, 10)
+		line = append(line, '\t')
+		if g.GrantedAt > 0 {
+			line = strconv.AppendInt(line, g.GrantedAt, 10)
+		} else {
+			line = append(line, '\\', 'N') // NULL: the time is not known
+		}
 		line = append(line, '\n')
 		buf.Write(line)
 	}

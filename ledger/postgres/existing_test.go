@@ -90,9 +90,9 @@ func TestExistingCreatesNothing(t *testing.T) {
 	var have int
 	require.NoError(t, old.QueryRow(ctx, `SELECT max(version) FROM ledger_migrations`).Scan(&have))
 	require.Equal(t, len(ms)-1, have, "a migration was applied")
-	// ledger_commitments is a table of the last migration (0011).
-	require.NoError(t, old.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables
-		WHERE table_schema = current_schema() AND table_name = 'ledger_commitments'`).Scan(&have))
+	// ledger_grants.granted_ms is a column of the last migration (0012).
+	require.NoError(t, old.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'ledger_grants' AND column_name = 'granted_ms'`).Scan(&have))
 	require.Zero(t, have)
 }
 

@@ -447,9 +447,9 @@ func (l *Ledger) Fund(ctx context.Context, c ledger.Campaign) error {
 	})
 }
 
-const insertGrants = `INSERT INTO ledger_grants (campaign, seq, user_id, cents)
-SELECT $1, g.seq, g.user_id, g.cents
-FROM unnest($2::bigint[], $3::text[], $4::bigint[]) WITH ORDINALITY AS g(seq, user_id, cents, ord)
+const insertGrants = `INSERT INTO ledger_grants (campaign, seq, user_id, cents, granted_ms)
+SELECT $1, g.seq, g.user_id, g.cents, nullif(g.granted_ms, 0)
+FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS g(seq, user_id, cents, granted_ms, ord)
 ORDER BY g.ord
 ON CONFLICT DO NOTHING
 RETURNING seq, user_id, cents`
@@ -498,10 +498,11 @@ func insertGrantsClassified(ctx context.Context, tx pgx.Tx, num int64, gs []ledg
 	seqs := make([]int64, len(gs))
 	users := make([]string, len(gs))
 	cents := make([]int64, len(gs))
+	ats := make([]int64, len(gs))
 	for i, g := range gs {
-		seqs[i], users[i], cents[i] = g.Seq, g.User, g.Cents
+		seqs[i], users[i], cents[i], ats[i] = g.Seq, g.User, g.Cents, g.GrantedAt
 	}
-	rows, _ := tx.Query(ctx, insertGrants, num, seqs, users, cents)
+	rows, _ := tx.Query(ctx, insertGrants, num, seqs, users, cents, ats)
 	inserted, err := query.Append(rows, query.GrantRows(), nil)
 	if err != nil {
 		return ledger.ApplyResult{}, nil, err

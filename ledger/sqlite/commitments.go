@@ -55,8 +55,9 @@ func (l *Ledger) Commitment(ctx context.Context, campaign string) (ledger.Commit
 	c := ledger.Commitment{Campaign: campaign}
 	var root []byte
 	var body string
-	err := l.db.QueryRowContext(ctx, `SELECT root, count, cents, body, holder_key FROM ledger_commitments WHERE id = ?`, campaign).
-		Scan(&root, &c.Count, &c.Cents, &body, &c.HolderKey)
+	var purged sql.NullInt64
+	err := l.db.QueryRowContext(ctx, `SELECT root, count, cents, body, holder_key, unixepoch(purged_at) FROM ledger_commitments WHERE id = ?`, campaign).
+		Scan(&root, &c.Count, &c.Cents, &body, &c.HolderKey, &purged)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, fmt.Errorf("%w: campaign %q", ledger.ErrNoCommitment, campaign)
 	}
@@ -65,6 +66,9 @@ func (l *Ledger) Commitment(ctx context.Context, campaign string) (ledger.Commit
 	}
 	copy(c.Root[:], root)
 	c.Body = []byte(body)
+	if purged.Valid {
+		c.PurgedAt = time.Unix(purged.Int64, 0).UTC()
+	}
 	return c, nil
 }
 
@@ -73,6 +77,9 @@ func (l *Ledger) Salts(ctx context.Context, campaign string) ([]byte, error) {
 	c, err := l.Commitment(ctx, campaign)
 	if err != nil {
 		return nil, err
+	}
+	if !c.PurgedAt.IsZero() {
+		return nil, fmt.Errorf("%w: campaign %q, on %s", ledger.ErrDrawDataPurged, campaign, c.PurgedAt.Format(time.RFC3339))
 	}
 	rows, err := l.db.QueryContext(ctx, `SELECT salts FROM ledger_salts WHERE campaign = ? ORDER BY chunk`, campaign)
 	if err != nil {
@@ -103,7 +110,7 @@ func (l *Ledger) DrawRows(ctx context.Context, campaign string, fn func(ledger.D
 	if err := query.PacketSet(l.db.QueryRowContext(ctx, `SELECT num FROM ledger_packet_sets WHERE id = ?`, campaign), campaign, &num); err != nil {
 		return wrap("draw rows", err)
 	}
-	rows, err := l.db.QueryContext(ctx, `SELECT p.seq, p.cents, g.user_id, unixepoch(g.created_at)
+	rows, err := l.db.QueryContext(ctx, `SELECT p.seq, p.cents, g.user_id, g.granted_ms
 		FROM ledger_packets p
 		LEFT JOIN ledger_campaigns c ON c.id = ?
 		LEFT JOIN ledger_grants g ON g.campaign = c.num AND g.seq = p.seq
@@ -121,11 +128,83 @@ func (l *Ledger) DrawRows(ctx context.Context, campaign string, fn func(ledger.D
 		}
 		r.User = user.String
 		if at.Valid {
-			r.SettledAt = time.Unix(at.Int64, 0).UTC()
+			r.GrantedAt = time.UnixMilli(at.Int64).UTC()
 		}
 		if err := fn(r); err != nil {
 			return err
 		}
 	}
 	return wrap("draw rows", rows.Err())
+}
+
+// GrantTime implements ledger.Committer.
+func (l *Ledger) GrantTime(ctx context.Context, campaign string, seq int64) (string, time.Time, error) {
+	var user string
+	var at sql.NullInt64
+	err := l.db.QueryRowContext(ctx, `SELECT g.user_id, g.granted_ms FROM ledger_campaigns c
+		JOIN ledger_grants g ON g.campaign = c.num AND g.seq = ?2 WHERE c.id = ?1`, campaign, seq).Scan(&user, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", time.Time{}, fmt.Errorf("%w: campaign %q, packet %d", ledger.ErrNoGrant, campaign, seq)
+	}
+	if err != nil {
+		return "", time.Time{}, wrap("grant time", err)
+	}
+	if !at.Valid {
+		return user, time.Time{}, nil
+	}
+	return user, time.UnixMilli(at.Int64).UTC(), nil
+}
+
+// PurgeDrawData implements ledger.Committer: the campaigns are listed by
+// their refund's time, and each is purged in a write transaction of its
+// own that checks again that it is not purged yet.
+func (l *Ledger) PurgeDrawData(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: purge limit %d", ledger.ErrInvalid, limit)
+	}
+	// created_at is UTC text to the second (CURRENT_TIMESTAMP).
+	rows, err := l.db.QueryContext(ctx, `SELECT c.id FROM ledger_commitments c
+		JOIN ledger_entries e ON e.campaign = c.id AND e.kind = 'refund'
+		WHERE c.purged_at IS NULL AND unixepoch(e.created_at) < ?
+		ORDER BY e.created_at, c.id LIMIT ?`, before.Unix(), limit)
+	if err != nil {
+		return nil, wrap("purge draw data", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, wrap("purge draw data", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, wrap("purge draw data", err)
+	}
+	var done []string
+	for _, id := range ids {
+		var purged bool
+		err := l.tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `UPDATE ledger_commitments SET holder_key = NULL, purged_at = CURRENT_TIMESTAMP
+				WHERE id = ? AND purged_at IS NULL`, id)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return err
+			}
+			purged = true
+			_, err = tx.ExecContext(ctx, `DELETE FROM ledger_salts WHERE campaign = ?`, id)
+			return err
+		})
+		if err != nil {
+			return done, wrap("purge draw data", err)
+		}
+		if purged {
+			done = append(done, id)
+		}
+	}
+	return done, nil
 }

@@ -39,7 +39,7 @@ var migrations embed.FS
 // params are appended to every DSN. busy_timeout is in milliseconds.
 const params = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 
-// rowsPerInsert bounds one multi-row INSERT: 4 variables a row stays far
+// rowsPerInsert bounds one multi-row INSERT: 5 variables a row stays far
 // below SQLite's limit of 32766.
 const rowsPerInsert = 1000
 
@@ -439,16 +439,20 @@ func (l *Ledger) insertChunk(ctx context.Context, tx *sql.Tx, num int64, gs []le
 	// parameter, and for numbered ones (?NNN) that lookup is linear, which
 	// made a 500-row statement spend a third of its time there.
 	st, err := l.prepared(ctx, tx, stmtKey{"grants", len(gs)}, func() string {
-		return rowsText(`INSERT INTO ledger_grants (campaign, seq, user_id, cents) VALUES `, `(?,?,?,?)`,
+		return rowsText(`INSERT INTO ledger_grants (campaign, seq, user_id, cents, granted_ms) VALUES `, `(?,?,?,?,?)`,
 			` ON CONFLICT DO NOTHING RETURNING seq, user_id, cents`, len(gs))
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	args := make([]any, 0, 4*len(gs))
+	args := make([]any, 0, 5*len(gs))
 	for _, g := range gs {
-		args = append(args, num, g.Seq, g.User, g.Cents)
+		var at any // NULL: the time is not known
+		if g.GrantedAt > 0 {
+			at = g.GrantedAt
+		}
+		args = append(args, num, g.Seq, g.User, g.Cents, at)
 	}
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {

@@ -142,9 +142,11 @@ function setMine(g) {
 // rain, and the check of the player's own packet against it, here in the
 // browser: the leaf from the proof's packet and salt, then the RFC 9162
 // inclusion path up to the root the commitment published (not the
-// proof's own).
+// proof's own), at leaf seq-1 of a tree of the count it published: a
+// root over more packets than the commitment states (one added for an
+// insider) has valid paths too, in a tree of another size.
 
-const fair = { root: '' };
+const fair = { root: '', count: 0 };
 
 const hexOf = (b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 const bytesOf = (h) => new Uint8Array((h.match(/../g) || []).map((x) => parseInt(x, 16)));
@@ -182,6 +184,7 @@ async function showCommitment() {
   try {
     const { data } = await api('GET', '/v1/campaigns/' + enc + '/commitment', { auth: game.token });
     fair.root = data.root;
+    fair.count = data.count;
     setText($('fair-root'), data.root.slice(0, 16) + '…');
     $('fair-root').title = data.root;
     $('fair').hidden = false;
@@ -196,10 +199,18 @@ async function checkMine() {
   try {
     const { data } = await api('GET', '/v1/campaigns/' + enc + '/grants/me/proof', { auth: game.token });
     const held = $('mine-amount').dataset.value;
-    const ok = (await rootOf(data)) === fair.root && (!held || String(data.cents) === String(held));
-    out.dataset.verdict = ok ? 'holds' : 'fails';
-    setText(out, ok ? '✓ packet ' + data.packet_id + ' is in the committed draw'
-      : '✗ this packet does not lead to the committed root');
+    let why = '';
+    if (data.tree_size !== fair.count) {
+      why = '✗ this proof is of a draw of ' + data.tree_size + ' packets; the commitment has ' + fair.count;
+    } else if (data.leaf_index !== data.seq - 1) {
+      why = '✗ this proof puts packet ' + data.seq + ' at another place than its own';
+    } else if (held && String(data.cents) !== String(held)) {
+      why = '✗ this proof is of another amount than the packet you hold';
+    } else if ((await rootOf(data)) !== fair.root) {
+      why = '✗ this packet does not lead to the committed root';
+    }
+    out.dataset.verdict = why ? 'fails' : 'holds';
+    setText(out, why || '✓ packet ' + data.packet_id + ' is in the committed draw');
   } catch (err) {
     out.dataset.verdict = 'error';
     setText(out, err.message);

@@ -19,6 +19,9 @@
 --                              meta's blocked counts its users, and 0 or absent spares
 --                              the read); PAUSED and BLOCKED only to users who hold
 --                              no packet
+--         then, only when the batch granted a packet, the id of its grants stream entry
+--         (a bulk string "<ms>-<n>": Redis' clock at the grant, the grant time the
+--         ledger records from the same id; XADD answers it, so it costs no command)
 --         then, only when a sealed part remains and the batch leaves fewer than a quarter
 --         of meta's block in the opened part, one more element, the integer LOW (0), a
 --         hint to open the next block ahead of need, off the grab's path
@@ -170,7 +173,7 @@ if granted > 0 then
     redis.call('LTRIM', pool, 0, len - granted - 1)
   end
   redis.call('HSET', claims, unpack(pairs_))
-  redis.call('XADD', grants, '*', unpack(pairs_))
+  out[n + 1] = redis.call('XADD', grants, '*', unpack(pairs_))
   redis.call('HINCRBY', meta, 'granted_count', granted)
   redis.call('HINCRBY', meta, 'granted_cents', string.format('%d', cents_sum))
   if granted == len and shards == '1' then
@@ -179,6 +182,6 @@ if granted > 0 then
   end
 end
 if sealed > 0 and need > 0 and len - sealed - granted < math.max(math.floor(tonumber(m[7] or '0') / 4), 1) then
-  out[n + 1] = LOW
+  out[#out + 1] = LOW
 end
 return out

@@ -989,7 +989,7 @@ var routes = []route{
 				},
 			},
 		},
-		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadID", "Timeout", "Misdirected", "MyReceiptNotFound"},
+		Errors: []string{"Unauthorized", "RateLimited", "Internal", "BadID", "ReceiptPending", "Misdirected", "MyReceiptNotFound"},
 	},
 	{
 		Method: "get", Path: "/v1/campaigns/{id}/draw-log", ID: "drawLog",
@@ -1124,6 +1124,22 @@ var errorResponses = map[string]errorResponse{
 		"content": obj{
 			"application/json": obj{
 				"schema": ref("schemas", "Error"),
+			},
+		},
+	}},
+	"ReceiptPending": {"503", obj{
+		"description": "the grant is not in the ledger yet (settlement records it, with its time, within moments), or a call to Redis or the ledger ran out of time (unavailable); retry",
+		"content": obj{
+			"application/json": obj{
+				"schema": ref("schemas", "Error"),
+			},
+		},
+		"headers": obj{
+			"Retry-After": obj{
+				"description": "seconds to wait before retrying",
+				"schema": obj{
+					"type": "integer",
+				},
 			},
 		},
 	}},
@@ -1464,7 +1480,7 @@ var errorResponses = map[string]errorResponse{
 		},
 	}},
 	"MyReceiptNotFound": {"404", obj{
-		"description": "no such campaign (not_found), no packet (no_grant), or no receipt key (not_found)",
+		"description": "no such campaign (not_found), no packet (no_grant), no receipt key, or a grant settled before grant times were recorded (not_found)",
 		"content": obj{
 			"application/json": obj{
 				"schema": ref("schemas", "Error"),

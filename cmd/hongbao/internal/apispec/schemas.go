@@ -1407,7 +1407,7 @@ var schemas = map[string]obj{
 		"properties": obj{
 			"receipt": obj{
 				"type":        "string",
-				"description": "JWS compact serialization, EdDSA (Ed25519) with kid; payload campaign_id, user_id, packet_id, amount_cents, granted_at, iat",
+				"description": "JWS compact serialization, EdDSA (Ed25519) with kid; payload campaign_id, user_id, packet_id, amount_cents, granted_at (when Redis granted the packet, as the ledger records it), iat",
 			},
 		},
 	},

@@ -97,7 +97,7 @@ const adminKeyEnv = "HONGBAO_ADMIN_KEY"
 func (c *campaignCmd) declare(fs *flag.FlagSet) {
 	fs.StringVar(&c.apiURL, "api", "http://127.0.0.1:8080", "base URL of the serve")
 	fs.Var(&c.keyFiles, "admin-key-file", "file holding an admin key of the serve; repeatable as serve's (one config file names them for both), the first is used; default: $"+adminKeyEnv+", else <data-dir>/admin.key")
-	fs.StringVar(&c.dataDir, "data-dir", "hongbao-data", "serve's data directory, for the default admin key")
+	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "serve's data directory, for the default admin key")
 	fs.StringVar(&c.kind, "kind", kindAuto, "the campaign's kind: red-packet, discount, or auto (an action on ID asks the API which it is; list lists both; create goes by its flags)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the API's answer as JSON")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long, retries included")

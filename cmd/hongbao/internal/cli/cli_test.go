@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -15,7 +16,20 @@ import (
 	"github.com/hongbao/hongbao/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, browsertest.Close)) }
+// TestMain runs the tests, and fails the run when one of them left a
+// serve's default data directory (hongbao-data, generated secrets in it)
+// in the package directory: every serve a test starts gets a data
+// directory of the test's.
+func TestMain(m *testing.M) {
+	_, err := os.Stat(defaultDataDir)
+	before := err == nil
+	code := testenv.Main(m, browsertest.Close)
+	if _, err := os.Stat(defaultDataDir); err == nil && !before {
+		fmt.Fprintf(os.Stderr, "FAIL: a test wrote %s/ in the package directory: give its serve --data-dir t.TempDir()\n", defaultDataDir)
+		code = 1
+	}
+	os.Exit(code)
+}
 
 // run runs the CLI in-process with a clean environment plus env.
 func run(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {

@@ -275,7 +275,7 @@ func TestServeWaitWithoutReplica(t *testing.T) {
 	require.Equal(t, "ok", ready.Checks["redis"], text)
 	require.Contains(t, ready.Error.Message, "replicas: 0 of 1 replicas attached")
 
-	code, _, errs := run(t, nil, "serve", "--wait-timeout", "5s")
+	code, _, errs := run(t, nil, "serve", "--wait-timeout", "5s", "--data-dir", t.TempDir())
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--wait-timeout")
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,7 @@ func TestServeFairness(t *testing.T) {
 		return err == nil && m["outcome"] != "not_open"
 	})
 	dir := t.TempDir()
+	receipts := map[string]map[string]any{} // packet_id: the receipt's claims
 	for i := range users {
 		user := fmt.Sprintf("player-%d", i)
 		tok := api.userToken(t, user)
@@ -96,12 +98,22 @@ func TestServeFairness(t *testing.T) {
 			receipt = g["receipt"].(string)
 		} else {
 			require.NotContains(t, g, "receipt")
-			code, r, err := api.call("GET", base+"/grants/me/receipt", tok, "")
-			require.NoError(t, err)
-			require.Equal(t, http.StatusOK, code, "%v", r)
-			receipt = r["receipt"].(string)
+			// The route answers once settlement recorded the grant and
+			// its time; until then it asks for a retry.
+			waitFor(t, "the receipt of "+user, 10*time.Second, func() bool {
+				code, r, err := api.call("GET", base+"/grants/me/receipt", tok, "")
+				require.NoError(t, err)
+				if code == http.StatusServiceUnavailable {
+					require.Equal(t, "unavailable", r["error"].(map[string]any)["code"])
+					return false
+				}
+				require.Equal(t, http.StatusOK, code, "%v", r)
+				receipt = r["receipt"].(string)
+				return true
+			})
 		}
 		claims := ed25519Claims(t, receipt, jwks)
+		receipts[g["packet_id"].(string)] = claims
 		require.Equal(t, user, claims["user_id"])
 		require.Equal(t, g["packet_id"], claims["packet_id"])
 		require.Equal(t, g["amount_cents"], claims["amount_cents"])
@@ -119,7 +131,7 @@ func TestServeFairness(t *testing.T) {
 		require.NoError(t, os.WriteFile(pf, []byte(proofBody), 0o600))
 		require.NoError(t, os.WriteFile(rf, []byte(receipt), 0o600))
 		if i < 3 {
-			c, out, errs := run(t, nil, "verify", "proof", "--root", pub.Root, pf)
+			c, out, errs := run(t, nil, "verify", "proof", "--root", pub.Root, "--size", strconv.Itoa(count), pf)
 			require.Equal(t, 0, c, "%s %s", out, errs)
 		}
 	}
@@ -146,6 +158,25 @@ func TestServeFairness(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, users+1, res.Granted, "the players and the probe")
 	require.NotContains(t, drawLog, "player-", "holders are pseudonyms")
+	// Every receipt states the grant time the ledger recorded (the draw
+	// log's), to the millisecond, and it is not after the signing.
+	checked := 0
+	for _, l := range strings.Split(strings.TrimSpace(drawLog), "\n") {
+		var line fairness.DrawLine
+		require.NoError(t, json.Unmarshal([]byte(l), &line))
+		claims, ok := receipts[fmt.Sprintf("%s/%d", id, line.Seq)]
+		if !ok {
+			continue
+		}
+		require.NotNil(t, line.GrantedAt, "packet %d has a holder and a grant time", line.Seq)
+		at, err := time.Parse(time.RFC3339Nano, claims["granted_at"].(string))
+		require.NoError(t, err)
+		require.True(t, line.GrantedAt.Equal(at), "packet %d: the receipt says %v, the ledger %v", line.Seq, at, *line.GrantedAt)
+		require.LessOrEqual(t, at.Unix(), int64(claims["iat"].(float64)), "granted before the receipt was signed")
+		require.True(t, at.After(opens.Add(-time.Second)) && at.Before(time.Now()), "granted in the window: %v", at)
+		checked++
+	}
+	require.Equal(t, users, checked, "every player's receipt")
 
 	cf, jf, lf := filepath.Join(dir, "commitment.json"), filepath.Join(dir, "jwks.json"), filepath.Join(dir, "draw.jsonl")
 	require.NoError(t, os.WriteFile(cf, []byte(early), 0o600))
@@ -198,7 +229,7 @@ func TestServeFairness(t *testing.T) {
 	b, _ = json.Marshal(pr)
 	bad := filepath.Join(dir, "bad.proof")
 	require.NoError(t, os.WriteFile(bad, b, 0o600))
-	c, out = verify("proof", "--root", pub.Root, bad)
+	c, out = verify("proof", "--root", pub.Root, "--size", strconv.Itoa(count), bad)
 	require.Equal(t, 1, c, out)
 	// A receipt whose amount was raised, under the real signature.
 	jws, _ := os.ReadFile(filepath.Join(dir, "player-0.jws"))

@@ -100,7 +100,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	f.redis.declare(fs, "default: start a durable redis-server (appendfsync always) in --data-dir", true)
 	f.redis.declareNamespace(fs)
 	fs.StringVar(&f.ledger, "ledger", "", "ledger: sqlite:PATH or postgres://...; default: sqlite in --data-dir")
-	fs.StringVar(&f.dataDir, "data-dir", "hongbao-data", "directory for the embedded Redis, the SQLite ledger and generated secrets")
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory for the embedded Redis, the SQLite ledger and generated secrets")
 	fs.Var(&f.adminKeys, "admin-key-file", "file holding an admin key (at least 32 bytes); repeat for several keys; default: <data-dir>/admin.key, generated if missing")
 	fs.Var(&f.paymentKeys, "payment-key-file", "file holding a payment system key (at least 32 bytes): it reserves, confirms and cancels discounts for the user named in the body (an admin key does too); repeat for several keys; default: none")
 	fs.StringVar(&f.tlsCert, "tls-cert-file", "", "serve the API over HTTPS with this certificate (PEM, the chain after the leaf); with --tls-key-file; default: plain HTTP (TLS at the gateway)")
@@ -137,7 +137,7 @@ func (f *serveFlags) declare(fs *flag.FlagSet) {
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take (below 5s)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "send traces (OpenTelemetry, OTLP over HTTP) to this collector URL, as http://127.0.0.1:4318; the OTEL_* environment variables set the rest, and OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on too; default: off")
 	fs.Var(&f.receiptKeys, "receipt-key-file", "file holding the Ed25519 key that signs grant receipts (a PEM PKCS #8 private key, or its 32-byte seed as 64 hex digits), as [kid=]PATH (kid default: the key's RFC 7638 thumbprint); repeat for rotation: the first signs, all are published at /.well-known/jwks.json; default: <data-dir>/receipt.key, generated if missing, when the admin key is too (else no receipts)")
-	fs.DurationVar(&f.drawLogRetention, "draw-log-retention", httpapi.DefaultDrawLogRetention, "how long after a campaign closed its draw log is served (regulators ask for at least 90 days, 2160h); negative: for ever")
+	fs.DurationVar(&f.drawLogRetention, "draw-log-retention", httpapi.DefaultDrawLogRetention, "how long after a campaign closed its draw log is served, and after its refund its draw data (salts) is kept before the settlement's sweep deletes it (regulators ask for at least 90 days, 2160h); negative: for ever")
 	fs.Var(&f.playEmbedders, "play-embedder", "an origin (https://app.example.com) allowed to show the play page in a frame and pass it the user's token by postMessage; repeat for several; default: none")
 }
 
@@ -373,7 +373,8 @@ func (s *serveCmd) loadSecrets() error {
 	return err
 }
 
-// loadReceiptKeys reads --receipt-key-file values, each "[kid=]path".
+// loadReceiptKeys reads --receipt-key-file values, each "[kid=]path"
+// (keySpec).
 // With none given, a serve that generated its admin key (a newcomer's,
 // all in its data directory) generates the receipt key there too; one
 // given its secrets signs no receipts (and says so): processes of one
@@ -393,9 +394,9 @@ func (s *serveCmd) loadReceiptKeys(newcomer bool) error {
 	}
 	var keys []fairness.ReceiptKey
 	for _, spec := range f.receiptKeys {
-		kid, path, ok := strings.Cut(spec, "=")
-		if !ok {
-			kid, path = "", spec
+		kid, path, err := keySpec("receipt-key-file", spec)
+		if err != nil {
+			return err
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {

@@ -19,7 +19,7 @@ func (s *serveCmd) newScheduler() error {
 	f := &s.f
 	sched, err := scheduler.New(scheduler.Config{
 		Settle: settle.Config{Redis: s.conn.Client, Namespace: f.redis.ns, Ledger: s.led, Consumer: s.consumer,
-			WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer},
+			WaitReplicas: f.waitReplicas, WaitTimeout: f.waitTimeout, Tracer: s.tracer, DrawDataRetention: f.drawLogRetention},
 		Engine: s.eng, LeaseTTL: f.leaseTTL, Parts: f.settleParts, ReapEvery: f.reapEvery, StopGrace: f.shutdownTimeout,
 		MaxBacklog: f.maxBacklog, Logger: s.log.With("consumer", s.consumer),
 	})

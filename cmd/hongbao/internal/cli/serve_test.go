@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,12 @@ type serveProc struct {
 
 func startServe(t *testing.T, args ...string) *serveProc {
 	t.Helper()
+	// A serve's files go to its data directory, by default hongbao-data
+	// in the working directory: the package's, in a test. Unless the test
+	// names one (or a config file may), a directory of the test's.
+	if !slices.Contains(args, "--data-dir") && !slices.Contains(args, "--config") {
+		args = append(args, "--data-dir", t.TempDir())
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	p := &serveProc{cancel: cancel, stopNow: make(chan struct{}), done: make(chan int, 1), stderr: errb}
@@ -151,10 +158,15 @@ func newServeFixture(t *testing.T, opt redisserver.Options) *serveFixture {
 // redisURL is the fixture's Redis as serve's --redis takes it.
 func (f *serveFixture) redisURL() string { return "redis://" + f.redis.Addr }
 
-// args returns serve's flags for the fixture on a free port, then extra.
+// args returns serve's flags for the fixture on a free port, its data
+// directory in the fixture's (unless extra names one), then extra.
 func (f *serveFixture) args(extra ...string) []string {
-	return append([]string{"--redis", f.redisURL(), "--ledger", f.dsn, "--admin-key-file", f.adminFile,
-		"--token-secret-file", f.secretFile, "--listen", "127.0.0.1:0"}, extra...)
+	args := []string{"--redis", f.redisURL(), "--ledger", f.dsn, "--admin-key-file", f.adminFile,
+		"--token-secret-file", f.secretFile, "--listen", "127.0.0.1:0"}
+	if !slices.Contains(extra, "--data-dir") {
+		args = append(args, "--data-dir", filepath.Join(f.dir, "data"))
+	}
+	return append(args, extra...)
 }
 
 // api returns a client of the serve at url with the fixture's secrets.
@@ -546,6 +558,10 @@ func TestServeRefuses(t *testing.T) {
 		{"short admin key", []string{"--admin-key-file", short, "--token-secret-file", good}, 2, "at least 32 are needed"},
 		{"short token secret", []string{"--admin-key-file", good, "--token-secret-file", short}, 2, "at least 32 are needed"},
 		{"missing key file", []string{"--admin-key-file", filepath.Join(dir, "none"), "--token-secret-file", good}, 2, "no such file"},
+		{"missing receipt key file", []string{"--admin-key-file", good, "--token-secret-file", good, "--receipt-key-file", "k1=" + filepath.Join(dir, "none")}, 2,
+			"--receipt-key-file k1=" + filepath.Join(dir, "none") + ": no such file, read as [kid=]PATH"},
+		{"receipt key of another kind", []string{"--admin-key-file", good, "--token-secret-file", good, "--receipt-key-file", "k1=" + good}, 2,
+			"--receipt-key-file " + good + ": fairness: receipt key: neither a PEM private key nor a 32-byte seed in hex"},
 		{"no emulator", []string{"--admin-key-file", good, "--token-secret-file", good, "--redis-server", "/nonexistent/redis-server"}, 1, "redis-server is not installed"},
 		{"evicting redis", []string{"--admin-key-file", good, "--token-secret-file", good, "--redis", "redis://" + evicting.Addr}, 1, "allkeys-lru"},
 		{"bad listen", []string{"--listen", "nope"}, 2, "--listen"},

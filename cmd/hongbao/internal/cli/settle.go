@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/fairness"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
 	"github.com/hongbao/hongbao/metrics"
@@ -78,6 +79,7 @@ type settleCmd struct {
 	drain, asJSON            bool
 	redrive, consumer, only  string
 	retention, waitTimeout   time.Duration
+	drawLogRetention         time.Duration
 	reapEvery                time.Duration
 	hookName                 string
 	leaseTTL                 time.Duration
@@ -128,6 +130,7 @@ func (c *settleCmd) parseFlags(args []string) error {
 	fs.IntVar(&c.parts, "settle-parts", 1, "number of parts of the deployment's settlement, the same in every serve and settle process of it: above 1, each part (a share of every campaign's shards) is a lease of its own and up to this many processes settle at once, --drain too (docs/settlement.md); 1: one process settles everything")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, "lifetime of the scheduler lease; another process takes over this long after a holder dies")
 	fs.DurationVar(&c.retention, "retention", 7*24*time.Hour, "how long a settled campaign's keys stay in Redis before they expire")
+	fs.DurationVar(&c.drawLogRetention, "draw-log-retention", fairness.DefaultRetention, "how long after a campaign's refund its fairness draw data (salts) is kept before the sweep deletes it, as serve's --draw-log-retention (regulators ask for at least 90 days, 2160h); negative: for ever")
 	fs.IntVar(&c.waitN, "wait-replicas", 0, "settle only grants this many replicas hold (WAIT before each ledger transaction); 0: off")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 500*time.Millisecond, "how long each WAIT for --wait-replicas may take")
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send traces of the settlement batches (OpenTelemetry, OTLP over HTTP) to this collector URL, as serve does; default: off")
@@ -197,7 +200,7 @@ func (c *settleCmd) open(ctx context.Context) error {
 		return err
 	}
 	c.deferClose(stop)
-	cfg := settle.Config{Namespace: c.redis.ns, Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention,
+	cfg := settle.Config{Namespace: c.redis.ns, Consumer: c.consumer, Logger: log, Only: c.campaigns, Retention: c.retention, DrawDataRetention: c.drawLogRetention,
 		WaitReplicas: c.waitN, WaitTimeout: c.waitTimeout, Tracer: tr}
 	if c.hook != "" {
 		sink, err := openWebhook(c.hook, c.hookSecret, c.hookName, log)

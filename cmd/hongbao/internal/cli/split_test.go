@@ -42,6 +42,7 @@ func TestSplitDeployment(t *testing.T) {
 	require.NoError(t, os.WriteFile(passFile, []byte(pass+"\n"), 0o600))
 	admin, secret, payment := writeSecret(t, dir, "admin_key"), writeSecret(t, dir, "token_secret"), writeSecret(t, dir, "payment_key")
 	cfg := writeConfig(t, fmt.Sprintf(`namespace: split
+data-dir: %s
 redis: %s
 redis-password-file: %s
 ledger: %s
@@ -57,7 +58,7 @@ settle:
   consumer: scheduler
   reap-every: 100ms
   lease-ttl: 1s
-`, srv.Addr, passFile, dsn, admin, secret, payment))
+`, filepath.Join(dir, "data"), srv.Addr, passFile, dsn, admin, secret, payment))
 	ok := func(args ...string) string {
 		t.Helper()
 		code, out, errs := run(t, nil, append(args, "--config", cfg)...)

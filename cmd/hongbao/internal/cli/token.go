@@ -47,7 +47,7 @@ func (c *tokenCmd) parseFlags(args []string) error {
 		fs.StringVar(&c.scope.Issuer, "token-issuer", "", "the token's iss, as serve's --token-issuer checks it; default: none")
 		fs.StringVar(&c.scope.Audience, "token-audience", "", "the token's aud, as serve's --token-audience checks it; default: none")
 		fs.DurationVar(&c.maxAge, "token-max-age", 24*time.Hour, "serve's --token-max-age: a --ttl beyond it is refused, as serve would refuse the token")
-		fs.StringVar(&c.dataDir, "data-dir", "hongbao-data", "serve's data directory, for the default secret")
+		fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "serve's data directory, for the default secret")
 	}); err != nil {
 		return err
 	}

@@ -21,18 +21,21 @@ type verifyCmd struct {
 	base
 	what                   string // draw-log, proof or receipt
 	commitment, root, jwks string
+	size                   int64  // the committed packet count, with --root
 	input                  string // a file, or "-" for stdin
 }
 
 const verifyUsage = `Usage:
   hongbao verify draw-log --commitment FILE [DRAWLOG]
-  hongbao verify proof (--commitment FILE | --root HEX) [PROOF]
+  hongbao verify proof (--commitment FILE | --root HEX --size N) [PROOF]
   hongbao verify receipt --jwks FILE [RECEIPT]
 
 Checks, offline, what a campaign published (docs/fairness.md):
   draw-log  the draw log's packets, seq 1..N with their salts, hash to the
             commitment's root, count and total
-  proof     the proof's packet, salt and path lead to the committed root
+  proof     the proof's packet, salt and path lead to the committed root, at
+            leaf seq-1 of a tree of the committed count (a root over more
+            packets than the commitment states is refused)
   receipt   the receipt (a JWS, or the receipt route's JSON) is signed by the
             JWKS key its kid names
 The input is a file, or standard input when it is "-" or absent. The
@@ -47,7 +50,8 @@ func newVerifyCmd(env *IO) command { return &verifyCmd{base: base{env: env}} }
 func (c *verifyCmd) parseFlags(args []string) error {
 	fs := newFlagSet("verify", c.env)
 	fs.StringVar(&c.commitment, "commitment", "", "the campaign's commitment (its JSON, as the commitment route answers)")
-	fs.StringVar(&c.root, "root", "", "the committed root, 64 hex digits (proof; instead of --commitment)")
+	fs.StringVar(&c.root, "root", "", "the committed root, 64 hex digits (proof; instead of --commitment, with --size)")
+	fs.Int64Var(&c.size, "size", 0, "the committed count of packets, the commitment's count (proof, with --root)")
 	fs.StringVar(&c.jwks, "jwks", "", "the JSON Web Key Set of the receipts (as /.well-known/jwks.json answers)")
 	setUsage(fs, c.env, verifyUsage)
 	operands, err := parseOperands(fs, c.env, args)
@@ -68,7 +72,13 @@ func (c *verifyCmd) parseFlags(args []string) error {
 		}
 	case "proof":
 		if (c.commitment == "") == (c.root == "") {
-			return usageErrorf("verify proof needs --commitment or --root, one of them")
+			return usageErrorf("verify proof needs --commitment, or --root with --size: one of them")
+		}
+		if c.root != "" && c.size < 1 {
+			return usageErrorf("verify proof --root needs --size N, the commitment's count of packets (a proof's tree size is checked against it)")
+		}
+		if c.commitment != "" && c.size != 0 {
+			return usageErrorf("verify proof takes --size with --root only: the commitment states its count")
 		}
 	case "receipt":
 		if c.jwks == "" {
@@ -146,14 +156,17 @@ func (c *verifyCmd) drawLog(in []byte) error {
 }
 
 func (c *verifyCmd) proof(in []byte) error {
-	rootHex := c.root
+	rootHex, size := c.root, c.size
 	var cm fairness.Commitment
 	if c.commitment != "" {
 		var err error
 		if cm, err = c.readCommitment(); err != nil {
 			return err
 		}
-		rootHex = cm.Root
+		if cm.Count < 1 {
+			return usageErrorf("--commitment %s: no count of packets", c.commitment)
+		}
+		rootHex, size = cm.Root, cm.Count
 	}
 	root, err := fairness.ParseHash(strings.TrimSpace(rootHex))
 	if err != nil {
@@ -169,9 +182,9 @@ func (c *verifyCmd) proof(in []byte) error {
 		if id, err := p.Campaign(); err == nil && id != cm.CampaignID {
 			return verdict(fmt.Errorf("%w: the proof is of campaign %s, the commitment of %s", fairness.ErrMismatch, id, cm.CampaignID))
 		}
-		if cm.Count != 0 && p.TreeSize != cm.Count {
-			return verdict(fmt.Errorf("%w: the proof is in a tree of %d, the commitment has %d packets", fairness.ErrMismatch, p.TreeSize, cm.Count))
-		}
+	}
+	if p.TreeSize != size {
+		return verdict(fmt.Errorf("%w: the proof is in a tree of %d packets, the commitment has %d", fairness.ErrMismatch, p.TreeSize, size))
 	}
 	if err := fairness.VerifyProof(p, root); err != nil {
 		return verdict(err)
