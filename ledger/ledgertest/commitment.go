@@ -58,48 +58,7 @@ func testCommitment(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	require.NoError(t, err)
 	require.Equal(t, salts, s)
 
-	// Grants show in the draw rows, in seq order, with the time Redis
-	// granted them when the grant carries it (NULL, zero, when not); a
-	// replay with another time keeps the first.
-	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: id, Funding: "f", Total: total}))
-	const at3 = int64(1_790_000_000_123)
-	_, err = l.ApplyGrants(ctx, id, []ledger.Grant{{Campaign: id, Seq: 3, User: "u3", Cents: cents[2], GrantedAt: at3},
-		{Campaign: id, Seq: 4, User: "u4", Cents: cents[3]}})
-	require.NoError(t, err)
-	res, err := l.ApplyGrants(ctx, id, []ledger.Grant{{Campaign: id, Seq: 3, User: "u3", Cents: cents[2], GrantedAt: at3 + 5}})
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Replayed)
-	user, at, err := cm.GrantTime(ctx, id, 3)
-	require.NoError(t, err)
-	require.Equal(t, "u3", user)
-	require.Equal(t, time.UnixMilli(at3).UTC(), at)
-	user, at, err = cm.GrantTime(ctx, id, 4)
-	require.NoError(t, err)
-	require.Equal(t, "u4", user)
-	require.True(t, at.IsZero(), "a grant without its time: %v", at)
-	_, _, err = cm.GrantTime(ctx, id, 5)
-	require.ErrorIs(t, err, ledger.ErrNoGrant)
-	_, _, err = cm.GrantTime(ctx, "none", 1)
-	require.ErrorIs(t, err, ledger.ErrNoGrant)
-	var rows []ledger.DrawRow
-	require.NoError(t, cm.DrawRows(ctx, id, func(r ledger.DrawRow) error { rows = append(rows, r); return nil }))
-	require.Len(t, rows, n)
-	for i, r := range rows {
-		require.EqualValues(t, i+1, r.Seq)
-		require.Equal(t, cents[i], r.Cents)
-		switch r.Seq {
-		case 3:
-			require.Equal(t, "u3", r.User)
-			require.Equal(t, time.UnixMilli(at3).UTC(), r.GrantedAt)
-		case 4:
-			require.Equal(t, "u4", r.User)
-			require.True(t, r.GrantedAt.IsZero())
-		default:
-			require.Empty(t, r.User)
-			require.True(t, r.GrantedAt.IsZero())
-		}
-	}
-	require.ErrorIs(t, cm.DrawRows(ctx, "none", func(ledger.DrawRow) error { return nil }), ledger.ErrNoPackets)
+	testGrantTimes(t, l, cm, id, cents, total)
 
 	// Two creates racing with two roots: one stands, the other conflicts.
 	const race = "commit-race"
@@ -181,4 +140,52 @@ func testPurgeDrawData(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	s, err := cm.Salts(ctx, "purge-open")
 	require.NoError(t, err)
 	require.Len(t, s, 64)
+}
+
+// testGrantTimes: grants show in the draw rows, in seq order, with the time
+// Redis granted them when the grant carries it (NULL, zero, when not); a
+// replay with another time keeps the first.
+func testGrantTimes(t *testing.T, l ledger.Ledger, cm ledger.Committer, id string, cents []int64, total int64) {
+	n := len(cents)
+	var err error
+	require.NoError(t, l.Fund(ctx, ledger.Campaign{ID: id, Funding: "f", Total: total}))
+	const at3 = int64(1_790_000_000_123)
+	_, err = l.ApplyGrants(ctx, id, []ledger.Grant{{Campaign: id, Seq: 3, User: "u3", Cents: cents[2], GrantedAt: at3},
+		{Campaign: id, Seq: 4, User: "u4", Cents: cents[3]}})
+	require.NoError(t, err)
+	res, err := l.ApplyGrants(ctx, id, []ledger.Grant{{Campaign: id, Seq: 3, User: "u3", Cents: cents[2], GrantedAt: at3 + 5}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Replayed)
+	user, at, err := cm.GrantTime(ctx, id, 3)
+	require.NoError(t, err)
+	require.Equal(t, "u3", user)
+	require.Equal(t, time.UnixMilli(at3).UTC(), at)
+	user, at, err = cm.GrantTime(ctx, id, 4)
+	require.NoError(t, err)
+	require.Equal(t, "u4", user)
+	require.True(t, at.IsZero(), "a grant without its time: %v", at)
+	_, _, err = cm.GrantTime(ctx, id, 5)
+	require.ErrorIs(t, err, ledger.ErrNoGrant)
+	_, _, err = cm.GrantTime(ctx, "none", 1)
+	require.ErrorIs(t, err, ledger.ErrNoGrant)
+	var rows []ledger.DrawRow
+	require.NoError(t, cm.DrawRows(ctx, id, func(r ledger.DrawRow) error { rows = append(rows, r); return nil }))
+	require.Len(t, rows, n)
+	for i, r := range rows {
+		require.EqualValues(t, i+1, r.Seq)
+		require.Equal(t, cents[i], r.Cents)
+		switch r.Seq {
+		case 3:
+			require.Equal(t, "u3", r.User)
+			require.Equal(t, time.UnixMilli(at3).UTC(), r.GrantedAt)
+		case 4:
+			require.Equal(t, "u4", r.User)
+			require.True(t, r.GrantedAt.IsZero())
+		default:
+			require.Empty(t, r.User)
+			require.True(t, r.GrantedAt.IsZero())
+		}
+	}
+	require.ErrorIs(t, cm.DrawRows(ctx, "none", func(ledger.DrawRow) error { return nil }), ledger.ErrNoPackets)
+
 }
