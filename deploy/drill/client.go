@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao/internal/history"
-	"github.com/hongbao/hongbao/token"
+	"github.com/hongbao/hongbao/client/token"
 )
 
 // api is one API process as a gateway sees it.

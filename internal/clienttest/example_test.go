@@ -1,4 +1,4 @@
-package client_test
+package clienttest
 
 import (
 	"context"
@@ -102,7 +102,7 @@ func Example() {
 
 // The payment system reserves a discount for an order, confirms it once
 // paid; a cancel of a confirmed discount is refused with a code.
-func ExampleClient_Reserve() {
+func Example_reserve() {
 	url, stop := exampleService()
 	defer stop()
 	ctx := context.Background()
