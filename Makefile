@@ -68,6 +68,7 @@ fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzParseClaim -fuzztime 30s ./internal/redisstore
 	$(GO) test -run XXX -fuzz FuzzDecodeCreate -fuzztime 30s ./httpapi
 	$(GO) test -run XXX -fuzz FuzzDecodeEmpty -fuzztime 30s ./httpapi
+	$(GO) test -run XXX -fuzz FuzzUserIDRuleAgrees -fuzztime 30s ./internal/clienttest
 
 faults: deps ## the long fault tests and the soak (docs/durability.md): failover, flush and rebuild, proxy, PostgreSQL restarts, histories under faults, settle processes SIGKILLed on a cluster, 1,000,000 users x 2 clicks
 	HONGBAO_LONG_FAULTS=1 $(GO) test -count=1 -timeout 90m -v -run 'TestFailoverRain|TestFlushThenRebuild|TestProxyFaultsRain|TestHistoryUnderFaults|TestHistoryOnCluster|TestSoak|TestPartsCrashOnCluster' ./cmd/hongbao/internal/cli/
