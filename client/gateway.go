@@ -15,7 +15,7 @@ const MaxGatewayBatch = 1000
 
 // ErrGatewayFull is the answer of a Gateway's Grab when the campaign's
 // queue already holds GatewayOptions.MaxQueue callers: nothing was sent.
-var ErrGatewayFull = errors.New("hongbao client: gateway queue full")
+var ErrGatewayFull = errors.New("hongbao: gateway queue full")
 
 // GatewayOptions configure a Gateway. The zero value of every field is
 // its default.
