@@ -13,6 +13,7 @@ import (
 
 	"github.com/hongbao/hongbao/client"
 	"github.com/hongbao/hongbao/internal/openapitest"
+	"github.com/hongbao/hongbao/internal/testenv"
 )
 
 // TestRetryAfterLostGrab: the first grab's reply is lost after the
@@ -82,7 +83,7 @@ func TestRetryAfterLostCreate(t *testing.T) {
 	ctx := context.Background()
 	svc := newService(t)
 	admin := newClient(t, svc, adminKey, &dropFirst{suffix: "/v1/campaigns"})
-	funding := "fund-lost-create"
+	funding := testenv.UniqueID(t) // a run of its own: -count=N reuses the shared Redis
 	c, err := admin.CreateCampaign(ctx, client.CampaignSpec{TotalCents: 500, Count: 5, FundingAccount: funding})
 	require.NoError(t, err)
 	require.Equal(t, 2, svc.fault.count("POST /v1/campaigns"))
