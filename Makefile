@@ -3,6 +3,9 @@ GO ?= go
 PKGS := ./...
 # The dashboard generator is a module of its own (the root's ./... skips it).
 DASHBOARD_GEN := deploy/grafana/gen
+# So is the Go client (few dependencies for the programs that call the API);
+# its tests against a real service are in the root's internal/clienttest.
+CLIENT := client
 # apt-get needs root; as another user the install goes through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -26,6 +29,7 @@ deps: ## install what the tests need (redis-server, redis-cli, PostgreSQL binari
 test: deps ## vet, then every test under the race detector, on real redis-server processes (single servers and clusters); then the deployment's tests (deploy/)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd $(CLIENT) && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd $(DASHBOARD_GEN) && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) test-deploy
 
@@ -41,11 +45,13 @@ race: test ## same as test
 
 short: deps ## the tests without the race detector (quicker)
 	$(GO) test -count=1 $(PKGS)
+	cd $(CLIENT) && $(GO) test -count=1 ./...
 	cd $(DASHBOARD_GEN) && $(GO) test -count=1 ./...
 
-lint: ## go vet and staticcheck, of the library, deploy/ and the dashboard generator
+lint: ## go vet and staticcheck, of the library, the client, deploy/ and the dashboard generator
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+	cd $(CLIENT) && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd deploy && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	$(DRILL_GO) vet ./... && GOFLAGS="$$GOFLAGS -mod=mod" $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd $(DASHBOARD_GEN) && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
@@ -69,6 +75,7 @@ fuzz: ## run each fuzz test for a while
 	$(GO) test -run XXX -fuzz FuzzParseClaim -fuzztime 30s ./internal/redisstore
 	$(GO) test -run XXX -fuzz FuzzDecodeCreate -fuzztime 30s ./httpapi
 	$(GO) test -run XXX -fuzz FuzzDecodeEmpty -fuzztime 30s ./httpapi
+	$(GO) test -run XXX -fuzz FuzzUserIDRuleAgrees -fuzztime 30s ./internal/clienttest
 
 faults: deps ## the long fault tests and the soak (docs/durability.md): failover, flush and rebuild, proxy, PostgreSQL restarts, histories under faults, settle processes SIGKILLed on a cluster, 1,000,000 users x 2 clicks
 	HONGBAO_LONG_FAULTS=1 $(GO) test -count=1 -timeout 90m -v -run 'TestFailoverRain|TestFlushThenRebuild|TestProxyFaultsRain|TestHistoryUnderFaults|TestHistoryOnCluster|TestSoak|TestPartsCrashOnCluster' ./cmd/hongbao/internal/cli/

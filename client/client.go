@@ -31,6 +31,17 @@ type Options struct {
 	Retry Retry
 	// UserAgent is sent as User-Agent. Default "hongbao-client-go".
 	UserAgent string
+	// Propagate, when set, adds the caller's trace context to each
+	// request's header, so the service's spans join the caller's trace.
+	// With OpenTelemetry:
+	//
+	//	Propagate: func(ctx context.Context, h http.Header) {
+	//		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
+	//	}
+	//
+	// Default: nothing is added (the client does not depend on
+	// OpenTelemetry; see the package documentation).
+	Propagate func(ctx context.Context, header http.Header)
 }
 
 // Retry bounds the retries of a call (see the package documentation for
@@ -63,6 +74,7 @@ type Client struct {
 	http  *http.Client
 	retry Retry
 	agent string
+	prop  func(context.Context, http.Header)
 }
 
 // New returns a client of the service at baseURL, such as
@@ -72,7 +84,7 @@ func New(baseURL string, o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("hongbao client: the base URL %q is not an http(s) URL", baseURL)
 	}
-	c := &Client{base: strings.TrimRight(baseURL, "/"), http: o.HTTPClient, retry: o.Retry, agent: o.UserAgent}
+	c := &Client{base: strings.TrimRight(baseURL, "/"), http: o.HTTPClient, retry: o.Retry, agent: o.UserAgent, prop: o.Propagate}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -215,7 +227,9 @@ func (c *Client) attempt(ctx context.Context, k call, payload []byte) error {
 	}
 	h["Accept"] = hdrJSON
 	h["User-Agent"] = []string{c.agent}
-	inject(ctx, h)
+	if c.prop != nil {
+		c.prop(ctx, h)
+	}
 	res, err := c.http.Do(req)
 	if err != nil {
 		return transportError(ctx, err)

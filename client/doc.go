@@ -7,6 +7,35 @@
 // returns a copy that sends another credential over the same connections,
 // so one Client serves many users.
 //
+// # Module and dependencies
+//
+// The client is a module of its own, github.com/hongbao/hongbao/client,
+// so that a program that calls the API does not require the service's
+// dependencies (Redis, SQL drivers, Prometheus, the test harness: 66
+// modules when the client was a package of the service's module). The
+// module requires github.com/golang-jwt/jwt/v5, for package token, which
+// signs users' tokens, and connectrpc.com/connect and
+// google.golang.org/protobuf for packages hongbaov1 and hongbaov1connect,
+// the Connect and gRPC procedures generated from the service's proto
+// files. A program that imports only package client links nothing
+// outside the standard library.
+//
+// It does not depend on OpenTelemetry either: that would add about ten
+// modules to every program's module graph for one header. A program that
+// traces hands its propagator to Options.Propagate, and the service's
+// spans join the caller's trace.
+//
+// # Gateway mode
+//
+// A platform's gateway, which authenticated its users itself, grabs for
+// many of them with a gateway key (serve --gateway-key-file) through
+// Client.Gateway: concurrent Gateway.Grab calls of a campaign are sent
+// together as batch requests (POST /v1/campaigns/{id}/grabs), one in
+// flight per campaign by default, the next taking every call queued
+// meanwhile, up to 1000 users, with no timer. Each caller hears its own
+// user's answer. See Gateway.Grab for errors and cancellation, and
+// docs/gateway.md.
+//
 // # Retries
 //
 // A call is retried only when retrying cannot do anything twice:
@@ -16,8 +45,8 @@
 //   - when the outcome is unknown: 503 outcome_unknown or unavailable, 500,
 //     a gateway's 502/503/504, a connection cut before the reply was read.
 //     Only the calls the service makes idempotent are retried then: grab
-//     (one packet per user and campaign: a retry answers the same packet,
-//     as already_granted), the held packet, reserve (by user and order
+//     and a Gateway's batch of grabs (one packet per user and campaign: a
+//     retry answers the same packet, as already_granted), the held packet, reserve (by user and order
 //     id), confirm and cancel (the same answer when repeated), close,
 //     pause, resume, block and unblock, every read, and the creates, which always carry an Idempotency-Key
 //     (one is drawn when the spec names none). Redrive is not: its

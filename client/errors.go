@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/hongbao/hongbao/client/internal/userid"
 )
 
 // Sentinels, one per error code of the service. An *Error matches the one
@@ -154,4 +156,15 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		return t.Sub(now)
 	}
 	return 0
+}
+
+// ValidateUserID answers nil for a user id the service accepts: 1 to 64
+// bytes of A-Z a-z 0-9 _ - . : @. Else its error matches ErrInvalidID.
+// A Gateway checks every id with it before queueing, so that one bad id
+// does not fail the batch it would have joined.
+func ValidateUserID(id string) error {
+	if err := userid.Check(id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidID, err)
+	}
+	return nil
 }

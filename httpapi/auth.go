@@ -14,7 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/hongbao/hongbao"
-	"github.com/hongbao/hongbao/token"
+	"github.com/hongbao/hongbao/client/token"
 )
 
 // MinSecretLen is the shortest token secret or admin key accepted, in

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hongbao/hongbao/client/token"
 	"github.com/hongbao/hongbao/internal/history"
-	"github.com/hongbao/hongbao/token"
 )
 
 // api is one API process as a gateway sees it.

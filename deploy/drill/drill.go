@@ -16,11 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hongbao/hongbao/client/token"
 	"github.com/hongbao/hongbao/internal/history"
 	"github.com/hongbao/hongbao/internal/redisstore"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
-	"github.com/hongbao/hongbao/token"
 )
 
 // The campaigns the drill creates: 1.00 per packet; the discount

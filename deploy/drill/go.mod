@@ -2,13 +2,15 @@ module github.com/hongbao/hongbao/deploy/drill
 
 go 1.26.8
 
-require github.com/hongbao/hongbao v0.0.0
+require (
+	github.com/hongbao/hongbao v0.0.0
+	github.com/hongbao/hongbao/client v0.0.0
+)
 
 require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -31,3 +33,5 @@ require (
 )
 
 replace github.com/hongbao/hongbao => ../..
+
+replace github.com/hongbao/hongbao/client => ../../client

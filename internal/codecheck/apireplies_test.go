@@ -17,7 +17,7 @@ import (
 // handler's own tests, the Go client against the API, serve started
 // in-process or as a binary): every reply they receive must be checked
 // against openapi.json.
-var replyCheckedDirs = []string{"httpapi", "cmd/hongbao/internal/cli", "client"}
+var replyCheckedDirs = []string{"httpapi", "cmd/hongbao/internal/cli", "internal/clienttest"}
 
 // uncheckedSenders are net/http's package-level ways to send a request,
 // none of which checks its reply.

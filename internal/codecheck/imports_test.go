@@ -1,10 +1,14 @@
 package codecheck
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 
 	"github.com/stretchr/testify/require"
 )
@@ -21,6 +25,7 @@ const toolTier = module + "/cmd/"
 // the binary may (it starts its own redis-server through redisserver).
 var testSupport = []string{
 	module + "/internal/browsertest",
+	module + "/internal/clienttest",
 	module + "/internal/codecheck",
 	module + "/internal/history",
 	module + "/internal/openapitest",
@@ -70,9 +75,10 @@ func TestImportsRunOneWay(t *testing.T) {
 // engineFree are the library's leaves and the packages beside the engine
 // rather than above it: none of them imports the engine (the root
 // package) or its key layout, so a host can take a ledger, a webhook sink,
-// a leader or the client without the engine and Redis scripts coming too.
+// a leader without the engine and Redis scripts coming too. (The client
+// is a module of its own: TestClientModuleStandsAlone.)
 var engineFree = []string{
-	"./money", "./split", "./ledger/...", "./webhook", "./leader", "./atomicop", "./client",
+	"./money", "./split", "./ledger/...", "./webhook", "./leader", "./atomicop",
 }
 
 // TestLeavesImportNoEngine holds that the engineFree packages stay free
@@ -90,6 +96,51 @@ func TestLeavesImportNoEngine(t *testing.T) {
 			if engine[dep] {
 				t.Errorf("%s imports %s", fields[0], dep)
 			}
+		}
+	}
+}
+
+// clientRequires are the only modules the client module (client/go.mod)
+// may require: a program that calls the API gets the client and these,
+// nothing of the engine. Each one added here is a cost to every such
+// program; say why in the client's package documentation.
+var clientRequires = map[string]bool{
+	"github.com/golang-jwt/jwt/v5": true, // package token signs users' tokens
+	// Packages hongbaov1 and hongbaov1connect: the Connect and gRPC
+	// procedures, generated from proto/, which serve implements too.
+	"connectrpc.com/connect":     true,
+	"google.golang.org/protobuf": true,
+}
+
+// TestClientModuleStandsAlone holds that the client module requires
+// nothing of the root module and no more than clientRequires, and that
+// its packages and tests import nothing else.
+func TestClientModuleStandsAlone(t *testing.T) {
+	dir := filepath.Join(moduleRoot(t), "client")
+	src, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	mf, err := modfile.Parse("client/go.mod", src, nil)
+	require.NoError(t, err)
+	require.Equal(t, module+"/client", mf.Module.Mod.Path)
+	for _, r := range mf.Require {
+		require.True(t, clientRequires[r.Mod.Path], "client/go.mod requires %s", r.Mod.Path)
+	}
+	require.Empty(t, mf.Replace, "the client module replaces nothing: its users build it as it is")
+	deps := goList(t, dir, "-deps", "-test", "./...")
+	require.Greater(t, len(deps), 10, "go list found too few packages to prove anything")
+	for _, dep := range deps {
+		first, _, _ := strings.Cut(dep, "/")
+		if !strings.Contains(first, ".") {
+			continue // the standard library
+		}
+		// A test's main package, an external test package.
+		dep = strings.TrimSuffix(strings.TrimSuffix(dep, ".test"), "_test")
+		ok := dep == module+"/client" || strings.HasPrefix(dep, module+"/client/")
+		for m := range clientRequires {
+			ok = ok || dep == m || strings.HasPrefix(dep, m+"/")
+		}
+		if !ok {
+			t.Errorf("the client module imports %s", dep)
 		}
 	}
 }

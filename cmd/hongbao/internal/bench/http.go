@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hongbao/hongbao/client"
-	"github.com/hongbao/hongbao/token"
+	"github.com/hongbao/hongbao/client/token"
 )
 
 // HTTPOptions configure a benchmark of a running serve over HTTP.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -63,7 +64,10 @@ func TestServeTraces(t *testing.T) {
 	api := fx.api(t, p.URL)
 	id := api.create(t, p.URL, `{"total_cents":300,"count":3}`)
 
-	c, err := client.New(p.URL, client.Options{Token: api.userToken(t, "wes"), HTTPClient: api.c})
+	c, err := client.New(p.URL, client.Options{Token: api.userToken(t, "wes"), HTTPClient: api.c,
+		Propagate: func(ctx context.Context, h http.Header) {
+			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+		}})
 	require.NoError(t, err)
 	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")

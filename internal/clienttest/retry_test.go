@@ -1,4 +1,4 @@
-package client_test
+package clienttest
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hongbao/hongbao/client"
 	"github.com/hongbao/hongbao/internal/openapitest"
+	"github.com/hongbao/hongbao/internal/testenv"
 )
 
 // TestRetryAfterLostGrab: the first grab's reply is lost after the
@@ -81,7 +83,7 @@ func TestRetryAfterLostCreate(t *testing.T) {
 	ctx := context.Background()
 	svc := newService(t)
 	admin := newClient(t, svc, adminKey, &dropFirst{suffix: "/v1/campaigns"})
-	funding := "fund-lost-create"
+	funding := testenv.UniqueID(t) // a run of its own: -count=N reuses the shared Redis
 	c, err := admin.CreateCampaign(ctx, client.CampaignSpec{TotalCents: 500, Count: 5, FundingAccount: funding})
 	require.NoError(t, err)
 	require.Equal(t, 2, svc.fault.count("POST /v1/campaigns"))
@@ -215,8 +217,10 @@ func TestRetryNotSent(t *testing.T) {
 	require.Equal(t, 3, dials)
 }
 
-// TestTraceparent: a call made in a span sends its trace context, so the
-// service's spans join the caller's trace; one without sends none.
+// TestTraceparent: with Options.Propagate set to OpenTelemetry's W3C
+// propagator (as the package documentation shows), a call made in a span
+// sends its trace context, so the service's spans join the caller's
+// trace; one without sends none; a client without Propagate sends none.
 func TestTraceparent(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
@@ -225,12 +229,17 @@ func TestTraceparent(t *testing.T) {
 		got = append(got, r.Header.Get("traceparent"))
 		return false
 	})
-	c := newClient(t, svc, adminKey, nil)
+	c, err := client.New(svc.URL, client.Options{Token: adminKey, HTTPClient: openapitest.Client(t),
+		Propagate: func(ctx context.Context, h http.Header) {
+			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+		}})
+	require.NoError(t, err)
 	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
 	ctx := trace.ContextWithSpanContext(context.Background(),
 		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
 	require.NoError(t, c.Healthy(ctx))
 	require.NoError(t, c.Healthy(context.Background()))
-	require.Equal(t, []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ""}, got)
+	require.NoError(t, newClient(t, svc, adminKey, nil).Healthy(ctx))
+	require.Equal(t, []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "", ""}, got)
 }

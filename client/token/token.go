@@ -1,8 +1,13 @@
 // Package token signs the user tokens the HTTP API accepts (HS256 JWTs
-// whose sub is the user id): for tests, demos and load generators, and for
-// a platform that wants to sign its users' tokens in Go. It holds what a
-// signer and the API's verifier share, the secret and the scope; package
-// httpapi verifies tokens and names these types as its own.
+// whose sub is the user id): for a platform's back end that signs its
+// users' tokens in Go and calls the API with package client, and for
+// tests, demos and load generators. It holds what a signer and the API's
+// verifier share, the secret and the scope; the service's package httpapi
+// verifies tokens and names these types as its own.
+//
+// It lives in the client module, beside the client, so that a back end
+// signs tokens without linking the engine: its only dependency is
+// github.com/golang-jwt/jwt/v5.
 package token
 
 import (
@@ -12,8 +17,12 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/hongbao/hongbao"
+	"github.com/hongbao/hongbao/client/internal/userid"
 )
+
+// ErrInvalidUser is the error of a mint for a user id the service does
+// not accept (1 to 64 of A-Z a-z 0-9 _ - . : @).
+var ErrInvalidUser = errors.New("token: invalid user id")
 
 // MinSecretLen is the shortest token secret or admin key accepted, in
 // bytes: HS256 with a shorter secret can be brute-forced offline from one
@@ -57,8 +66,8 @@ func MintScoped(secret Secret, scope Scope, user string, ttl time.Duration, now 
 	if len(secret.Key) < MinSecretLen {
 		return "", fmt.Errorf("token: secret is %d bytes; at least %d needed", len(secret.Key), MinSecretLen)
 	}
-	if err := hongbao.ValidateUserID(user); err != nil {
-		return "", err
+	if err := userid.Check(user); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidUser, err)
 	}
 	if ttl <= 0 {
 		return "", errors.New("token: ttl must be positive")

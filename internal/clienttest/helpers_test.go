@@ -1,4 +1,4 @@
-package client_test
+package clienttest
 
 import (
 	"context"
@@ -30,6 +30,7 @@ var (
 	userSecret = httpapi.Secret{KID: "k1", Key: []byte("client-test-user-secret-0123456789ab")}
 	adminKey   = "client-test-admin-key-0123456789abcdef"
 	paymentKey = "client-test-payment-key-0123456789abcd"
+	gatewayKey = "client-test-gateway-key-0123456789abcd"
 )
 
 // service is a real serve handler (real Redis, SQLite ledger) behind a
@@ -43,21 +44,33 @@ type service struct {
 // newService starts the API on the shared test Redis.
 func newService(t *testing.T) *service {
 	t.Helper()
+	return newServiceWith(t, nil)
+}
+
+// newServiceWith is newService with the handler's configuration changed
+// by with, when not nil.
+func newServiceWith(t *testing.T, with func(*httpapi.Config)) *service {
+	t.Helper()
 	r := testenv.SharedRedis(t)
 	eng, err := hongbao.New(hongbao.Config{Redis: r.Client})
 	require.NoError(t, err)
 	l, err := open.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
-	s, err := httpapi.New(httpapi.Config{
+	cfg := httpapi.Config{
 		Engine: eng, Settlement: settle.NewBacklogs(r.Client, ""),
 		UserSecrets: []httpapi.Secret{userSecret},
 		AdminKeys:   [][]byte{[]byte(adminKey)},
 		PaymentKeys: [][]byte{[]byte(paymentKey)},
+		GatewayKeys: [][]byte{[]byte(gatewayKey)},
 		Ready:       map[string]func(context.Context) error{"ledger": l.Ping},
 		UserRate:    -1, IPRate: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if with != nil {
+		with(&cfg)
+	}
+	s, err := httpapi.New(cfg)
 	require.NoError(t, err)
 	f := &faults{next: s, hits: map[string]int{}}
 	hs := httptest.NewServer(f)
