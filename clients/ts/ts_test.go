@@ -36,6 +36,7 @@ import (
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/client/hongbaov1"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 	"github.com/hongbao/hongbao/internal/testenv"
 	"github.com/hongbao/hongbao/ledger"
 	"github.com/hongbao/hongbao/ledger/open"
@@ -286,8 +287,9 @@ func unavailableCodes(t *testing.T) []string {
 
 // server is the API as serve runs it, on a real listener.
 type server struct {
-	url string
-	eng *hongbao.Engine
+	url       string
+	eng       *hongbao.Engine
+	transport *http.Transport
 }
 
 func startServer(t *testing.T) *server {
@@ -324,7 +326,9 @@ func startServer(t *testing.T) *server {
 	hs.Config.ErrorLog = stdlog.New(io.Discard, "", 0)
 	hs.Start()
 	t.Cleanup(hs.Close)
-	return &server{url: hs.URL, eng: eng}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &server{url: hs.URL, eng: eng, transport: tr}
 }
 
 // create creates a campaign (path /v1/campaigns or /v1/discounts) as
@@ -334,7 +338,9 @@ func (s *server) create(t *testing.T, path, body string) string {
 	req, err := http.NewRequest("POST", s.url+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+adminKey)
-	res, err := http.DefaultClient.Do(req)
+	// The reply is checked against openapi.json.
+	hc := &http.Client{Transport: openapitest.Transport(t, s.transport), Timeout: 30 * time.Second}
+	res, err := hc.Do(req)
 	require.NoError(t, err)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
