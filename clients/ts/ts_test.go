@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,6 +255,11 @@ func run(t *testing.T, npm string, env []string, args ...string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, npm, append(args, "--no-audit", "--no-fund", "--no-update-notifier")...)
 	cmd.Env = append(os.Environ(), env...)
+	// npm runs node and tsc as children: on the deadline the whole group
+	// is killed, and the output pipes are not waited for past WaitDelay.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
