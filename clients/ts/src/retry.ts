@@ -25,13 +25,14 @@ export function retryDefaults(o: RetryOptions | undefined): Required<RetryOption
 
 /**
  * backoffMs is the wait before retry number `retry` (0 for the first):
- * a random wait up to the doubled base, capped (full jitter, so that many
- * clients refused together do not come back together), and never less
- * than what the server asked.
+ * the base doubled at each retry and capped, of which the second half is
+ * random (so that clients refused together do not come back together,
+ * while each still waits at least half), and never less than what the
+ * server asked.
  */
 export function backoffMs(retry: number, o: Required<RetryOptions>, retryAfterMs: number): number {
   const ceiling = Math.min(o.maxDelayMs, o.baseDelayMs * 2 ** retry);
-  return Math.max(retryAfterMs, Math.random() * ceiling);
+  return Math.max(retryAfterMs, ceiling / 2 + (Math.random() * ceiling) / 2);
 }
 
 /** sleep waits ms, or rejects when signal aborts. */

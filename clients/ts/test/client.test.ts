@@ -365,10 +365,22 @@ describe("the client's own checks", () => {
   it("retries a refused connection, then reports it unavailable", async () => {
     // A port nothing listens on: the server's, once closed, is not
     // known here, so take one of the reserved range.
-    const cl = new HongbaoClient({ baseUrl: "http://127.0.0.1:9", credential: fx.tokens.ann, retry: { attempts: 3, baseDelayMs: 20 } });
+    // The backoffs of two retries: at least 50 + 100 ms (half of each
+    // doubled base); a refused connection fails at once.
+    const cl = new HongbaoClient({ baseUrl: "http://127.0.0.1:9", credential: fx.tokens.ann, retry: { attempts: 3, baseDelayMs: 100 } });
+    const start = Date.now();
     const e = await rejects(() => cl.grab("any"));
+    assert.ok(Date.now() - start >= 150, `gave up after ${Date.now() - start} ms`);
     assert.equal(e.code, "unavailable");
     assert.equal(e.rpcCode, Code.Unavailable);
+    assert.ok(e.retryable);
     cl.close();
+
+    // One try: no wait.
+    const once = new HongbaoClient({ baseUrl: "http://127.0.0.1:9", credential: fx.tokens.ann, retry: { attempts: 1, baseDelayMs: 1000 } });
+    const t0 = Date.now();
+    await rejects(() => once.grab("any"));
+    assert.ok(Date.now() - t0 < 500, "not retried");
+    once.close();
   });
 });
