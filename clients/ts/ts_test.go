@@ -194,6 +194,7 @@ func TestTypeScriptClient(t *testing.T) {
 				confirmed += cents
 			}
 		}
+		require.Positive(t, confirmed, "%s: the client recorded no confirmed discount", p)
 		st, err := srv.eng.Discounts().Status(ctx, c.Discount)
 		require.NoError(t, err)
 		require.EqualValues(t, 1, st.ConfirmedCount, p)
