@@ -53,7 +53,7 @@ type streamLane struct {
 	mu    sync.Mutex
 	ref   uint64
 	retry []laneGrab
-	live  int // the serve of the stream that answered, -1 between streams
+	live  *laneSession // the stream on its home serve, once it answered
 }
 
 // laneGrab is a user to grab and when the lane first sent it.
@@ -113,7 +113,7 @@ func (h *histRun) streams(cfg histConfig, in <-chan int, nemesisDone <-chan stru
 			rpc = append(rpc, hongbaov1connect.NewGrabServiceClient(hc, p.URL, opts...))
 		}
 		for s := range h.serves {
-			l := &streamLane{h: h, client: cfg.workers + 2 + g, home: s, rpc: rpc, in: users, live: -1}
+			l := &streamLane{h: h, client: cfg.workers + 2 + g, home: s, rpc: rpc, in: users}
 			h.lanes = append(h.lanes, l)
 			wg.Go(l.run)
 		}
@@ -121,19 +121,27 @@ func (h *histRun) streams(cfg histConfig, in <-chan int, nemesisDone <-chan stru
 }
 
 // streamOpenOn waits up to 15 s until a lane homed on serve i has a
-// stream there that answered, so that killing serve i breaks a stream.
+// stream there that answered, so that killing serve i breaks a stream;
+// for up to 3 s of them, until such a stream has grabs in flight too, so
+// that they most likely are when it breaks.
 func (h *histRun) streamOpenOn(i int) {
-	eventually(15*time.Second, func() bool {
-		for _, l := range h.lanes {
-			l.mu.Lock()
-			live := l.live
-			l.mu.Unlock()
-			if l.home == i && live == i {
-				return true
+	open := func(inFlight int) func() bool {
+		return func() bool {
+			for _, l := range h.lanes {
+				l.mu.Lock()
+				ss := l.live
+				ok := ss != nil && l.home == i && len(ss.pending) >= inFlight
+				l.mu.Unlock()
+				if ok {
+					return true
+				}
 			}
+			return false
 		}
-		return false
-	})
+	}
+	if !eventually(3*time.Second, open(1)) {
+		eventually(12*time.Second, open(0))
+	}
 }
 
 // run opens one stream after another until the lane's users ran out and
@@ -200,7 +208,7 @@ func (l *streamLane) session(serve int) (*laneSession, bool) {
 			// The receiver reads the rest, until the end of the stream.
 			closing = true
 			l.mu.Lock()
-			l.live = -1
+			l.live = nil
 			l.mu.Unlock()
 			if err := ss.st.CloseRequest(); err != nil {
 				ss.cancel()
@@ -288,7 +296,7 @@ func (l *streamLane) receive(ss *laneSession) {
 		l.mu.Lock()
 		ss.answered = true
 		if ss.serve == l.home && !ss.over {
-			l.live = ss.serve
+			l.live = ss
 		}
 		l.mu.Unlock()
 		for _, r := range res.GetResults() {
@@ -305,8 +313,8 @@ func (l *streamLane) lose(ss *laneSession) {
 	ss.over = true
 	lost := ss.pending
 	ss.pending = nil
-	if l.live == ss.serve {
-		l.live = -1
+	if l.live == ss {
+		l.live = nil
 	}
 	l.mu.Unlock()
 	var oe *net.OpError
