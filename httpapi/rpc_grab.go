@@ -31,8 +31,18 @@ type rpcGrabs struct{ s *Server }
 var _ hongbaov1connect.GrabServiceHandler = rpcGrabs{}
 
 func (g rpcGrabs) Grab(ctx context.Context, req *connect.Request[hongbaov1.GrabRequest]) (*connect.Response[hongbaov1.GrabResponse], error) {
-	s, id, route := g.s, req.Msg.GetCampaignId(), req.Spec().Procedure
-	user, err := s.admit(ctx, req.Spec(), req.Header(), req.Peer(), id, s.userGate)
+	out, err := g.grab(ctx, req.Spec(), req.Header(), req.Peer(), req.Msg.GetCampaignId())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// grab is Grab, for connect's handler and for Grab's plain Connect form
+// (rpc_fast.go).
+func (g rpcGrabs) grab(ctx context.Context, spec connect.Spec, header http.Header, peer connect.Peer, id string) (*hongbaov1.GrabResponse, error) {
+	s, route := g.s, spec.Procedure
+	user, err := s.admit(ctx, spec, header, peer, id, s.userGate)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +57,7 @@ func (g rpcGrabs) Grab(ctx context.Context, req *connect.Request[hongbaov1.GrabR
 	if gr.Outcome.HasPacket() {
 		out.PacketId, out.AmountCents, out.Amount = gr.PacketID(), gr.Cents, hongbao.FormatCents(gr.Cents)
 	}
-	return connect.NewResponse(out), nil
+	return out, nil
 }
 
 func (g rpcGrabs) GrabBatch(ctx context.Context, req *connect.Request[hongbaov1.GrabBatchRequest]) (*connect.Response[hongbaov1.GrabBatchResponse], error) {

@@ -64,15 +64,16 @@ func historySizes() histConfig {
 }
 
 // TestHistoryUnderFaults: clients grab red packets (one at a time, and a
-// gateway's clients several users a request through the batch route),
+// gateway's clients several users a request through the batch route, or
+// on a gRPC or Connect stream kept open on each serve for the whole run),
 // read their packet back, and reserve, confirm and cancel discounts, over
-// HTTP on two serve
-// processes (the binary) on a Redis master, its replica and three
-// sentinels (--wait-replicas 1) and a PostgreSQL ledger, and record every
-// call and its answer: ok, refused, or unknown (503, a timeout, a cut
-// connection). Meanwhile a nemesis SIGKILLs a serve and starts it again,
-// partitions the replica from the master (SIGSTOP, its link cut) and then
-// SIGKILLs the master, so that the sentinels promote a replica without the
+// HTTP on two serve processes (the binary) on a Redis master, its
+// replica and three sentinels (--wait-replicas 1) and a PostgreSQL
+// ledger, and record every call and its answer: ok, refused, or unknown
+// (503, a timeout, a cut connection, a broken stream). Meanwhile a
+// nemesis SIGKILLs a serve (while streams are open on it) and starts it
+// again, partitions the replica from the master (SIGSTOP, its link cut)
+// and then SIGKILLs the master, so that the sentinels promote a replica without the
 // master's last writes, and restarts PostgreSQL as a crash would; the long
 // version also freezes the master (SIGSTOP) until the sentinels fail over
 // and lets it come back believing it is the master, and SIGKILLs the
@@ -165,6 +166,7 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 
 	h := &histRun{t: t, api: api, serves: serves, rec: history.NewRecorder(), id: id, did: did, pay: strings.TrimSpace(string(payKey)), gw: strings.TrimSpace(string(gwKey))}
 	n.pg, n.serves, n.answered, n.now, n.id, n.shards = pg, serves, h.answered.Load, h.rec.Now, id, cfg.shards
+	n.beforeServe = h.streamOpenOn
 	if n.c != nil {
 		// Shards run dry, and packets move between them, near the end of
 		// the rain: the cluster's faults begin then.
@@ -204,9 +206,14 @@ func runHistory(t *testing.T, cfg histConfig, redisURL string, client rueidis.Cl
 	if !settled || !dsettled {
 		t.Logf("not settled: red packets %v; discounts %v", st, dst)
 	}
-	t.Logf("%d grabs answered through the batch route", h.batched.Load())
+	t.Logf("%d grabs answered through the batch route, %d on gateway streams; %d streams broke, %d grabs in flight on them ended unknown",
+		h.batched.Load(), h.streamed.Load(), h.streamBreaks.Load(), h.streamLost.Load())
 	require.True(t, rep.OK(), "%s", rep)
 	require.Positive(t, h.batched.Load(), "the batch route was used")
+	require.Positive(t, h.streamed.Load(), "the streams were used")
+	if n.killed > 0 {
+		require.Positive(t, h.streamBreaks.Load(), "a serve was killed while streams were open on it")
+	}
 	require.True(t, settled, "the red packet campaign settles: %v", st)
 	require.True(t, dsettled, "the discount campaign settles: %v", dst)
 	require.Positive(t, rep.Unknown, "the faults were seen: some calls ended unknown")
@@ -234,13 +241,19 @@ type histRun struct {
 	id, did string
 
 	pay      string       // the payment system's key: reserve, confirm, cancel
-	gw       string       // a gateway's key: the batch route
+	gw       string       // a gateway's key: the batch route and streams
 	batched  atomic.Int64 // users answered OK through the batch route
 	answered atomic.Int64 // calls answered OK so far
 	granted  atomic.Int64 // grabs answered granted so far
 	mu       sync.Mutex
 	pending  []histOrder // orders a client gave up on before an answer
 	given    []histOrder // orders given a discount
+
+	lanes    []*streamLane // the gateway's streams
+	streamed atomic.Int64  // grabs answered OK on a gateway's stream
+	// streamBreaks counts the streams that broke, streamLost the grabs in
+	// flight on them (each recorded unknown, and sent again).
+	streamBreaks, streamLost atomic.Int64
 }
 
 // histOrder is one discount order a client drives to its end.
@@ -421,7 +434,8 @@ func (h *histRun) workload(cfg histConfig, nemesisDone <-chan struct{}) {
 		}()
 	}
 	// A gateway's clients: two of them grab for every fifth user, through
-	// the batch route, several users a request.
+	// the batch route, several users a request; two more for another fifth
+	// on their streams (history_stream_test.go).
 	batched := make(chan int)
 	for b := range 2 {
 		wg.Add(1)
@@ -462,6 +476,8 @@ func (h *histRun) workload(cfg histConfig, nemesisDone <-chan struct{}) {
 			}
 		}()
 	}
+	streamed := make(chan int)
+	h.streams(cfg, streamed, nemesisDone, &wg)
 	go func() {
 		for u := range cfg.users {
 			discounts <- u
@@ -469,14 +485,18 @@ func (h *histRun) workload(cfg histConfig, nemesisDone <-chan struct{}) {
 		close(discounts)
 	}()
 	for u := range cfg.users {
-		if u%5 == 2 {
+		switch u % 5 {
+		case 2:
 			batched <- u
-		} else {
+		case 4:
+			streamed <- u
+		default:
 			packets <- u
 		}
 	}
 	close(packets)
 	close(batched)
+	close(streamed)
 	wg.Wait()
 }
 
@@ -662,8 +682,11 @@ type nemesis struct {
 	answered func() int64
 	now      func() time.Duration
 	before   func() // if not nil, runs before the first fault
-	done     int
-	log      []string
+	// beforeServe, if not nil, runs before serve i is killed.
+	beforeServe func(i int)
+	killed      int // serves killed
+	done        int
+	log         []string
 }
 
 func (n *nemesis) run(faults []string) {
@@ -677,6 +700,10 @@ func (n *nemesis) run(faults []string) {
 		var err error
 		switch fn := n.faults[f]; {
 		case f == "serve":
+			if n.beforeServe != nil {
+				n.beforeServe(i % len(n.serves))
+			}
+			n.killed++
 			err = n.serves[i%len(n.serves)].restart()
 		case f == "postgres":
 			err = n.pg.Restart(ctx)
