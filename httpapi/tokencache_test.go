@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -41,4 +43,37 @@ func TestTokenCacheTimesMatchParser(t *testing.T) {
 	c.put("noexp", jwt.RegisteredClaims{Subject: "u"})
 	_, hit := c.get("noexp", exp, leeway)
 	require.False(t, hit)
+}
+
+// BenchmarkUserToken verifies a token not seen before (a user's first tap:
+// the cache misses) and one seen before (a repeat tap).
+//
+//	go test -run '^$' -bench UserToken -benchmem ./httpapi/
+func BenchmarkUserToken(b *testing.B) {
+	sec := Secret{KID: "k1", Key: []byte("user-secret-one-0123456789abcdefghij")}
+	a := newUserAuth([]Secret{sec}, TokenScope{MaxAge: 24 * time.Hour}, 30*time.Second, time.Now)
+	const n = 4096
+	headers := make([]http.Header, n)
+	for i := range headers {
+		tok, err := MintToken(sec, fmt.Sprintf("u-%d", i), time.Hour, time.Now())
+		require.NoError(b, err)
+		headers[i] = http.Header{"Authorization": {"Bearer " + tok}}
+	}
+	b.Run("first", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if i%n == 0 {
+				a.cache = newTokenCache()
+			}
+			if _, err := a.user(headers[i%n]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("repeat", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if _, err := a.user(headers[i%n]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
