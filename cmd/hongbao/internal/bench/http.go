@@ -269,58 +269,11 @@ func runRound(ctx context.Context, api *client.Client, httpc *http.Client, toks 
 		}
 		id = c.ID
 	}
-	serve := func() (*HTTPResult, error) {
-		cpu0, err := processCPUOf(o.ServePID)
-		if err != nil {
-			return nil, err
-		}
-		var r *HTTPResult
-		if o.Batch > 0 {
-			r, err = measureBatch(ctx, httpc, id, o)
-		} else {
-			r, err = measureHTTP(ctx, api, id, toks, o, "grabbing")
-		}
-		if err != nil {
-			return nil, err
-		}
-		r.Target, r.Campaign = "serve", id
-		if o.ServePID > 0 {
-			cpu1, err := processCPUOf(o.ServePID)
-			if err != nil {
-				return nil, err
-			}
-			r.CPUSeconds = round(cpu1-cpu0, 3)
-			if r.Requests > 0 {
-				r.CPUUsPerRequest = round(r.CPUSeconds*1e6/float64(r.Requests), 2)
-				r.CPUUsPerUser = round(r.CPUSeconds*1e6/float64(r.usersCarried()), 2)
-			}
-		}
-		return r, nil
-	}
+	serve := func() (*HTTPResult, error) { return measureServe(ctx, api, httpc, id, toks, o) }
 	beside := func() error {
-		switch {
-		case o.EngineRedisURL != "":
-			var err error
-			eng, err = Run(ctx, Engine, Options{
-				Packets: o.Packets, Users: o.Users, Total: o.Total, Seed: uint64(20261122 + i),
-				Concurrency: o.Batch * o.Concurrency, Runs: 1, RedisURL: o.EngineRedisURL,
-				Progress: o.Progress,
-			})
-			if err == nil && !eng.OK {
-				err = fmt.Errorf("the engine's invariant checks failed: %s", strings.Join(eng.Problems, "; "))
-			}
-			return err
-		case o.Batch == 0 && o.Trivial:
-			triv, err := client.New(trivURL, client.Options{HTTPClient: httpc, Retry: client.NoRetry})
-			if err != nil {
-				return err
-			}
-			if other, err = measureHTTP(ctx, triv, id, toks, o, "trivial handler"); err != nil {
-				return err
-			}
-			other.Target = "trivial"
-		}
-		return nil
+		var err error
+		other, eng, err = measureBeside(ctx, httpc, id, toks, trivURL, o, i)
+		return err
 	}
 	var s *HTTPResult
 	var err error
@@ -354,6 +307,66 @@ func runRound(ctx context.Context, api *client.Client, httpc *http.Client, toks 
 		}
 	}
 	return rd, s, other, eng, nil
+}
+
+// measureServe measures serve once, single grabs or batches, with its
+// CPU time when o.ServePID is set.
+func measureServe(ctx context.Context, api *client.Client, httpc *http.Client, id string, toks []string, o HTTPOptions) (*HTTPResult, error) {
+	cpu0, err := processCPUOf(o.ServePID)
+	if err != nil {
+		return nil, err
+	}
+	var r *HTTPResult
+	if o.Batch > 0 {
+		r, err = measureBatch(ctx, httpc, id, o)
+	} else {
+		r, err = measureHTTP(ctx, api, id, toks, o, "grabbing")
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Target, r.Campaign = "serve", id
+	if o.ServePID > 0 {
+		cpu1, err := processCPUOf(o.ServePID)
+		if err != nil {
+			return nil, err
+		}
+		r.CPUSeconds = round(cpu1-cpu0, 3)
+		if r.Requests > 0 {
+			r.CPUUsPerRequest = round(r.CPUSeconds*1e6/float64(r.Requests), 2)
+			r.CPUUsPerUser = round(r.CPUSeconds*1e6/float64(r.usersCarried()), 2)
+		}
+	}
+	return r, nil
+}
+
+// measureBeside measures what round i compares serve with: the engine on
+// o.EngineRedisURL, or the trivial handler at trivURL, or nothing.
+func measureBeside(ctx context.Context, httpc *http.Client, id string, toks []string, trivURL string, o HTTPOptions, i int) (*HTTPResult, *Result, error) {
+	switch {
+	case o.EngineRedisURL != "":
+		eng, err := Run(ctx, Engine, Options{
+			Packets: o.Packets, Users: o.Users, Total: o.Total, Seed: uint64(20261122 + i),
+			Concurrency: o.Batch * o.Concurrency, Runs: 1, RedisURL: o.EngineRedisURL,
+			Progress: o.Progress,
+		})
+		if err == nil && !eng.OK {
+			err = fmt.Errorf("the engine's invariant checks failed: %s", strings.Join(eng.Problems, "; "))
+		}
+		return nil, eng, err
+	case o.Batch == 0 && o.Trivial:
+		triv, err := client.New(trivURL, client.Options{HTTPClient: httpc, Retry: client.NoRetry})
+		if err != nil {
+			return nil, nil, err
+		}
+		other, err := measureHTTP(ctx, triv, id, toks, o, "trivial handler")
+		if err != nil {
+			return nil, nil, err
+		}
+		other.Target = "trivial"
+		return other, nil, nil
+	}
+	return nil, nil, nil
 }
 
 // usersCarried is how many users' grabs the measurement's requests
