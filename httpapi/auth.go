@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -58,6 +59,9 @@ type userAuth struct {
 	maxAge time.Duration
 	now    func() time.Time
 	parser *jwt.Parser
+	// claims is the parser's own validator of the claims (the same
+	// options), for tokens decoded by verifyPlain.
+	claims *jwt.Validator
 	cache  *tokenCache
 }
 
@@ -77,6 +81,7 @@ func newUserAuth(secrets []Secret, scope TokenScope, leeway time.Duration, now f
 		opts = append(opts, jwt.WithAudience(scope.Audience)) // aud required
 	}
 	a.parser = jwt.NewParser(opts...)
+	a.claims = jwt.NewValidator(opts...)
 	for i, s := range secrets {
 		if i == 0 {
 			a.noKID = s.Key
@@ -114,22 +119,17 @@ func (a *userAuth) user(header http.Header) (string, error) {
 	if user, ok := a.cache.get(raw, now, a.leeway); ok {
 		return user, nil
 	}
-	var claims jwt.RegisteredClaims
-	_, err = a.parser.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
-		if kid == "" {
-			if _, has := t.Header["kid"]; has {
-				return nil, errors.New("kid is not a non-empty string")
-			}
-			return a.noKID, nil
-		}
-		k, ok := a.byKID[kid]
-		if !ok {
-			return nil, fmt.Errorf("unknown kid %q", kid)
-		}
-		return k, nil
-	})
-	if err != nil {
+	// A token of the plain shape signers produce is verified here without
+	// the parser's reflection; anything else, and every token refused,
+	// goes through the parser, which decides.
+	claims, ok := a.verifyPlain(raw)
+	if ok && a.claims.Validate(&claims) == nil && hongbao.ValidateUserID(claims.Subject) == nil &&
+		a.checkLifetime(&claims, now) == nil {
+		a.cache.put(raw, claims)
+		return claims.Subject, nil
+	}
+	claims = jwt.RegisteredClaims{}
+	if _, err = a.parser.ParseWithClaims(raw, &claims, a.key); err != nil {
 		return "", err
 	}
 	// sub becomes a Redis hash field and a ledger account.
@@ -141,6 +141,314 @@ func (a *userAuth) user(header http.Header) (string, error) {
 	}
 	a.cache.put(raw, claims)
 	return claims.Subject, nil
+}
+
+// key is the parser's key function: the secret the token's kid names, or
+// the first secret for a token without a kid.
+func (a *userAuth) key(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	if kid == "" {
+		if _, has := t.Header["kid"]; has {
+			return nil, errors.New("kid is not a non-empty string")
+		}
+		return a.noKID, nil
+	}
+	k, ok := a.byKID[kid]
+	if !ok {
+		return nil, fmt.Errorf("unknown kid %q", kid)
+	}
+	return k, nil
+}
+
+// maxPlainSegment bounds the decoded header and claims verifyPlain reads.
+const maxPlainSegment = 512
+
+// verifyPlain checks raw's HS256 signature and decodes its claims when
+// the token has the plain shape that signers (token.Mint, jwt libraries)
+// produce: compact JSON without whitespace or escapes, a header of alg,
+// kid and typ only, registered claims of the types RFC 7519 gives them
+// (times as integers), other claims as scalars. It never refuses: ok
+// false leaves the decision to the parser, so that what it accepts is a
+// subset of what the parser accepts, with the same claims (a fuzz test
+// holds it to that). The claims' times and scope are still to be checked
+// (the parser's validator).
+func (a *userAuth) verifyPlain(raw string) (jwt.RegisteredClaims, bool) {
+	var c jwt.RegisteredClaims
+	h, rest, ok1 := strings.Cut(raw, ".")
+	p, sig, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || strings.IndexByte(sig, '.') >= 0 {
+		return c, false
+	}
+	var buf [maxPlainSegment]byte
+	hb, ok := decodeSegment(buf[:], h)
+	if !ok {
+		return c, false
+	}
+	key, ok := a.plainHeaderKey(hb)
+	if !ok {
+		return c, false
+	}
+	var sum [sha256.Size]byte
+	if n, ok := decodeSegment(sum[:], sig); !ok || len(n) != sha256.Size {
+		return c, false
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(raw[:len(h)+1+len(p)]))
+	if !hmac.Equal(m.Sum(nil), sum[:]) {
+		return c, false
+	}
+	pb, ok := decodeSegment(buf[:], p)
+	if !ok || !plainClaims(pb, &c) {
+		return c, false
+	}
+	return c, true
+}
+
+// decodeSegment decodes a segment into dst as the parser does (unpadded
+// base64url), or answers false when it does not fit.
+func decodeSegment(dst []byte, seg string) ([]byte, bool) {
+	if base64.RawURLEncoding.DecodedLen(len(seg)) > len(dst) {
+		return nil, false
+	}
+	n, err := base64.RawURLEncoding.Decode(dst, []byte(seg))
+	if err != nil {
+		return nil, false
+	}
+	return dst[:n], true
+}
+
+// plainHeaderKey reads a plain header (alg HS256, an optional non-empty
+// kid, an optional typ, each once) and returns the secret it names.
+func (a *userAuth) plainHeaderKey(b []byte) ([]byte, bool) {
+	var alg, kid string
+	var hasKID, hasTyp bool
+	ok := plainObject(b, func(k string, v []byte) bool {
+		s, isStr := plainString(v)
+		switch {
+		case !isStr:
+			return false
+		case k == "alg" && alg == "":
+			alg = s
+		case k == "kid" && !hasKID:
+			kid, hasKID = s, true
+		case k == "typ" && !hasTyp:
+			hasTyp = true
+		default:
+			return false
+		}
+		return true
+	})
+	if !ok || alg != jwt.SigningMethodHS256.Alg() {
+		return nil, false
+	}
+	if !hasKID {
+		return a.noKID, a.noKID != nil
+	}
+	k, found := a.byKID[kid]
+	return k, found && kid != ""
+}
+
+// plainClaims reads plain claims into c: sub, iss and jti as strings, aud
+// as a string or an array of strings, exp, nbf and iat as integers, each
+// once; any other claim must be a scalar and a name that no registered
+// claim matches without regard to case (the parser's JSON decoding would
+// match it).
+func plainClaims(b []byte, c *jwt.RegisteredClaims) bool {
+	var seen uint8
+	return plainObject(b, func(k string, v []byte) bool {
+		bit := uint8(0)
+		switch strings.ToLower(k) {
+		case "sub":
+			bit = 1
+		case "iss":
+			bit = 2
+		case "jti":
+			bit = 4
+		case "aud":
+			bit = 8
+		case "exp":
+			bit = 16
+		case "nbf":
+			bit = 32
+		case "iat":
+			bit = 64
+		default:
+			return plainScalar(v)
+		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		var ok bool
+		switch k {
+		case "sub":
+			c.Subject, ok = plainString(v)
+		case "iss":
+			c.Issuer, ok = plainString(v)
+		case "jti":
+			c.ID, ok = plainString(v)
+		case "aud":
+			c.Audience, ok = plainStrings(v)
+		case "exp":
+			c.ExpiresAt, ok = plainDate(v)
+		case "nbf":
+			c.NotBefore, ok = plainDate(v)
+		case "iat":
+			c.IssuedAt, ok = plainDate(v)
+		}
+		return ok // a name in another case ("Sub") is none of the above
+	})
+}
+
+// plainObject calls f with each member of a flat JSON object without
+// whitespace, whose names are plain strings and whose values are plain
+// strings, integers, true, false, null or arrays of plain strings. It
+// answers false for anything else, or when f does.
+func plainObject(b []byte, f func(k string, v []byte) bool) bool {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return false
+	}
+	b = b[1 : len(b)-1]
+	for len(b) > 0 {
+		n := plainStringLen(b)
+		if n < 0 || n+1 >= len(b) || b[n] != ':' {
+			return false
+		}
+		k := string(b[1 : n-1])
+		b = b[n+1:]
+		end := plainValueLen(b)
+		if end < 0 || !f(k, b[:end]) {
+			return false
+		}
+		b = b[end:]
+		if len(b) > 0 {
+			if b[0] != ',' || len(b) == 1 {
+				return false
+			}
+			b = b[1:]
+		}
+	}
+	return true
+}
+
+// plainStringLen is the length of the plain string b opens with
+// (printable ASCII, no escapes), quotes included, or -1.
+func plainStringLen(b []byte) int {
+	if len(b) == 0 || b[0] != '"' {
+		return -1
+	}
+	for i := 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return -1
+		}
+	}
+	return -1
+}
+
+// plainValueLen is the length of the plain value b opens with, or -1.
+func plainValueLen(b []byte) int {
+	switch {
+	case len(b) == 0:
+		return -1
+	case b[0] == '"':
+		return plainStringLen(b)
+	case b[0] == '[':
+		i := 1
+		for i < len(b) && b[i] != ']' {
+			if i > 1 {
+				if b[i] != ',' {
+					return -1
+				}
+				i++
+			}
+			n := plainStringLen(b[i:])
+			if n < 0 {
+				return -1
+			}
+			i += n
+		}
+		if i >= len(b) {
+			return -1
+		}
+		return i + 1
+	}
+	i := 0
+	for i < len(b) && b[i] != ',' {
+		i++
+	}
+	if !plainScalar(b[:i]) {
+		return -1
+	}
+	return i
+}
+
+// plainScalar reports whether v is a plain string, a plain integer, true,
+// false or null.
+func plainScalar(v []byte) bool {
+	if _, ok := plainString(v); ok {
+		return true
+	}
+	if _, ok := plainInt(v); ok {
+		return true
+	}
+	switch string(v) {
+	case "true", "false", "null":
+		return true
+	}
+	return false
+}
+
+// plainString is the plain string v, quotes removed.
+func plainString(v []byte) (string, bool) {
+	if plainStringLen(v) != len(v) {
+		return "", false
+	}
+	return string(v[1 : len(v)-1]), true
+}
+
+// plainStrings is a plain string or an array of them, as jwt.ClaimStrings.
+func plainStrings(v []byte) (jwt.ClaimStrings, bool) {
+	if s, ok := plainString(v); ok {
+		return jwt.ClaimStrings{s}, true
+	}
+	if len(v) < 2 || v[0] != '[' || plainValueLen(v) != len(v) {
+		return nil, false
+	}
+	var out jwt.ClaimStrings // nil for [], as the parser makes it
+	for i := 1; i < len(v)-1; {
+		n := plainStringLen(v[i:])
+		out = append(out, string(v[i+1:i+n-1]))
+		i += n + 1
+	}
+	return out, true
+}
+
+// plainInt is a JSON integer of 1 to 12 digits (no sign, no leading zero):
+// exact as the parser's float64, and any time until the year 33658.
+func plainInt(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 12 || (v[0] == '0' && len(v) > 1) {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// plainDate is an integer NumericDate, as the parser makes it.
+func plainDate(v []byte) (*jwt.NumericDate, bool) {
+	n, ok := plainInt(v)
+	if !ok {
+		return nil, false
+	}
+	return jwt.NewNumericDate(time.Unix(n, 0)), true
 }
 
 // MintToken signs a user token as token.Mint does. It is for tests, demos

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +58,22 @@ type HTTPOptions struct {
 	Batch int
 	// GatewayKey is a gateway key of the serve, for Batch.
 	GatewayKey string
+	// Rounds is how many times the pair of measurements (serve and the
+	// trivial handler, or serve's batches and the engine) runs, alternating
+	// which goes first; each round grabs from a campaign of its own when
+	// the campaign is created here. The ratios reported are the median of
+	// the rounds'. Default 1.
+	Rounds int
+	// EngineRedisURL, with Batch, also measures hongbao's Engine in this
+	// process on that Redis (the serve's own) in every round: Batch x
+	// Concurrency goroutines (the users the batches hold at once) grab
+	// once each for Users users from a campaign of Packets packets and
+	// Total, as 'hongbao bench --mode engine --redis' does.
+	EngineRedisURL string
+	// ServePID, if positive, is the serve's process id: its CPU time
+	// (user + system, from /proc/PID/stat) is read around each of its
+	// measurements, so that the report gives serve's CPU per request.
+	ServePID int
 	// Progress, if not nil, starts a progress bar.
 	Progress func(label string, total int64) Progress
 }
@@ -77,15 +95,52 @@ type HTTPResult struct {
 	Outcomes    map[string]int64 `json:"outcomes"`
 	Statuses    map[string]int64 `json:"statuses"`
 	Errors      int64            `json:"transport_errors"`
+	// CPUSeconds is the measured process's CPU time (user + system) during
+	// the measurement, when known (serve with ServePID); CPUUsPerRequest
+	// and CPUUsPerUser divide it by the requests and by the users' grabs
+	// they carried (the same for single grabs).
+	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
+	CPUUsPerRequest float64 `json:"cpu_us_per_request,omitempty"`
+	CPUUsPerUser    float64 `json:"cpu_us_per_user,omitempty"`
+}
+
+// HTTPRound is one round of a paired measurement.
+type HTTPRound struct {
+	// First is what ran first in the round: "serve", "trivial" or
+	// "engine".
+	First string `json:"first"`
+	// Campaign is the campaign serve grabbed from.
+	Campaign string `json:"campaign"`
+	// ServePerSec is serve's requests/s; ServeGrantsSec its users granted
+	// a second.
+	ServePerSec    float64 `json:"serve_requests_per_sec"`
+	ServeGrantsSec float64 `json:"serve_granted_per_sec,omitempty"`
+	// TrivialPerSec and Ratio (ServePerSec over it) with single grabs.
+	TrivialPerSec float64 `json:"trivial_requests_per_sec,omitempty"`
+	Ratio         float64 `json:"ratio,omitempty"`
+	// EngineGrantsSec and EngineRatio (ServeGrantsSec over it) with
+	// batches and an engine Redis.
+	EngineGrantsSec  float64 `json:"engine_grants_per_sec,omitempty"`
+	EngineRatio      float64 `json:"engine_ratio,omitempty"`
+	ServeCPUUsPerReq float64 `json:"serve_cpu_us_per_request,omitempty"`
 }
 
 // HTTPReport holds the serve measurement and, when asked, the trivial
-// handler's, measured in the same run.
+// handler's or the engine's, measured in the same run. With several rounds
+// Serve, Trivial and Engine are those of the round with the median ratio.
 type HTTPReport struct {
 	Serve   *HTTPResult `json:"serve"`
 	Trivial *HTTPResult `json:"trivial,omitempty"`
-	// Ratio is serve requests/s over the trivial handler's.
+	// Ratio is serve requests/s over the trivial handler's (the median of
+	// the rounds').
 	Ratio float64 `json:"ratio,omitempty"`
+	// Engine is the engine's measurement on the serve's Redis (with
+	// EngineRedisURL); EngineRatio serve's users granted a second over the
+	// engine's grants/s (the median of the rounds').
+	Engine      *Result `json:"engine,omitempty"`
+	EngineRatio float64 `json:"engine_ratio,omitempty"`
+	// Rounds are every round's figures, in order.
+	Rounds []HTTPRound `json:"rounds"`
 }
 
 // Validate checks the options.
@@ -107,6 +162,12 @@ func (o *HTTPOptions) Validate() error {
 		return errors.New("batch must be within 0..1000")
 	case o.Batch > 0 && o.GatewayKey == "" && o.AdminKey == "":
 		return errors.New("batches need a gateway key or an admin key")
+	case o.Rounds < 0 || o.Rounds > 100:
+		return errors.New("rounds must be within 1..100")
+	case o.EngineRedisURL != "" && o.Batch == 0:
+		return errors.New("the engine is measured beside batches only")
+	case o.EngineRedisURL != "" && o.Campaign != "":
+		return errors.New("the engine comparison needs campaigns created here, of the same packets")
 	}
 	return nil
 }
@@ -158,51 +219,190 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Rounds == 0 {
+		o.Rounds = 1
+	}
+	trivURL := strings.TrimRight(o.TrivialURL, "/")
+	if o.Batch == 0 && o.Trivial && trivURL == "" {
+		var stop func()
+		if trivURL, stop, err = StartTrivial(); err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	rep := &HTTPReport{}
+	var serves, others []*HTTPResult
+	var engines []*Result
+	for i := 0; i < o.Rounds; i++ {
+		rd, s, other, eng, err := runRound(ctx, api, httpc, toks, trivURL, o, i)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", i+1, err)
+		}
+		rep.Rounds = append(rep.Rounds, rd)
+		serves, others, engines = append(serves, s), append(others, other), append(engines, eng)
+	}
+	// The round of the median ratio (the lower middle one of an even
+	// count) gives the detailed figures.
+	ratio := func(r HTTPRound) float64 { return cmp.Or(r.Ratio, r.EngineRatio) }
+	order := make([]int, len(rep.Rounds))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ratio(rep.Rounds[order[a]]) < ratio(rep.Rounds[order[b]]) })
+	m := order[(len(order)-1)/2]
+	rep.Serve, rep.Trivial, rep.Engine = serves[m], others[m], engines[m]
+	rep.Ratio, rep.EngineRatio = rep.Rounds[m].Ratio, rep.Rounds[m].EngineRatio
+	return rep, nil
+}
+
+// runRound is round i: serve, and the trivial handler or the engine beside
+// it, the first of the two alternating from round to round.
+func runRound(ctx context.Context, api *client.Client, httpc *http.Client, toks []string, trivURL string, o HTTPOptions, i int) (HTTPRound, *HTTPResult, *HTTPResult, *Result, error) {
+	var rd HTTPRound
+	var other *HTTPResult
+	var eng *Result
 	id := o.Campaign
 	if id == "" {
 		c, err := api.CreateCampaign(ctx, client.CampaignSpec{TotalCents: o.Total, Count: o.Packets})
 		if err != nil {
-			return nil, fmt.Errorf("create the campaign: %w", err)
+			return rd, nil, nil, nil, fmt.Errorf("create the campaign: %w", err)
 		}
 		id = c.ID
 	}
-	rep := &HTTPReport{}
-	if o.Batch > 0 {
-		rep.Serve, err = measureBatch(ctx, httpc, id, o)
-		if err != nil {
-			return nil, err
-		}
-		rep.Serve.Target, rep.Serve.Campaign = "serve", id
-		return rep, nil
+	serve := func() (*HTTPResult, error) { return measureServe(ctx, api, httpc, id, toks, o) }
+	beside := func() error {
+		var err error
+		other, eng, err = measureBeside(ctx, httpc, id, toks, trivURL, o, i)
+		return err
 	}
-	rep.Serve, err = measureHTTP(ctx, api, id, toks, o, "grabbing")
+	var s *HTTPResult
+	var err error
+	rd.First = "serve"
+	if i%2 == 1 && (o.EngineRedisURL != "" || (o.Batch == 0 && o.Trivial)) {
+		rd.First = "trivial"
+		if o.EngineRedisURL != "" {
+			rd.First = "engine"
+		}
+		if err = beside(); err == nil {
+			s, err = serve()
+		}
+	} else if s, err = serve(); err == nil {
+		err = beside()
+	}
+	if err != nil {
+		return rd, nil, nil, nil, err
+	}
+	rd.Campaign = id
+	rd.ServePerSec, rd.ServeGrantsSec, rd.ServeCPUUsPerReq = s.PerSec, s.GrantsSec, s.CPUUsPerRequest
+	if other != nil {
+		rd.TrivialPerSec = other.PerSec
+		if other.PerSec > 0 {
+			rd.Ratio = round(s.PerSec/other.PerSec, 3)
+		}
+	}
+	if eng != nil {
+		rd.EngineGrantsSec = eng.GrantsPerSec
+		if eng.GrantsPerSec > 0 {
+			rd.EngineRatio = round(s.GrantsSec/eng.GrantsPerSec, 3)
+		}
+	}
+	return rd, s, other, eng, nil
+}
+
+// measureServe measures serve once, single grabs or batches, with its
+// CPU time when o.ServePID is set.
+func measureServe(ctx context.Context, api *client.Client, httpc *http.Client, id string, toks []string, o HTTPOptions) (*HTTPResult, error) {
+	cpu0, err := processCPUOf(o.ServePID)
 	if err != nil {
 		return nil, err
 	}
-	rep.Serve.Target, rep.Serve.Campaign = "serve", id
-	if o.Trivial {
-		url := strings.TrimRight(o.TrivialURL, "/")
-		if url == "" {
-			var stop func()
-			if url, stop, err = StartTrivial(); err != nil {
-				return nil, err
-			}
-			defer stop()
-		}
-		triv, err := client.New(url, client.Options{HTTPClient: httpc, Retry: client.NoRetry})
+	var r *HTTPResult
+	if o.Batch > 0 {
+		r, err = measureBatch(ctx, httpc, id, o)
+	} else {
+		r, err = measureHTTP(ctx, api, id, toks, o, "grabbing")
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Target, r.Campaign = "serve", id
+	if o.ServePID > 0 {
+		cpu1, err := processCPUOf(o.ServePID)
 		if err != nil {
 			return nil, err
 		}
-		rep.Trivial, err = measureHTTP(ctx, triv, id, toks, o, "trivial handler")
-		if err != nil {
-			return nil, err
-		}
-		rep.Trivial.Target = "trivial"
-		if rep.Trivial.PerSec > 0 {
-			rep.Ratio = round(rep.Serve.PerSec/rep.Trivial.PerSec, 3)
+		r.CPUSeconds = round(cpu1-cpu0, 3)
+		if r.Requests > 0 {
+			r.CPUUsPerRequest = round(r.CPUSeconds*1e6/float64(r.Requests), 2)
+			r.CPUUsPerUser = round(r.CPUSeconds*1e6/float64(r.usersCarried()), 2)
 		}
 	}
-	return rep, nil
+	return r, nil
+}
+
+// measureBeside measures what round i compares serve with: the engine on
+// o.EngineRedisURL, or the trivial handler at trivURL, or nothing.
+func measureBeside(ctx context.Context, httpc *http.Client, id string, toks []string, trivURL string, o HTTPOptions, i int) (*HTTPResult, *Result, error) {
+	switch {
+	case o.EngineRedisURL != "":
+		eng, err := Run(ctx, Engine, Options{
+			Packets: o.Packets, Users: o.Users, Total: o.Total, Seed: uint64(20261122 + i),
+			Concurrency: o.Batch * o.Concurrency, Runs: 1, RedisURL: o.EngineRedisURL,
+			Progress: o.Progress,
+		})
+		if err == nil && !eng.OK {
+			err = fmt.Errorf("the engine's invariant checks failed: %s", strings.Join(eng.Problems, "; "))
+		}
+		return nil, eng, err
+	case o.Batch == 0 && o.Trivial:
+		triv, err := client.New(trivURL, client.Options{HTTPClient: httpc, Retry: client.NoRetry})
+		if err != nil {
+			return nil, nil, err
+		}
+		other, err := measureHTTP(ctx, triv, id, toks, o, "trivial handler")
+		if err != nil {
+			return nil, nil, err
+		}
+		other.Target = "trivial"
+		return other, nil, nil
+	}
+	return nil, nil, nil
+}
+
+// usersCarried is how many users' grabs the measurement's requests
+// carried: its outcomes' sum (one a request for single grabs).
+func (r *HTTPResult) usersCarried() int64 {
+	var n int64
+	for _, v := range r.Outcomes {
+		n += v
+	}
+	return max(n, 1)
+}
+
+// processCPUOf is process pid's CPU time so far (user + system), in
+// seconds, from /proc/PID/stat; 0 for pid 0.
+func processCPUOf(pid int) (float64, error) {
+	if pid <= 0 {
+		return 0, nil
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("the serve's CPU time: %w", err)
+	}
+	// The command name may hold spaces: the fields count from its ")".
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("the serve's CPU time: /proc/%d/stat unreadable", pid)
+	}
+	// utime and stime, fields 14 and 15 of stat(5), in clock ticks (100 a
+	// second on Linux).
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("the serve's CPU time: %w", err)
+	}
+	return float64(ut+st) / 100, nil
 }
 
 // measureHTTP grabs campaign id as each user of toks in turn, with

@@ -51,8 +51,8 @@ type benchHTTPCmd struct {
 	trivialURL, tokensOut, listen   string
 	secretFlag                      fileList
 	users, packets, clicks, conc    int
-	batch                           int
-	gatewayFile                     string
+	batch, rounds, servePID         int
+	gatewayFile, engineRedis        string
 	trivial, asJSON                 bool
 	o                               bench.HTTPOptions
 }
@@ -62,7 +62,9 @@ const benchHTTPUsage = `Usage: hongbao bench --mode http --url URL --token-secre
 Mints a token per user first, creates a campaign (or uses --campaign), lets
 --concurrency clients grab for --users distinct users over HTTP, and reports
 requests/s, latency percentiles and the outcome mix; then measures a trivial
-Go handler the same way, in the same run.
+Go handler the same way, in the same run, and reports the ratio. With
+--batch and --engine-redis it measures the engine on the serve's Redis
+beside the batch route instead; --rounds alternates the pair.
 
 Flags:`
 
@@ -79,6 +81,9 @@ func (b *benchHTTPCmd) declare(fs *flag.FlagSet) {
 	fs.IntVar(&b.conc, "concurrency", 64, "requests in flight (one connection each)")
 	fs.IntVar(&b.batch, "batch", 0, "send the grabs as a gateway does, this many users a request to POST /v1/campaigns/{id}/grabs (1..1000), under --gateway-key-file or the admin key; no tokens, no trivial handler; default 0: one grab a request")
 	fs.StringVar(&b.gatewayFile, "gateway-key-file", "", "a gateway key of the serve, for --batch (the admin key opens the route too)")
+	fs.IntVar(&b.rounds, "rounds", 1, "run the pair of measurements (serve and the trivial handler, or serve's batches and the engine) this many times, alternating which goes first, each round on a campaign of its own; the ratios are the rounds' median")
+	fs.StringVar(&b.engineRedis, "engine-redis", "", "with --batch: also measure the engine in this process on this Redis (the serve's own) in every round, --batch x --concurrency goroutines grabbing once for each of --users, and report serve's users granted a second over the engine's grants/s")
+	fs.IntVar(&b.servePID, "serve-pid", 0, "the serve's process id: read its CPU time (/proc/PID/stat) around each measurement and report its CPU per request")
 	fs.BoolVar(&b.trivial, "trivial", true, "also measure a trivial Go handler, the same way (in this process, or at --trivial-url)")
 	fs.StringVar(&b.trivialURL, "trivial-url", "", "measure the trivial handler at this URL, one started in a process of its own with --trivial-listen, like serve")
 	fs.StringVar(&b.tokensOut, "tokens-out", "", "only mint --users tokens into this file, one a line (for wrk), and exit")
@@ -107,7 +112,8 @@ func (b *benchHTTPCmd) parseFlags(args []string) error {
 	b.o = bench.HTTPOptions{
 		URL: strings.TrimRight(b.url, "/"), Secret: secret, Campaign: b.campaign, Packets: b.packets,
 		Users: b.users, Clicks: b.clicks, Concurrency: b.conc, Trivial: b.trivial,
-		TrivialURL: b.trivialURL, Batch: b.batch,
+		TrivialURL: b.trivialURL, Batch: b.batch, Rounds: b.rounds, EngineRedisURL: b.engineRedis,
+		ServePID: b.servePID,
 	}
 	if b.tokensOut != "" {
 		if b.users < 1 {
@@ -181,10 +187,33 @@ func (b *benchHTTPCmd) run(ctx context.Context) error {
 			if b.batch > 0 {
 				p("         %d users a request: %.0f users granted a second\n", b.batch, r.GrantsSec)
 			}
+			if r.CPUSeconds > 0 {
+				p("         serve CPU %.2fs: %.1f µs a request, %.1f µs a user\n", r.CPUSeconds, r.CPUUsPerRequest, r.CPUUsPerUser)
+			}
+		}
+	}
+	if e := rep.Engine; e != nil {
+		p("engine   %d grants in %.2fs by %d goroutines on the same Redis: %.0f grants/s   latency p50 %.2f ms  p99 %.2f ms; this process's CPU %.1f µs a grant\n",
+			e.Granted, e.Seconds, e.Concurrency, e.GrantsPerSec, e.P50Ms, e.P99Ms, e.BenchUsPerGrant)
+	}
+	if len(rep.Rounds) > 1 {
+		for i, r := range rep.Rounds {
+			p("round %d (%s first): serve %.0f req/s", i+1, r.First, r.ServePerSec)
+			switch {
+			case r.TrivialPerSec > 0:
+				p(", trivial %.0f req/s, ratio %.3f\n", r.TrivialPerSec, r.Ratio)
+			case r.EngineGrantsSec > 0:
+				p(", %.0f users granted/s; engine %.0f grants/s, ratio %.3f\n", r.ServeGrantsSec, r.EngineGrantsSec, r.EngineRatio)
+			default:
+				p("\n")
+			}
 		}
 	}
 	if rep.Ratio > 0 {
-		p("serve / trivial handler: %.2f of the trivial handler's requests/s\n", rep.Ratio)
+		p("serve / trivial handler: %.2f of the trivial handler's requests/s (median of %d rounds)\n", rep.Ratio, len(rep.Rounds))
+	}
+	if rep.EngineRatio > 0 {
+		p("serve batches / engine: %.2f of the engine's grants/s on the same Redis (median of %d rounds)\n", rep.EngineRatio, len(rep.Rounds))
 	}
 	return nil
 }

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -78,5 +81,95 @@ func TestBenchHTTPBatch(t *testing.T) {
 	require.EqualValues(t, 400, s.Outcomes["granted"])
 	require.EqualValues(t, 2000, s.Outcomes["granted"]+s.Outcomes["already_granted"]+s.Outcomes["sold_out"])
 	require.Positive(t, s.GrantsSec)
+	require.Nil(t, rep.Trivial)
+}
+
+// TestBenchHTTPRounds: --rounds alternates serve with the trivial handler,
+// each round on a campaign of its own, and reports every round's ratio and
+// their median; --serve-pid reads the serve's CPU around its measurements
+// (this process's, where the test runs serve).
+func TestBenchHTTPRounds(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	p := startServe(t, fx.args("--user-rate", "-1")...)
+	code, out, errs := run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", fx.secretFile,
+		"--admin-key-file", fx.adminFile, "--users", "300", "--packets", "200", "--concurrency", "8", "--rounds", "3",
+		"--serve-pid", strconv.Itoa(os.Getpid()), "--json")
+	require.Equal(t, 0, code, errs)
+	var rep bench.HTTPReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Len(t, rep.Rounds, 3)
+	var ratios []float64
+	campaigns := map[string]bool{}
+	for i, r := range rep.Rounds {
+		require.Equal(t, []string{"serve", "trivial", "serve"}[i], r.First)
+		require.Positive(t, r.ServePerSec)
+		require.Positive(t, r.TrivialPerSec)
+		require.InDelta(t, r.ServePerSec/r.TrivialPerSec, r.Ratio, 0.001)
+		ratios = append(ratios, r.Ratio)
+		campaigns[r.Campaign] = true
+	}
+	require.Len(t, campaigns, 3, "a campaign of its own each round")
+	sort.Float64s(ratios)
+	require.Equal(t, ratios[1], rep.Ratio, "the median round's ratio")
+	s := rep.Serve
+	// Each round's campaign is fresh: 300 users, 200 packets, one grab each.
+	require.EqualValues(t, 300, s.Requests)
+	require.EqualValues(t, 200, s.Outcomes["granted"])
+	require.EqualValues(t, 100, s.Outcomes["sold_out"])
+	require.EqualValues(t, 300, rep.Trivial.Requests)
+	require.Positive(t, s.CPUSeconds)
+	require.InDelta(t, s.CPUSeconds*1e6/300, s.CPUUsPerRequest, 0.01)
+	require.Equal(t, s.CPUUsPerRequest, s.CPUUsPerUser)
+
+	// The text report names every round and the median.
+	code, out, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", fx.secretFile,
+		"--admin-key-file", fx.adminFile, "--users", "20", "--packets", "10", "--concurrency", "2", "--rounds", "2")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "round 2 (trivial first)")
+	require.Contains(t, out, "(median of 2 rounds)")
+
+	code, _, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", fx.secretFile,
+		"--admin-key-file", fx.adminFile, "--engine-redis", fx.redisURL())
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "beside batches only")
+}
+
+// TestBenchHTTPBatchEngine: --batch with --engine-redis measures serve's
+// batches and the engine on the serve's Redis in every round, alternating,
+// and reports their ratio; the counts of both add up.
+func TestBenchHTTPBatchEngine(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	gw := writeSecret(t, fx.dir, "gateway.key")
+	p := startServe(t, fx.args("--gateway-key-file", gw, "--user-rate", "-1")...)
+	code, out, errs := run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--admin-key-file", fx.adminFile,
+		"--gateway-key-file", gw, "--batch", "50", "--users", "500", "--packets", "400", "--concurrency", "2",
+		"--rounds", "2", "--engine-redis", fx.redisURL(), "--json")
+	require.Equal(t, 0, code, errs)
+	var rep bench.HTTPReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Len(t, rep.Rounds, 2)
+	require.Equal(t, "serve", rep.Rounds[0].First)
+	require.Equal(t, "engine", rep.Rounds[1].First)
+	for _, r := range rep.Rounds {
+		require.Positive(t, r.ServeGrantsSec)
+		require.Positive(t, r.EngineGrantsSec)
+		require.InDelta(t, r.ServeGrantsSec/r.EngineGrantsSec, r.EngineRatio, 0.001)
+		require.Zero(t, r.Ratio)
+	}
+	require.Contains(t, []float64{rep.Rounds[0].EngineRatio, rep.Rounds[1].EngineRatio}, rep.EngineRatio)
+	s := rep.Serve
+	require.EqualValues(t, 10, s.Requests)
+	require.EqualValues(t, 400, s.Outcomes["granted"])
+	require.EqualValues(t, 500, s.Outcomes["granted"]+s.Outcomes["sold_out"])
+	e := rep.Engine
+	require.NotNil(t, e)
+	require.True(t, e.OK, e.Problems)
+	require.Equal(t, "given", e.Redis)
+	require.Equal(t, 100, e.Concurrency, "--batch x --concurrency goroutines")
+	require.EqualValues(t, 500, e.Grabs)
+	require.EqualValues(t, 400, e.Granted)
+	require.EqualValues(t, 100, e.SoldOut)
 	require.Nil(t, rep.Trivial)
 }
