@@ -277,6 +277,9 @@ type grabsReply struct {
 // route is idempotent per user: a retry answers already_granted with the
 // same packet), and answers each user's result in users' order.
 func (c *Client) grabBatch(ctx context.Context, campaign string, users []string) ([]gatewayResult, error) {
+	if c.rpc != nil {
+		return c.grabBatchRPC(ctx, campaign, users)
+	}
 	body := struct {
 		Users []string `json:"users"`
 	}{users}
