@@ -3,13 +3,22 @@ package clienttest
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hongbao/hongbao/client"
+	"github.com/hongbao/hongbao/client/hongbaov1"
+	"github.com/hongbao/hongbao/client/hongbaov1/hongbaov1connect"
 	"github.com/hongbao/hongbao/httpapi"
 )
 
@@ -205,4 +214,57 @@ func TestProtocolsAnswerAlike(t *testing.T) {
 			require.EqualValues(t, 1000, st.ConfirmedCents+st.ReservedCents+st.RemainingCents)
 		})
 	}
+}
+
+// codeRow is a row of docs/service.md's table of error codes, which
+// httpapi's tests hold to the service's errorCodes.
+var codeRow = regexp.MustCompile("^\\| `([a-z_]+)` \\| (\\d{3}) \\| `[a-z_]+` \\((\\d+)\\) \\|$")
+
+// fakeErrors is a GrabService whose Grab answers, for campaign id "<rpc
+// code>.<code>", the error the service answers for that code.
+type fakeErrors struct {
+	hongbaov1connect.UnimplementedGrabServiceHandler
+}
+
+func (fakeErrors) Grab(_ context.Context, req *connect.Request[hongbaov1.GrabRequest]) (*connect.Response[hongbaov1.GrabResponse], error) {
+	num, code, _ := strings.Cut(req.Msg.GetCampaignId(), ".")
+	n, _ := strconv.Atoi(num)
+	e := connect.NewError(connect.Code(n), errors.New("refused"))
+	d, err := connect.NewErrorDetail(&hongbaov1.Error{Code: code})
+	if err != nil {
+		return nil, err
+	}
+	e.AddDetail(d)
+	return nil, e
+}
+
+// TestRPCErrorStatuses: for every error code of the service, an error
+// of a procedure carrying it is an *Error with the HTTP status the JSON
+// route answers for it, as docs/service.md's table gives them.
+func TestRPCErrorStatuses(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "service.md"))
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(hongbaov1connect.NewGrabServiceHandler(fakeErrors{}))
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := client.New(hs.URL, client.Options{Protocol: client.Connect, Retry: client.NoRetry, HTTPClient: &http.Client{Transport: tr}})
+	require.NoError(t, err)
+	rows := 0
+	for line := range strings.SplitSeq(string(doc), "\n") {
+		m := codeRow.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		rows++
+		_, err := c.Grab(context.Background(), m[3]+"."+m[1])
+		var e *client.Error
+		require.ErrorAs(t, err, &e, m[1])
+		require.Equal(t, m[1], e.Code)
+		require.Equal(t, m[2], strconv.Itoa(e.Status), "the status of %s", m[1])
+	}
+	require.Greater(t, rows, 20, "docs/service.md's table of codes was found")
 }
