@@ -60,11 +60,13 @@ type GatewayBatch struct {
 // it broke).
 
 // Gateway grabs packets for many users through the gateway's batch route
-// (POST /v1/campaigns/{id}/grabs), coalescing concurrent Grab calls of a
-// campaign into batch requests. Its Client's credential is a gateway key
+// (POST /v1/campaigns/{id}/grabs, or GrabBatch under Connect and gRPC),
+// coalescing concurrent Grab calls of a campaign into batch requests, or
+// in stream mode (GatewayOptions.Stream) over one GrabStream per
+// campaign. Its Client's credential is a gateway key
 // (serve --gateway-key-file) or an admin key. It is safe for concurrent
-// use and needs no Close: it runs goroutines only while requests are in
-// flight.
+// use. In batch mode it needs no Close: it runs goroutines only while
+// requests are in flight.
 type Gateway struct {
 	c *Client
 	o GatewayOptions
@@ -187,7 +189,8 @@ type batch struct {
 // When ctx ends before the answer: a caller still queued leaves the
 // queue and hears ctx's error (nothing was sent for them); a caller whose
 // batch is in flight hears an error matching ErrOutcomeUnknown and the
-// batch goes on for the others.
+// batch goes on for the others. In stream mode the same holds of a
+// grab queued and one sent on the stream.
 func (g *Gateway) Grab(ctx context.Context, campaign, user string) (*Grab, error) {
 	if err := ValidateUserID(user); err != nil {
 		return nil, err
