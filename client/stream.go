@@ -150,7 +150,7 @@ func (g *Gateway) run(l *streamLane) {
 		read := make(chan struct{})
 		go func() {
 			defer close(read)
-			l.read(st)
+			l.read(st, cancel)
 		}()
 		err := l.pump(st, cancel)
 		if err == nil {
@@ -245,21 +245,24 @@ func (l *streamLane) next() ([]*hongbaov1.StreamGrab, error) {
 			l.active = now
 			return out, nil
 		}
-		var idle <-chan time.Time
+		var idle *time.Timer
+		var fired <-chan time.Time
 		if l.queued == 0 && len(l.pending) == 0 && len(l.delayed) == 0 {
 			left := g.o.StreamIdle - time.Since(l.active)
 			if g.closed || left <= 0 {
 				l.drop()
 				return nil, nil
 			}
-			t := time.NewTimer(left)
-			defer t.Stop()
-			idle = t.C
+			idle = time.NewTimer(left)
+			fired = idle.C
 		}
 		g.mu.Unlock()
 		select {
 		case <-l.wake:
-		case <-idle:
+		case <-fired:
+		}
+		if idle != nil {
+			idle.Stop()
 		}
 		g.mu.Lock()
 	}
@@ -274,9 +277,9 @@ func (l *streamLane) drop() {
 	l.outbox = nil
 }
 
-// read answers the callers from st's results until it ends, and records
-// why it ended.
-func (l *streamLane) read(st stream) {
+// read answers the callers from st's results until it ends, records why
+// it ended, and cancels the stream.
+func (l *streamLane) read(st stream, cancel context.CancelFunc) {
 	g := l.g
 	for {
 		msg, err := st.Receive()
@@ -289,6 +292,7 @@ func (l *streamLane) read(st stream) {
 				l.broken = err
 			}
 			g.mu.Unlock()
+			cancel() // a Send blocked on the dead stream returns
 			l.poke()
 			return
 		}
@@ -380,7 +384,9 @@ func (l *streamLane) broke(cause error, failures int) (time.Duration, bool) {
 	if errors.Is(cause, errStreamEnded) {
 		err = &lostError{err: cause}
 	}
-	final := classify(err) == final
+	// not_ready: the instance stops (a deploy); the next stream goes to
+	// another.
+	final := classify(err) == final && !errors.Is(err, ErrNotReady)
 	wait := c.backoff(failures)
 	var e *Error
 	if errors.As(err, &e) && e.RetryAfter > 0 {

@@ -100,12 +100,12 @@ func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	k := r.Method + " " + r.URL.Path
 	f.hits[k]++
-	n, answer := f.hits[k], f.answer
+	n, answer, next := f.hits[k], f.answer, f.next
 	f.mu.Unlock()
 	if answer != nil && answer(w, r, n) {
 		return
 	}
-	f.next.ServeHTTP(w, r)
+	next.ServeHTTP(w, r)
 }
 
 // count is how many requests reached the listener whose route ends with

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hongbao/hongbao"
 	"github.com/hongbao/hongbao/client"
+	"github.com/hongbao/hongbao/httpapi"
 )
 
 // newStreamGateway is a Gateway of svc in stream mode over protocol p,
@@ -329,4 +330,59 @@ func assertErrorIs(t *testing.T, err, target error) bool {
 		return false
 	}
 	return true
+}
+
+// TestGatewayStreamServeStops: the instance that holds the stream stops
+// (a deploy) while 64 goroutines grab: it answers what it read and ends
+// the stream not_ready; the gateway opens a new one, which reaches the
+// next instance on the same Redis, and sends the grabs left unanswered.
+func TestGatewayStreamServeStops(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var cfg *httpapi.Config
+	svc := newServiceWith(t, func(c *httpapi.Config) { cfg = c })
+	old, ok := svc.fault.next.(*httpapi.Server)
+	require.True(t, ok)
+	next, err := httpapi.New(*cfg)
+	require.NoError(t, err)
+	const total, packets = 100_000, 1000
+	c, err := newClient(t, svc, adminKey, nil).CreateCampaign(ctx, client.CampaignSpec{TotalCents: total, Count: packets})
+	require.NoError(t, err)
+	gw, obs := newStreamGateway(t, svc, client.Connect, client.GatewayOptions{MaxBatch: 64})
+
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			if _, results := obs.breaks(); results >= 500 {
+				break
+			}
+			time.Sleep(tick) // polled, as require.Eventually does
+		}
+		svc.fault.mu.Lock()
+		svc.fault.next = next
+		svc.fault.mu.Unlock()
+		old.Stopping()
+	}()
+	k := newTold()
+	grabMany(t, gw, c.ID, 64, 40, k)
+	<-stopped
+	require.False(t, t.Failed())
+	obs.mu.Lock()
+	notReady := 0
+	for _, err := range obs.errs {
+		if errors.Is(err, client.ErrNotReady) {
+			notReady++
+		}
+	}
+	obs.mu.Unlock()
+	require.Positive(t, notReady, "the stream ended not_ready")
+	require.Equal(t, 2, svc.fault.count("/GrabStream"), "one stream on each instance")
+	require.Len(t, k.packets, packets)
+	for u := range k.packets {
+		if k.granted[u] == 0 {
+			k.granted[u] = 1 // granted by a grab whose result the stop lost
+		}
+	}
+	k.check(t, svc, c.ID, total)
 }
