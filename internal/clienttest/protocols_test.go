@@ -20,6 +20,7 @@ import (
 	"github.com/hongbao/hongbao/client/hongbaov1"
 	"github.com/hongbao/hongbao/client/hongbaov1/hongbaov1connect"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 )
 
 var protocols = []client.Protocol{client.JSON, client.Connect, client.GRPC}
@@ -251,7 +252,7 @@ func TestRPCErrorStatuses(t *testing.T) {
 	t.Cleanup(hs.Close)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	c, err := client.New(hs.URL, client.Options{Protocol: client.Connect, Retry: client.NoRetry, HTTPClient: &http.Client{Transport: tr}})
+	c, err := client.New(hs.URL, client.Options{Protocol: client.Connect, Retry: client.NoRetry, HTTPClient: &http.Client{Transport: openapitest.Transport(t, tr)}})
 	require.NoError(t, err)
 	rows := 0
 	for line := range strings.SplitSeq(string(doc), "\n") {
