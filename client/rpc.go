@@ -136,6 +136,9 @@ func rpcError(ctx context.Context, err error) error {
 			e.RetryAfter = wholeSeconds(x.GetRetryAfterMs())
 		}
 	}
+	if ra := retryAfter(ce.Meta(), time.Now()); ra > 0 {
+		e.RetryAfter = ra // the header (Connect) or trailer (gRPC), as the route's
+	}
 	if e.Message == "" {
 		e.Message = http.StatusText(e.Status)
 	}

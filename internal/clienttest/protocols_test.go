@@ -34,9 +34,9 @@ type answer struct {
 	Expires bool // a reservation's hold ends in the future
 	Status  int
 	Code    string
-	Is      string // the sentinel the error matches
-	Wait    bool   // the error asks a wait (RetryAfter)
-	Unknown bool   // it matches ErrOutcomeUnknown
+	Is      string        // the sentinel the error matches
+	Wait    time.Duration // the wait the error asks (RetryAfter)
+	Unknown bool          // it matches ErrOutcomeUnknown
 }
 
 var sentinelsByName = map[string]error{
@@ -49,17 +49,13 @@ func errAnswer(t *testing.T, err error) answer {
 	t.Helper()
 	var e *client.Error
 	require.ErrorAs(t, err, &e)
-	a := answer{Status: e.Status, Code: e.Code, Wait: e.RetryAfter > 0, Unknown: errors.Is(err, client.ErrOutcomeUnknown)}
+	a := answer{Status: e.Status, Code: e.Code, Wait: e.RetryAfter, Unknown: errors.Is(err, client.ErrOutcomeUnknown)}
 	require.NotEmpty(t, e.Message)
 	for name, s := range sentinelsByName {
 		if errors.Is(err, s) {
 			require.Empty(t, a.Is, "%v matches %s and %s", err, a.Is, name)
 			a.Is = name
 		}
-	}
-	if e.RetryAfter > 0 {
-		require.LessOrEqual(t, e.RetryAfter, 1000*time.Second, "whole seconds of the limit's wait")
-		require.Zero(t, e.RetryAfter%time.Second, "whole seconds, as Retry-After")
 	}
 	return a
 }
@@ -91,8 +87,8 @@ func TestProtocolsAnswerAlike(t *testing.T) {
 		{Status: 401, Code: "unauthorized", Is: "ErrUnauthorized"},
 		{Status: 400, Code: "invalid_id", Is: "ErrInvalidID"},
 		{Outcome: client.Granted, Packet: "3", Cents: 100},
-		{Status: 429, Code: "rate_limited", Is: "ErrRateLimited", Wait: true},
-		{Outcome: client.AlreadyGranted, Packet: "3", Cents: 100}, // the batch
+		{Status: 429, Code: "rate_limited", Is: "ErrRateLimited", Wait: 1000 * time.Second}, // 1/UserRate, in whole seconds
+		{Outcome: client.AlreadyGranted, Packet: "3", Cents: 100},                           // the batch
 		{Outcome: client.AlreadyGranted, Packet: "1", Cents: 100},
 		{Outcome: client.SoldOut},
 		{Status: 404, Code: "not_found", Is: "ErrNotFound"},
