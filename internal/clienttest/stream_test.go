@@ -387,29 +387,3 @@ func TestGatewayStreamServeStops(t *testing.T) {
 	k.check(t, svc, c.ID, total)
 }
 
-// TestDefaultTransport: without an HTTPClient of the caller's, a Connect
-// or gRPC client speaks HTTP/2 on an http:// URL (h2c), for its unary
-// calls and a gateway's stream.
-func TestDefaultTransport(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	svc := newService(t)
-	c, err := newClient(t, svc, adminKey, nil).CreateCampaign(ctx, client.CampaignSpec{TotalCents: 1000, Count: 10})
-	require.NoError(t, err)
-	for _, p := range []client.Protocol{client.Connect, client.GRPC} {
-		user, err := client.New(svc.URL, client.Options{Token: userToken(t, "dt-"+p.String()), Protocol: p})
-		require.NoError(t, err)
-		g, err := user.Grab(ctx, c.ID)
-		require.NoError(t, err, p.String())
-		require.Equal(t, client.Granted, g.Outcome)
-		api, err := client.New(svc.URL, client.Options{Token: gatewayKey, Protocol: p})
-		require.NoError(t, err)
-		gw, err := api.Gateway(client.GatewayOptions{Stream: true})
-		require.NoError(t, err)
-		g, err = gw.Grab(ctx, c.ID, "dt-"+p.String())
-		require.NoError(t, err, p.String())
-		require.Equal(t, client.AlreadyGranted, g.Outcome, "the user's own grab granted it")
-		require.NoError(t, gw.Close())
-	}
-	require.Equal(t, 2, svc.fault.count("/GrabStream"))
-}
