@@ -97,6 +97,9 @@ func (c *Client) CloseCampaign(ctx context.Context, id string) (*CampaignStatus,
 // A business outcome (sold out, not open, closed) is an answer, not an
 // error. Retries are safe: the user's packet comes back as AlreadyGranted.
 func (c *Client) Grab(ctx context.Context, id string) (*Grab, error) {
+	if c.rpc != nil {
+		return c.grabRPC(ctx, id)
+	}
 	return send[Grab](ctx, c, call{method: http.MethodPost, path: campaignPath(id, "/grab"), idempotent: true})
 }
 
@@ -155,6 +158,9 @@ func (c *Client) CloseDiscount(ctx context.Context, id string) (*DiscountStatus,
 // safe; ErrCancelled, ErrExpired: reserve with a new order id;
 // ErrOrderMismatch: the order was reserved for another amount.
 func (c *Client) Reserve(ctx context.Context, id string, o Order) (*Reservation, error) {
+	if c.rpc != nil {
+		return c.reserveRPC(ctx, id, o)
+	}
 	return send[Reservation](ctx, c, call{method: http.MethodPost, path: discountPath(id, "/reserve"), idempotent: true, body: o})
 }
 
@@ -172,6 +178,9 @@ func (c *Client) Cancel(ctx context.Context, id string, o OrderRef) (*OrderOutco
 }
 
 func (c *Client) order(ctx context.Context, id string, o OrderRef, action string) (*OrderOutcome, error) {
+	if c.rpc != nil {
+		return c.orderRPC(ctx, id, o, action == "/confirm")
+	}
 	body := struct {
 		UserID string `json:"user_id"`
 	}{o.UserID}

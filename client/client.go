@@ -25,8 +25,19 @@ type Options struct {
 	// routes that need none, and As gives one per call).
 	Token string
 	// HTTPClient sends the requests. Default: a client of its own with a
-	// 30 s timeout per attempt, on http.DefaultTransport.
+	// 30 s timeout per attempt, on http.DefaultTransport; under Connect
+	// and GRPC the procedures go over a transport of their own that
+	// speaks HTTP/2 (TLS on https:// URLs, h2c on http:// ones). A client
+	// given here carries the procedures too: for GRPC, and for a
+	// Gateway's stream, its transport must speak HTTP/2 (on http:// URLs
+	// set Protocols to unencrypted HTTP/2). A Gateway's stream is sent
+	// without its Timeout.
 	HTTPClient *http.Client
+	// Protocol is what the grabs (Grab, a Gateway's batches and streams)
+	// and the payment system's calls (Reserve, Confirm, Cancel) speak:
+	// JSON (default), Connect or GRPC. The answers and errors are the
+	// same whichever it is; every other call speaks JSON.
+	Protocol Protocol
 	// Retry bounds the retries. Default: DefaultRetry.
 	Retry Retry
 	// UserAgent is sent as User-Agent. Default "hongbao-client-go".
@@ -75,6 +86,7 @@ type Client struct {
 	retry Retry
 	agent string
 	prop  func(context.Context, http.Header)
+	rpc   *rpcClients // nil under JSON
 }
 
 // New returns a client of the service at baseURL, such as
@@ -110,6 +122,13 @@ func New(baseURL string, o Options) (*Client, error) {
 	if o.Token != "" {
 		c.auth = "Bearer " + o.Token
 	}
+	if o.Protocol != JSON {
+		rc, err := newRPCClients(c.base, o.Protocol, o.HTTPClient)
+		if err != nil {
+			return nil, err
+		}
+		c.rpc = rc
+	}
 	return c, nil
 }
 
@@ -143,12 +162,19 @@ func (c *Client) do(ctx context.Context, k call) error {
 			return fmt.Errorf("hongbao client: %s %s: %w", k.method, k.path, err)
 		}
 	}
-	for attempt := 1; ; attempt++ {
-		err := c.attempt(ctx, k, payload)
+	return c.retrying(ctx, k.idempotent, func() error { return c.attempt(ctx, k, payload) })
+}
+
+// retrying runs one attempt of a call, then more as the retry protocol
+// allows, whatever the transport: idempotent says whether the service
+// makes the call so.
+func (c *Client) retrying(ctx context.Context, idempotent bool, attempt func() error) error {
+	for n := 1; ; n++ {
+		err := attempt()
 		if err == nil {
 			return nil
 		}
-		wait, ok := c.again(ctx, k, err, attempt)
+		wait, ok := c.again(ctx, idempotent, err, n)
 		if !ok {
 			return err
 		}
@@ -163,14 +189,14 @@ func (c *Client) do(ctx context.Context, k call) error {
 }
 
 // again says whether a failed attempt may be retried, and after how long.
-func (c *Client) again(ctx context.Context, k call, err error, attempt int) (time.Duration, bool) {
+func (c *Client) again(ctx context.Context, idempotent bool, err error, attempt int) (time.Duration, bool) {
 	if attempt >= c.retry.MaxAttempts || ctx.Err() != nil {
 		return 0, false
 	}
 	switch classify(err) {
 	case nothing, loadWait:
 	case unknown:
-		if !k.idempotent {
+		if !idempotent {
 			return 0, false
 		}
 	default:

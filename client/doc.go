@@ -17,8 +17,7 @@
 // signs users' tokens, and connectrpc.com/connect and
 // google.golang.org/protobuf for packages hongbaov1 and hongbaov1connect,
 // the Connect and gRPC procedures generated from the service's proto
-// files. A program that imports only package client links nothing
-// outside the standard library.
+// files, which package client calls under Options.Protocol.
 //
 // It does not depend on OpenTelemetry either: that would add about ten
 // modules to every program's module graph for one header. A program that
@@ -35,6 +34,35 @@
 // meanwhile, up to 1000 users, with no timer. Each caller hears its own
 // user's answer. See Gateway.Grab for errors and cancellation, and
 // docs/gateway.md.
+//
+// # Protocols
+//
+// Options.Protocol chooses what the grabs (Client.Grab, a Gateway's
+// batches) and the payment system's calls (Reserve, Confirm, Cancel)
+// speak: JSON (the default), Connect or GRPC, through the generated
+// hongbaov1connect clients. The answers are the same Go values and the
+// errors the same *Error (its code from the procedure's hongbaov1.Error
+// detail, its Status the one the JSON route answers for that code, its
+// RetryAfter the whole seconds the route's Retry-After would say), under
+// the same retries: a caller cannot tell the protocols apart. Every
+// other call speaks JSON. Without Options.HTTPClient the procedures go
+// over HTTP/2: TLS on https:// URLs, h2c (prior knowledge) on http://
+// ones, as serve speaks both.
+//
+// # Gateway streams
+//
+// With GatewayOptions.Stream (under Connect or GRPC) a Gateway keeps one
+// GrabStream per campaign instead of sending batch requests: each Grab
+// goes out as it arrives under a ref of its own, grabs that arrive
+// together in one message, at most MaxBatch (1000, the service's bound)
+// in flight; the result that echoes the ref answers its caller. When the
+// stream breaks, the grabs it left unanswered are sent again on a new
+// one, within Options.Retry (a grab granted before answers
+// already_granted with the same packet), and so are the grabs whose
+// result says busy, outcome_unknown or unavailable. A caller whose
+// context ends hears its error as in batch mode, and the stream goes on.
+// The stream closes StreamIdle after its last caller, or at
+// Gateway.Close.
 //
 // # Retries
 //

@@ -60,6 +60,38 @@ var sentinels = map[string]error{
 	"order_mismatch":       ErrOrderMismatch,
 }
 
+// statuses is the HTTP status of each code of the service, as its JSON
+// routes answer it (docs/service.md's table of codes): an error of a
+// Connect or gRPC procedure, which carries the code, gets the status its
+// route would have answered, so that the two cannot be told apart.
+var statuses = map[string]int{
+	"unauthorized":         http.StatusUnauthorized,
+	"forbidden":            http.StatusForbidden,
+	"not_found":            http.StatusNotFound,
+	"no_grant":             http.StatusNotFound,
+	"invalid_json":         http.StatusBadRequest,
+	"invalid_request":      http.StatusBadRequest,
+	"invalid_id":           http.StatusBadRequest,
+	"body_too_large":       http.StatusRequestEntityTooLarge,
+	"rate_limited":         http.StatusTooManyRequests,
+	"busy":                 http.StatusServiceUnavailable,
+	"outcome_unknown":      http.StatusServiceUnavailable,
+	"in_progress":          http.StatusConflict,
+	"idempotency_mismatch": http.StatusUnprocessableEntity,
+	"not_ready":            http.StatusServiceUnavailable,
+	"unavailable":          http.StatusServiceUnavailable,
+	"internal":             http.StatusInternalServerError,
+	"no_reservation":       http.StatusNotFound,
+	"expired":              http.StatusConflict,
+	"cancelled":            http.StatusConflict,
+	"confirmed":            http.StatusConflict,
+	"order_mismatch":       http.StatusConflict,
+	"misdirected":          http.StatusMisdirectedRequest,
+	"no_commitment":        http.StatusNotFound,
+	"not_closed":           http.StatusConflict,
+	"draw_log_expired":     http.StatusGone,
+}
+
 // Error is an error answer of the service: {"error":{"code","message"}}
 // with its HTTP status. An answer that is not of this shape (a gateway's
 // page) has an empty Code and the status's text as Message.

@@ -21,10 +21,11 @@ var ErrGatewayFull = errors.New("hongbao: gateway queue full")
 // its default.
 type GatewayOptions struct {
 	// MaxBatch is the most users one request names. Default and most:
-	// MaxGatewayBatch.
+	// MaxGatewayBatch. In stream mode: the most grabs in flight on a
+	// campaign's stream (sent, unanswered), and so in one message.
 	MaxBatch int
-	// InFlight is the most batch requests in flight per campaign. Default
-	// 1: while one is in flight the callers that arrive queue, and the
+	// InFlight is the most batch requests in flight per campaign (not
+	// used in stream mode). Default 1: while one is in flight the callers that arrive queue, and the
 	// next request takes them all (up to MaxBatch) as soon as it returns.
 	InFlight int
 	// MaxQueue is the most callers waiting per campaign to be sent; a
@@ -35,6 +36,13 @@ type GatewayOptions struct {
 	// included) with what it was: for metrics of batch sizes and
 	// latencies. It runs on the request's goroutine: keep it short.
 	Observe func(GatewayBatch)
+	// Stream sends the grabs on one GrabStream per campaign instead of
+	// batch requests (see the package documentation); it needs a Client
+	// whose Protocol is Connect or GRPC. Default false.
+	Stream bool
+	// StreamIdle is how long a campaign's stream stays open once no
+	// caller waits on it. Default 1 minute.
+	StreamIdle time.Duration
 }
 
 // GatewayBatch describes one batch request of a Gateway, for
@@ -46,25 +54,41 @@ type GatewayBatch struct {
 	Err      error         // the batch's error, nil when it was answered
 }
 
+// In stream mode Observe sees each message of results (Users: the
+// results it carries, Elapsed: from sending the oldest of their grabs)
+// and each broken stream (Users: the grabs it left unanswered, Err: why
+// it broke).
+
 // Gateway grabs packets for many users through the gateway's batch route
-// (POST /v1/campaigns/{id}/grabs), coalescing concurrent Grab calls of a
-// campaign into batch requests. Its Client's credential is a gateway key
+// (POST /v1/campaigns/{id}/grabs, or GrabBatch under Connect and gRPC),
+// coalescing concurrent Grab calls of a campaign into batch requests, or
+// in stream mode (GatewayOptions.Stream) over one GrabStream per
+// campaign. Its Client's credential is a gateway key
 // (serve --gateway-key-file) or an admin key. It is safe for concurrent
-// use and needs no Close: it runs goroutines only while requests are in
-// flight.
+// use. In batch mode it needs no Close: it runs goroutines only while
+// requests are in flight.
 type Gateway struct {
 	c *Client
 	o GatewayOptions
 
-	mu    sync.Mutex
-	lanes map[string]*lane // by campaign, while a caller waits
+	mu      sync.Mutex
+	lanes   map[string]*lane       // by campaign, while a caller waits
+	streams map[string]*streamLane // by campaign, in stream mode
+	closed  bool
+	wg      sync.WaitGroup // the goroutines of lanes and streams
 }
 
 // Gateway returns a Gateway that sends its batches with c (c's token is
 // the gateway key).
 func (c *Client) Gateway(o GatewayOptions) (*Gateway, error) {
-	if o.MaxBatch < 0 || o.MaxBatch > MaxGatewayBatch || o.InFlight < 0 || o.MaxQueue < 0 {
-		return nil, fmt.Errorf("hongbao client: gateway options: MaxBatch 0 to %d, InFlight and MaxQueue not negative", MaxGatewayBatch)
+	if o.MaxBatch < 0 || o.MaxBatch > MaxGatewayBatch || o.InFlight < 0 || o.MaxQueue < 0 || o.StreamIdle < 0 {
+		return nil, fmt.Errorf("hongbao client: gateway options: MaxBatch 0 to %d, InFlight, MaxQueue and StreamIdle not negative", MaxGatewayBatch)
+	}
+	if o.Stream && c.rpc == nil {
+		return nil, errors.New("hongbao client: a gateway's stream needs a client whose Protocol is Connect or GRPC")
+	}
+	if o.StreamIdle == 0 {
+		o.StreamIdle = time.Minute
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = MaxGatewayBatch
@@ -75,7 +99,27 @@ func (c *Client) Gateway(o GatewayOptions) (*Gateway, error) {
 	if o.MaxQueue == 0 {
 		o.MaxQueue = 10 * o.MaxBatch
 	}
-	return &Gateway{c: c, o: o, lanes: map[string]*lane{}}, nil
+	return &Gateway{c: c, o: o, lanes: map[string]*lane{}, streams: map[string]*streamLane{}}, nil
+}
+
+// Close stops taking grabs (a Grab then answers ErrGatewayClosed), and
+// returns once every caller waiting was answered and every stream
+// ended. A Gateway needs no Close in batch mode, where it runs goroutines
+// only while requests are in flight; in stream mode a campaign's stream
+// stays open StreamIdle after its last caller, or until Close.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	g.closed = true
+	var ls []*streamLane
+	for _, l := range g.streams {
+		ls = append(ls, l)
+	}
+	g.mu.Unlock()
+	for _, l := range ls {
+		l.poke()
+	}
+	g.wg.Wait()
+	return nil
 }
 
 // Queued is how many callers of campaign wait to be sent (not those of
@@ -85,6 +129,9 @@ func (g *Gateway) Queued(campaign string) int {
 	defer g.mu.Unlock()
 	if l := g.lanes[campaign]; l != nil {
 		return l.waiting
+	}
+	if l := g.streams[campaign]; l != nil {
+		return l.queued
 	}
 	return 0
 }
@@ -142,7 +189,8 @@ type batch struct {
 // When ctx ends before the answer: a caller still queued leaves the
 // queue and hears ctx's error (nothing was sent for them); a caller whose
 // batch is in flight hears an error matching ErrOutcomeUnknown and the
-// batch goes on for the others.
+// batch goes on for the others. In stream mode the same holds of a
+// grab queued and one sent on the stream.
 func (g *Gateway) Grab(ctx context.Context, campaign, user string) (*Grab, error) {
 	if err := ValidateUserID(user); err != nil {
 		return nil, err
@@ -150,8 +198,15 @@ func (g *Gateway) Grab(ctx context.Context, campaign, user string) (*Grab, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if g.o.Stream {
+		return g.streamGrab(ctx, campaign, user)
+	}
 	w := &waiter{ctx: ctx, user: user, res: make(chan gatewayResult, 1)}
 	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, ErrGatewayClosed
+	}
 	l := g.lanes[campaign]
 	if l == nil {
 		l = &lane{}
@@ -165,6 +220,7 @@ func (g *Gateway) Grab(ctx context.Context, campaign, user string) (*Grab, error
 	l.waiting++
 	if l.sending < g.o.InFlight {
 		l.sending++
+		g.wg.Add(1)
 		go g.send(campaign, l)
 	}
 	g.mu.Unlock()
@@ -198,6 +254,7 @@ func (g *Gateway) Grab(ctx context.Context, campaign, user string) (*Grab, error
 // MaxBatch), sends it, answers its callers, and again, until the queue
 // is empty.
 func (g *Gateway) send(campaign string, l *lane) {
+	defer g.wg.Done()
 	for {
 		ws, b, ctx := g.take(campaign, l)
 		if ws == nil {
@@ -277,6 +334,9 @@ type grabsReply struct {
 // route is idempotent per user: a retry answers already_granted with the
 // same packet), and answers each user's result in users' order.
 func (c *Client) grabBatch(ctx context.Context, campaign string, users []string) ([]gatewayResult, error) {
+	if c.rpc != nil {
+		return c.grabBatchRPC(ctx, campaign, users)
+	}
 	body := struct {
 		Users []string `json:"users"`
 	}{users}

@@ -1,7 +1,8 @@
 package client
 
-// The client module's own tests use the standard library only (its
-// module graph stays what its code needs). The tests against a real
+// The client module's own tests use the standard library and the
+// module's own requirements only (its module graph stays what its code
+// needs). The tests against a real
 // service are in the root module's internal/clienttest; these cover what
 // needs no service: the reply mapping of a batch and the queue's bounds.
 

@@ -39,6 +39,7 @@ type service struct {
 	URL    string
 	Engine *hongbao.Engine
 	fault  *faults
+	hs     *httptest.Server
 }
 
 // newService starts the API on the shared test Redis.
@@ -73,9 +74,15 @@ func newServiceWith(t *testing.T, with func(*httpapi.Config)) *service {
 	s, err := httpapi.New(cfg)
 	require.NoError(t, err)
 	f := &faults{next: s, hits: map[string]int{}}
-	hs := httptest.NewServer(f)
+	hs := httptest.NewUnstartedServer(f)
+	// HTTP/1.1 and, as serve, HTTP/2 with prior knowledge (h2c), which
+	// gRPC and the Connect streams speak.
+	hs.Config.Protocols = new(http.Protocols)
+	hs.Config.Protocols.SetHTTP1(true)
+	hs.Config.Protocols.SetUnencryptedHTTP2(true)
+	hs.Start()
 	t.Cleanup(hs.Close)
-	return &service{URL: hs.URL, Engine: eng, fault: f}
+	return &service{URL: hs.URL, Engine: eng, fault: f, hs: hs}
 }
 
 // faults answers chosen requests itself before the service sees them, and
@@ -93,12 +100,12 @@ func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	k := r.Method + " " + r.URL.Path
 	f.hits[k]++
-	n, answer := f.hits[k], f.answer
+	n, answer, next := f.hits[k], f.answer, f.next
 	f.mu.Unlock()
 	if answer != nil && answer(w, r, n) {
 		return
 	}
-	f.next.ServeHTTP(w, r)
+	next.ServeHTTP(w, r)
 }
 
 // count is how many requests reached the listener whose route ends with
@@ -153,7 +160,18 @@ func (d *dropFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 // start fast, so the tests do.
 func newClient(t *testing.T, svc *service, token string, rt http.RoundTripper) *client.Client {
 	t.Helper()
+	return newClientOver(t, svc, token, rt, client.JSON)
+}
+
+// newClientOver is newClient speaking protocol p; under Connect and GRPC
+// its transport speaks h2c.
+func newClientOver(t *testing.T, svc *service, token string, rt http.RoundTripper, p client.Protocol) *client.Client {
+	t.Helper()
 	tr := &http.Transport{}
+	if p != client.JSON {
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
 	t.Cleanup(tr.CloseIdleConnections)
 	if rt == nil {
 		rt = tr
@@ -165,6 +183,7 @@ func newClient(t *testing.T, svc *service, token string, rt http.RoundTripper) *
 		Token:      token,
 		HTTPClient: &http.Client{Transport: openapitest.Transport(t, rt), Timeout: 10 * time.Second},
 		Retry:      client.Retry{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
+		Protocol:   p,
 	})
 	require.NoError(t, err)
 	return c
