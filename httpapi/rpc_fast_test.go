@@ -15,6 +15,7 @@ import (
 	"github.com/hongbao/hongbao/client/hongbaov1"
 	"github.com/hongbao/hongbao/client/hongbaov1/hongbaov1connect"
 	"github.com/hongbao/hongbao/httpapi"
+	"github.com/hongbao/hongbao/internal/openapitest"
 )
 
 // TestRPCGrabForms: the unary Grab answers alike in each form of the
@@ -70,7 +71,7 @@ func TestRPCGrabForms(t *testing.T) {
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/proto")
 		req.Header.Set("Authorization", "Bearer "+token(t, "raw"))
-		res, err := http.DefaultClient.Do(req)
+		res, err := openapitest.Client(t).Do(req)
 		require.NoError(t, err)
 		defer res.Body.Close()
 		require.Equal(t, "application/json", res.Header.Get("Content-Type"))

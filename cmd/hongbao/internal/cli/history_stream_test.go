@@ -18,6 +18,7 @@ import (
 	"github.com/hongbao/hongbao/client/hongbaov1/hongbaov1connect"
 	"github.com/hongbao/hongbao/httpapi"
 	"github.com/hongbao/hongbao/internal/history"
+	"github.com/hongbao/hongbao/internal/openapitest"
 )
 
 // The gateway's streams of TestHistoryUnderFaults: two gateway clients,
@@ -103,7 +104,7 @@ func (h *histRun) streams(cfg histConfig, in <-chan int, nemesisDone <-chan stru
 		tr := &http.Transport{Protocols: new(http.Protocols)}
 		tr.Protocols.SetUnencryptedHTTP2(true)
 		h.t.Cleanup(tr.CloseIdleConnections)
-		hc := &http.Client{Transport: tr}
+		hc := &http.Client{Transport: openapitest.Transport(h.t, tr)}
 		var opts []connect.ClientOption
 		if g == 0 {
 			opts = append(opts, connect.WithGRPC())
