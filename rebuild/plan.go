@@ -69,6 +69,7 @@ type planner struct {
 	n         int64
 	owner     []string // by seq: the user a record gives it to
 	inLedger  []bool   // by seq: the owner's grant is in the ledger
+	at        []int64  // by seq: the grant's time its grants-stream entry gives (ms), 0 when none
 	gone      []bool   // by seq: some record says it left a pool
 	goneUser  []string // by seq: a user such a record named
 	located   []bool   // by seq: in a surviving pool or transfer
@@ -84,7 +85,7 @@ type planner struct {
 func makePlan(ev *evidence) (*plan, error) {
 	n := int64(len(ev.cents))
 	pl := &planner{
-		ev: ev, n: n, owner: make([]string, n+1), inLedger: make([]bool, n+1), gone: make([]bool, n+1),
+		ev: ev, n: n, owner: make([]string, n+1), inLedger: make([]bool, n+1), at: make([]int64, n+1), gone: make([]bool, n+1),
 		goneUser: make([]string, n+1), located: make([]bool, n+1), lost: make([]bool, n+1), held: map[string]int64{},
 	}
 	pl.attribute()
@@ -126,6 +127,9 @@ func (pl *planner) attribute() {
 		src := fmt.Sprintf("the grants stream of shard %d", k)
 		for _, g := range r.Grants {
 			pl.record(src, g.User, g.Seq, g.Cents, false)
+			if g.Seq >= 1 && g.Seq <= pl.n && pl.owner[g.Seq] == g.User {
+				pl.at[g.Seq] = g.At
+			}
 		}
 	}
 }

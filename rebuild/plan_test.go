@@ -175,6 +175,22 @@ func TestPlanToSettle(t *testing.T) {
 	require.Empty(t, p.lost)
 }
 
+// TestPlanToSettleKeepsTime: a grant found only in a surviving grants
+// stream goes to the new stream with its time (its old entry's), so the
+// ledger records when it was granted, not when it was rebuilt.
+func TestPlanToSettleKeepsTime(t *testing.T) {
+	t.Parallel()
+	r := survived(map[string]string{"count": "10", "granted_count": "1"}, []int64{1, 2, 3, 4, 5, 6, 7, 8, 10}, nil)
+	r.Grants = []redisstore.StreamGrant{{EntryID: "1790000000123-0", User: "b", Seq: 9, Cents: 109, At: 1_790_000_000_123}}
+	ev := &evidence{shards: 1, cents: tenPackets(), opened: noneOpened(), redis: []*shardReading{r}}
+	p, err := makePlan(ev)
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"b", "9:109:1790000000123"}}, p.shards[0].img.Grants)
+	seq, cents, ms, err := redisstore.ParseStreamPacket(p.shards[0].img.Grants[0][1], 1_800_000_000_000)
+	require.NoError(t, err)
+	require.Equal(t, []int64{9, 109, 1_790_000_000_123}, []int64{seq, cents, ms})
+}
+
 // noneOpened is the frontier of a campaign whose pools opened no block:
 // the plans above test the proofs, and quarantine nothing.
 func noneOpened() []bool { return make([]bool, 11) }

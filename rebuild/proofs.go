@@ -173,7 +173,13 @@ func (pl *planner) build() *plan {
 			sh.grantedCents += c
 			p.claims++
 			if !pl.inLedger[seq] {
-				settle[k] = append(settle[k], u, packet)
+				// Settled later than granted: the entry carries the
+				// grant's time when its old entry told it.
+				settled := packet
+				if pl.at[seq] > 0 {
+					settled = redisstore.FormatTimedPacket(seq, c, pl.at[seq])
+				}
+				settle[k] = append(settle[k], u, settled)
 				p.toSettle++
 			}
 		case pl.lost[seq]:

@@ -113,11 +113,11 @@ func (w *Worker) applyGrants(ctx context.Context, sh shard, es []redisstore.Entr
 	}
 	grants := make([]ledger.Grant, 0, n)
 	for _, e := range es {
-		// The entry's id is Redis' clock when grab.lua added it: the
-		// grant's time, as the grab's answer reported it.
-		at, _ := redisstore.EntryTime(e.ID)
+		// g.At is Redis' clock when grab.lua granted it (the entry's id,
+		// or the time a redriven or rebuilt grant carries): the grant's
+		// time, as the grab's answer reported it.
 		for _, g := range e.Grants {
-			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents, GrantedAt: at})
+			grants = append(grants, ledger.Grant{Campaign: id, Seq: g.Seq, User: g.User, Cents: g.Cents, GrantedAt: g.At})
 		}
 	}
 	lctx, span := w.ledgerSpan(ctx, "ledger.apply_grants", len(grants))

@@ -18,7 +18,6 @@ import (
 // answered (Redis' clock at the grant), not the redrive's: the receipt
 // and the draw log tell the user the time they were told.
 func TestRedriveKeepsGrantTime(t *testing.T) {
-	t.Skip("HOLE: redrive.lua re-adds dead grants with XADD '*', dropping the dead entry's original id, so the ledger's granted_ms (and the receipt) is the redrive's time; rebuild's Stage re-creates unsettled grants the same way")
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()

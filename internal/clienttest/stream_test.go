@@ -386,4 +386,3 @@ func TestGatewayStreamServeStops(t *testing.T) {
 	}
 	k.check(t, svc, c.ID, total)
 }
-

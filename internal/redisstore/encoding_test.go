@@ -56,3 +56,22 @@ func BenchmarkParseClaim(b *testing.B) {
 		_, _, _ = ParseClaim("1234567:12345")
 	}
 }
+
+// TestStreamPacket: a grants-stream packet has the entry's time, unless it
+// carries its own (a redriven or rebuilt grant); claims never take the
+// timed form.
+func TestStreamPacket(t *testing.T) {
+	t.Parallel()
+	seq, cents, ms, err := ParseStreamPacket(FormatPacket(7, 710), 1_790_000_000_000)
+	require.NoError(t, err)
+	require.Equal(t, []int64{7, 710, 1_790_000_000_000}, []int64{seq, cents, ms})
+	seq, cents, ms, err = ParseStreamPacket(FormatTimedPacket(7, 710, 1_780_000_000_001), 1_790_000_000_000)
+	require.NoError(t, err)
+	require.Equal(t, []int64{7, 710, 1_780_000_000_001}, []int64{seq, cents, ms})
+	for _, bad := range []string{"", "1", "1:2:", "1:2:0", "1:2:-5", "1:2:x", "1:2:3:4", ":2:3", "0:2:3", "1:0:3", "1::3"} {
+		_, _, _, err := ParseStreamPacket(bad, 1)
+		require.ErrorIs(t, err, ErrCorrupt, bad)
+	}
+	_, _, err = ParseClaim(FormatTimedPacket(7, 710, 1))
+	require.ErrorIs(t, err, ErrCorrupt, "a claim has no time")
+}

@@ -68,6 +68,10 @@ type StreamGrant struct {
 	User    string
 	Seq     int64
 	Cents   int64
+	// At is the grant's time, milliseconds since the epoch by Redis'
+	// clock: the entry id's, or the one a redriven or rebuilt grant
+	// carries in its packet (ParseStreamPacket).
+	At int64
 }
 
 // ScanGrants calls fn for every grant in the grants stream, in stream
@@ -91,12 +95,16 @@ func (s *Store) ScanGrants(ctx context.Context, k Keys, fn func(StreamGrant) err
 			if err != nil || len(fv)%2 != 0 {
 				return fmt.Errorf("scan grants: %w: malformed entry %s", ErrCorrupt, last)
 			}
+			entryMS, err := EntryTime(last)
+			if err != nil {
+				return fmt.Errorf("scan grants: %w", err)
+			}
 			for i := 0; i < len(fv); i += 2 {
-				seq, cents, err := ParseClaim(fv[i+1])
+				seq, cents, at, err := ParseStreamPacket(fv[i+1], entryMS)
 				if err != nil {
 					return fmt.Errorf("scan grants: entry %s: %w", last, err)
 				}
-				if err := fn(StreamGrant{EntryID: last, User: fv[i], Seq: seq, Cents: cents}); err != nil {
+				if err := fn(StreamGrant{EntryID: last, User: fv[i], Seq: seq, Cents: cents, At: at}); err != nil {
 					return err
 				}
 			}

@@ -41,6 +41,10 @@ func toEntries(slices []rueidis.XRangeSlice) []Entry {
 			seen = make(map[string]bool, len(s.FieldValues))
 		}
 		clear(seen)
+		entryMS, idErr := EntryTime(s.ID)
+		if idErr != nil {
+			e.Err = idErr
+		}
 		e.Raw = make([]DeadGrant, 0, len(s.FieldValues))
 		e.Grants = make([]StreamGrant, 0, len(s.FieldValues))
 		for _, fv := range s.FieldValues {
@@ -48,7 +52,7 @@ func toEntries(slices []rueidis.XRangeSlice) []Entry {
 			if e.Err != nil {
 				continue
 			}
-			seq, cents, err := ParseClaim(fv.Value)
+			seq, cents, at, err := ParseStreamPacket(fv.Value, entryMS)
 			switch {
 			case err != nil:
 				e.Err = fmt.Errorf("field %q: %w", fv.Field, err)
@@ -56,7 +60,7 @@ func toEntries(slices []rueidis.XRangeSlice) []Entry {
 				e.Err = fmt.Errorf("%w: user %q empty or repeated", ErrCorrupt, fv.Field)
 			default:
 				seen[fv.Field] = true
-				e.Grants = append(e.Grants, StreamGrant{EntryID: s.ID, User: fv.Field, Seq: seq, Cents: cents})
+				e.Grants = append(e.Grants, StreamGrant{EntryID: s.ID, User: fv.Field, Seq: seq, Cents: cents, At: at})
 			}
 		}
 		if len(s.FieldValues) == 0 && e.Err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,6 +151,34 @@ func FormatPacket(seq, cents int64) string {
 	out := strconv.AppendInt(b[:0], seq, 10)
 	out = append(out, ':')
 	return string(strconv.AppendInt(out, cents, 10))
+}
+
+// FormatTimedPacket is a packet as a grants-stream entry carries it when
+// the entry was written after the grant (a redriven or rebuilt grant):
+// "<seq>:<cents>:<ms>", ms being the grant's time (Redis' clock at the
+// grab, milliseconds since the epoch), which the entry's own id no
+// longer is. Claims and pools never carry it.
+func FormatTimedPacket(seq, cents, ms int64) string {
+	return FormatPacket(seq, cents) + ":" + strconv.FormatInt(ms, 10)
+}
+
+// ParseStreamPacket reads a grants-stream entry's packet: "<seq>:<cents>"
+// as grab.lua writes it, whose time is the entry's (entryMS), or
+// "<seq>:<cents>:<ms>" (FormatTimedPacket). A worker that predates the
+// timed form finds it malformed and moves the entry to the dead stream,
+// from which a redrive puts it back: refused loudly, never settled with
+// a wrong time.
+func ParseStreamPacket(v string, entryMS int64) (seq, cents, ms int64, err error) {
+	ms = entryMS
+	if i := strings.LastIndexByte(v, ':'); i > 0 && strings.IndexByte(v[:i], ':') > 0 {
+		ms, err = strconv.ParseInt(v[i+1:], 10, 64)
+		if err != nil || ms < 1 {
+			return 0, 0, 0, fmt.Errorf("%w: malformed grant time in %q", ErrCorrupt, v)
+		}
+		v = v[:i]
+	}
+	seq, cents, err = ParseClaim(v)
+	return seq, cents, ms, err
 }
 
 // Load appends amounts to the staging list of a loading campaign or shard,

@@ -10,21 +10,30 @@
 --         entries (one without a user and packet, as dead.lua writes for an entry
 --         without grants, is only deleted).
 -- Complexity O(ARGV[1]). The grants go back as one new entry (fields user ->
--- packet, as grab.lua writes them), and the dead entries are deleted in the
--- same step, so a grant is never in both streams or in neither.
+-- packet, as grab.lua writes them, each packet with its grant's time, the
+-- id of the entry it was first in: "seq:cents:ms"), and the dead entries are
+-- deleted in the same step, so a grant is never in both streams or in neither.
 local dead, grants = KEYS[1], KEYS[2]
 local entries = redis.call('XRANGE', dead, '-', '+', 'COUNT', tonumber(ARGV[1]))
 local pairs_, ids = {}, {}
 for i, e in ipairs(entries) do
   ids[i] = e[1]
   local f = e[2]
-  local user, packet
+  local user, packet, entry
   for j = 1, #f, 2 do
     if f[j] == 'user' then
       user = f[j + 1]
     elseif f[j] == 'packet' then
       packet = f[j + 1]
+    elseif f[j] == 'entry' then
+      entry = f[j + 1]
     end
+  end
+  -- The grant's time is its first entry's id (Redis' clock at the grab):
+  -- a packet that does not carry one yet takes it along ("seq:cents:ms").
+  local ms = entry and string.match(entry, '^(%d+)%-%d+$')
+  if packet and ms and string.match(packet, '^%d+:%d+$') then
+    packet = packet .. ':' .. ms
   end
   if user and packet then
     pairs_[#pairs_ + 1] = user
