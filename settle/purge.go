@@ -37,7 +37,9 @@ func (w *Worker) PurgeDrawData(ctx context.Context, now time.Time) (int, error) 
 		for _, id := range ids {
 			w.log.Info("fairness draw data purged after its retention", "campaign", id, "retention", w.cfg.DrawDataRetention)
 		}
-		if err != nil || len(ids) < purgeBatch {
+		// Until a page purges nothing: another sweeper may have taken part
+		// of a full page, which says nothing of the pages after it.
+		if err != nil || len(ids) == 0 {
 			return total, err
 		}
 	}
