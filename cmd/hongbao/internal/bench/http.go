@@ -137,13 +137,13 @@ type HTTPRound struct {
 	// StreamRatio that over the engine's grants/s, StreamBatchRatio over
 	// the batch route's users granted a second; the CPU figures serve's
 	// per user carried, stream and batch route.
-	Order               string  `json:"order,omitempty"`
-	StreamCampaign      string  `json:"stream_campaign,omitempty"`
-	StreamGrantsSec     float64 `json:"stream_granted_per_sec,omitempty"`
-	StreamRatio         float64 `json:"stream_engine_ratio,omitempty"`
-	StreamBatchRatio    float64 `json:"stream_batch_ratio,omitempty"`
-	StreamCPUUsPerUser  float64 `json:"stream_cpu_us_per_user,omitempty"`
-	ServeCPUUsPerUser   float64 `json:"serve_cpu_us_per_user,omitempty"`
+	Order              string  `json:"order,omitempty"`
+	StreamCampaign     string  `json:"stream_campaign,omitempty"`
+	StreamGrantsSec    float64 `json:"stream_granted_per_sec,omitempty"`
+	StreamRatio        float64 `json:"stream_engine_ratio,omitempty"`
+	StreamBatchRatio   float64 `json:"stream_batch_ratio,omitempty"`
+	StreamCPUUsPerUser float64 `json:"stream_cpu_us_per_user,omitempty"`
+	ServeCPUUsPerUser  float64 `json:"serve_cpu_us_per_user,omitempty"`
 }
 
 // HTTPReport holds the serve measurement and, when asked, the trivial
