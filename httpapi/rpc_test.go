@@ -513,7 +513,7 @@ func streamContext(t *testing.T) context.Context {
 // TestRPCGrabAnswersUncompressed: the grab procedures answer uncompressed
 // even to a client that accepts gzip (connect's clients do, by default),
 // as the JSON routes do: a gateway sits next to serve, and gzipping a
-// stream's results cost serve as much CPU as grabbing them. The client's
+// stream's results took nearly half of serve's CPU for the stream. The client's
 // gzip here counts the messages it inflates.
 func TestRPCGrabAnswersUncompressed(t *testing.T) {
 	t.Parallel()
