@@ -78,25 +78,26 @@ func (g rpcGrabs) GrabBatch(ctx context.Context, req *connect.Request[hongbaov1.
 		return nil, s.rpcFail(route, err)
 	}
 	out := &hongbaov1.GrabBatchResponse{Results: make([]*hongbaov1.GrabResult, len(res))}
+	all := make([]hongbaov1.GrabResult, len(res))
 	for i, x := range res {
-		out.Results[i] = grabResult(users[i], 0, x)
+		out.Results[i] = &all[i]
+		fillGrabResult(out.Results[i], users[i], 0, x)
 	}
 	return connect.NewResponse(out), nil
 }
 
-// grabResult is one user's answer in a batch or a stream, as
-// appendBatchResult spells it in JSON.
-func grabResult(user string, ref uint64, x batchResult) *hongbaov1.GrabResult {
-	r := &hongbaov1.GrabResult{UserId: user, Ref: ref}
+// fillGrabResult fills r, a zero result, with one user's answer in a
+// batch or a stream, as appendBatchResult spells it in JSON.
+func fillGrabResult(r *hongbaov1.GrabResult, user string, ref uint64, x batchResult) {
+	r.UserId, r.Ref = user, ref
 	if x.limited {
 		r.Error = CodeRateLimited
-		return r
+		return
 	}
 	r.Outcome = hongbaov1.GrabOutcome(x.grant.Outcome)
 	if x.grant.Outcome.HasPacket() {
 		r.PacketId, r.AmountCents, r.Amount = x.grant.PacketID(), x.grant.Cents, hongbao.FormatCents(x.grant.Cents)
 	}
-	return r
 }
 
 func (g rpcGrabs) GrabStream(ctx context.Context, st *connect.BidiStream[hongbaov1.GrabStreamRequest, hongbaov1.GrabStreamResponse]) error {
@@ -195,14 +196,30 @@ func (gs *grabStream) receive(ctx context.Context) error {
 			}
 			valid = append(valid, g)
 		}
-		for _, g := range valid {
-			select {
-			case gs.slots <- struct{}{}:
-			case <-ctx.Done():
-				return ctx.Err()
+		// A place in flight for each grab, then the message's grabs queued
+		// at once: one lock and one wake-up a message, not a grab.
+		for range valid {
+			if err := gs.acquire(ctx); err != nil {
+				return err
 			}
-			gs.put(streamGrab{user: g.GetUserId(), ref: g.GetRef()})
 		}
+		gs.put(valid)
+	}
+}
+
+// acquire takes a place in flight for one grab, waiting while the stream
+// holds maxStreamInFlight.
+func (gs *grabStream) acquire(ctx context.Context) error {
+	select {
+	case gs.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case gs.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -254,10 +271,15 @@ func (gs *grabStream) refuseAll(grabs []*hongbaov1.StreamGrab, no refusal) {
 	gs.send(out)
 }
 
-// put queues a grab for the next batch.
-func (gs *grabStream) put(g streamGrab) {
+// put queues a message's grabs for the next batch.
+func (gs *grabStream) put(grabs []*hongbaov1.StreamGrab) {
+	if len(grabs) == 0 {
+		return
+	}
 	gs.mu.Lock()
-	gs.queue = append(gs.queue, g)
+	for _, g := range grabs {
+		gs.queue = append(gs.queue, streamGrab{user: g.GetUserId(), ref: g.GetRef()})
+	}
 	gs.mu.Unlock()
 	select {
 	case gs.ready <- struct{}{}:
@@ -313,19 +335,22 @@ func (gs *grabStream) dispatch(ctx context.Context) {
 		}
 		res, err := gs.s.grabBatchOp(ctx, id, users)
 		out := make([]*hongbaov1.GrabResult, len(batch))
+		// The batch's results in one allocation, not one each.
+		all := make([]hongbaov1.GrabResult, len(batch))
 		var a *requestError
 		if err != nil {
 			a = gs.s.answerFor(gs.route, err)
 		}
 		for i, g := range batch {
+			out[i] = &all[i]
 			if a != nil {
-				out[i] = &hongbaov1.GrabResult{UserId: g.user, Ref: g.ref, Error: a.code}
+				out[i].UserId, out[i].Ref, out[i].Error = g.user, g.ref, a.code
 				if a.retry {
 					out[i].RetryAfterMs = gs.s.cfg.RetryAfter.Milliseconds()
 				}
 				continue
 			}
-			out[i] = grabResult(g.user, g.ref, res[i])
+			fillGrabResult(out[i], g.user, g.ref, res[i])
 		}
 		gs.send(out)
 		for range batch {

@@ -74,6 +74,14 @@ type HTTPOptions struct {
 	// (user + system, from /proc/PID/stat) is read around each of its
 	// measurements, so that the report gives serve's CPU per request.
 	ServePID int
+	// Stream, with Batch, also measures serve's GrabStream (gRPC over h2c)
+	// in every round, beside the batch route (and the engine, with
+	// EngineRedisURL), on a campaign of its own: Streams streams, a
+	// connection each, send the same grabs, Batch a message, each keeping
+	// at most Window grabs in flight and reading results as they come.
+	Stream  bool
+	Streams int
+	Window  int
 	// Progress, if not nil, starts a progress bar.
 	Progress func(label string, total int64) Progress
 }
@@ -123,6 +131,19 @@ type HTTPRound struct {
 	EngineGrantsSec  float64 `json:"engine_grants_per_sec,omitempty"`
 	EngineRatio      float64 `json:"engine_ratio,omitempty"`
 	ServeCPUUsPerReq float64 `json:"serve_cpu_us_per_request,omitempty"`
+	// With Stream: Order is the round's measurements in the order they
+	// ran ("stream,batch,engine" and its rotations); StreamCampaign the
+	// stream's campaign; StreamGrantsSec its users granted a second;
+	// StreamRatio that over the engine's grants/s, StreamBatchRatio over
+	// the batch route's users granted a second; the CPU figures serve's
+	// per user carried, stream and batch route.
+	Order              string  `json:"order,omitempty"`
+	StreamCampaign     string  `json:"stream_campaign,omitempty"`
+	StreamGrantsSec    float64 `json:"stream_granted_per_sec,omitempty"`
+	StreamRatio        float64 `json:"stream_engine_ratio,omitempty"`
+	StreamBatchRatio   float64 `json:"stream_batch_ratio,omitempty"`
+	StreamCPUUsPerUser float64 `json:"stream_cpu_us_per_user,omitempty"`
+	ServeCPUUsPerUser  float64 `json:"serve_cpu_us_per_user,omitempty"`
 }
 
 // HTTPReport holds the serve measurement and, when asked, the trivial
@@ -139,6 +160,15 @@ type HTTPReport struct {
 	// engine's grants/s (the median of the rounds').
 	Engine      *Result `json:"engine,omitempty"`
 	EngineRatio float64 `json:"engine_ratio,omitempty"`
+	// Stream is serve's GrabStream measurement (with Stream);
+	// StreamRatio its users granted a second over the engine's grants/s,
+	// StreamBatchRatio over the batch route's (each the median of the
+	// rounds'). With Stream, Serve, Stream and Engine are those of the
+	// round of the median StreamRatio (StreamBatchRatio without an
+	// engine).
+	Stream           *HTTPResult `json:"stream,omitempty"`
+	StreamRatio      float64     `json:"stream_engine_ratio,omitempty"`
+	StreamBatchRatio float64     `json:"stream_batch_ratio,omitempty"`
 	// Rounds are every round's figures, in order.
 	Rounds []HTTPRound `json:"rounds"`
 }
@@ -168,6 +198,14 @@ func (o *HTTPOptions) Validate() error {
 		return errors.New("the engine is measured beside batches only")
 	case o.EngineRedisURL != "" && o.Campaign != "":
 		return errors.New("the engine comparison needs campaigns created here, of the same packets")
+	case o.Stream && o.Batch == 0:
+		return errors.New("the stream is measured beside batches only: give the grabs a message with batch")
+	case o.Stream && o.Campaign != "":
+		return errors.New("the stream comparison needs campaigns created here, one for the stream and one for the batch route")
+	case o.Stream && (o.Streams < 0 || o.Window < 0):
+		return errors.New("streams and window must be positive")
+	case o.Stream && o.Window > 0 && o.Window < o.Batch:
+		return errors.New("the window must hold a message: at least batch grabs")
 	}
 	return nil
 }
@@ -221,6 +259,11 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPReport, error) {
 	}
 	if o.Rounds == 0 {
 		o.Rounds = 1
+	}
+	if o.Stream {
+		o.Streams = cmp.Or(o.Streams, o.Concurrency)
+		o.Window = cmp.Or(o.Window, max(DefaultStreamWindow, o.Batch))
+		return runStreamRounds(ctx, api, httpc, o)
 	}
 	trivURL := strings.TrimRight(o.TrivialURL, "/")
 	if o.Batch == 0 && o.Trivial && trivURL == "" {
@@ -312,20 +355,26 @@ func runRound(ctx context.Context, api *client.Client, httpc *http.Client, toks 
 // measureServe measures serve once, single grabs or batches, with its
 // CPU time when o.ServePID is set.
 func measureServe(ctx context.Context, api *client.Client, httpc *http.Client, id string, toks []string, o HTTPOptions) (*HTTPResult, error) {
+	return withServeCPU(o, "serve", id, func() (*HTTPResult, error) {
+		if o.Batch > 0 {
+			return measureBatch(ctx, httpc, id, o)
+		}
+		return measureHTTP(ctx, api, id, toks, o, "grabbing")
+	})
+}
+
+// withServeCPU runs the measurement m of serve (target, on campaign id),
+// with serve's CPU time around it when o.ServePID is set.
+func withServeCPU(o HTTPOptions, target, id string, m func() (*HTTPResult, error)) (*HTTPResult, error) {
 	cpu0, err := processCPUOf(o.ServePID)
 	if err != nil {
 		return nil, err
 	}
-	var r *HTTPResult
-	if o.Batch > 0 {
-		r, err = measureBatch(ctx, httpc, id, o)
-	} else {
-		r, err = measureHTTP(ctx, api, id, toks, o, "grabbing")
-	}
+	r, err := m()
 	if err != nil {
 		return nil, err
 	}
-	r.Target, r.Campaign = "serve", id
+	r.Target, r.Campaign = target, id
 	if o.ServePID > 0 {
 		cpu1, err := processCPUOf(o.ServePID)
 		if err != nil {

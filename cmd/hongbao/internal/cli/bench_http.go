@@ -52,8 +52,9 @@ type benchHTTPCmd struct {
 	secretFlag                      fileList
 	users, packets, clicks, conc    int
 	batch, rounds, servePID         int
+	streams, window                 int
 	gatewayFile, engineRedis        string
-	trivial, asJSON                 bool
+	trivial, asJSON, stream         bool
 	o                               bench.HTTPOptions
 }
 
@@ -64,7 +65,9 @@ Mints a token per user first, creates a campaign (or uses --campaign), lets
 requests/s, latency percentiles and the outcome mix; then measures a trivial
 Go handler the same way, in the same run, and reports the ratio. With
 --batch and --engine-redis it measures the engine on the serve's Redis
-beside the batch route instead; --rounds alternates the pair.
+beside the batch route instead; --rounds alternates the pair. With --batch
+and --stream it measures the gateway's stream (GrabStream, gRPC over h2c)
+beside the batch route, and the engine with --engine-redis, in every round.
 
 Flags:`
 
@@ -83,6 +86,9 @@ func (b *benchHTTPCmd) declare(fs *flag.FlagSet) {
 	fs.StringVar(&b.gatewayFile, "gateway-key-file", "", "a gateway key of the serve, for --batch (the admin key opens the route too)")
 	fs.IntVar(&b.rounds, "rounds", 1, "run the pair of measurements (serve and the trivial handler, or serve's batches and the engine) this many times, alternating which goes first, each round on a campaign of its own; the ratios are the rounds' median")
 	fs.StringVar(&b.engineRedis, "engine-redis", "", "with --batch: also measure the engine in this process on this Redis (the serve's own) in every round, --batch x --concurrency goroutines grabbing once for each of --users, and report serve's users granted a second over the engine's grants/s")
+	fs.BoolVar(&b.stream, "stream", false, "with --batch: also measure the gateway's GrabStream (gRPC over h2c) in every round, on a campaign of its own, beside the batch route (and the engine with --engine-redis), the three in turn; --batch grabs a message")
+	fs.IntVar(&b.streams, "streams", 0, "with --stream: streams at once, a connection each (default --concurrency)")
+	fs.IntVar(&b.window, "window", bench.DefaultStreamWindow, "with --stream: grabs a stream keeps in flight (at least --batch; serve holds 1000)")
 	fs.IntVar(&b.servePID, "serve-pid", 0, "the serve's process id: read its CPU time (/proc/PID/stat) around each measurement and report its CPU per request")
 	fs.BoolVar(&b.trivial, "trivial", true, "also measure a trivial Go handler, the same way (in this process, or at --trivial-url)")
 	fs.StringVar(&b.trivialURL, "trivial-url", "", "measure the trivial handler at this URL, one started in a process of its own with --trivial-listen, like serve")
@@ -113,7 +119,7 @@ func (b *benchHTTPCmd) parseFlags(args []string) error {
 		URL: strings.TrimRight(b.url, "/"), Secret: secret, Campaign: b.campaign, Packets: b.packets,
 		Users: b.users, Clicks: b.clicks, Concurrency: b.conc, Trivial: b.trivial,
 		TrivialURL: b.trivialURL, Batch: b.batch, Rounds: b.rounds, EngineRedisURL: b.engineRedis,
-		ServePID: b.servePID,
+		ServePID: b.servePID, Stream: b.stream, Streams: b.streams, Window: b.window,
 	}
 	if b.tokensOut != "" {
 		if b.users < 1 {
@@ -192,6 +198,14 @@ func (b *benchHTTPCmd) run(ctx context.Context) error {
 			}
 		}
 	}
+	if r := rep.Stream; r != nil {
+		p("stream   %d messages of %d grabs in %.2fs on %d streams: %.0f users granted a second   latency p50 %.2f ms  p99 %.2f ms\n",
+			r.Requests, b.batch, r.Seconds, r.Concurrency, r.GrantsSec, r.P50ms, r.P99ms)
+		p("         campaign %s, %d users; outcomes: %s; streams ended: %s\n", r.Campaign, r.Users, mix(r.Outcomes), mix(r.Statuses))
+		if r.CPUSeconds > 0 {
+			p("         serve CPU %.2fs: %.1f µs a user\n", r.CPUSeconds, r.CPUUsPerUser)
+		}
+	}
 	if e := rep.Engine; e != nil {
 		p("engine   %d grants in %.2fs by %d goroutines on the same Redis: %.0f grants/s   latency p50 %.2f ms  p99 %.2f ms; this process's CPU %.1f µs a grant\n",
 			e.Granted, e.Seconds, e.Concurrency, e.GrantsPerSec, e.P50Ms, e.P99Ms, e.BenchUsPerGrant)
@@ -200,6 +214,12 @@ func (b *benchHTTPCmd) run(ctx context.Context) error {
 		for i, r := range rep.Rounds {
 			p("round %d (%s first): serve %.0f req/s", i+1, r.First, r.ServePerSec)
 			switch {
+			case r.Order != "":
+				p(", %.0f users granted/s; stream %.0f users granted/s, stream / batch %.3f", r.ServeGrantsSec, r.StreamGrantsSec, r.StreamBatchRatio)
+				if r.EngineGrantsSec > 0 {
+					p("; engine %.0f grants/s, batch / engine %.3f, stream / engine %.3f", r.EngineGrantsSec, r.EngineRatio, r.StreamRatio)
+				}
+				p("\n")
 			case r.TrivialPerSec > 0:
 				p(", trivial %.0f req/s, ratio %.3f\n", r.TrivialPerSec, r.Ratio)
 			case r.EngineGrantsSec > 0:
@@ -211,6 +231,12 @@ func (b *benchHTTPCmd) run(ctx context.Context) error {
 	}
 	if rep.Ratio > 0 {
 		p("serve / trivial handler: %.2f of the trivial handler's requests/s (median of %d rounds)\n", rep.Ratio, len(rep.Rounds))
+	}
+	if rep.StreamBatchRatio > 0 {
+		p("serve stream / batches: %.2f of the batch route's users granted/s (median of %d rounds)\n", rep.StreamBatchRatio, len(rep.Rounds))
+	}
+	if rep.StreamRatio > 0 {
+		p("serve stream / engine: %.2f of the engine's grants/s on the same Redis (median of %d rounds)\n", rep.StreamRatio, len(rep.Rounds))
 	}
 	if rep.EngineRatio > 0 {
 		p("serve batches / engine: %.2f of the engine's grants/s on the same Redis (median of %d rounds)\n", rep.EngineRatio, len(rep.Rounds))

@@ -173,3 +173,81 @@ func TestBenchHTTPBatchEngine(t *testing.T) {
 	require.EqualValues(t, 100, e.SoldOut)
 	require.Nil(t, rep.Trivial)
 }
+
+// TestBenchHTTPStream: --stream measures the gateway's GrabStream beside
+// the batch route and the engine in every round, the three in turn, each
+// of serve's on a campaign of its own, and reports every ratio and their
+// medians; every grab of the streams is answered once and the counts add
+// up.
+func TestBenchHTTPStream(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, redisserver.Options{AOF: "off"})
+	gw := writeSecret(t, fx.dir, "gateway.key")
+	p := startServe(t, fx.args("--gateway-key-file", gw, "--user-rate", "-1")...)
+	code, out, errs := run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--admin-key-file", fx.adminFile,
+		"--gateway-key-file", gw, "--batch", "50", "--users", "500", "--packets", "400", "--concurrency", "2",
+		"--stream", "--streams", "3", "--window", "100", "--rounds", "3", "--engine-redis", fx.redisURL(), "--json")
+	require.Equal(t, 0, code, errs)
+	var rep bench.HTTPReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Len(t, rep.Rounds, 3)
+	campaigns := map[string]bool{}
+	var streamRatios, batchRatios, engineRatios []float64
+	for i, r := range rep.Rounds {
+		require.Equal(t, []string{"stream,batch,engine", "batch,engine,stream", "engine,stream,batch"}[i], r.Order)
+		require.Equal(t, []string{"stream", "batch", "engine"}[i], r.First)
+		require.Positive(t, r.StreamGrantsSec)
+		require.Positive(t, r.ServeGrantsSec)
+		require.Positive(t, r.EngineGrantsSec)
+		require.InDelta(t, r.StreamGrantsSec/r.EngineGrantsSec, r.StreamRatio, 0.001)
+		require.InDelta(t, r.StreamGrantsSec/r.ServeGrantsSec, r.StreamBatchRatio, 0.001)
+		require.InDelta(t, r.ServeGrantsSec/r.EngineGrantsSec, r.EngineRatio, 0.001)
+		campaigns[r.Campaign], campaigns[r.StreamCampaign] = true, true
+		streamRatios, batchRatios = append(streamRatios, r.StreamRatio), append(batchRatios, r.StreamBatchRatio)
+		engineRatios = append(engineRatios, r.EngineRatio)
+	}
+	require.Len(t, campaigns, 6, "a campaign of its own for each of serve's measurements")
+	for _, c := range []struct {
+		all []float64
+		got float64
+	}{{streamRatios, rep.StreamRatio}, {batchRatios, rep.StreamBatchRatio}, {engineRatios, rep.EngineRatio}} {
+		sort.Float64s(c.all)
+		require.Equal(t, c.all[1], c.got, "the median of the rounds")
+	}
+	st := rep.Stream
+	require.NotNil(t, st)
+	require.Equal(t, "stream", st.Target)
+	require.Equal(t, 3, st.Concurrency)
+	require.EqualValues(t, 10, st.Requests, "500 grabs, 50 a message")
+	require.EqualValues(t, map[string]int64{"ok": 3}, st.Statuses)
+	require.EqualValues(t, map[string]int64{"granted": 400, "sold_out": 100}, st.Outcomes)
+	require.Zero(t, st.Errors)
+	s := rep.Serve
+	require.EqualValues(t, 10, s.Requests)
+	require.EqualValues(t, map[string]int64{"granted": 400, "sold_out": 100}, s.Outcomes)
+	e := rep.Engine
+	require.NotNil(t, e)
+	require.True(t, e.OK, e.Problems)
+	require.EqualValues(t, 400, e.Granted)
+	require.NotEqual(t, st.Campaign, s.Campaign)
+
+	// Two clicks a user on a stream: each user's second grab is answered
+	// already_granted or sold_out; the text report names the ratios.
+	code, out, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--admin-key-file", fx.adminFile,
+		"--gateway-key-file", gw, "--batch", "40", "--users", "200", "--clicks", "2", "--packets", "150",
+		"--concurrency", "2", "--stream", "--rounds", "2")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "stream   10 messages of 40 grabs")
+	require.Contains(t, out, "outcomes: already_granted 150, granted 150, sold_out 100; streams ended: ok 2")
+	require.Contains(t, out, "round 2 (batch first)")
+	require.Contains(t, out, "serve stream / batches:")
+
+	code, _, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--admin-key-file", fx.adminFile,
+		"--gateway-key-file", gw, "--batch", "50", "--window", "20", "--stream")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "at least batch grabs")
+	code, _, errs = run(t, nil, "bench", "--mode", "http", "--url", p.URL, "--token-secret-file", fx.secretFile,
+		"--admin-key-file", fx.adminFile, "--stream")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "beside batches only")
+}
